@@ -1,0 +1,99 @@
+"""The inbox: ``<inbox>/<volume>/*.pdf`` with an optional ``manifest.csv`` per volume.
+
+A paper's *key* is ``<volume>/<file stem>``: stable, readable, and what the Dagster partition is named after.
+Its data version is the file's sha256. The paper id (AirQA rule) needs the title, which may only be known after
+reading page 1, so it is computed by the parser, not here.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from paperlake.ids import sha256_file, venue_key
+
+MANIFEST_NAME = "manifest.csv"
+MANIFEST_COLUMNS = ("file", "title", "conference", "year", "volume", "pdf_url", "license", "sha256", "pages")
+_KEY_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class PaperSource:
+    """One PDF in the inbox, with what the volume's manifest says about it (possibly nothing)."""
+
+    paper_key: str
+    volume: str
+    pdf_path: Path
+    sha256: str
+    manifest: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    mineru_dir: Path | None = None
+
+    @property
+    def venue(self) -> str:
+        """``emnlp2024``: from the manifest's conference and year, else the volume folder's name."""
+        conference = self.manifest.get("conference")
+        if conference:
+            return venue_key(conference, self.manifest.get("year"))
+        return venue_key(self.volume, None)
+
+    @property
+    def manifest_title(self) -> str | None:
+        title = (self.manifest.get("title") or "").strip()
+        return title or None
+
+
+def paper_key_for(volume: str, pdf_path: Path) -> str:
+    return f"{_KEY_UNSAFE.sub('-', volume)}/{_KEY_UNSAFE.sub('-', pdf_path.stem)}"
+
+
+def read_manifest(volume_dir: Path) -> dict[str, dict[str, str]]:
+    """file name → row; any subset of :data:`MANIFEST_COLUMNS`, unknown columns kept, blank cells dropped."""
+    path = volume_dir / MANIFEST_NAME
+    if not path.exists():
+        return {}
+    rows: dict[str, dict[str, str]] = {}
+    with open(path, newline="", encoding="utf-8-sig") as handle:
+        for row in csv.DictReader(handle):
+            name = (row.get("file") or "").strip()
+            if name:
+                rows[name] = {k.strip(): v.strip() for k, v in row.items() if k and v and v.strip()}
+    return rows
+
+
+def find_mineru_dir(mineru_root: Path | None, pdf_path: Path) -> Path | None:
+    """MinerU outputs for a PDF live in ``<mineru_root>/<pdf stem>/`` (cloud or local layout)."""
+    if mineru_root is None:
+        return None
+    candidate = Path(mineru_root) / pdf_path.stem
+    if candidate.is_dir() and any(candidate.glob("*content_list.json")):
+        return candidate
+    auto = candidate / "auto"
+    if auto.is_dir() and any(auto.glob("*content_list.json")):
+        return auto
+    return None
+
+
+def scan_inbox(inboxes: list[Path] | Path, mineru_root: Path | None = None) -> list[PaperSource]:
+    """Every ``<inbox>/<volume>/*.pdf`` (case-insensitive suffix), sorted by key; hashes each file."""
+    roots = [inboxes] if isinstance(inboxes, (str, Path)) else list(inboxes)
+    sources: dict[str, PaperSource] = {}
+    for root in map(Path, roots):
+        if not root.is_dir():
+            raise FileNotFoundError(f"inbox {root} is not a directory")
+        for volume_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            manifest = read_manifest(volume_dir)
+            for pdf in sorted(volume_dir.iterdir()):
+                if not pdf.is_file() or pdf.suffix.lower() != ".pdf":
+                    continue
+                key = paper_key_for(volume_dir.name, pdf)
+                sources[key] = PaperSource(
+                    paper_key=key,
+                    volume=volume_dir.name,
+                    pdf_path=pdf.resolve(),
+                    sha256=sha256_file(pdf),
+                    manifest=manifest.get(pdf.name, {}),
+                    mineru_dir=find_mineru_dir(mineru_root, pdf),
+                )
+    return [sources[k] for k in sorted(sources)]

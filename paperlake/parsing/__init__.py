@@ -1,0 +1,1 @@
+"""PDF parsing backends (pymupdf, mineru) that produce the lake's views through one assembler."""

@@ -1,0 +1,113 @@
+"""The Parquet lake's data contract: one file per paper per view, these columns, these types.
+
+Both parser backends produce a :class:`ParsedPaper` whose views follow these schemas; the lake writer enforces them
+(missing columns are filled with nulls, extra columns are refused) and dbt's staging models read them.
+Bounding boxes are ``[x0, y0, w, h]`` in PDF points with a top-left origin, as doubles here (the warehouse rounds).
+Pages are numbered from 1; ``ordinal`` numbers elements within their page (sections, references, chunks: within
+the paper), from 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+_BBOX = pa.list_(pa.float64())
+_STR = pa.string()
+_INT = pa.int32()
+
+VIEW_SCHEMAS: dict[str, pa.Schema] = {
+    "metadata": pa.schema(
+        [
+            ("paper_id", _STR), ("paper_key", _STR), ("title", _STR), ("abstract", _STR), ("num_pages", _INT),
+            ("conference_full", _STR), ("conference_abbreviation", _STR), ("pub_year", _INT), ("volume", _STR),
+            ("venue", _STR), ("download_url", _STR), ("bibtex", _STR), ("authors", pa.list_(_STR)),
+            ("pdf_path", _STR), ("file_name", _STR), ("license", _STR), ("sha256", _STR), ("title_source", _STR),
+            ("backend", _STR), ("parser_version", _STR),
+        ]
+    ),
+    "pages": pa.schema(
+        [
+            ("page_id", _STR), ("paper_id", _STR), ("page_number", _INT), ("page_width", pa.float64()),
+            ("page_height", pa.float64()), ("page_content", _STR), ("backend", _STR),
+        ]
+    ),
+    "sections": pa.schema(
+        [
+            ("section_id", _STR), ("paper_id", _STR), ("section_title", _STR), ("section_number", _STR),
+            ("level", _INT), ("section_content", _STR), ("ordinal", _INT), ("page_numbers", pa.list_(_INT)),
+            ("backend", _STR),
+        ]
+    ),
+    "chunks": pa.schema(
+        [
+            ("chunk_id", _STR), ("paper_id", _STR), ("page_number", _INT), ("page_id", _STR), ("ordinal", _INT),
+            ("text_content", _STR), ("token_count", _INT), ("section_title", _STR), ("backend", _STR),
+        ]
+    ),
+    "tables": pa.schema(
+        [
+            ("table_id", _STR), ("paper_id", _STR), ("page_number", _INT), ("page_id", _STR), ("ordinal", _INT),
+            ("table_label", _STR), ("table_caption", _STR), ("table_content", _STR), ("bbox", _BBOX),
+            ("num_rows", _INT), ("num_cols", _INT), ("backend", _STR),
+        ]
+    ),
+    "table_cells": pa.schema(
+        [
+            ("cell_id", _STR), ("table_id", _STR), ("paper_id", _STR), ("row_index", _INT), ("col_index", _INT),
+            ("rowspan", _INT), ("colspan", _INT), ("cell_text", _STR), ("is_header", pa.bool_()), ("backend", _STR),
+        ]
+    ),
+    "images": pa.schema(
+        [
+            ("image_id", _STR), ("paper_id", _STR), ("page_number", _INT), ("page_id", _STR), ("ordinal", _INT),
+            ("image_label", _STR), ("image_caption", _STR), ("bbox", _BBOX), ("image_kind", _STR),
+            ("backend", _STR),
+        ]
+    ),
+    "equations": pa.schema(
+        [
+            ("equation_id", _STR), ("paper_id", _STR), ("page_number", _INT), ("page_id", _STR), ("ordinal", _INT),
+            ("equation_text", _STR), ("equation_latex", _STR), ("equation_number", _STR), ("latex_source", _STR),
+            ("bbox", _BBOX), ("context", _STR), ("backend", _STR),
+        ]
+    ),
+    "references": pa.schema(
+        [
+            ("reference_id", _STR), ("paper_id", _STR), ("page_number", _INT), ("page_id", _STR), ("ordinal", _INT),
+            ("reference_content", _STR), ("backend", _STR),
+        ]
+    ),
+}
+
+VIEWS: tuple[str, ...] = tuple(VIEW_SCHEMAS)
+
+
+@dataclass
+class ParsedPaper:
+    """One paper's views as lists of row dicts (keys = the view's column names)."""
+
+    paper_id: str
+    paper_key: str
+    backend: str
+    views: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {view: [] for view in VIEWS})
+
+    def rows(self, view: str) -> list[dict[str, Any]]:
+        return self.views.setdefault(view, [])
+
+    def counts(self) -> dict[str, int]:
+        return {view: len(self.views.get(view, [])) for view in VIEWS}
+
+
+def to_arrow(view: str, rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows → a table with exactly the view's schema; an unknown column is a contract error."""
+    schema = VIEW_SCHEMAS[view]
+    names = set(schema.names)
+    for row in rows:
+        unknown = set(row) - names
+        if unknown:
+            raise ValueError(f"view {view!r}: columns not in the contract: {sorted(unknown)}")
+    columns = {name: [row.get(name) for row in rows] for name in schema.names}
+    return pa.table(columns, schema=schema)
