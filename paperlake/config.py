@@ -1,0 +1,72 @@
+"""Settings from the environment, with embedded defaults (DuckDB file, Milvus Lite file, local models).
+
+Everything lives under ``PAPERLAKE_HOME`` (default ``./data``)::
+
+    lake/<view>/<volume>/<paper>.parquet   parsed views, one file per paper per view
+    warehouse.duckdb                       the dbt-built warehouse (swapped in atomically after each build)
+    milvus.db                              Milvus Lite file (or MILVUS_URI=http://host:port for a server)
+    dagster/                               the Dagster instance used by `paperlake ingest`
+    cache/                                 embedding cache, LLM response cache
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    return value if value not in (None, "") else default
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    milvus_uri: str
+    backend: str = "auto"
+    mineru_dir: Path | None = None
+    mineru_executable: str | None = None
+    max_chunk_tokens: int = 512
+    openai_base_url: str | None = None
+    openai_api_key: str | None = None
+    llm_model: str | None = None
+
+    @property
+    def lake(self) -> Path:
+        return self.home / "lake"
+
+    @property
+    def warehouse(self) -> Path:
+        return self.home / "warehouse.duckdb"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.home / "dagster"
+
+    @property
+    def cache(self) -> Path:
+        return self.home / "cache"
+
+    @property
+    def llm_configured(self) -> bool:
+        return bool(self.openai_base_url or self.openai_api_key)
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> "Settings":
+        home = Path(_env("PAPERLAKE_HOME", "data")).expanduser().resolve()
+        mineru = _env("PAPERLAKE_MINERU_DIR")
+        values: dict[str, object] = dict(
+            home=home,
+            milvus_uri=_env("MILVUS_URI", str(home / "milvus.db")),
+            backend=_env("PAPERLAKE_BACKEND", "auto"),
+            mineru_dir=Path(mineru).resolve() if mineru else None,
+            mineru_executable=_env("PAPERLAKE_MINERU_EXECUTABLE"),
+            max_chunk_tokens=int(_env("PAPERLAKE_MAX_CHUNK_TOKENS", "512")),
+            openai_base_url=_env("OPENAI_BASE_URL"),
+            openai_api_key=_env("OPENAI_API_KEY"),
+            llm_model=_env("PAPERLAKE_LLM_MODEL", _env("OPENAI_MODEL")),
+        )
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)  # type: ignore[arg-type]
