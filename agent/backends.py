@@ -1,0 +1,317 @@
+"""What the agent needs from the vector layer and the formula graph, as small protocols.
+
+The agent depends on these shapes, not on Milvus or on the formula code, so its tests run with fakes and the real
+stores plug in through the adapters at the bottom. Vector filters are validated here before any backend sees
+them: a filter is a boolean expression over the entity fields every collection carries, in Milvus syntax.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
+FILTER_FIELDS = {"pdf_id": str, "page_number": int, "table_name": str, "column_name": str, "primary_key": str}
+FILTER_OPERATORS = ("==", "!=", ">", ">=", "<", "<=", "in", "not in", "like", "and", "or", "not")
+
+
+class BackendUnavailable(RuntimeError):
+    """A store the method needs is not built or not installed; the message names it and how to build it."""
+
+
+class InvalidFilter(ValueError):
+    """A vector filter that is not a valid boolean expression over the entity fields."""
+
+
+@dataclass
+class Hit:
+    score: float
+    pdf_id: str
+    page_number: int | None
+    table_name: str
+    column_name: str
+    primary_key: str
+    text: str | None = None
+    bbox: Sequence[float] | None = None
+
+
+@dataclass
+class CollectionInfo:
+    name: str
+    modality: str  # "text" | "image"
+    model: str
+    metric: str
+    dimension: int | None = None
+    views: list[tuple[str, str]] = field(default_factory=list)  # (table_name, column_name) pairs encoded
+    fields: list[str] = field(default_factory=lambda: list(FILTER_FIELDS))
+    description: str = ""
+
+
+@runtime_checkable
+class VectorBackend(Protocol):
+    def collections(self) -> list[CollectionInfo]: ...
+
+    def search(
+        self,
+        query: str,
+        collection: str,
+        table_name: str,
+        column_name: str,
+        filter: str = "",
+        limit: int = 5,
+    ) -> list[Hit]: ...
+
+
+@dataclass
+class ToolOutcome:
+    ok: bool
+    value: Any = None
+    error: str | None = None
+
+
+@runtime_checkable
+class FormulaTool(Protocol):
+    name: str
+    parameter_schema: Mapping[str, Any]
+
+    def __call__(self, **parameters: Any) -> Any: ...
+
+
+@runtime_checkable
+class FormulaBackend(Protocol):
+    def search_formulas(self, query: str, limit: int = 5) -> list[dict[str, Any]]:
+        """Formulas as dicts with at least ``formula_id``, ``name``, ``latex``; optionally ``parameters``,
+        ``description``, ``paper_id``, ``page_number``."""
+        ...
+
+    def search_constants(self, query: str, limit: int = 5) -> list[dict[str, Any]]:
+        """Constants as dicts with at least ``name`` and ``value``; optionally ``symbol``, ``unit``, ``paper_id``."""
+        ...
+
+    def create_tool(self, formula_id: str) -> FormulaTool: ...
+
+
+def tool_outcome(result: Any) -> ToolOutcome:
+    """A formula tool's result (``ok``/``value``/``error`` attributes, a mapping, or a bare value) normalised."""
+    if isinstance(result, ToolOutcome):
+        return result
+    if hasattr(result, "ok"):
+        return ToolOutcome(bool(result.ok), getattr(result, "value", None), getattr(result, "error", None))
+    if isinstance(result, Mapping) and "ok" in result:
+        return ToolOutcome(bool(result["ok"]), result.get("value"), result.get("error"))
+    return ToolOutcome(True, result)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Filter validation: a recursive-descent reader of Milvus boolean expressions over FILTER_FIELDS.
+
+_TOKEN = re.compile(
+    r"\s*(?:(?P<number>-?\d+(?:\.\d+)?)|(?P<string>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")"
+    r"|(?P<op>==|!=|>=|<=|>|<|&&|\|\||!|\(|\)|\[|\]|,)|(?P<word>[A-Za-z_][A-Za-z0-9_]*))"
+)
+_MAX_FILTER_LENGTH = 4000
+
+
+def validate_filter(expression: str) -> str:
+    """Return the filter unchanged if valid (empty is valid), else raise :class:`InvalidFilter` saying why."""
+    if expression is None or not str(expression).strip():
+        return ""
+    text = str(expression)
+    if len(text) > _MAX_FILTER_LENGTH:
+        raise InvalidFilter(f"filter is longer than {_MAX_FILTER_LENGTH} characters")
+    tokens = _tokenize(text)
+    reader = _FilterReader(tokens)
+    reader.expression()
+    if reader.position != len(tokens):
+        raise InvalidFilter(f"unexpected {tokens[reader.position][1]!r} in filter")
+    return text
+
+
+def _tokenize(text: str) -> list[tuple[str, str]]:
+    tokens: list[tuple[str, str]] = []
+    position = 0
+    while position < len(text):
+        if text[position:].strip() == "":
+            break
+        match = _TOKEN.match(text, position)
+        if not match or match.end() == position:
+            raise InvalidFilter(f"cannot read the filter at {text[position:position + 20]!r}")
+        kind = match.lastgroup or ""
+        value = match.group(kind)
+        if kind == "word" and value.lower() in {"and", "or", "not", "in", "like", "true", "false"}:
+            kind, value = "op", value.lower()
+        tokens.append((kind, value))
+        position = match.end()
+    if not tokens:
+        raise InvalidFilter("empty filter")
+    return tokens
+
+
+class _FilterReader:
+    def __init__(self, tokens: list[tuple[str, str]]) -> None:
+        self.tokens = tokens
+        self.position = 0
+        self.depth = 0
+
+    def peek(self) -> tuple[str, str] | None:
+        return self.tokens[self.position] if self.position < len(self.tokens) else None
+
+    def take(self, *values: str) -> str | None:
+        token = self.peek()
+        if token and token[0] == "op" and token[1] in values:
+            self.position += 1
+            return token[1]
+        return None
+
+    def expect(self, value: str) -> None:
+        if not self.take(value):
+            found = self.peek()
+            raise InvalidFilter(f"expected {value!r} but found {found[1] if found else 'the end'!r}")
+
+    def expression(self) -> None:
+        self.depth += 1
+        if self.depth > 50:
+            raise InvalidFilter("filter nests too deeply")
+        self.conjunction()
+        while self.take("or", "||"):
+            self.conjunction()
+        self.depth -= 1
+
+    def conjunction(self) -> None:
+        self.negation()
+        while self.take("and", "&&"):
+            self.negation()
+
+    def negation(self) -> None:
+        if self.take("not", "!"):
+            self.negation()
+            return
+        if self.take("("):
+            self.expression()
+            self.expect(")")
+            return
+        self.comparison()
+
+    def comparison(self) -> None:
+        token = self.peek()
+        if not token or token[0] != "word":
+            raise InvalidFilter(f"expected a field name ({', '.join(FILTER_FIELDS)}), found {token[1] if token else 'the end'!r}")
+        name = token[1]
+        if name not in FILTER_FIELDS:
+            raise InvalidFilter(f"unknown field {name!r}; filter on {', '.join(FILTER_FIELDS)}")
+        self.position += 1
+        kind = FILTER_FIELDS[name]
+        if self.take("not"):
+            self.expect("in")
+            self.value_list(name, kind)
+        elif self.take("in"):
+            self.value_list(name, kind)
+        elif self.take("like"):
+            if kind is not str:
+                raise InvalidFilter(f"'like' needs a string field, {name} is a number")
+            self.literal(name, str)
+        elif self.take("==", "!=", ">", ">=", "<", "<="):
+            self.literal(name, kind)
+        else:
+            found = self.peek()
+            raise InvalidFilter(f"expected an operator after {name}, found {found[1] if found else 'the end'!r}")
+
+    def value_list(self, name: str, kind: type) -> None:
+        self.expect("[")
+        self.literal(name, kind)
+        while self.take(","):
+            self.literal(name, kind)
+        self.expect("]")
+
+    def literal(self, name: str, kind: type) -> None:
+        token = self.peek()
+        if token is None:
+            raise InvalidFilter(f"missing value for {name}")
+        if kind is int and (token[0] != "number" or "." in token[1]):
+            raise InvalidFilter(f"{name} compares with whole numbers, not {token[1]!r}")
+        if kind is str and token[0] != "string":
+            raise InvalidFilter(f"{name} compares with quoted strings, not {token[1]!r}")
+        self.position += 1
+
+
+def quote_filter_list(values: Sequence[str]) -> str:
+    """``['a', 'b']`` for ``pdf_id in [...]`` (values are ids we produced, quoted defensively)."""
+    return "[" + ", ".join("'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'" for v in values) + "]"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Adapters to the real stores (imported lazily: the agent works without them and says so).
+
+
+def open_vector_backend(milvus_uri: str) -> VectorBackend | None:
+    """The Milvus-backed store through ``paperlake.vectors``, or None when that layer is not installed yet."""
+    try:
+        from paperlake import vectors  # noqa: PLC0415 (optional layer)
+    except ImportError:
+        return None
+    return MilvusVectors(vectors, milvus_uri)
+
+
+class MilvusVectors:
+    """Adapter over ``paperlake.vectors`` (``VectorStore``, ``search``, ``describe``, ``FilterError``)."""
+
+    def __init__(self, module: Any, uri: str) -> None:
+        self._module = module
+        self._store = module.VectorStore(uri)
+
+    def collections(self) -> list[CollectionInfo]:
+        described = self._module.describe(self._store)
+        infos = []
+        for item in described:
+            get = item.get if isinstance(item, Mapping) else (lambda key, default=None, i=item: getattr(i, key, default))
+            views = [tuple(v) for v in (get("views") or get("encodable") or [])]
+            infos.append(
+                CollectionInfo(
+                    name=get("name"),
+                    modality=get("modality") or ("image" if str(get("name", "")).startswith("image") else "text"),
+                    model=str(get("model") or ""),
+                    metric=str(get("metric") or ""),
+                    dimension=get("dimension"),
+                    views=views,
+                    fields=list(get("fields") or FILTER_FIELDS),
+                    description=str(get("description") or ""),
+                )
+            )
+        return infos
+
+    def search(
+        self, query: str, collection: str, table_name: str, column_name: str, filter: str = "", limit: int = 5
+    ) -> list[Hit]:
+        error_type = getattr(self._module, "FilterError", None)
+        try:
+            hits = self._module.search(
+                self._store, query, collection, table_name=table_name, column_name=column_name,
+                filter=filter, limit=limit,
+            )
+        except Exception as error:
+            if error_type is not None and isinstance(error, error_type):
+                raise InvalidFilter(str(error)) from error
+            raise
+        return [
+            Hit(
+                score=float(getattr(h, "score", 0.0)),
+                pdf_id=str(getattr(h, "pdf_id")),
+                page_number=getattr(h, "page_number", None),
+                table_name=str(getattr(h, "table_name", table_name)),
+                column_name=str(getattr(h, "column_name", column_name)),
+                primary_key=str(getattr(h, "primary_key")),
+                text=getattr(h, "text", None),
+                bbox=getattr(h, "bbox", None),
+            )
+            for h in hits
+        ]
+
+
+def open_formula_backend(warehouse: Any) -> FormulaBackend | None:
+    """The formula graph through ``paperlake.formulas``, or None when that layer is not installed yet."""
+    try:
+        from paperlake import formulas  # noqa: PLC0415 (optional layer)
+    except ImportError:
+        return None
+    factory = getattr(formulas, "agent_backend", None)
+    return factory(warehouse) if factory else None

@@ -1,0 +1,53 @@
+"""Warehouse stage: dbt (dbt-duckdb) models over the lake, in one lineage graph with the parse assets."""
+
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+import dagster as dg
+from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, DbtProject, dbt_assets
+
+from orchestration.resources import PaperlakeResource
+from paperlake.lake import Lake
+from paperlake.warehouse import DBT_PROJECT_DIR, dbt_env, prepare_build, publish_build
+
+DBT_PROJECT = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
+DBT_PROJECT.prepare_if_dev()
+DBT_EXECUTABLE = str(Path(sys.executable).with_name("dbt"))
+
+
+class PaperlakeDbtTranslator(DagsterDbtTranslator):
+    """Lake sources are the parse assets (``[parsed, <view>]``); models read ``[staging|warehouse, <name>]``."""
+
+    def get_asset_spec(self, manifest: Mapping[str, Any], unique_id: str, project: DbtProject | None) -> dg.AssetSpec:
+        spec = super().get_asset_spec(manifest, unique_id, project)
+        props = self.get_resource_props(manifest, unique_id)
+        if props["resource_type"] == "source":
+            return spec.replace_attributes(key=dg.AssetKey(["parsed", props["name"]]))
+        if props["resource_type"] == "model":
+            stage = "staging" if "staging" in props["fqn"] else "warehouse"
+            return spec.replace_attributes(key=dg.AssetKey([stage, props["name"]]), group_name=stage)
+        return spec
+
+
+def dbt_cli_resource() -> DbtCliResource:
+    return DbtCliResource(project_dir=DBT_PROJECT, profiles_dir=str(DBT_PROJECT_DIR), dbt_executable=DBT_EXECUTABLE)
+
+
+@dbt_assets(
+    manifest=DBT_PROJECT.manifest_path,
+    project=DBT_PROJECT,
+    dagster_dbt_translator=PaperlakeDbtTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=True)),
+    pool="warehouse",
+)
+def warehouse_models(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: PaperlakeResource):
+    """Build the NeuSym-RAG warehouse from the lake into a side file, run dbt's tests, and swap it in only if
+    everything passed, so readers never see a half-built or failing warehouse."""
+    settings = paperlake.settings()
+    Lake(settings.lake).ensure_contract()
+    prepare_build(settings.warehouse)
+    os.environ.update(dbt_env(settings.lake, settings.warehouse))
+    yield from dbt.cli(["build"], context=context).stream()
+    publish_build(settings.warehouse)

@@ -1,0 +1,22 @@
+with equations as (
+    select * from {{ ref('stg_equations') }}
+),
+
+final as (
+    select
+        equation_id,
+        coalesce(nullif(trim(equation_latex), ''), equation_text) as equation_content,
+        ordinal,
+        paper_id as ref_paper_id,
+        page_id as ref_page_id,
+        page_number,
+        equation_number,
+        equation_text,
+        latex_source,
+        {{ int_bbox('bbox') }} as bounding_box,
+        context,
+        backend
+    from equations
+)
+
+select * from final

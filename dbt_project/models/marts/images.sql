@@ -1,0 +1,21 @@
+with images as (
+    select * from {{ ref('stg_images') }}
+),
+
+final as (
+    select
+        image_id,
+        image_caption,
+        cast(null as varchar) as image_summary,
+        {{ int_bbox('bbox') }} as bounding_box,
+        ordinal,
+        paper_id as ref_paper_id,
+        page_id as ref_page_id,
+        page_number,
+        image_label,
+        image_kind,
+        backend
+    from images
+)
+
+select * from final

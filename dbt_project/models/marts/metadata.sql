@@ -1,0 +1,32 @@
+with papers as (
+    select * from {{ ref('stg_metadata') }}
+),
+
+final as (
+    select
+        paper_id,
+        title,
+        abstract,
+        num_pages,
+        conference_full,
+        conference_abbreviation,
+        pub_year,
+        volume,
+        download_url,
+        bibtex,
+        authors,
+        pdf_path,
+        cast(null as varchar) as tldr,
+        cast(null as varchar[]) as tags,
+        venue,
+        paper_key,
+        file_name,
+        license,
+        sha256,
+        title_source,
+        backend,
+        parser_version
+    from papers
+)
+
+select * from final

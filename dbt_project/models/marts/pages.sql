@@ -1,0 +1,18 @@
+with pages as (
+    select * from {{ ref('stg_pages') }}
+),
+
+final as (
+    select
+        page_id,
+        page_number,
+        round(page_width)::integer as page_width,
+        round(page_height)::integer as page_height,
+        page_content,
+        cast(null as varchar) as page_summary,
+        paper_id as ref_paper_id,
+        backend
+    from pages
+)
+
+select * from final

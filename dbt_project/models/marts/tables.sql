@@ -1,0 +1,23 @@
+with tables as (
+    select * from {{ ref('stg_tables') }}
+),
+
+final as (
+    select
+        table_id,
+        table_caption,
+        table_content,
+        cast(null as varchar) as table_summary,
+        {{ int_bbox('bbox') }} as bounding_box,
+        ordinal,
+        paper_id as ref_paper_id,
+        page_id as ref_page_id,
+        page_number,
+        table_label,
+        num_rows,
+        num_cols,
+        backend
+    from tables
+)
+
+select * from final

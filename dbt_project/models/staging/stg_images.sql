@@ -1,0 +1,20 @@
+with source as (
+    select * from {{ source('lake', 'images') }}
+),
+
+renamed as (
+    select
+        image_id::uuid as image_id,
+        paper_id::uuid as paper_id,
+        page_id::uuid as page_id,
+        page_number,
+        ordinal,
+        image_label,
+        image_caption,
+        bbox,
+        image_kind,
+        backend
+    from source
+)
+
+select * from renamed

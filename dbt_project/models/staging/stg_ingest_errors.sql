@@ -1,0 +1,20 @@
+with source as (
+    select * from {{ source('lake', 'ingest_errors') }}
+),
+
+renamed as (
+    select
+        paper_key,
+        paper_id::uuid as paper_id,
+        volume,
+        file_name,
+        pdf_path,
+        sha256,
+        stage,
+        reason,
+        parser_version,
+        occurred_at
+    from source
+)
+
+select * from renamed

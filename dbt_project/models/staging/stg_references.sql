@@ -1,0 +1,17 @@
+with source as (
+    select * from {{ source('lake', 'references') }}
+),
+
+renamed as (
+    select
+        reference_id::uuid as reference_id,
+        paper_id::uuid as paper_id,
+        page_id::uuid as page_id,
+        page_number,
+        ordinal,
+        reference_content,
+        backend
+    from source
+)
+
+select * from renamed

@@ -1,0 +1,120 @@
+"""`paperlake ingest`: the same asset graph as the Dagster UI, materialised in process, paper by paper.
+
+The run history goes to the Dagster instance under ``PAPERLAKE_HOME/dagster``, so `dagster dev` with the same
+``DAGSTER_HOME`` shows what the CLI did. Only papers the plan selects are parsed; the warehouse is rebuilt only
+when something changed (or is missing).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from paperlake.config import Settings
+from paperlake.inbox import scan_inbox
+from paperlake.lake import Lake
+from paperlake.pipeline import IngestPlan, plan_ingest
+from paperlake.warehouse import DBT_PROJECT_DIR, dbt_env
+
+
+@dataclass
+class IngestSummary:
+    plan: IngestPlan
+    published: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    removed: list[str] = field(default_factory=list)
+    warehouse_built: bool = False
+    step_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def prepare_dbt_manifest(settings: Settings) -> Path:
+    """`dbt parse` once, so the dbt assets can be defined (never at import time)."""
+    manifest = DBT_PROJECT_DIR / "target" / "manifest.json"
+    env = {**os.environ, **dbt_env(settings.lake, settings.warehouse)}
+    if not manifest.exists():
+        Lake(settings.lake).ensure_contract()
+        dbt = str(Path(sys.executable).with_name("dbt"))
+        completed = subprocess.run([dbt, "parse", "--quiet"], cwd=DBT_PROJECT_DIR, env=env, capture_output=True,
+                                   text=True, timeout=600)
+        if completed.returncode != 0:
+            raise RuntimeError(f"dbt parse failed:\n{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}")
+    return manifest
+
+
+def dagster_instance(settings: Settings):
+    import dagster as dg
+
+    settings.dagster_home.mkdir(parents=True, exist_ok=True)
+    config = settings.dagster_home / "dagster.yaml"
+    if not config.exists():
+        config.write_text("telemetry:\n  enabled: false\n")
+    return dg.DagsterInstance.from_config(str(settings.dagster_home))
+
+
+def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, str], None] | None = None,
+           rebuild_warehouse: bool = False) -> IngestSummary:
+    import time
+
+    started = time.perf_counter()
+    prepare_dbt_manifest(settings)
+    import dagster as dg
+
+    from assets.parse import inbox_pdf, parsed_views
+    from assets.warehouse import dbt_cli_resource, warehouse_models
+    from orchestration.partitions import papers
+    from orchestration.resources import PaperlakeResource
+
+    notify = progress or (lambda key, status: None)
+    lake = Lake(settings.lake)
+    lake.ensure_contract()
+    sources = scan_inbox(inboxes, settings.mineru_dir)
+    plan = plan_ingest(sources, lake, settings)
+    summary = IngestSummary(plan=plan)
+    resource = PaperlakeResource(
+        home=str(settings.home), inboxes=[str(p) for p in inboxes],
+        mineru_dir=str(settings.mineru_dir) if settings.mineru_dir else None, backend=settings.backend,
+        max_chunk_tokens=settings.max_chunk_tokens,
+    )
+    resources = {"paperlake": resource, "dbt": dbt_cli_resource()}
+    instance = dagster_instance(settings)
+    keys = [s.paper_key for s in plan.to_parse] + plan.removed
+    known = set(instance.get_dynamic_partitions(papers.name))
+    instance.add_dynamic_partitions(papers.name, [k for k in keys if k not in known])
+    summary.step_seconds["plan"] = time.perf_counter() - started
+
+    parse_started = time.perf_counter()
+    for key in keys:
+        result = dg.materialize([inbox_pdf, parsed_views], partition_key=key, instance=instance,
+                                resources=resources, selection=[parsed_views], raise_on_error=False,
+                                tags={"paperlake/trigger": "cli"})
+        if key in plan.removed:
+            summary.removed.append(key)
+            instance.delete_dynamic_partition(papers.name, key)
+            notify(key, "removed")
+        elif not result.success:
+            summary.failed[key] = "the Dagster run failed; see the run's logs in the Dagster UI"
+            notify(key, "run failed")
+        elif (error := lake.error(key)) is not None:
+            summary.failed[key] = f"{error['stage']}: {error['reason']}"
+            notify(key, f"failed at {error['stage']}")
+        else:
+            summary.published.append(key)
+            notify(key, "parsed")
+    summary.step_seconds["parse"] = time.perf_counter() - parse_started
+
+    if keys or rebuild_warehouse or not settings.warehouse.exists():
+        dbt_started = time.perf_counter()
+        result = dg.materialize([parsed_views, warehouse_models], instance=instance, resources=resources,
+                                selection=[warehouse_models], raise_on_error=False,
+                                tags={"paperlake/trigger": "cli"})
+        if not result.success:
+            raise RuntimeError("the warehouse build failed (dbt build); the previous warehouse is still live. "
+                               "Run `dagster dev` and open the run to see which model or test failed.")
+        summary.warehouse_built = True
+        summary.step_seconds["warehouse"] = time.perf_counter() - dbt_started
+    summary.step_seconds["total"] = time.perf_counter() - started
+    return summary

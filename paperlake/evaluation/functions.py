@@ -1,0 +1,719 @@
+"""The AirQA evaluation functions: one prediction against one gold answer, scored 0 or 1.
+
+Names, parameters and semantics follow the AirQA evaluator (see REFERENCE.md, "Evaluation functions"), so a dataset
+line's ``{"eval_func": ..., "eval_kwargs": {...}}`` runs here unchanged: ``eval_kwargs`` names the gold answer
+``gold`` (``reference_answer``, ``scoring_points``, ``formulas`` for the LLM-judged ones).
+
+Contract: every function returns the int 0 or 1 and never raises because of the *prediction* (a malformed,
+empty or wrongly typed answer scores 0). It raises :class:`EvaluationError` only when the *evaluator* is
+misconfigured (unknown function or fuzzy method, missing judge, gold of the wrong type, bad ``count``...), so a
+broken dataset line is reported instead of silently scored.
+
+Where the reference behaviour is visibly wrong we deliberately differ:
+
+1. ``eval_element_list_included``: an empty prediction list scores 0. ``all([])`` made ``[]`` "included" in
+   every gold list, so answering nothing scored full marks.
+2. ``eval_conjunction`` / ``eval_disjunction``: a prediction that is not a list, or whose length differs from
+   ``eval_func_list``, scores 0 instead of raising; ``eval_func_list`` and ``eval_kwargs_list`` of different
+   lengths is a configuration error.
+3. Predictions are parsed with :func:`ast.literal_eval` (then JSON, for ``true``/``null``), never ``eval``.
+   Where a list or dict is expected (a structured gold list/dict, the element-list functions, the logical
+   combinations), a prediction that does not parse as a literal scores 0: no crash, and no wrapping of
+   arbitrary text into a one-element list. A scalar literal (``'BERT'``, ``3``) still counts as a list of one.
+4. Floats: ``ndigits`` rounds half away from zero on the decimal shown by ``repr`` (0.125 -> 0.13, 2.675 ->
+   2.68), as a reader rounds a table value; the built-in ``round`` gives 0.12 and 2.67. Closeness is
+   ``math.isclose(rel_tol=tolerance, abs_tol=tolerance)``: relative closeness alone can never accept anything
+   but an exact 0.0 against a gold 0.0, so the same tolerance also applies absolutely.
+5. Ints: a float prediction counts only when integral (``int(3.7) == 3`` made 3.7 a correct answer for 3);
+   ``"3.0"`` is accepted. Booleans are not ints here: ``True`` is no answer to "how many".
+6. Booleans inside structured answers use the boolean matcher (the reference treated them as ints, so
+   ``"True"`` never matched a gold ``true``).
+7. ``ignore_order`` sorts with a type-aware key built from the *normalised* values (lower-cased / blank-free
+   as configured), so mixed types sort without ``TypeError`` and ``["b", "A"]`` vs ``["a", "B"]`` with
+   ``lowercase`` pairs correctly; if the sorted pairing still fails (fuzzy or tolerant matches can sort
+   differently), a perfect matching between the two lists decides.
+8. ``eval_element_list_overlap`` counts distinct *gold* elements hit by distinct predicted elements (a maximum
+   matching), so ``["a", "A"]`` with ``lowercase`` overlaps ``["a", "b"]`` in one element, not two.
+
+Compatibility notes: the element functions round floats to ``ndigits=2`` by default, as AirQA's do (the other
+matchers default to no rounding); any ``element_type`` other than str/int/float/bool is matched as a structured
+object.
+
+Fuzzy scores are rapidfuzz's (0-100, unrounded). As with fuzzywuzzy, the ``token_*`` methods lower-case and
+strip punctuation before tokenising (rapidfuzz's ``default_process``); ``ratio`` and ``partial_ratio`` compare
+the strings as given.
+
+The LLM-judged functions take ``llm``: any object with ``complete(messages) -> str`` (:class:`Judge`). The
+judge is asked to end with ``True`` or ``False`` in a fenced block; we read the last fenced block, else the last
+``true``/``false`` word. An unreachable judge raises its own error: that is not a wrong answer.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Any, Protocol, runtime_checkable
+
+from rapidfuzz import fuzz, utils
+
+class EvaluationError(ValueError):
+    """The evaluator is misconfigured (not: the prediction is wrong)."""
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """An LLM endpoint: chat messages in, the assistant's text out (or a response with ``.text``, as
+    :class:`paperlake.llm.ChatClient` returns)."""
+
+    def complete(self, messages: list[dict]) -> str: ...
+
+
+EvalFunction = Callable[..., int]
+EVAL_FUNCTIONS: dict[str, EvalFunction] = {}
+LLM_EVAL_FUNCTIONS: set[str] = set()  # the functions that need a judge
+
+
+def _register(func: EvalFunction) -> EvalFunction:
+    EVAL_FUNCTIONS[func.__name__] = func
+    return func
+
+
+def _register_judged(func: EvalFunction) -> EvalFunction:
+    """A function that asks the judge itself (the logical combinations only pass it on)."""
+    LLM_EVAL_FUNCTIONS.add(func.__name__)
+    return _register(func)
+
+
+def get_eval_function(name: str) -> EvalFunction:
+    try:
+        return EVAL_FUNCTIONS[name]
+    except (KeyError, TypeError):
+        raise EvaluationError(
+            f"unknown eval_func {name!r}; known: {', '.join(sorted(EVAL_FUNCTIONS))}"
+        ) from None
+
+
+def run_evaluator(eval_func: str, pred: Any, eval_kwargs: Mapping[str, Any] | None = None, llm: Judge | None = None) -> int:
+    """Resolve ``eval_func`` by name and score ``pred``; the judge goes only to functions that take one."""
+    func = get_eval_function(eval_func)
+    if eval_kwargs is not None and not isinstance(eval_kwargs, Mapping):
+        raise EvaluationError(f"{eval_func}: eval_kwargs must be an object, got {type(eval_kwargs).__name__}")
+    kwargs = dict(eval_kwargs or {})
+    kwargs.pop("llm", None)
+    signature = inspect.signature(func)
+    if "llm" in signature.parameters:
+        kwargs["llm"] = llm
+    try:
+        signature.bind(pred, **kwargs)
+    except TypeError as exc:
+        raise EvaluationError(f"{eval_func}: bad eval_kwargs {sorted(kwargs)}: {exc}") from None
+    return func(pred, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Scalar conversions: None means "this prediction is not a value of that type" (a wrong answer, not an error).
+
+_TRUE_WORDS = frozenset({"true", "yes", "y", "t", "1"})
+_FALSE_WORDS = frozenset({"false", "no", "n", "f", "0"})
+_FUZZ_METHODS = ("ratio", "partial_ratio", "token_sort_ratio", "token_set_ratio")
+_BLANKS = re.compile(r"\s+")
+
+
+def _to_bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return bool(value) if value in (0, 1) else None
+    if isinstance(value, str):
+        word = value.strip().rstrip(".").strip().lower()
+        if word in _TRUE_WORDS:
+            return True
+        if word in _FALSE_WORDS:
+            return False
+    return None
+
+
+def _to_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return int(text)
+        except ValueError:
+            pass
+        try:
+            number = float(text)
+        except ValueError:
+            return None
+        return int(number) if number.is_integer() else None
+    return None
+
+
+def _to_float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        return float(value.strip() if isinstance(value, str) else value)
+    except (ValueError, OverflowError):  # OverflowError: an int too large for a float
+        return None
+
+
+def _round_half_up(value: float, ndigits: int) -> float:
+    if not math.isfinite(value):
+        return value
+    try:
+        quantum = Decimal(1).scaleb(-ndigits)
+        return float(Decimal(repr(value)).quantize(quantum, rounding=ROUND_HALF_UP))
+    except InvalidOperation:  # more digits than Decimal's context holds: the value is far beyond ndigits anyway
+        return round(value, ndigits)
+
+
+def _gold(convert: Callable[[Any], Any], gold: Any, kind: str, func: str) -> Any:
+    value = convert(gold)
+    if value is None:
+        raise EvaluationError(f"{func}: gold {gold!r} is not {kind}")
+    return value
+
+
+def _check_float_options(ndigits: Any, tolerance: Any, func: str) -> None:
+    if ndigits is not None and (isinstance(ndigits, bool) or not isinstance(ndigits, int)):
+        raise EvaluationError(f"{func}: ndigits must be an int or null, got {ndigits!r}")
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or tolerance < 0:
+        raise EvaluationError(f"{func}: tolerance must be a non-negative number, got {tolerance!r}")
+
+
+def _check_fuzzy_options(fuzz_method: Any, threshold: Any, func: str) -> None:
+    """``threshold <= 0`` means exact matching, so the method only matters above 0."""
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or threshold > 100:
+        raise EvaluationError(f"{func}: threshold must be a number on the 0-100 scale, got {threshold!r}")
+    if threshold > 0 and fuzz_method not in _FUZZ_METHODS:
+        raise EvaluationError(f"{func}: fuzz_method must be one of {', '.join(_FUZZ_METHODS)}, got {fuzz_method!r}")
+
+
+def _normalise_text(value: Any, lowercase: bool, ignore_blank: bool, blank: str = "") -> str:
+    text = str(value).strip()
+    if ignore_blank:
+        text = _BLANKS.sub(blank, text)
+    return text.lower() if lowercase else text
+
+
+def _floats_close(pred: float, gold: float, ndigits: int | None, tolerance: float) -> bool:
+    if ndigits is not None:
+        pred, gold = _round_half_up(pred, ndigits), _round_half_up(gold, ndigits)
+    return math.isclose(pred, gold, rel_tol=tolerance, abs_tol=tolerance)
+
+
+def _fuzzy_score(pred: Any, gold: Any, fuzz_method: str, lowercase: bool, ignore_blank: bool) -> float:
+    token_based = fuzz_method.startswith("token_")
+    # Token methods need the blanks between tokens: ignore_blank collapses them instead of removing them.
+    pred_text = _normalise_text(pred, lowercase, ignore_blank, " " if token_based else "")
+    gold_text = _normalise_text(gold, lowercase, ignore_blank, " " if token_based else "")
+    processor = utils.default_process if token_based else None
+    return getattr(fuzz, fuzz_method)(pred_text, gold_text, processor=processor)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Scalar matchers
+
+@_register
+def eval_bool_exact_match(pred: Any, gold: Any) -> int:
+    """Booleans, 0/1, or the words true/yes/y/t and false/no/n/f in any case (a trailing full stop is ignored)."""
+    expected = _gold(_to_bool, gold, "a boolean", "eval_bool_exact_match")
+    return int(_to_bool(pred) is expected)
+
+
+@_register
+def eval_int_exact_match(pred: Any, gold: Any) -> int:
+    expected = _gold(_to_int, gold, "an integer", "eval_int_exact_match")
+    return int(_to_int(pred) == expected)
+
+
+@_register
+def eval_float_exact_match(pred: Any, gold: Any, ndigits: int | None = None, tolerance: float = 1e-6) -> int:
+    """``|pred - gold| <= max(tolerance * max(|pred|, |gold|), tolerance)`` after optional half-up rounding."""
+    _check_float_options(ndigits, tolerance, "eval_float_exact_match")
+    expected = _gold(_to_float, gold, "a number", "eval_float_exact_match")
+    value = _to_float(pred)
+    return int(value is not None and _floats_close(value, expected, ndigits, tolerance))
+
+
+@_register
+def eval_string_exact_match(pred: Any, gold: Any, lowercase: bool = False, ignore_blank: bool = False) -> int:
+    return int(_normalise_text(pred, lowercase, ignore_blank) == _normalise_text(gold, lowercase, ignore_blank))
+
+
+@_register
+def eval_string_fuzzy_match(
+    pred: Any,
+    gold: Any,
+    fuzz_method: str = "ratio",
+    threshold: float = 95,
+    lowercase: bool = False,
+    ignore_blank: bool = False,
+) -> int:
+    _check_fuzzy_options(fuzz_method, threshold, "eval_string_fuzzy_match")
+    if fuzz_method not in _FUZZ_METHODS:
+        raise EvaluationError(f"eval_string_fuzzy_match: fuzz_method must be one of {', '.join(_FUZZ_METHODS)}")
+    return int(_fuzzy_score(pred, gold, fuzz_method, lowercase, ignore_blank) >= threshold)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Structured objects
+
+_UNPARSED = object()
+
+
+def _parse_literal(text: str) -> Any:
+    """A Python literal, else JSON (for true/false/null), else :data:`_UNPARSED`."""
+    stripped = text.strip()
+    try:
+        return ast.literal_eval(stripped)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        pass
+    try:
+        return json.loads(stripped)
+    except (ValueError, RecursionError):
+        return _UNPARSED
+
+
+def _as_list(value: Any) -> list | None:
+    """A list from a list/tuple/set or a string holding one; a scalar literal becomes a one-element list."""
+    if isinstance(value, str):
+        value = _parse_literal(value)
+        if value is _UNPARSED:
+            return None
+    if isinstance(value, list | tuple):
+        return list(value)
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=_type_aware_key)
+    return [value]
+
+
+@dataclass(frozen=True)
+class _MatchOptions:
+    ignore_order: bool = False
+    lowercase: bool = False
+    ignore_blank: bool = False
+    ndigits: int | None = None
+    tolerance: float = 1e-6
+    threshold: float = -1
+    fuzz_method: str = "ratio"
+
+    def text(self, value: Any) -> str:
+        return _normalise_text(value, self.lowercase, self.ignore_blank)
+
+
+def _type_aware_key(value: Any, options: _MatchOptions = _MatchOptions()) -> tuple:
+    """Sort key that orders any mix of literals: numbers, booleans, strings, containers, None, then the rest."""
+    if isinstance(value, bool):
+        return (1, int(value))
+    if isinstance(value, int | float):
+        return (0, float(value))
+    if isinstance(value, str):
+        return (2, options.text(value))
+    if isinstance(value, list | tuple | set | frozenset):
+        return (3, tuple(_type_aware_key(item, options) for item in value))
+    if isinstance(value, dict):
+        return (4, tuple(sorted((options.text(k), _type_aware_key(v, options)) for k, v in value.items())))
+    if value is None:
+        return (5, "")
+    return (6, repr(value))
+
+
+def _max_matching(left: int, right: int, edge: Callable[[int, int], bool]) -> int:
+    """Size of a maximum bipartite matching (augmenting paths; the lists here are short)."""
+    neighbours = [[j for j in range(right) if edge(i, j)] for i in range(left)]
+    owner = [-1] * right
+
+    def assign(i: int, visited: set[int]) -> bool:
+        for j in neighbours[i]:
+            if j not in visited:
+                visited.add(j)
+                if owner[j] == -1 or assign(owner[j], visited):
+                    owner[j] = i
+                    return True
+        return False
+
+    return sum(assign(i, set()) for i in range(left))
+
+
+def _match(pred: Any, gold: Any, options: _MatchOptions) -> bool:
+    if isinstance(gold, bool):
+        return _to_bool(pred) is gold
+    if isinstance(gold, int):
+        return _to_int(pred) == gold
+    if isinstance(gold, float):
+        value = _to_float(pred)
+        return value is not None and _floats_close(value, gold, options.ndigits, options.tolerance)
+    if isinstance(gold, str):
+        if options.threshold > 0:
+            score = _fuzzy_score(pred, gold, options.fuzz_method, options.lowercase, options.ignore_blank)
+            return score >= options.threshold
+        return options.text(pred) == options.text(gold)
+    if gold is None:
+        return pred is None
+    if isinstance(gold, list | tuple | set | frozenset):
+        return _match_sequence(pred, list(gold), options)
+    if isinstance(gold, dict):
+        return _match_mapping(pred, gold, options)
+    return pred == gold
+
+
+def _match_sequence(pred: Any, gold: list, options: _MatchOptions) -> bool:
+    if isinstance(pred, str):
+        pred = _parse_literal(pred)
+    if not isinstance(pred, list | tuple | set | frozenset) or len(pred) != len(gold):
+        return False
+    pred = list(pred)
+    if not options.ignore_order:
+        return all(_match(p, g, options) for p, g in zip(pred, gold))
+    pred_sorted = sorted(pred, key=lambda v: _type_aware_key(v, options))
+    gold_sorted = sorted(gold, key=lambda v: _type_aware_key(v, options))
+    if all(_match(p, g, options) for p, g in zip(pred_sorted, gold_sorted)):
+        return True
+    return _max_matching(len(pred), len(gold), lambda i, j: _match(pred[i], gold[j], options)) == len(gold)
+
+
+def _match_mapping(pred: Any, gold: dict, options: _MatchOptions) -> bool:
+    if isinstance(pred, str):
+        pred = _parse_literal(pred)
+    if not isinstance(pred, dict) or len(pred) != len(gold):
+        return False
+    pred_by_key = {options.text(k): v for k, v in pred.items()}
+    gold_by_key = {options.text(k): v for k, v in gold.items()}
+    if pred_by_key.keys() != gold_by_key.keys():
+        return False
+    return all(_match(pred_by_key[k], g, options) for k, g in gold_by_key.items())
+
+
+def _structured_match(pred: Any, gold: Any, options: _MatchOptions) -> int:
+    if isinstance(pred, str) and isinstance(gold, str):
+        parsed = _parse_literal(pred)
+        if isinstance(parsed, str):  # a quoted string literal: compare its content
+            pred = parsed
+    try:
+        return int(_match(pred, gold, options))
+    except RecursionError:
+        return 0
+
+
+@_register
+def eval_structured_object_exact_match(
+    pred: Any,
+    gold: Any,
+    ignore_order: bool = False,
+    lowercase: bool = False,
+    ignore_blank: bool = False,
+    ndigits: int | None = None,
+    tolerance: float = 1e-6,
+    threshold: float = -1,
+    fuzz_method: str = "ratio",
+) -> int:
+    """The prediction parsed as a Python literal, matched recursively against the gold object.
+
+    Lists: same length, element-wise (any pairing with ``ignore_order``). Dicts: same keys (normalised like
+    strings), values matched. Ints, floats, bools and strings use the scalar matchers; strings are fuzzy when
+    ``threshold > 0``.
+    """
+    func = "eval_structured_object_exact_match"
+    _check_float_options(ndigits, tolerance, func)
+    _check_fuzzy_options(fuzz_method, threshold, func)
+    options = _MatchOptions(ignore_order, lowercase, ignore_blank, ndigits, tolerance, threshold, fuzz_method)
+    return _structured_match(pred, gold, options)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Membership in a gold list
+
+_SCALAR_ELEMENT_TYPES = ("str", "int", "float", "bool")
+
+
+def _element_matcher(
+    element_type: str,
+    ndigits: int | None,
+    tolerance: float,
+    fuzz_method: str,
+    threshold: float,
+    lowercase: bool,
+    ignore_blank: bool,
+    func: str,
+) -> Callable[[Any, Any], bool]:
+    """One predicted element vs one gold element; any other element_type than str/int/float/bool is structured."""
+    _check_float_options(ndigits, tolerance, func)
+    _check_fuzzy_options(fuzz_method, threshold, func)
+    options = _MatchOptions(False, lowercase, ignore_blank, ndigits, tolerance, threshold, fuzz_method)
+    if element_type == "str":
+        return lambda p, g: _match(p, str(g), options)
+    if element_type == "int":
+        return lambda p, g: _to_int(p) is not None and _to_int(p) == _to_int(g)
+    if element_type == "float":
+        return lambda p, g: (_to_float(p) is not None and _to_float(g) is not None
+                             and _floats_close(_to_float(p), _to_float(g), ndigits, tolerance))
+    if element_type == "bool":
+        return lambda p, g: _to_bool(p) is not None and _to_bool(p) is _to_bool(g)
+    return lambda p, g: bool(_structured_match(p, g, options))
+
+
+def _gold_list(gold: Any, func: str) -> list:
+    if not isinstance(gold, list | tuple):
+        raise EvaluationError(f"{func}: gold must be a list, got {type(gold).__name__}")
+    return list(gold)
+
+
+@_register
+def eval_element_included(
+    pred: Any,
+    gold: Any,
+    element_type: str = "str",
+    ndigits: int | None = 2,
+    tolerance: float = 1e-6,
+    fuzz_method: str = "ratio",
+    threshold: float = -1,
+    lowercase: bool = False,
+    ignore_blank: bool = False,
+) -> int:
+    """The prediction matches at least one element of the gold list."""
+    func = "eval_element_included"
+    gold_items = _gold_list(gold, func)
+    matches = _element_matcher(element_type, ndigits, tolerance, fuzz_method, threshold, lowercase, ignore_blank, func)
+    return int(any(matches(pred, g) for g in gold_items))
+
+
+@_register
+def eval_element_list_included(
+    pred: Any,
+    gold: Any,
+    element_type: str = "str",
+    ndigits: int | None = 2,
+    tolerance: float = 1e-6,
+    fuzz_method: str = "ratio",
+    threshold: float = -1,
+    lowercase: bool = False,
+    ignore_blank: bool = False,
+) -> int:
+    """Every predicted element is in the gold list; an empty (or unparseable) prediction scores 0."""
+    func = "eval_element_list_included"
+    gold_items = _gold_list(gold, func)
+    matches = _element_matcher(element_type, ndigits, tolerance, fuzz_method, threshold, lowercase, ignore_blank, func)
+    pred_items = _as_list(pred)
+    if not pred_items:
+        return 0
+    return int(all(any(matches(p, g) for g in gold_items) for p in pred_items))
+
+
+@_register
+def eval_element_list_overlap(
+    pred: Any,
+    gold: Any,
+    count: int = 1,
+    element_type: str = "str",
+    ndigits: int | None = 2,
+    tolerance: float = 1e-6,
+    fuzz_method: str = "ratio",
+    threshold: float = -1,
+    lowercase: bool = False,
+    ignore_blank: bool = False,
+) -> int:
+    """At least ``count`` distinct gold elements are matched, each by a different predicted element."""
+    func = "eval_element_list_overlap"
+    gold_items = _gold_list(gold, func)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise EvaluationError(f"{func}: count must be a positive int, got {count!r}")
+    matches = _element_matcher(element_type, ndigits, tolerance, fuzz_method, threshold, lowercase, ignore_blank, func)
+    pred_items = _as_list(pred)
+    if not pred_items:
+        return 0
+    overlap = _max_matching(len(pred_items), len(gold_items), lambda i, j: matches(pred_items[i], gold_items[j]))
+    return int(overlap >= count)
+
+
+@_register
+def eval_paper_relevance_with_reference_answer(pred: Any, reference_answer: Any, threshold: float = 95) -> int:
+    """The predicted title matches the reference title (or any of a list) by case-insensitive fuzzy ratio."""
+    references = [reference_answer] if isinstance(reference_answer, str) else reference_answer
+    if not isinstance(references, list | tuple) or not references:
+        raise EvaluationError("eval_paper_relevance_with_reference_answer: reference_answer must be a title or a list of titles")
+    _check_fuzzy_options("ratio", threshold, "eval_paper_relevance_with_reference_answer")
+    return int(any(_fuzzy_score(pred, title, "ratio", True, False) >= threshold for title in references))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Logical combinations (sub-evaluators are resolved by name through the registry)
+
+def _sub_evaluations(eval_func_list: Any, eval_kwargs_list: Any, func: str) -> list[tuple[str, dict]]:
+    if not isinstance(eval_func_list, list | tuple) or not eval_func_list:
+        raise EvaluationError(f"{func}: eval_func_list must be a non-empty list of eval_func names")
+    if not isinstance(eval_kwargs_list, list | tuple) or len(eval_kwargs_list) != len(eval_func_list):
+        raise EvaluationError(f"{func}: eval_kwargs_list must be a list with one entry per eval_func_list entry")
+    for name in eval_func_list:
+        get_eval_function(name)
+    return list(zip(eval_func_list, eval_kwargs_list))
+
+
+@_register
+def eval_conjunction(pred: Any, eval_func_list: list[str], eval_kwargs_list: list[dict], llm: Judge | None = None) -> int:
+    """The prediction is a list with one element per sub-evaluation, and every one passes."""
+    subs = _sub_evaluations(eval_func_list, eval_kwargs_list, "eval_conjunction")
+    parts = _as_list(pred)
+    if parts is None or len(parts) != len(subs):
+        return 0
+    return int(all(run_evaluator(name, part, kwargs, llm) for part, (name, kwargs) in zip(parts, subs)))
+
+
+@_register
+def eval_disjunction(pred: Any, eval_func_list: list[str], eval_kwargs_list: list[dict], llm: Judge | None = None) -> int:
+    """The prediction is a list with one element per sub-evaluation, and at least one passes."""
+    subs = _sub_evaluations(eval_func_list, eval_kwargs_list, "eval_disjunction")
+    parts = _as_list(pred)
+    if parts is None or len(parts) != len(subs):
+        return 0
+    return int(any(run_evaluator(name, part, kwargs, llm) for part, (name, kwargs) in zip(parts, subs)))
+
+
+@_register
+def eval_negation(pred: Any, eval_func: str, eval_kwargs: dict, llm: Judge | None = None) -> int:
+    return 1 - run_evaluator(eval_func, pred, eval_kwargs, llm)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# LLM-judged
+
+_JUDGE_SYSTEM = (
+    "You grade answers to questions about research papers. Compare the predicted answer with the gold material "
+    "given, judge meaning rather than wording or formatting, reason briefly, and finish with your verdict, "
+    "exactly True or False, alone in a fenced block:\n```\nTrue\n```"
+)
+_FENCED = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.DOTALL)
+_VERDICT_WORD = re.compile(r"\b(true|false)\b", re.IGNORECASE)
+
+
+def parse_judgement(text: str) -> bool | None:
+    """The verdict in the last fenced block, else the last true/false word; None if there is none."""
+    blocks = _FENCED.findall(text or "")
+    if blocks:
+        word = re.sub(r"[^a-z]", "", blocks[-1].lower())
+        if word in ("true", "false"):
+            return word == "true"
+    words = _VERDICT_WORD.findall(text or "")
+    return words[-1].lower() == "true" if words else None
+
+
+def _ask_judge(llm: Judge | None, func: str, question: str, sections: list[tuple[str, str]], pred: Any, rule: str) -> int:
+    if llm is None:
+        raise EvaluationError(
+            f"{func} needs an LLM endpoint (set OPENAI_BASE_URL, OPENAI_API_KEY and a model, and pass a judge)"
+        )
+    body = [f"[Question]\n{question}"]
+    body += [f"[{title}]\n{content}" for title, content in sections]
+    body += [f"[Predicted answer]\n{pred}", f"[Rule]\n{rule}\nThink step by step, then give the verdict."]
+    messages = [{"role": "system", "content": _JUDGE_SYSTEM}, {"role": "user", "content": "\n\n".join(body)}]
+    reply = llm.complete(messages)
+    text = reply if isinstance(reply, str) else getattr(reply, "text", "")  # ChatClient returns an LLMResponse
+    return int(parse_judgement(text) is True)
+
+
+def _bullets(items: Any, func: str, name: str) -> tuple[list[str], str]:
+    values = [items] if isinstance(items, str) else items
+    if not isinstance(values, list | tuple) or not values or not all(isinstance(v, str) for v in values):
+        raise EvaluationError(f"{func}: {name} must be a non-empty list of strings")
+    return list(values), "\n".join(f"{i}. {v.strip()}" for i, v in enumerate(values, 1))
+
+
+# llm_model and temperature appear in AirQA eval_kwargs; the judge we are given decides both, so they are accepted
+# and ignored.
+
+@_register_judged
+def eval_reference_answer_with_llm(
+    pred: Any, reference_answer: str, question: str, llm: Judge | None = None,
+    llm_model: str | None = None, temperature: float | None = None,
+) -> int:
+    return _ask_judge(
+        llm, "eval_reference_answer_with_llm", question, [("Reference answer", str(reference_answer))], pred,
+        "True if and only if the predicted answer means the same as the reference answer for this question.",
+    )
+
+
+@_register_judged
+def eval_candidate_reference_answer_with_llm(
+    pred: Any, candidate_reference_answers: list[str], question: str, llm: Judge | None = None,
+    llm_model: str | None = None, temperature: float | None = None,
+) -> int:
+    func = "eval_candidate_reference_answer_with_llm"
+    candidates, listing = _bullets(candidate_reference_answers, func, "candidate_reference_answers")
+    return _ask_judge(
+        llm, func, question, [(f"Candidate reference answers ({len(candidates)})", listing)], pred,
+        "True if and only if the predicted answer means the same as at least one candidate reference answer.",
+    )
+
+
+@_register_judged
+def eval_scoring_points_with_llm(
+    pred: Any, scoring_points: list[str], question: str, ignore_order: bool = True, llm: Judge | None = None,
+    llm_model: str | None = None, temperature: float | None = None,
+) -> int:
+    func = "eval_scoring_points_with_llm"
+    points, listing = _bullets(scoring_points, func, "scoring_points")
+    order = "The order of the points does not matter." if ignore_order else "The points must appear in this order."
+    return _ask_judge(
+        llm, func, question, [(f"Scoring points ({len(points)})", listing)], pred,
+        f"True if and only if the predicted answer states every scoring point. {order}",
+    )
+
+
+@_register_judged
+def eval_partial_scoring_points_with_llm(
+    pred: Any, scoring_points: list[str], question: str, count: int = 1, llm: Judge | None = None,
+    llm_model: str | None = None, temperature: float | None = None,
+) -> int:
+    func = "eval_partial_scoring_points_with_llm"
+    points, listing = _bullets(scoring_points, func, "scoring_points")
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= len(points):
+        raise EvaluationError(f"{func}: count must be an int between 1 and {len(points)}, got {count!r}")
+    return _ask_judge(
+        llm, func, question, [(f"Scoring points ({len(points)})", listing)], pred,
+        f"True if and only if the predicted answer correctly states at least {count} of the scoring points.",
+    )
+
+
+@_register_judged
+def eval_reference_answer_and_scoring_points_with_llm(
+    pred: Any, reference_answer: str, scoring_points: list[str], question: str, ignore_order: bool = True,
+    llm: Judge | None = None, llm_model: str | None = None, temperature: float | None = None,
+) -> int:
+    func = "eval_reference_answer_and_scoring_points_with_llm"
+    points, listing = _bullets(scoring_points, func, "scoring_points")
+    order = "The order of the points does not matter." if ignore_order else "The points must appear in this order."
+    return _ask_judge(
+        llm, func, question,
+        [("Reference answer", str(reference_answer)), (f"Scoring points ({len(points)})", listing)], pred,
+        "True if and only if the predicted answer agrees with the reference answer and states every scoring "
+        f"point. {order}",
+    )
+
+
+@_register_judged
+def eval_complex_math_formula_with_llm(
+    pred: Any, formulas: str | list[str], question: str, ignore_order: bool = True, llm: Judge | None = None,
+    llm_model: str | None = None, temperature: float | None = None,
+) -> int:
+    func = "eval_complex_math_formula_with_llm"
+    items, listing = _bullets(formulas, func, "formulas")
+    order = "" if len(items) == 1 else (
+        " The formulas may come in any order." if ignore_order else " The formulas must come in this order."
+    )
+    return _ask_judge(
+        llm, func, question, [("Gold formula(s) in LaTeX", listing)], pred,
+        "True if and only if the predicted LaTeX is mathematically equivalent to the gold formula(s): renamed "
+        f"bound variables, reordered terms and equivalent notation are fine, a different expression is not.{order}",
+    )

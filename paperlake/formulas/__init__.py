@@ -1,0 +1,1 @@
+"""Formula library: LaTeX → sympy → templates, canonical keys, the formula graph, RDF and agent tools."""

@@ -1,0 +1,180 @@
+"""The Parquet lake: ``lake/<view>/<volume>/<stem>.parquet``, one file per paper per view.
+
+Writes are atomic per file (write a temporary sibling, fsync, ``os.replace``), so a reader never sees half a file.
+A paper is *published* when its record ``lake/_papers/<volume>/<stem>.json`` is written, last, after every view:
+a crash between views leaves the record missing or stale, and the next ingest re-parses that paper. dbt reads the
+views through globs; a zero-row contract file per view (``lake/<view>/_contract/schema.parquet``) keeps the globs
+and column types valid even before the first paper arrives.
+
+A paper that failed has no view files, only ``lake/ingest_errors/<volume>/<stem>.parquet``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from paperlake.views import VIEW_SCHEMAS, VIEWS, ParsedPaper, to_arrow
+
+ERROR_VIEW = "ingest_errors"
+ERROR_SCHEMA = pa.schema(
+    [
+        ("paper_key", pa.string()), ("paper_id", pa.string()), ("volume", pa.string()), ("file_name", pa.string()),
+        ("pdf_path", pa.string()), ("sha256", pa.string()), ("stage", pa.string()), ("reason", pa.string()), ("parser_version", pa.string()),
+        ("occurred_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+RECORDS_DIR = "_papers"
+CONTRACT_DIR = "_contract"
+
+
+@dataclass(frozen=True)
+class PaperRecord:
+    """What the lake holds for one paper: enough to decide whether it must be parsed again."""
+
+    paper_key: str
+    paper_id: str
+    sha256: str
+    backend: str
+    parser_version: str
+    row_counts: dict[str, int]
+    published_at: str
+
+
+def _atomic_write_bytes(path: Path, write: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_table_atomic(table: pa.Table, path: Path) -> None:
+    _atomic_write_bytes(path, lambda handle: pq.write_table(table, handle, compression="zstd"))
+
+
+class Lake:
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+
+    # -- layout ---------------------------------------------------------------------------------------------------
+    def view_path(self, view: str, paper_key: str) -> Path:
+        return self.root / view / f"{paper_key}.parquet"
+
+    def record_path(self, paper_key: str) -> Path:
+        return self.root / RECORDS_DIR / f"{paper_key}.json"
+
+    def ensure_contract(self) -> None:
+        """Zero-row files fixing every view's columns, so dbt's globs always match and types never drift."""
+        for view, schema in [*VIEW_SCHEMAS.items(), (ERROR_VIEW, ERROR_SCHEMA)]:
+            path = self.root / view / CONTRACT_DIR / "schema.parquet"
+            if not path.exists() or pq.read_schema(path) != schema:
+                write_table_atomic(schema.empty_table(), path)
+
+    # -- writes ---------------------------------------------------------------------------------------------------
+    def publish(self, parsed: ParsedPaper, sha256: str, parser_version: str) -> PaperRecord:
+        """Write every view of the paper, then its record; clear a previous error of this paper."""
+        self.ensure_contract()
+        tables = {view: to_arrow(view, parsed.rows(view)) for view in VIEWS}
+        for view, table in tables.items():
+            write_table_atomic(table, self.view_path(view, parsed.paper_key))
+        record = PaperRecord(
+            paper_key=parsed.paper_key,
+            paper_id=parsed.paper_id,
+            sha256=sha256,
+            backend=parsed.backend,
+            parser_version=parser_version,
+            row_counts={view: table.num_rows for view, table in tables.items()},
+            published_at=datetime.now(timezone.utc).isoformat(),
+        )
+        payload = json.dumps(asdict(record), indent=1).encode()
+        _atomic_write_bytes(self.record_path(parsed.paper_key), lambda handle: handle.write(payload))
+        self.view_path(ERROR_VIEW, parsed.paper_key).unlink(missing_ok=True)
+        return record
+
+    def record_error(
+        self, paper_key: str, *, stage: str, reason: str, volume: str, pdf_path: str, sha256: str | None,
+        paper_id: str | None = None, parser_version: str | None = None,
+    ) -> None:
+        """The paper's failure as data. Its views are removed: a failed paper has no partial rows."""
+        self.remove_views(paper_key)
+        row = {
+            "paper_key": paper_key, "paper_id": paper_id, "volume": volume, "file_name": Path(pdf_path).name,
+            "pdf_path": str(pdf_path), "sha256": sha256, "stage": stage, "reason": reason, "parser_version": parser_version,
+            "occurred_at": datetime.now(timezone.utc),
+        }
+        self.ensure_contract()
+        write_table_atomic(pa.Table.from_pylist([row], schema=ERROR_SCHEMA), self.view_path(ERROR_VIEW, paper_key))
+
+    def remove_views(self, paper_key: str) -> None:
+        self.record_path(paper_key).unlink(missing_ok=True)
+        for view in VIEWS:
+            self.view_path(view, paper_key).unlink(missing_ok=True)
+
+    def remove_paper(self, paper_key: str) -> None:
+        """Everything the lake holds for a paper, its error included (the file left the inbox)."""
+        self.remove_views(paper_key)
+        self.view_path(ERROR_VIEW, paper_key).unlink(missing_ok=True)
+
+    # -- reads ----------------------------------------------------------------------------------------------------
+    def record(self, paper_key: str) -> PaperRecord | None:
+        path = self.record_path(paper_key)
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(path.read_text())
+            record = PaperRecord(**data)
+        except (ValueError, TypeError):
+            return None
+        if not all(self.view_path(view, paper_key).exists() for view in VIEWS):
+            return None
+        return record
+
+    def error(self, paper_key: str) -> dict[str, Any] | None:
+        path = self.view_path(ERROR_VIEW, paper_key)
+        if not path.exists():
+            return None
+        rows = pq.read_table(path).to_pylist()
+        return rows[0] if rows else None
+
+    def paper_keys(self) -> set[str]:
+        """Keys with a record or an error: everything the lake knows about."""
+        keys: set[str] = set()
+        for base, suffix in ((self.root / RECORDS_DIR, ".json"), (self.root / ERROR_VIEW, ".parquet")):
+            if base.exists():
+                for path in base.rglob(f"*{suffix}"):
+                    if CONTRACT_DIR in path.parts or path.name.startswith("."):
+                        continue
+                    keys.add(path.relative_to(base).with_suffix("").as_posix())
+        return keys
+
+    def records(self) -> Iterator[PaperRecord]:
+        for key in sorted(self.paper_keys()):
+            record = self.record(key)
+            if record is not None:
+                yield record
+
+    def read_view(self, view: str, paper_key: str) -> pa.Table:
+        return pq.read_table(self.view_path(view, paper_key))
+
+    def glob(self, view: str) -> str:
+        """The glob dbt reads for a view (contract file included)."""
+        return str(self.root / view / "**" / "*.parquet")
+
+    def wipe(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)

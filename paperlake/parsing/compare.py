@@ -1,0 +1,184 @@
+"""How close a parse comes to MinerU's: the yardstick for the fast PyMuPDF backend.
+
+MinerU (layout, table and formula models) is slow but careful, so its boxes serve as the reference: tables,
+figures and display equations are matched per page by IoU, section headings by normalised text. This module reads
+MinerU's output files itself (middle JSON, or the content list rescaled to points) so that the yardstick does not
+depend on the MinerU backend it might one day be used to judge.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from paperlake.views import ParsedPaper
+
+IOU_THRESHOLD = 0.5
+HEADING_SIMILARITY = 90  # rapidfuzz ratio, 0-100: tolerates ligatures and stray hyphens in extracted headings
+ELEMENT_TYPES = ("tables", "figures", "equations")
+# MinerU's block types per element type (charts and images are both figures for us).
+_MINERU_TYPES = {"table": "tables", "image": "figures", "chart": "figures", "interline_equation": "equations"}
+_CONTENT_LIST_TYPES = {"table": "tables", "image": "figures", "chart": "figures", "equation": "equations"}
+_BODY_SUBTYPES = {"table_body", "image_body", "chart_body"}
+_CONTENT_LIST_SCALE = 1000.0
+_LEADING_NUMBER = re.compile(r"^\s*(?:\d+(?:\.\d+)*|[A-Z](?:\.\d+)*)\.?\s+(?=\S)")
+
+Box = tuple[float, float, float, float]
+
+
+@dataclass
+class MineruElements:
+    """MinerU's boxes (points, top-left origin, x0 y0 x1 y1) per element type, and its section headings."""
+
+    boxes: dict[str, list[tuple[int, Box]]]
+    headings: list[str]
+
+
+def compare_with_mineru(pymupdf_parsed: ParsedPaper, mineru_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """Recall and precision of ``pymupdf_parsed`` against MinerU's output in ``mineru_dir``, per element type.
+
+    Returns ``{type: {"reference", "found", "matched", "recall", "precision"}}`` for tables, figures, equations and
+    sections; recall/precision are None when there is nothing to divide by.
+    """
+    page_sizes = {
+        row["page_number"]: (row["page_width"], row["page_height"]) for row in pymupdf_parsed.rows("pages")
+    }
+    reference = read_mineru_elements(mineru_dir, page_sizes)
+    ours = {
+        "tables": _boxes(pymupdf_parsed.rows("tables")),
+        "figures": _boxes(pymupdf_parsed.rows("images")),
+        "equations": _boxes(pymupdf_parsed.rows("equations")),
+    }
+    result = {kind: _scores(len(reference.boxes[kind]), len(ours[kind]), _match_boxes(reference.boxes[kind], ours[kind]))
+              for kind in ELEMENT_TYPES}
+    our_headings = [row["section_title"] for row in pymupdf_parsed.rows("sections") if row["section_title"]]
+    result["sections"] = _scores(
+        len(reference.headings), len(our_headings), _match_headings(reference.headings, our_headings)
+    )
+    return result
+
+
+def read_mineru_elements(mineru_dir: str | Path, page_sizes: dict[int, tuple[float, float]] | None = None
+                         ) -> MineruElements:
+    """MinerU's element boxes from ``layout.json(.gz)``; from ``*_content_list.json`` when there is no middle JSON
+    (its 0-1000 boxes are rescaled with ``page_sizes``, page number → (width, height) in points)."""
+    directory = Path(mineru_dir)
+    middle = next((p for p in (directory / "layout.json", directory / "layout.json.gz") if p.exists()), None)
+    if middle is not None:
+        return _from_middle_json(middle)
+    content_lists = sorted(directory.glob("*_content_list.json"))
+    if not content_lists:
+        raise FileNotFoundError(f"{directory}: neither layout.json(.gz) nor *_content_list.json found")
+    if not page_sizes:
+        raise ValueError(f"{directory}: the content list needs page sizes to convert its 0-1000 boxes to points")
+    return _from_content_list(content_lists[0], page_sizes)
+
+
+def _from_middle_json(path: Path) -> MineruElements:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        pages = json.load(handle)["pdf_info"]
+    boxes: dict[str, list[tuple[int, Box]]] = {kind: [] for kind in ELEMENT_TYPES}
+    headings = []
+    for page in pages:
+        page_number = page["page_idx"] + 1
+        for block in page.get("para_blocks", []):
+            kind = _MINERU_TYPES.get(block["type"])
+            if kind:
+                body = next((b["bbox"] for b in block.get("blocks", []) if b["type"] in _BODY_SUBTYPES), None)
+                boxes[kind].append((page_number, tuple(map(float, body or block["bbox"]))))
+            elif block["type"] == "title" and block.get("level") != 1:
+                text = " ".join(
+                    span.get("content", "") for line in block.get("lines", []) for span in line.get("spans", [])
+                )
+                if text.strip():
+                    headings.append(text)
+    return MineruElements(boxes, headings)
+
+
+def _from_content_list(path: Path, page_sizes: dict[int, tuple[float, float]]) -> MineruElements:
+    with open(path, encoding="utf-8") as handle:
+        items = json.load(handle)
+    boxes: dict[str, list[tuple[int, Box]]] = {kind: [] for kind in ELEMENT_TYPES}
+    headings = []
+    for item in items:
+        page_number = item["page_idx"] + 1
+        kind = _CONTENT_LIST_TYPES.get(item["type"])
+        if kind and page_number in page_sizes:
+            width, height = page_sizes[page_number]
+            x0, y0, x1, y1 = item["bbox"]
+            scale_x, scale_y = width / _CONTENT_LIST_SCALE, height / _CONTENT_LIST_SCALE
+            boxes[kind].append((page_number, (x0 * scale_x, y0 * scale_y, x1 * scale_x, y1 * scale_y)))
+        elif item["type"] == "text" and item.get("text_level", 0) > 1 and item.get("text", "").strip():
+            headings.append(item["text"])
+    return MineruElements(boxes, headings)
+
+
+def _boxes(rows: list[dict[str, Any]]) -> list[tuple[int, Box]]:
+    boxes = []
+    for row in rows:
+        x, y, w, h = row["bbox"]
+        boxes.append((row["page_number"], (x, y, x + w, y + h)))
+    return boxes
+
+
+def iou(a: Box, b: Box) -> float:
+    width = min(a[2], b[2]) - max(a[0], b[0])
+    height = min(a[3], b[3]) - max(a[1], b[1])
+    if width <= 0 or height <= 0:
+        return 0.0
+    inter = width * height
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _match_boxes(reference: list[tuple[int, Box]], ours: list[tuple[int, Box]]) -> int:
+    """One-to-one matches on the same page with IoU ≥ the threshold, best pairs first."""
+    pairs = sorted(
+        ((iou(ref_box, our_box), i, j)
+         for i, (ref_page, ref_box) in enumerate(reference)
+         for j, (our_page, our_box) in enumerate(ours) if ref_page == our_page),
+        reverse=True,
+    )
+    used_reference: set[int] = set()
+    used_ours: set[int] = set()
+    for overlap, i, j in pairs:
+        if overlap < IOU_THRESHOLD:
+            break
+        if i not in used_reference and j not in used_ours:
+            used_reference.add(i)
+            used_ours.add(j)
+    return len(used_reference)
+
+
+def normalise_heading(text: str) -> str:
+    """Drop the section number, case, markup and everything but letters and digits."""
+    text = re.sub(r"<[^>]+>|\$[^$]*\$", " ", text)
+    return re.sub(r"[^a-z0-9]", "", _LEADING_NUMBER.sub("", text).lower())
+
+
+def _match_headings(reference: list[str], ours: list[str]) -> int:
+    remaining = [normalise_heading(text) for text in ours]
+    matched = 0
+    for heading in map(normalise_heading, reference):
+        best = max(range(len(remaining)), key=lambda k: fuzz.ratio(heading, remaining[k]), default=None)
+        if best is not None and fuzz.ratio(heading, remaining[best]) >= HEADING_SIMILARITY:
+            matched += 1
+            remaining.pop(best)
+    return matched
+
+
+def _scores(reference: int, found: int, matched: int) -> dict[str, Any]:
+    return {
+        "reference": reference,
+        "found": found,
+        "matched": matched,
+        "recall": matched / reference if reference else None,
+        "precision": matched / found if found else None,
+    }

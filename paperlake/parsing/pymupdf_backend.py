@@ -1,0 +1,1265 @@
+"""The default parser: PyMuPDF's glyphs, drawings and image boxes read with layout rules, no models.
+
+Speed is the point (the whole corpus must parse several times faster than MinerU), so each page is read once with
+``get_text("dict")`` plus its drawings and image boxes, and everything else — columns, reading order, headings,
+captions, float regions, display equations, bibliography entries — is inferred from fonts and geometry.
+``find_tables`` only runs inside table regions found from a "Table N" caption, clipped to that region.
+
+Glyph-level LaTeX reconstruction happens later and elsewhere: :func:`equation_spans` returns the raw glyph spans
+(with per-character boxes, fonts and origins) inside an equation's bbox, so that work reads the same PDF again by
+page number and bbox instead of re-running this parser.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pymupdf
+
+from paperlake.inbox import PaperSource
+from paperlake.parsing.assemble import assemble
+from paperlake.parsing.blocks import Block, BlockKind, DocumentLayout, PageInfo, TableCell
+from paperlake.parsing.errors import ParseError
+from paperlake.views import ParsedPaper
+
+PARSER_VERSION = "pymupdf-1"
+BACKEND = "pymupdf"
+
+# get_text("dict") without image bytes: image boxes come from get_image_info, which is several times cheaper.
+_TEXT_FLAGS = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES
+_MIN_TEXT_CHARS = 50          # fewer characters than this on the first pages: a scan without a text layer
+_TEXT_CHECK_PAGES = 3
+_BOTTOM_MARGIN_SHARE = 0.925  # below this share of the page height: page numbers and proceedings footers
+_TOP_MARGIN_SHARE = 0.06
+_FLOAT_GAP = 20.0             # points: the widest gap between two parts of one figure or table
+_CAPTION_GAP = 26.0           # points: the widest gap between a caption and its figure or table
+_MIN_FIGURE_SIDE = 40.0       # an uncaptioned image smaller than this is an icon, not a figure
+
+_BOLD_FONT = re.compile(r"bold|medi|semibold|demi|black|heavy", re.I)
+_MATH_FONT = re.compile(
+    r"^(?:[A-Z]{6}\+)?(?:cmmi|cmsy|cmex|cmbsy|cmmib|msbm|msam|eufm|rsfs|stmary|esint|txsy|txmi|txex|newtxmi|"
+    r"newtxbmi|ntxmi|ntxsy|stix.*math|.*math|symbol|mnsymbol|lmmath|cambriamath)",
+    re.I,
+)
+_CAPTION = re.compile(r"^(Table|Tab\.|Figure|Fig\.)\s*([A-Z]?\d+)\s*[:.|]\s*")
+_EQUATION_NUMBER = re.compile(r"^\(\s*((?:[A-Z]\.)?\d+[a-z]?(?:\.\d+)?)\s*\)$")
+_DIGIT_HEADING = re.compile(r"^(\d+(?:\.\d+){0,3})\.?\s+(\S.*)$")
+_LETTER_HEADING = re.compile(r"^([A-Z](?:\.\d+){0,3})\.?\s+(\S.*)$")
+_UNNUMBERED_SECTIONS = frozenset(
+    {"abstract", "introduction", "references", "bibliography", "acknowledgments", "acknowledgements",
+     "acknowledgment", "acknowledgement", "limitations", "limitation", "ethicsstatement", "ethicalconsiderations",
+     "ethicsconsiderations", "broaderimpact", "broaderimpacts", "conclusion", "conclusions", "appendix",
+     "appendices", "relatedwork", "supplementarymaterial", "impactstatement", "ethics"}
+)
+_REFERENCE_HEADINGS = frozenset({"references", "bibliography", "referencesandnotes"})
+_LIST_BULLET = re.compile(r"^(?:[•◦▪‣∙·●○■□–—\-*]|\(?\d{1,2}[.)]|\(?[a-z][.)]|\([ivx]+\))\s+")
+_SCRIPT_MARKS = re.compile(r"[\d*∗†‡§¶#♠♣♥♦⋆★✝,]+")
+_AUTHOR_SEPARATORS = re.compile(r"\s*(?:,|;|\band\b|&|\|)\s*")
+_EMAIL_OR_URL = re.compile(r"@|https?://|www\.|\.com\b|\.edu\b|\.org\b")
+
+Box = tuple[float, float, float, float]
+Column = Literal["left", "right", "full"]
+
+
+# ------------------------------------------------------------------------------------------------ public API
+
+
+def parse(
+    source: PaperSource, *, parser_version: str = PARSER_VERSION, max_chunk_tokens: int = 512
+) -> ParsedPaper:
+    """Parse one inbox PDF into the lake's views."""
+    layout = read_layout(source.pdf_path, paper_key=source.paper_key)
+    return assemble(source, layout, BACKEND, parser_version=parser_version, max_chunk_tokens=max_chunk_tokens)
+
+
+def read_layout(pdf_path: str | Path, *, paper_key: str | None = None) -> DocumentLayout:
+    """Read a PDF into pages and reading-order blocks; any failure is a :class:`ParseError` naming the paper."""
+    key = paper_key or Path(pdf_path).name
+    document = _open_checked(Path(pdf_path), key)
+    with document:
+        stage = "read pages"
+        try:
+            pages = [_read_page(page) for page in document]
+            _check_text_layer(pages, key)
+            stage = "layout"
+            style = _DocumentStyle.measure(pages)
+            analysed = [_analyse_page(page, style) for page in pages]
+            stage = "tables"
+            for page, analysis in zip(document, analysed):
+                _fill_table_cells(page, analysis)
+            stage = "structure"
+            return _build_layout(pages, analysed, style)
+        except ParseError:
+            raise
+        except Exception as error:  # a malformed page must name the paper, not crash the run
+            raise ParseError(key, stage, f"{type(error).__name__}: {error}") from error
+
+
+def equation_spans(page: pymupdf.Page, bbox: Box) -> list[dict[str, Any]]:
+    """The glyph spans of a display equation, each with ``chars`` (per-glyph bbox, origin, character), font,
+    size and flags, in PDF order: the input for rebuilding LaTeX from glyphs. ``page`` is
+    ``document[block.page_number - 1]`` and ``bbox`` the equation block's ``(x0, y0, x1, y1)``."""
+    raw = page.get_text("rawdict", flags=_TEXT_FLAGS, clip=pymupdf.Rect(bbox))
+    return [span for block in raw["blocks"] for line in block.get("lines", []) for span in line["spans"]]
+
+
+# ------------------------------------------------------------------------------------------------ opening
+
+
+def _open_checked(path: Path, key: str) -> pymupdf.Document:
+    if not path.is_file():
+        raise ParseError(key, "open", f"{path} does not exist")
+    try:
+        document = pymupdf.open(path, filetype="pdf")
+    except Exception as error:  # PyMuPDF raises FileDataError or RuntimeError for anything it cannot read
+        raise ParseError(key, "open", f"not a readable PDF ({error})") from error
+    if document.needs_pass:
+        document.close()
+        raise ParseError(key, "open", "the PDF is encrypted and needs a password")
+    if document.page_count == 0:
+        document.close()
+        raise ParseError(key, "open", "the PDF has no pages")
+    return document
+
+
+def _check_text_layer(pages: list[_PageContent], key: str) -> None:
+    chars = sum(len(line.text.strip()) for page in pages[:_TEXT_CHECK_PAGES] for line in page.raw_lines)
+    if chars < _MIN_TEXT_CHARS:
+        raise ParseError(
+            key, "text layer",
+            f"only {chars} characters of text on the first {min(len(pages), _TEXT_CHECK_PAGES)} pages: "
+            "a scanned PDF without a text layer needs OCR (use the MinerU backend)",
+        )
+
+
+# ------------------------------------------------------------------------------------------------ raw page content
+
+
+@dataclass
+class _Line:
+    """A line of text: PyMuPDF's own line, or several of them on one baseline merged into a visual line."""
+
+    bbox: Box
+    spans: list[dict[str, Any]]
+    text: str
+    size: float
+    bold_share: float
+    math_share: float
+    widest_gap: float = 0.0
+    column: Column = "full"
+    role: str = ""  # set by page analysis: body, caption, heading, footer, header, ...
+
+    @property
+    def width(self) -> float:
+        return self.bbox[2] - self.bbox[0]
+
+    @property
+    def height(self) -> float:
+        return self.bbox[3] - self.bbox[1]
+
+
+@dataclass
+class _PageContent:
+    number: int
+    width: float
+    height: float
+    raw_lines: list[_Line]
+    rotated_text: list[Box]
+    images: list[Box]
+    drawings: list[tuple[Box, bool]]  # (rect, is a visible box outline or fill)
+
+
+def _read_page(page: pymupdf.Page) -> _PageContent:
+    width, height = page.rect.width, page.rect.height
+    raw_lines: list[_Line] = []
+    rotated: list[Box] = []
+    for block in page.get_text("dict", flags=_TEXT_FLAGS)["blocks"]:
+        for line in block.get("lines", []):
+            spans = [s for s in line["spans"] if s["text"].strip()]
+            if not spans:
+                continue
+            if abs(line["dir"][1]) > 0.1:
+                rotated.append(tuple(line["bbox"]))
+                continue
+            raw_lines.append(_line_from_spans(spans))
+    images = [tuple(info["bbox"]) for info in page.get_image_info() if _inside_page(info["bbox"], width, height)]
+    drawings = []
+    for path in page.get_drawings():
+        rect = path["rect"]
+        if rect.width >= 0.9 * width and rect.height >= 0.9 * height:
+            continue  # page background
+        fill = path.get("fill")
+        invisible = path.get("color") is None and (fill is None or tuple(fill) == (1.0, 1.0, 1.0))
+        if invisible:
+            continue
+        drawings.append(((rect.x0, rect.y0, rect.x1, rect.y1), rect.width > 2 and rect.height > 2))
+    return _PageContent(page.number + 1, width, height, raw_lines, rotated, images, drawings)
+
+
+def _inside_page(bbox: Any, width: float, height: float) -> bool:
+    x0, y0, x1, y1 = bbox
+    return x1 - x0 > 1 and y1 - y0 > 1 and x1 > 0 and y1 > 0 and x0 < width and y0 < height
+
+
+def _is_bold(span: dict[str, Any]) -> bool:
+    return bool(span["flags"] & pymupdf.TEXT_FONT_BOLD) or bool(_BOLD_FONT.search(span["font"]))
+
+
+def _is_math_char(char: str) -> bool:
+    code = ord(char)
+    return (0x1D400 <= code <= 0x1D7FF or 0x0391 <= code <= 0x03C9 or 0x2200 <= code <= 0x22FF
+            or unicodedata.category(char) == "Sm")
+
+
+def _line_from_spans(spans: list[dict[str, Any]]) -> _Line:
+    spans = sorted(spans, key=lambda s: s["bbox"][0])
+    weights = [len(s["text"].strip()) for s in spans]
+    main_size = max(zip(weights, [s["size"] for s in spans]))[1]
+    body_spans = [(s, w) for s, w in zip(spans, weights) if s["size"] >= 0.8 * main_size]
+    total = sum(w for _, w in body_spans) or 1
+    bold = sum(w for s, w in body_spans if _is_bold(s)) / total
+    math_chars = sum(
+        len(s["text"].strip()) if _MATH_FONT.match(s["font"]) else sum(map(_is_math_char, s["text"]))
+        for s in spans
+    )
+    x0 = min(s["bbox"][0] for s in spans)
+    y0 = min(s["bbox"][1] for s in spans)
+    x1 = max(s["bbox"][2] for s in spans)
+    y1 = max(s["bbox"][3] for s in spans)
+    text = _join_spans(spans)
+    return _Line((x0, y0, x1, y1), spans, text, main_size, bold, math_chars / max(sum(weights), 1))
+
+
+def _join_spans(spans: list[dict[str, Any]]) -> str:
+    """Span texts in x order, with a space where the glyphs leave a visible gap and the PDF wrote none."""
+    parts: list[str] = []
+    previous: dict[str, Any] | None = None
+    for span in spans:
+        text = span["text"]
+        if previous is not None and parts and not parts[-1].endswith(" ") and not text.startswith(" "):
+            if span["bbox"][0] - previous["bbox"][2] > 0.2 * span["size"]:
+                parts.append(" ")
+        parts.append(text)
+        previous = span
+    return " ".join("".join(parts).split())
+
+
+# ------------------------------------------------------------------------------------------------ document style
+
+
+@dataclass
+class _DocumentStyle:
+    """What holds for the whole paper: body font size, the column gutter and the column edges."""
+
+    body_size: float
+    gutter: float | None
+    columns: dict[Column, tuple[float, float]]
+
+    @classmethod
+    def measure(cls, pages: list[_PageContent]) -> _DocumentStyle:
+        sizes: Counter[float] = Counter()
+        for page in pages[: max(4, min(10, len(pages) // 2))]:  # the main text, before long appendices
+            for line in page.raw_lines:
+                if len(line.text) >= 40:  # running text; table cells and labels are shorter
+                    sizes[round(line.size * 2) / 2] += len(line.text)
+        body_size = sizes.most_common(1)[0][0] if sizes else 10.0
+        gutter = _find_gutter(pages, body_size)
+        columns = _column_edges(pages, body_size, gutter)
+        return cls(body_size, gutter, columns)
+
+    def column_of(self, bbox: Box) -> Column:
+        if self.gutter is None:
+            return "full"
+        if bbox[2] <= self.gutter + 2:
+            return "left"
+        if bbox[0] >= self.gutter - 2:
+            return "right"
+        return "full"
+
+    def is_body_size(self, size: float) -> bool:
+        return abs(size - self.body_size) <= 1.0
+
+
+def _find_gutter(pages: list[_PageContent], body_size: float) -> float | None:
+    """The x between two text columns that (almost) no body line crosses; None for a one-column paper."""
+    width = max(page.width for page in pages)
+    lo, hi = int(width * 0.3), int(width * 0.7)
+    coverage = [0] * (hi - lo + 2)
+    left = right = total = 0
+    middle = width / 2
+    for page in pages:
+        for line in page.raw_lines:
+            if not abs(line.size - body_size) <= 1.0 or len(line.text) < 15:
+                continue
+            total += 1
+            x0, x1 = line.bbox[0], line.bbox[2]
+            left += x1 < middle
+            right += x0 > middle
+            start, end = max(int(x0) - lo, 0), min(int(x1) - lo, hi - lo)
+            if start <= end:
+                coverage[start] += 1
+                coverage[end + 1] -= 1
+    if total == 0 or left < 0.2 * total or right < 0.2 * total:
+        return None
+    running, counts = 0, []
+    for delta in coverage[:-1]:
+        running += delta
+        counts.append(running)
+    least = min(counts)
+    if least > 0.03 * total:
+        return None
+    best_start = best_length = run_start = 0
+    for i, count in enumerate([*counts, least + 1]):
+        if count == least:
+            if i == 0 or counts[i - 1] != least:
+                run_start = i
+            if i - run_start + 1 > best_length:
+                best_start, best_length = run_start, i - run_start + 1
+    return lo + best_start + best_length / 2
+
+
+def _column_edges(pages: list[_PageContent], body_size: float, gutter: float | None) -> dict[Column, tuple[float, float]]:
+    starts: dict[Column, Counter[int]] = {"left": Counter(), "right": Counter(), "full": Counter()}
+    ends: dict[Column, Counter[int]] = {"left": Counter(), "right": Counter(), "full": Counter()}
+    for page in pages:
+        for line in page.raw_lines:
+            if abs(line.size - body_size) > 1.0 or len(line.text) < 30:
+                continue
+            if gutter is None:
+                side: Column = "full"
+            elif line.bbox[2] <= gutter + 2:
+                side = "left"
+            elif line.bbox[0] >= gutter - 2:
+                side = "right"
+            else:
+                continue
+            starts[side][round(line.bbox[0])] += 1
+            ends[side][round(line.bbox[2])] += 1
+    edges: dict[Column, tuple[float, float]] = {}
+    for side in ("left", "right", "full"):
+        if starts[side]:
+            edges[side] = (float(min(starts[side].most_common(3))[0]), float(max(ends[side].most_common(3))[0]))
+    if gutter is not None and "left" in edges and "right" in edges:
+        edges["full"] = (edges["left"][0], edges["right"][1])
+    elif "full" not in edges:
+        width = max(page.width for page in pages)
+        edges["full"] = (0.1 * width, 0.9 * width)
+    return edges
+
+
+# ------------------------------------------------------------------------------------------------ page analysis
+
+
+@dataclass
+class _Region:
+    """A figure or table: its box, caption lines and what was found inside."""
+
+    kind: Literal["table", "figure"]
+    bbox: Box
+    caption_lines: list[_Line]
+    label: str | None
+    column: Column
+    lines: list[_Line] = field(default_factory=list)
+    has_image: bool = False
+    has_drawing: bool = False
+    cells: list[TableCell] = field(default_factory=list)
+
+    @property
+    def caption(self) -> str | None:
+        return _join_lines(self.caption_lines) or None
+
+    @property
+    def outer_bbox(self) -> Box:
+        return _union([self.bbox, *(line.bbox for line in self.caption_lines)])
+
+
+@dataclass
+class _Equation:
+    bbox: Box
+    lines: list[_Line]
+    number_lines: list[_Line]
+    number: str | None
+    column: Column
+
+
+@dataclass
+class _PageAnalysis:
+    content: _PageContent
+    style: _DocumentStyle
+    lines: list[_Line]
+    regions: list[_Region]
+    equations: list[_Equation]
+    free_lines: list[_Line]  # lines in no region or equation, in reading order
+    order: list[Any]         # regions, equations and free lines, in reading order
+
+
+def _analyse_page(page: _PageContent, style: _DocumentStyle) -> _PageAnalysis:
+    lines = _visual_lines(page.raw_lines, style)
+    _mark_margins(lines, page)
+    _mark_body_text(lines, page, style)
+    regions = _find_regions(lines, page, style)
+    claimed = {id(line) for region in regions for line in (*region.lines, *region.caption_lines)}
+    remaining = [line for line in lines if id(line) not in claimed]
+    equations = _find_equations(remaining, style)
+    claimed |= {id(line) for equation in equations for line in (*equation.lines, *equation.number_lines)}
+    free = [line for line in lines if id(line) not in claimed]
+    order = _reading_order([*regions, *equations, *free], style)
+    free_in_order = [item for item in order if isinstance(item, _Line)]
+    return _PageAnalysis(page, style, lines, regions, equations, free_in_order, order)
+
+
+@dataclass
+class _LineGroup:
+    """PyMuPDF lines being merged into one visual line, with the running box that merging tests against."""
+
+    parts: list[_Line]
+    box: Box
+    column: Column
+    main_height: float
+
+
+def _visual_lines(raw_lines: list[_Line], style: _DocumentStyle) -> list[_Line]:
+    """Merge PyMuPDF lines that sit on one baseline ("3.1" + "Setup", table cells) or are scripts of a line."""
+    groups: list[_LineGroup] = []
+    for raw in sorted(raw_lines, key=lambda line: (line.bbox[1], line.bbox[0])):
+        column = style.column_of(raw.bbox)
+        target = None
+        for group in reversed(groups):
+            if group.box[3] < raw.bbox[1] - 30:
+                break
+            if _belongs_to(raw, column, group, style):
+                target = group
+                break
+        if target is None:
+            groups.append(_LineGroup([raw], raw.bbox, column, raw.height))
+        else:
+            target.parts.append(raw)
+            target.box = _union([target.box, raw.bbox])
+            target.column = style.column_of(target.box)
+            target.main_height = max(target.main_height, raw.height)
+    visual = []
+    for group in groups:
+        if len(group.parts) == 1:
+            line = group.parts[0]
+        else:
+            parts = sorted(group.parts, key=lambda part: part.bbox[0])
+            line = _line_from_spans([span for part in parts for span in part.spans])
+            line.widest_gap = max(
+                (b.bbox[0] - a.bbox[2] for a, b in zip(parts, parts[1:])), default=0.0
+            )
+        line.column = group.column
+        visual.append(line)
+    return visual
+
+
+def _belongs_to(raw: _Line, column: Column, group: _LineGroup, style: _DocumentStyle) -> bool:
+    box = group.box
+    if group.column != column and "full" not in (group.column, column):
+        return False
+    overlap = min(box[3], raw.bbox[3]) - max(box[1], raw.bbox[1])
+    if overlap <= 0:
+        return False
+    is_script = raw.height < 0.8 * group.main_height and raw.bbox[1] >= box[1] - 1 and raw.bbox[3] <= box[3] + 1
+    gap = max(raw.bbox[0] - box[2], box[0] - raw.bbox[2])
+    if is_script:
+        return gap <= raw.size
+    return overlap >= 0.6 * min(raw.height, group.main_height) and -1 <= gap <= 2.5 * max(raw.size, 6)
+
+
+def _mark_margins(lines: list[_Line], page: _PageContent) -> None:
+    for line in lines:
+        if line.bbox[1] >= _BOTTOM_MARGIN_SHARE * page.height:
+            line.role = "footer"
+        elif line.bbox[3] <= _TOP_MARGIN_SHARE * page.height:
+            line.role = "header"
+
+
+def _column_box(style: _DocumentStyle, column: Column) -> tuple[float, float]:
+    return style.columns.get(column) or style.columns["full"]
+
+
+def _mark_body_text(lines: list[_Line], page: _PageContent, style: _DocumentStyle) -> None:
+    """Body text is what stops a float region from growing: full-width running prose at the body size, plus the
+    short last lines of its paragraphs. Lines inside ruled tables, drawn boxes or images never are."""
+    enclosures = _enclosures(page)
+    by_column: dict[Column, list[_Line]] = {}
+    for line in lines:
+        by_column.setdefault(line.column, []).append(line)
+    for column, column_lines in by_column.items():
+        left, right = _column_box(style, column)
+        width = right - left
+        previous: _Line | None = None
+        for line in sorted(column_lines, key=lambda l: l.bbox[1]):
+            if line.role or _inside_any(line.bbox, enclosures):
+                previous = None
+                continue
+            plain = style.is_body_size(line.size) and line.bold_share < 0.5 and line.math_share < 0.5
+            prose = plain and line.width >= 0.6 * width and line.widest_gap <= 2 * line.size
+            continues = (
+                plain and previous is not None and previous.role == "body"
+                and abs(line.bbox[0] - left) <= 3 and 0 <= line.bbox[1] - previous.bbox[3] <= 0.6 * line.size
+            )
+            if (prose and line.bbox[0] <= left + 20) or continues:
+                line.role = "body"
+            previous = line
+
+
+def _enclosures(page: _PageContent) -> list[Box]:
+    """Areas whose text is never body text: images, drawn boxes, and the span between a table's rules."""
+    areas = list(page.images)
+    areas += [rect for rect, is_box in page.drawings if is_box and rect[2] - rect[0] > 40 and rect[3] - rect[1] > 20]
+    rules = sorted(
+        (rect for rect, is_box in page.drawings if rect[3] - rect[1] <= 2 and rect[2] - rect[0] >= 30),
+        key=lambda r: r[1],
+    )
+    for i, top in enumerate(rules):
+        for bottom in rules[i + 1:]:
+            same_width = abs(top[0] - bottom[0]) < 5 and abs(top[2] - bottom[2]) < 5
+            if same_width and 4 < bottom[1] - top[1] < 0.6 * page.height:
+                areas.append((top[0], top[1], top[2], bottom[3]))
+    return areas
+
+
+def _inside_any(bbox: Box, areas: list[Box]) -> bool:
+    cx, cy = (bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2
+    return any(a[0] - 1 <= cx <= a[2] + 1 and a[1] - 1 <= cy <= a[3] + 1 for a in areas)
+
+
+# ------------------------------------------------------------------------------------------------ floats
+
+
+@dataclass
+class _Element:
+    bbox: Box
+    line: _Line | None = None
+    is_image: bool = False
+
+
+def _find_regions(lines: list[_Line], page: _PageContent, style: _DocumentStyle) -> list[_Region]:
+    """Tables and figures, each grown from its caption over the graphics and non-body text next to it."""
+    captions = _captions(lines, style)
+    caption_ids = {id(line) for caption in captions for line in caption}
+    elements = [_Element(line.bbox, line=line) for line in lines if id(line) not in caption_ids]
+    elements += [_Element(box, is_image=True) for box in page.images]
+    elements += [_Element(rect) for rect, _ in page.drawings]
+    elements += [_Element(box) for box in page.rotated_text]
+    claimed: set[int] = set()
+    regions = []
+    for caption in captions:
+        match = _CAPTION.match(caption[0].text)
+        kind: Literal["table", "figure"] = "table" if match.group(1).startswith("Tab") else "figure"
+        label = f"{'Table' if kind == 'table' else 'Figure'} {match.group(2)}"
+        column = _caption_column(caption, style)
+        region = _grow_region(kind, caption, column, elements, claimed, captions, style)
+        if region is None:
+            for line in caption:
+                line.role = "caption"
+            continue
+        region.label = label
+        regions.append(region)
+    regions += _uncaptioned_figures(page, regions, style)
+    return regions
+
+
+def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
+    """Lines starting "Table 3:" / "Figure 2." at a paragraph start, with the lines that continue them."""
+    ordered = sorted(lines, key=lambda l: (l.column, l.bbox[1]))
+    captions = []
+    used: set[int] = set()
+    for i, line in enumerate(ordered):
+        if id(line) in used or line.role in {"footer", "header"} or not _CAPTION.match(line.text):
+            continue
+        left, right = _column_box(style, line.column)
+        centred = abs((line.bbox[0] + line.bbox[2]) / 2 - (left + right) / 2) < 20
+        if line.bbox[0] > left + 25 and not centred and line.column != "full":
+            continue
+        caption = [line]
+        for follower in ordered[i + 1:]:
+            last = caption[-1]
+            if follower.column != line.column or follower.bbox[1] - last.bbox[3] > 0.45 * last.size:
+                break
+            if abs(follower.size - line.size) > 0.6 or follower.bbox[1] < last.bbox[3] - 0.5 * last.height:
+                break
+            if _CAPTION.match(follower.text):
+                break
+            caption.append(follower)
+        used |= {id(part) for part in caption}
+        captions.append(caption)
+    return captions
+
+
+def _caption_column(caption: list[_Line], style: _DocumentStyle) -> Column:
+    box = _union([line.bbox for line in caption])
+    return style.column_of(box)
+
+
+def _grow_region(
+    kind: Literal["table", "figure"], caption: list[_Line], column: Column, elements: list[_Element],
+    claimed: set[int], captions: list[list[_Line]], style: _DocumentStyle,
+) -> _Region | None:
+    caption_box = _union([line.bbox for line in caption])
+    left, right = _column_box(style, column)
+    candidates = [e for e in elements if id(e) not in claimed and _within_extent(e.bbox, left, right)]
+    caption_tops = [_union([l.bbox for l in other])[1] for other in captions if other is not caption]
+    caption_bottoms = [_union([l.bbox for l in other])[3] for other in captions if other is not caption]
+    above = _collect(candidates, caption_box, "up", caption_bottoms)
+    below = _collect(candidates, caption_box, "down", caption_tops)
+    if kind == "figure":
+        chosen = above or below
+    else:
+        chosen = above if _content_weight(above) >= _content_weight(below) else below
+        if not above or not below:
+            chosen = above or below
+    if not chosen:
+        return None
+    claimed |= {id(e) for e in chosen}
+    region = _Region(
+        kind=kind,
+        bbox=_union([e.bbox for e in chosen]),
+        caption_lines=caption,
+        label=None,
+        column=style.column_of(_union([caption_box, *(e.bbox for e in chosen)])),
+        lines=[e.line for e in chosen if e.line is not None],
+        has_image=any(e.is_image for e in chosen),
+        has_drawing=any(e.line is None and not e.is_image for e in chosen),
+    )
+    return region
+
+
+def _within_extent(bbox: Box, left: float, right: float) -> bool:
+    overlap = min(bbox[2], right + 10) - max(bbox[0], left - 10)
+    return overlap > 0.5 * max(bbox[2] - bbox[0], 1)
+
+
+def _collect(candidates: list[_Element], caption_box: Box, direction: str, other_captions: list[float]
+             ) -> list[_Element]:
+    """Walk away from the caption, taking elements until a gap wider than a float's or running body text."""
+    if direction == "up":
+        side = [e for e in candidates if e.bbox[3] <= caption_box[1] + 2]
+        side.sort(key=lambda e: -e.bbox[3])
+        limit = max((y for y in other_captions if y <= caption_box[1]), default=-1.0)
+    else:
+        side = [e for e in candidates if e.bbox[1] >= caption_box[3] - 2]
+        side.sort(key=lambda e: e.bbox[1])
+        limit = min((y for y in other_captions if y >= caption_box[3]), default=1e9)
+    edge = caption_box[1] if direction == "up" else caption_box[3]
+    taken: list[_Element] = []
+    for element in side:
+        gap = edge - element.bbox[3] if direction == "up" else element.bbox[1] - edge
+        if gap > (_FLOAT_GAP if taken else _CAPTION_GAP):
+            break
+        beyond_caption = element.bbox[1] < limit if direction == "up" else element.bbox[3] > limit
+        if beyond_caption:
+            break
+        line = element.line
+        if line is not None and line.role in {"body", "footer", "header"}:
+            break
+        if line is not None and _looks_like_heading(line):
+            break
+        taken.append(element)
+        edge = min(edge, element.bbox[1]) if direction == "up" else max(edge, element.bbox[3])
+    return taken
+
+
+def _content_weight(elements: list[_Element]) -> float:
+    return sum((e.bbox[2] - e.bbox[0]) * (e.bbox[3] - e.bbox[1]) for e in elements if e.line is not None) + len(
+        elements
+    )
+
+
+def _uncaptioned_figures(page: _PageContent, regions: list[_Region], style: _DocumentStyle) -> list[_Region]:
+    """Large raster images that no caption claimed are figures too (without a caption)."""
+    covered = [region.bbox for region in regions]
+    figures = []
+    for box in page.images:
+        big = box[2] - box[0] >= _MIN_FIGURE_SIDE and box[3] - box[1] >= _MIN_FIGURE_SIDE
+        if big and not _inside_any(box, covered) and box[1] < _BOTTOM_MARGIN_SHARE * page.height:
+            figures.append(_Region("figure", box, [], None, style.column_of(box), has_image=True))
+            covered.append(box)
+    return figures
+
+
+def _looks_like_heading(line: _Line) -> bool:
+    return line.bold_share >= 0.9 and bool(_DIGIT_HEADING.match(line.text)) and len(line.text) < 80
+
+
+# ------------------------------------------------------------------------------------------------ table cells
+
+
+def _fill_table_cells(page: pymupdf.Page, analysis: _PageAnalysis) -> None:
+    for region in analysis.regions:
+        if region.kind != "table":
+            continue
+        words = page.get_text("words", clip=pymupdf.Rect(region.bbox), flags=_TEXT_FLAGS)
+        region.cells = _cells_from_ruled_grid(page, region, words, analysis) or _cells_from_text(words, region, analysis)
+
+
+def _cells_from_ruled_grid(
+    page: pymupdf.Page, region: _Region, words: list[tuple], analysis: _PageAnalysis
+) -> list[TableCell]:
+    """Cells from PyMuPDF's table finder when the table draws a grid; texts from our word boxes.
+
+    Booktabs tables (horizontal rules only, the norm in ACL papers) give the line finder nothing to work with
+    and cost it up to a second per page, so it only runs where vertical rules exist."""
+    vertical_rules = [
+        rect for rect, _ in analysis.content.drawings
+        if rect[2] - rect[0] <= 2 and rect[3] - rect[1] >= 8 and _overlaps(rect, region.bbox)
+    ]
+    boxes_drawn = [rect for rect, is_box in analysis.content.drawings if is_box and _overlaps(rect, region.bbox)]
+    if len(vertical_rules) < 2 and len(boxes_drawn) < 4:
+        return []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = page.find_tables(clip=pymupdf.Rect(region.bbox), use_layout=False)
+    tables = [t for t in found.tables if t.row_count >= 2 and t.col_count >= 2]
+    if not tables:
+        return []
+    table = max(tables, key=lambda t: _area(t.bbox))
+    if _area(table.bbox) < 0.6 * _area(region.bbox):
+        return []
+    boxes = [cell for row in table.rows for cell in row.cells if cell is not None]
+    xs = _cluster_edges([b[0] for b in boxes])
+    ys = _cluster_edges([b[1] for b in boxes])
+    cells = []
+    for box in boxes:
+        row, col = _edge_index(ys, box[1]), _edge_index(xs, box[0])
+        colspan = max(1, sum(1 for x in xs if box[0] - 1 <= x < box[2] - 1))
+        rowspan = max(1, sum(1 for y in ys if box[1] - 1 <= y < box[3] - 1))
+        text = " ".join(w[4] for w in words if _center_inside(w, box))
+        cells.append(TableCell(row, col, text, rowspan, colspan, is_header=row == 0))
+    return cells
+
+
+def _cluster_edges(values: list[float], tolerance: float = 2.0) -> list[float]:
+    edges: list[float] = []
+    for value in sorted(values):
+        if not edges or value - edges[-1] > tolerance:
+            edges.append(value)
+    return edges
+
+
+def _edge_index(edges: list[float], value: float) -> int:
+    return min(range(len(edges)), key=lambda i: abs(edges[i] - value))
+
+
+def _center_inside(word: tuple, box: Any) -> bool:
+    cx, cy = (word[0] + word[2]) / 2, (word[1] + word[3]) / 2
+    return box[0] - 1 <= cx <= box[2] + 1 and box[1] - 1 <= cy <= box[3] + 1
+
+
+def _cells_from_text(words: list[tuple], region: _Region, analysis: _PageAnalysis) -> list[TableCell]:
+    """Cells from word positions: rows by baseline, columns by the gaps that the fullest rows share."""
+    if not words:
+        return []
+    rows = _word_rows(words)
+    segments_per_row = [_row_segments(row) for row in rows]
+    typical = Counter(len(segments) for segments in segments_per_row).most_common(1)[0][0]
+    reference_rows = [segments for segments in segments_per_row if len(segments) >= typical]
+    boundaries = _column_boundaries(reference_rows)
+    header_rows = _header_row_count(rows, region, analysis)
+    cells = []
+    for row_index, segments in enumerate(segments_per_row):
+        occupied: dict[int, TableCell] = {}
+        for x0, x1, text in segments:
+            first = _column_at(boundaries, x0 + 0.5)
+            last = max(first, _column_at(boundaries, x1 - 0.5))
+            if first in occupied:
+                occupied[first].text = f"{occupied[first].text} {text}"
+                continue
+            occupied[first] = TableCell(row_index, first, text, colspan=last - first + 1,
+                                        is_header=row_index < header_rows)
+        covered = {c for cell in occupied.values() for c in range(cell.col, cell.col + cell.colspan)}
+        for col in range(len(boundaries) + 1):
+            if col not in covered:
+                occupied[col] = TableCell(row_index, col, "", is_header=row_index < header_rows)
+        cells.extend(occupied[col] for col in sorted(occupied))
+    return _drop_overlapping_spans(cells)
+
+
+def _drop_overlapping_spans(cells: list[TableCell]) -> list[TableCell]:
+    """A colspan that runs into a later cell of the same row is shortened, so the HTML grid stays rectangular."""
+    by_row: dict[int, list[TableCell]] = {}
+    for cell in cells:
+        by_row.setdefault(cell.row, []).append(cell)
+    for row_cells in by_row.values():
+        row_cells.sort(key=lambda c: c.col)
+        for cell, following in zip(row_cells, row_cells[1:]):
+            cell.colspan = max(1, min(cell.colspan, following.col - cell.col))
+    return cells
+
+
+def _word_rows(words: list[tuple]) -> list[list[tuple]]:
+    rows: list[list[tuple]] = []
+    for word in sorted(words, key=lambda w: ((w[1] + w[3]) / 2, w[0])):
+        center = (word[1] + word[3]) / 2
+        if rows:
+            last = rows[-1]
+            top = min(w[1] for w in last)
+            bottom = max(w[3] for w in last)
+            if center <= bottom - 0.25 * (bottom - top) and center >= top:
+                last.append(word)
+                continue
+        rows.append([word])
+    return [sorted(row, key=lambda w: w[0]) for row in rows]
+
+
+def _row_segments(row: list[tuple]) -> list[tuple[float, float, str]]:
+    """Words of one row grouped into cell texts: a gap wider than about two spaces separates cells."""
+    segments: list[list[Any]] = []
+    for word in row:
+        height = word[3] - word[1]
+        if segments and word[0] - segments[-1][1] <= 0.55 * height:
+            segments[-1][1] = max(segments[-1][1], word[2])
+            segments[-1][2] += " " + word[4]
+        else:
+            segments.append([word[0], word[2], word[4]])
+    return [(s[0], s[1], s[2]) for s in segments]
+
+
+def _column_boundaries(rows: list[list[tuple[float, float, str]]]) -> list[float]:
+    """x positions that separate columns: the middles of gaps no reference-row segment covers."""
+    spans = sorted((x0, x1) for segments in rows for x0, x1, _ in segments)
+    boundaries = []
+    reach = None
+    for x0, x1 in spans:
+        if reach is not None and x0 > reach:
+            boundaries.append((reach + x0) / 2)
+        reach = x1 if reach is None else max(reach, x1)
+    return boundaries
+
+
+def _column_at(boundaries: list[float], x: float) -> int:
+    return sum(1 for boundary in boundaries if x > boundary)
+
+
+def _header_row_count(rows: list[list[tuple]], region: _Region, analysis: _PageAnalysis) -> int:
+    """Rows above the first rule below the table's top rule are the header (booktabs); else the first row."""
+    rules = sorted(
+        rect[1] for rect, _ in analysis.content.drawings
+        if rect[3] - rect[1] <= 2 and rect[2] - rect[0] >= 20 and _overlaps(rect, region.bbox)
+    )
+    tops = [min(w[1] for w in row) for row in rows]
+    first_text = tops[0] if tops else 0
+    inner = [y for y in rules if y > first_text + 2]
+    if inner:
+        count = sum(1 for top in tops if top < inner[0])
+        if 0 < count < len(rows):
+            return count
+    return 1 if len(rows) > 1 else 0
+
+
+# ------------------------------------------------------------------------------------------------ equations
+
+
+def _find_equations(lines: list[_Line], style: _DocumentStyle) -> list[_Equation]:
+    """Display equations: math lines set apart from the text, with their "(N)" at the column's right edge."""
+    numbers = [line for line in lines if _EQUATION_NUMBER.match(line.text) and not line.role]
+    number_ids = {id(line) for line in numbers}
+    candidates = [
+        line for line in lines
+        if id(line) not in number_ids and line.role not in {"body", "footer", "header", "caption"}
+        and _is_display_math(line, style)
+    ]
+    candidate_ids = {id(line) for line in candidates}
+    for number in numbers:
+        if not any(_same_row(number, line) for line in candidates):
+            partners = [
+                line for line in lines
+                if _same_row(number, line) and id(line) not in number_ids and line.column == number.column
+                and line.role not in {"footer", "header"} and not _looks_like_heading(line)
+            ]
+            for partner in partners:
+                if id(partner) not in candidate_ids:
+                    candidates.append(partner)
+                    candidate_ids.add(id(partner))
+    groups = _group_equation_lines(candidates, style)
+    equations = []
+    for group in groups:
+        box = _union([line.bbox for line in group])
+        attached = [n for n in numbers if n.column == style.column_of(box) or style.column_of(box) == "full"]
+        attached = [n for n in attached if box[1] - 2 <= (n.bbox[1] + n.bbox[3]) / 2 <= box[3] + 2]
+        number = _EQUATION_NUMBER.match(attached[-1].text).group(1) if attached else None
+        for line in group:
+            line.role = "equation"
+        equations.append(_Equation(box, group, attached, f"({number})" if number else None, style.column_of(box)))
+    return equations
+
+
+def _same_row(a: _Line, b: _Line) -> bool:
+    center = (a.bbox[1] + a.bbox[3]) / 2
+    return b.bbox[1] - 2 <= center <= b.bbox[3] + 2
+
+
+def _is_display_math(line: _Line, style: _DocumentStyle) -> bool:
+    left, right = _column_box(style, line.column)
+    indented = line.bbox[0] - left >= 12 and right - line.bbox[2] >= 12
+    if line.math_share >= 0.6 and len(line.text) >= 3:
+        return True
+    return indented and line.math_share >= 0.3 and not _CAPTION.match(line.text)
+
+
+def _group_equation_lines(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
+    groups: list[list[_Line]] = []
+    for line in sorted(lines, key=lambda l: (l.column, l.bbox[1])):
+        if groups:
+            last = groups[-1]
+            box = _union([l.bbox for l in last])
+            if last[0].column == line.column and line.bbox[1] - box[3] <= 0.35 * style.body_size:
+                last.append(line)
+                continue
+        groups.append([line])
+    return groups
+
+
+# ------------------------------------------------------------------------------------------------ reading order
+
+
+def _item_box(item: Any) -> Box:
+    if isinstance(item, _Region):
+        return item.outer_bbox
+    return item.bbox
+
+
+def _item_column(item: Any, style: _DocumentStyle) -> Column:
+    return style.column_of(_item_box(item))
+
+
+def _reading_order(items: list[Any], style: _DocumentStyle) -> list[Any]:
+    """Full-width items cut the page into bands; inside a band the left column is read before the right."""
+    full = sorted((i for i in items if _item_column(i, style) == "full"), key=lambda i: _item_box(i)[1])
+    sided = [i for i in items if _item_column(i, style) != "full"]
+    ordered: list[Any] = []
+    band_top = -1.0
+    for cut in [*full, None]:
+        band_bottom = _item_box(cut)[1] if cut is not None else 1e9
+        in_band = [i for i in sided if band_top <= _center_y(i) < band_bottom]
+        for column in ("left", "right"):
+            ordered += sorted((i for i in in_band if _item_column(i, style) == column), key=lambda i: _item_box(i)[1])
+        if cut is not None:
+            ordered.append(cut)
+            band_top = _item_box(cut)[1]
+    placed = {id(i) for i in ordered}
+    ordered += [i for i in items if id(i) not in placed]
+    return ordered
+
+
+def _center_y(item: Any) -> float:
+    box = _item_box(item)
+    return (box[1] + box[3]) / 2
+
+
+# ------------------------------------------------------------------------------------------------ structure
+
+
+@dataclass
+class _Paragraph:
+    lines: list[_Line]
+    page_number: int
+
+    @property
+    def bbox(self) -> Box:
+        return _union([line.bbox for line in self.lines])
+
+    @property
+    def text(self) -> str:
+        return _join_lines(self.lines)
+
+
+def _build_layout(pages: list[_PageContent], analysed: list[_PageAnalysis], style: _DocumentStyle) -> DocumentLayout:
+    builder = _StructureBuilder(style)
+    title, authors = builder.front_matter(analysed[0])
+    for analysis in analysed:
+        builder.add_page(analysis)
+    infos = [
+        PageInfo(page.number, page.width, page.height, builder.page_text.get(page.number, ""))
+        for page in pages
+    ]
+    abstract = _join_paragraphs([b.text for b in builder.blocks if b.kind == "abstract"]) or None
+    return DocumentLayout(pages=infos, blocks=builder.blocks, title=title, authors=authors, abstract=abstract)
+
+
+class _StructureBuilder:
+    """Walks the pages in reading order and turns lines into typed blocks, remembering where it is in the paper
+    (front matter, abstract, body, bibliography)."""
+
+    def __init__(self, style: _DocumentStyle) -> None:
+        self.style = style
+        self.blocks: list[Block] = []
+        self.page_text: dict[int, str] = {}
+        self.front_ids: set[int] = set()
+        self.title_ids: set[int] = set()
+        self.in_abstract = False
+        self.in_references = False
+        self.page_height = 0.0
+        self.section_size = style.body_size + 1.0
+
+    # --- page 1: title and authors
+
+    def front_matter(self, first: _PageAnalysis) -> tuple[str | None, list[str]]:
+        page = first.content
+        top_lines = [
+            line for line in first.free_lines
+            if line.bbox[3] < 0.4 * page.height and line.role not in {"header", "footer"}
+        ]
+        if not top_lines:
+            return None, []
+        largest = max(line.size for line in top_lines)
+        if largest < self.style.body_size + 1.5:
+            return None, []
+        title_lines = sorted((l for l in top_lines if l.size >= largest - 0.5), key=lambda l: l.bbox[1])
+        title_lines = [l for l in title_lines if l.bbox[1] - title_lines[0].bbox[3] < 3 * largest]
+        title_bottom = max(l.bbox[3] for l in title_lines)
+        end = min(
+            (l.bbox[1] for l in first.free_lines
+             if l.bbox[1] > title_bottom and (self._heading_parts(l) is not None or l.role == "body")),
+            default=0.4 * page.height,
+        )
+        author_lines = sorted(
+            (l for l in top_lines if title_bottom < l.bbox[1] < end and id(l) not in {id(t) for t in title_lines}),
+            key=lambda l: (l.bbox[1], l.bbox[0]),
+        )
+        self.title_ids = {id(l) for l in title_lines}
+        self.front_ids = self.title_ids | {id(l) for l in author_lines}
+        title = " ".join(l.text for l in title_lines)
+        return title or None, _author_names(author_lines, page)
+
+    # --- every page
+
+    def add_page(self, analysis: _PageAnalysis) -> None:
+        number = analysis.content.number
+        self.page_height = analysis.content.height
+        page_blocks: list[Block] = []
+        paragraph: _Paragraph | None = None
+        for item in analysis.order:
+            if isinstance(item, _Line) and self._continues(paragraph, item):
+                paragraph.lines.append(item)
+                continue
+            if paragraph is not None:
+                page_blocks += self._paragraph_blocks(paragraph)
+                paragraph = None
+            if isinstance(item, _Region):
+                page_blocks.append(_region_block(item, number))
+            elif isinstance(item, _Equation):
+                page_blocks.append(Block(kind="equation", page_number=number, bbox=item.bbox,
+                                         text=_equation_text(item.lines), equation_number=item.number))
+            elif isinstance(item, _Line):
+                heading = self._heading_block(item, number)
+                if heading is not None:
+                    page_blocks.append(heading)
+                else:
+                    paragraph = _Paragraph([item], number)
+        if paragraph is not None:
+            page_blocks += self._paragraph_blocks(paragraph)
+        page_blocks = _merge_wrapped_headings(page_blocks)
+        self.blocks += page_blocks
+        self.page_text[number] = "\n\n".join(filter(None, map(_page_text_of, page_blocks)))
+
+    def _continues(self, paragraph: _Paragraph | None, line: _Line) -> bool:
+        if paragraph is None:
+            return False
+        last = paragraph.lines[-1]
+        if id(line) in self.front_ids or id(last) in self.front_ids:
+            return False
+        if line.role != last.role or line.column != last.column:
+            return False
+        if line.role == "caption" and _CAPTION.match(line.text):
+            return False
+        if abs(line.size - last.size) > 1.0 or not 0 <= line.bbox[1] - last.bbox[3] + 2 <= 0.7 * line.size + 2:
+            return False
+        if self._heading_parts(line) is not None:
+            return False
+        left, right = _column_box(self.style, line.column)
+        if self.in_references:
+            return line.bbox[0] > left + 2  # hanging indent: an entry's first line starts at the column edge
+        if _LIST_BULLET.match(line.text) and line.bbox[0] <= last.bbox[0] + 2:
+            return False
+        indented = line.bbox[0] - left > 6 and line.bbox[0] - last.bbox[0] > 6
+        ended = last.bbox[2] < right - 0.15 * (right - left) and last.text.rstrip().endswith((".", ":", "?", "!"))
+        return not (indented or ended)
+
+    def _heading_parts(self, line: _Line) -> tuple[str | None, str, int] | None:
+        """(number, title, level) when the line is a section heading."""
+        text = line.text.strip()
+        if line.role in {"footer", "header", "caption", "equation"} or id(line) in self.title_ids:
+            return None
+        if not 2 <= len(text) <= 120 or line.bold_share < 0.85 or line.size < self.style.body_size - 0.6:
+            return None
+        if text.endswith((".", ",", ";")) or _CAPTION.match(text) or "@" in text:
+            return None
+        digit = _DIGIT_HEADING.match(text)
+        if digit and len(digit.group(1).split(".")[0]) <= 2 and digit.group(2)[0].isupper():
+            number = digit.group(1)
+            return number, digit.group(2), number.count(".") + 1
+        letter = _LETTER_HEADING.match(text)
+        if letter and (self.in_references or "." in letter.group(1)) and letter.group(2)[0].isupper():
+            number = letter.group(1)
+            return number, letter.group(2), number.count(".") + 1
+        key = re.sub(r"[^a-z]", "", text.lower())
+        if key in _UNNUMBERED_SECTIONS:
+            return None, text, 1
+        if text[0].isupper() and len(text.split()) <= 10 and not text.endswith(":"):
+            level = 1 if line.size >= self.section_size - 0.3 else 2
+            return None, text, level
+        return None
+
+    def _heading_block(self, line: _Line, page_number: int) -> Block | None:
+        if id(line) in self.front_ids:
+            return None
+        parts = self._heading_parts(line)
+        if parts is None:
+            return None
+        number, title, level = parts
+        if number and "." not in number and number.isdigit():
+            self.section_size = max(self.section_size, line.size) if level == 1 else self.section_size
+        key = re.sub(r"[^a-z]", "", title.lower())
+        self.in_abstract = key == "abstract"
+        if key in _REFERENCE_HEADINGS:
+            self.in_references = True
+        elif level == 1 and self.in_references and not (number or "").isdigit():
+            self.in_references = number is None and key not in _UNNUMBERED_SECTIONS
+        elif level == 1:
+            self.in_references = False
+        return Block(kind="section_header", page_number=page_number, bbox=line.bbox, text=line.text,
+                     level=level, section_number=number)
+
+    def _paragraph_blocks(self, paragraph: _Paragraph) -> list[Block]:
+        first = paragraph.lines[0]
+        number = paragraph.page_number
+        if id(first) in self.title_ids:
+            return [Block(kind="title", page_number=number, bbox=paragraph.bbox, text=paragraph.text)]
+        if id(first) in self.front_ids:
+            return [Block(kind="author", page_number=number, bbox=paragraph.bbox, text=paragraph.text)]
+        kind: BlockKind
+        if first.role == "footer":
+            kind = "page_footer"
+        elif first.role == "header":
+            kind = "page_header"
+        elif first.role == "caption":
+            kind = "caption"
+        elif self.in_references:
+            kind = "reference"
+        elif first.size <= self.style.body_size - 1.5 and self._is_footnote(paragraph):
+            kind = "footnote"
+        elif self.in_abstract:
+            kind = "abstract"
+        elif _LIST_BULLET.match(first.text):
+            kind = "list_item"
+        else:
+            kind = "text"
+        return [Block(kind=kind, page_number=number, bbox=paragraph.bbox, text=paragraph.text)]
+
+    def _is_footnote(self, paragraph: _Paragraph) -> bool:
+        first = paragraph.lines[0]
+        first_span = first.spans[0]
+        starts_with_mark = first_span["size"] < first.size - 0.5 or bool(re.match(r"^[\d*∗†‡§]", first.text))
+        return starts_with_mark and first.bbox[1] > 0.5 * self.page_height
+
+
+def _merge_wrapped_headings(blocks: list[Block]) -> list[Block]:
+    """A heading that wrapped onto a second bold line arrives as two headings; the second has no number."""
+    merged: list[Block] = []
+    for block in blocks:
+        previous = merged[-1] if merged else None
+        if (
+            previous is not None and block.kind == previous.kind == "section_header"
+            and block.section_number is None and previous.page_number == block.page_number
+            and 0 <= block.bbox[1] - previous.bbox[3] <= 4 and abs(block.bbox[0] - previous.bbox[0]) < 30
+            and previous.level == block.level
+        ):
+            previous.text = f"{previous.text} {block.text}"
+            previous.bbox = _union([previous.bbox, block.bbox])
+            continue
+        merged.append(block)
+    return merged
+
+
+def _equation_text(lines: list[_Line]) -> str:
+    """An equation's lines top to bottom (scripts are already merged into their lines)."""
+    return " ".join(line.text for line in sorted(lines, key=lambda l: (l.bbox[1], l.bbox[0])))
+
+
+def _page_text_of(block: Block) -> str:
+    if block.kind == "table":
+        rows: dict[int, list[str]] = {}
+        for cell in block.cells:
+            rows.setdefault(cell.row, []).append(cell.text)
+        return "\n".join(filter(None, [block.caption or "", *(" | ".join(r) for _, r in sorted(rows.items()))]))
+    if block.kind == "figure":
+        return block.caption or ""
+    return block.text
+
+
+def _region_block(region: _Region, page_number: int) -> Block:
+    if region.kind == "table":
+        return Block(kind="table", page_number=page_number, bbox=region.bbox, cells=region.cells,
+                     caption=region.caption, label=region.label)
+    image_kind = "mixed" if region.has_image and region.has_drawing else "raster" if region.has_image else "vector"
+    return Block(kind="figure", page_number=page_number, bbox=region.bbox, caption=region.caption,
+                 label=region.label, image_kind=image_kind)
+
+
+def _author_names(lines: list[_Line], page: _PageContent) -> list[str]:
+    """Names from the bold author lines (affiliations and e-mails are set in regular type in ACL-style papers);
+    superscript marks and commas separate the names."""
+    bold = [line for line in lines if line.bold_share >= 0.6 and not _EMAIL_OR_URL.search(line.text)]
+    candidates = bold or [line for line in lines[:1] if not _EMAIL_OR_URL.search(line.text)]
+    names: list[str] = []
+    for line in candidates:
+        pieces: list[str] = []
+        for span in line.spans:
+            if span["size"] < 0.8 * line.size:
+                pieces.append("|")
+            else:
+                pieces.append(span["text"])
+        for name in _AUTHOR_SEPARATORS.split(" ".join("".join(pieces).split())):
+            name = _SCRIPT_MARKS.sub(" ", name)
+            name = " ".join(name.replace("|", " ").split()).strip(" ,;")
+            if len(name) > 2 and any(c.isalpha() for c in name) and name not in names:
+                names.append(name)
+    return names
+
+
+# ------------------------------------------------------------------------------------------------ small helpers
+
+
+def _union(boxes: list[Box] | Any) -> Box:
+    boxes = list(boxes)
+    return (
+        min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes)
+    )
+
+
+def _area(box: Any) -> float:
+    return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
+
+
+def _overlaps(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] + 2 and b[1] - 2 < a[3]
+
+
+def _join_lines(lines: list[_Line]) -> str:
+    return _join_lines_text([line.text for line in lines])
+
+
+def _join_lines_text(texts: list[str]) -> str:
+    """Lines of one paragraph as running text, re-joining words hyphenated at a line end."""
+    out = ""
+    for text in texts:
+        text = text.strip()
+        if not text:
+            continue
+        if out.endswith("-") and len(out) > 1 and out[-2].isalpha() and text[:1].islower():
+            out = out[:-1] + text
+        else:
+            out = f"{out} {text}" if out else text
+    return out
+
+
+def _join_paragraphs(texts: list[str]) -> str:
+    return "\n\n".join(t for t in texts if t)

@@ -1,0 +1,194 @@
+"""One paper through the parse stage: choose a backend, parse, gate on quality, publish or record the failure.
+
+The Dagster parse asset and `paperlake ingest` both call :func:`ingest_paper`; :func:`plan_ingest` decides which
+papers need that at all (new, changed, parser version bumped, or removed), so unchanged papers cost one hash.
+A failure of any kind becomes an ``ingest_errors`` row naming the paper, the stage and the reason; it never
+raises into the caller, so one bad PDF never takes the others down.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from paperlake.config import Settings
+from paperlake.inbox import PaperSource, find_mineru_dir, paper_key_for, read_manifest, scan_inbox
+from paperlake.ids import sha256_file
+from paperlake.lake import Lake
+from paperlake.quality import QualityReport, validate_paper
+from paperlake.views import ParsedPaper
+
+BACKENDS = ("auto", "pymupdf", "mineru")
+
+
+class IngestError(Exception):
+    """A paper that cannot be ingested, with where and why (the lake's ``ingest_errors`` row)."""
+
+    def __init__(self, paper_key: str, stage: str, reason: str):
+        super().__init__(f"{paper_key}: {stage}: {reason}")
+        self.paper_key, self.stage, self.reason = paper_key, stage, reason
+
+
+def parser_version(backend: str) -> str:
+    if backend == "mineru":
+        from paperlake.parsing.mineru_backend import PARSER_VERSION
+    else:
+        from paperlake.parsing.pymupdf_backend import PARSER_VERSION
+    return PARSER_VERSION
+
+
+def resolve_backend(source: PaperSource, requested: str) -> str:
+    if requested not in BACKENDS:
+        raise ValueError(f"unknown backend {requested!r}; choose one of {', '.join(BACKENDS)}")
+    if requested == "auto":
+        return "mineru" if source.mineru_dir is not None else "pymupdf"
+    return requested
+
+
+def pdf_page_count(path: Path) -> int:
+    import pymupdf
+
+    with pymupdf.open(path) as document:
+        return document.page_count
+
+
+def parse_source(source: PaperSource, backend: str, settings: Settings) -> ParsedPaper:
+    from paperlake.parsing.errors import ParseError
+
+    try:
+        if backend == "mineru":
+            from paperlake.parsing import mineru_backend
+
+            if source.mineru_dir is None:
+                if not settings.mineru_executable:
+                    raise ParseError(source.paper_key, "mineru", "no MinerU outputs for this PDF and no "
+                                     "PAPERLAKE_MINERU_EXECUTABLE configured to produce them")
+                out = settings.cache / "mineru" / source.paper_key
+                mineru_backend.run_mineru(source.pdf_path, out, settings.mineru_executable, [])
+                source = PaperSource(**{**source.__dict__, "mineru_dir": find_mineru_dir(out.parent, source.pdf_path)})
+            return mineru_backend.parse(source, max_chunk_tokens=settings.max_chunk_tokens)
+        from paperlake.parsing import pymupdf_backend
+
+        return pymupdf_backend.parse(source, max_chunk_tokens=settings.max_chunk_tokens)
+    except ParseError as error:
+        raise IngestError(source.paper_key, error.stage, error.reason) from error
+
+
+def duplicate_of(source: PaperSource, inboxes: list[Path]) -> str | None:
+    """The key of an identical file that sorts before this one (it wins), if any. Compares sizes first."""
+    size = source.pdf_path.stat().st_size
+    for root in inboxes:
+        for pdf in sorted(Path(root).glob("*/*")):
+            if pdf.suffix.lower() != ".pdf" or not pdf.is_file() or pdf.resolve() == source.pdf_path:
+                continue
+            key = paper_key_for(pdf.parent.name, pdf)
+            if key < source.paper_key and pdf.stat().st_size == size and sha256_file(pdf) == source.sha256:
+                return key
+    return None
+
+
+@dataclass
+class PaperOutcome:
+    paper_key: str
+    status: str  # published | failed | unchanged | removed
+    backend: str | None = None
+    paper_id: str | None = None
+    pages: int = 0
+    seconds: float = 0.0
+    counts: dict[str, int] = field(default_factory=dict)
+    stage: str | None = None
+    reason: str | None = None
+    quality: QualityReport | None = None
+
+
+def ingest_paper(source: PaperSource, lake: Lake, settings: Settings, *, backend: str | None = None,
+                 inboxes: list[Path] | None = None) -> PaperOutcome:
+    """Parse, validate and publish one paper; on any failure record it and return a ``failed`` outcome."""
+    started = time.perf_counter()
+    chosen = resolve_backend(source, backend or settings.backend)
+    outcome = PaperOutcome(source.paper_key, "failed", backend=chosen)
+    try:
+        if inboxes and (original := duplicate_of(source, inboxes)):
+            raise IngestError(source.paper_key, "identity", f"duplicate file: identical to {original}")
+        parsed = parse_source(source, chosen, settings)
+        outcome.paper_id = parsed.paper_id
+        for record in lake.records():
+            if record.paper_id == parsed.paper_id and record.paper_key != source.paper_key:
+                raise IngestError(source.paper_key, "identity",
+                                  f"paper id {parsed.paper_id} already belongs to {record.paper_key} "
+                                  "(same title and venue)")
+        outcome.pages = pdf_page_count(source.pdf_path)
+        report = validate_paper(parsed, pdf_page_count=outcome.pages, max_chunk_tokens=settings.max_chunk_tokens)
+        outcome.quality = report
+        if not report.passed:
+            raise IngestError(source.paper_key, "quality", report.summary())
+        record = lake.publish(parsed, source.sha256, parser_version(chosen))
+        outcome.status, outcome.counts = "published", record.row_counts
+    except IngestError as error:
+        outcome.stage, outcome.reason = error.stage, error.reason
+    except Exception as error:  # a parser bug must not take the other papers down; keep the evidence
+        outcome.stage = "parse"
+        outcome.reason = f"{type(error).__name__}: {error} | {traceback.format_exc(limit=3).splitlines()[-3:]}"
+    if outcome.status == "failed":
+        lake.record_error(
+            source.paper_key, stage=outcome.stage or "parse", reason=outcome.reason or "unknown",
+            volume=source.volume, pdf_path=str(source.pdf_path), sha256=source.sha256, paper_id=outcome.paper_id,
+            parser_version=parser_version(chosen),
+        )
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+@dataclass
+class IngestPlan:
+    to_parse: list[PaperSource]
+    unchanged: list[PaperSource]
+    removed: list[str]
+
+    def summary(self) -> str:
+        return f"{len(self.to_parse)} to parse, {len(self.unchanged)} unchanged, {len(self.removed)} removed"
+
+
+def needs_parse(source: PaperSource, lake: Lake, settings: Settings, backend: str | None = None) -> bool:
+    """New, changed (sha256), other backend or parser version → parse. A failed file is retried once it changes."""
+    chosen = resolve_backend(source, backend or settings.backend)
+    version = parser_version(chosen)
+    record = lake.record(source.paper_key)
+    if record is not None:
+        return (record.sha256, record.backend, record.parser_version) != (source.sha256, chosen, version)
+    error = lake.error(source.paper_key)
+    if error is not None:
+        return (error.get("sha256"), error.get("parser_version")) != (source.sha256, version)
+    return True
+
+
+def plan_ingest(sources: list[PaperSource], lake: Lake, settings: Settings, backend: str | None = None) -> IngestPlan:
+    present = {source.paper_key for source in sources}
+    to_parse, unchanged = [], []
+    for source in sources:
+        (to_parse if needs_parse(source, lake, settings, backend) else unchanged).append(source)
+    removed = sorted(lake.paper_keys() - present)
+    return IngestPlan(to_parse, unchanged, removed)
+
+
+def locate_source(paper_key: str, inboxes: list[Path], mineru_dir: Path | None) -> PaperSource | None:
+    """The inbox file behind a partition key, or None if it is gone."""
+    volume, _, stem = paper_key.partition("/")
+    for root in inboxes:
+        volume_dir = Path(root) / volume
+        if not volume_dir.is_dir():
+            continue
+        for pdf in volume_dir.iterdir():
+            if pdf.is_file() and pdf.suffix.lower() == ".pdf" and paper_key_for(volume, pdf) == paper_key:
+                manifest = read_manifest(volume_dir)
+                return PaperSource(paper_key, volume, pdf.resolve(), sha256_file(pdf),
+                                   manifest.get(pdf.name, {}), find_mineru_dir(mineru_dir, pdf))
+    return None
+
+
+__all__ = [
+    "IngestError", "IngestPlan", "PaperOutcome", "ingest_paper", "locate_source", "needs_parse", "plan_ingest",
+    "resolve_backend", "scan_inbox",
+]

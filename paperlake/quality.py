@@ -1,0 +1,162 @@
+"""Great Expectations suites over one paper's parsed views: the gate between the parser and the lake.
+
+Two suites. *Blocking* expectations catch broken data (page count differs from the PDF, a box outside its page,
+duplicate or missing ids, a chunk over the token limit): a paper that fails one is not published and gets an
+``ingest_errors`` row instead. *Warning* expectations flag suspicious parses (no sections; the text cites
+"Table 3" but fewer than three tables were found) without stopping anything.
+These are plain functions so unit tests can call them; Dagster reports their results as asset checks.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import pandas as pd
+
+from paperlake.views import VIEWS, ParsedPaper, to_arrow
+
+BBOX_TOLERANCE_PT = 2.0
+ID_COLUMNS = {
+    "metadata": "paper_id", "pages": "page_id", "sections": "section_id", "chunks": "chunk_id",
+    "tables": "table_id", "table_cells": "cell_id", "images": "image_id", "equations": "equation_id",
+    "references": "reference_id",
+}
+_TABLE_MENTION = re.compile(r"\bTable\s+(\d{1,2})\b")
+_FIGURE_MENTION = re.compile(r"\b(?:Figure|Fig\.)\s+(\d{1,2})\b")
+
+
+@dataclass
+class ExpectationOutcome:
+    name: str
+    view: str
+    success: bool
+    observed: Any = None
+    details: str = ""
+
+
+@dataclass
+class QualityReport:
+    blocking: list[ExpectationOutcome] = field(default_factory=list)
+    warnings: list[ExpectationOutcome] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(outcome.success for outcome in self.blocking)
+
+    @property
+    def failures(self) -> list[ExpectationOutcome]:
+        return [outcome for outcome in self.blocking if not outcome.success]
+
+    @property
+    def suspicious(self) -> list[ExpectationOutcome]:
+        return [outcome for outcome in self.warnings if not outcome.success]
+
+    def summary(self) -> str:
+        failed = self.failures or self.suspicious
+        return "; ".join(f"{o.view}: {o.name} (observed {o.observed}){' ' + o.details if o.details else ''}"
+                         for o in failed) or "all expectations met"
+
+
+@lru_cache(maxsize=1)
+def _context() -> Any:
+    logging.getLogger("great_expectations").setLevel(logging.ERROR)
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    return context
+
+
+def _validate(view: str, frame: pd.DataFrame, expectations: list[Any]) -> list[ExpectationOutcome]:
+    import great_expectations as gx
+
+    context = _context()
+    name = f"{view}_{len(context.suites.all())}"
+    batch_definition = (
+        context.data_sources.add_pandas(name).add_dataframe_asset(view).add_batch_definition_whole_dataframe("all")
+    )
+    suite = context.suites.add(gx.ExpectationSuite(name=name, expectations=expectations))
+    result = batch_definition.get_batch(batch_parameters={"dataframe": frame}).validate(suite)
+    context.suites.delete(name)
+    context.data_sources.delete(name)
+    outcomes = []
+    for item in result.results:
+        observed = item.result.get("observed_value", item.result.get("unexpected_count"))
+        sample = item.result.get("partial_unexpected_list") or []
+        outcomes.append(
+            ExpectationOutcome(
+                name=item.expectation_config.type,
+                view=view,
+                success=bool(item.success),
+                observed=observed.item() if hasattr(observed, "item") else observed,
+                details=f"e.g. {sample[:3]}" if sample and not item.success else "",
+            )
+        )
+    return outcomes
+
+
+def _frames(parsed: ParsedPaper) -> dict[str, pd.DataFrame]:
+    return {view: to_arrow(view, parsed.rows(view)).to_pandas() for view in VIEWS}
+
+
+def _box_overflow(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per boxed element: how far (in points) its box sticks out of its page; malformed boxes → inf."""
+    pages = frames["pages"].set_index("page_number")[["page_width", "page_height"]]
+    rows = []
+    for view in ("tables", "images", "equations"):
+        for element in frames[view].itertuples():
+            box = list(element.bbox) if element.bbox is not None else []
+            if len(box) != 4 or element.page_number not in pages.index or box[2] <= 0 or box[3] <= 0:
+                rows.append({"element": f"{view}:{element.ordinal}@p{element.page_number}", "overflow": float("inf")})
+                continue
+            width, height = pages.loc[element.page_number]
+            x0, y0, w, h = box
+            overflow = max(0.0, -x0, -y0, x0 + w - width, y0 + h - height)
+            rows.append({"element": f"{view}:{element.ordinal}@p{element.page_number}", "overflow": overflow})
+    return pd.DataFrame(rows or [{"element": "none", "overflow": 0.0}])
+
+
+def validate_paper(parsed: ParsedPaper, *, pdf_page_count: int, max_chunk_tokens: int) -> QualityReport:
+    import great_expectations.expectations as gxe
+
+    frames = _frames(parsed)
+    report = QualityReport()
+    report.blocking += _validate("pages", frames["pages"], [gxe.ExpectTableRowCountToEqual(value=pdf_page_count)])
+    report.blocking += _validate(
+        "metadata", frames["metadata"],
+        [gxe.ExpectTableRowCountToEqual(value=1),
+         gxe.ExpectColumnValuesToBeBetween(column="num_pages", min_value=pdf_page_count, max_value=pdf_page_count),
+         gxe.ExpectColumnValuesToNotBeNull(column="title")],
+    )
+    for view, column in ID_COLUMNS.items():
+        if view != "metadata" and not frames[view].empty:
+            report.blocking += _validate(
+                view, frames[view],
+                [gxe.ExpectColumnValuesToBeUnique(column=column), gxe.ExpectColumnValuesToNotBeNull(column=column)],
+            )
+    if not frames["chunks"].empty:
+        report.blocking += _validate(
+            "chunks", frames["chunks"],
+            [gxe.ExpectColumnMaxToBeBetween(column="token_count", max_value=max_chunk_tokens)],
+        )
+    boxes = _box_overflow(frames)
+    outcome = _validate("bounding_boxes", boxes, [gxe.ExpectColumnMaxToBeBetween(column="overflow",
+                                                                                 max_value=BBOX_TOLERANCE_PT)])
+    if not outcome[0].success:
+        worst = boxes.sort_values("overflow", ascending=False).head(3)
+        outcome[0].details = "worst: " + ", ".join(f"{r.element} by {r.overflow:.1f}pt" for r in worst.itertuples())
+    report.blocking += outcome
+
+    text = "\n".join(frames["pages"]["page_content"].fillna(""))
+    report.warnings += _validate("sections", frames["sections"], [gxe.ExpectTableRowCountToBeBetween(min_value=1)])
+    for view, pattern in (("tables", _TABLE_MENTION), ("images", _FIGURE_MENTION)):
+        cited = max((int(n) for n in pattern.findall(text)), default=0)
+        outcome = _validate(view, frames[view], [gxe.ExpectTableRowCountToBeBetween(min_value=cited)])
+        outcome[0].details = f"text cites up to {view[:-1].replace('image', 'figure')} {cited}"
+        report.warnings += outcome
+    return report

@@ -1,0 +1,74 @@
+"""The warehouse catalogue: tables, columns, types, descriptions and ``encodable`` flags.
+
+The one source of truth is the dbt marts' YAML (``dbt_project/models/marts/*.yml``): dbt enforces those column
+names and types as model contracts and documents them; this module reads the same files for the agent's map of
+the data (its prompt) and for the vector layer (which cells to encode). Nothing here is written twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+MARTS_DIR = Path(__file__).resolve().parents[1] / "dbt_project" / "models" / "marts"
+# The NeuSym-RAG tables first, in the order its prompts list them; then ours.
+NEUSYM_TABLES = ("metadata", "pages", "sections", "chunks", "tables", "images", "equations", "reference")
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    data_type: str
+    description: str
+    encodable: str | None  # "text" | "image" | None
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    description: str
+    columns: tuple[Column, ...]
+
+    @property
+    def primary_key(self) -> str:
+        return self.columns[0].name
+
+    def column(self, name: str) -> Column:
+        for column in self.columns:
+            if column.name == name:
+                return column
+        raise KeyError(f"{self.name} has no column {name!r}")
+
+
+@lru_cache(maxsize=4)
+def catalogue(marts_dir: Path = MARTS_DIR) -> tuple[Table, ...]:
+    tables: dict[str, Table] = {}
+    for path in sorted(marts_dir.glob("*.yml")):
+        for model in yaml.safe_load(path.read_text()).get("models", []):
+            columns = tuple(
+                Column(c["name"], c["data_type"], c.get("description", ""), (c.get("meta") or {}).get("encodable"))
+                for c in model.get("columns", [])
+            )
+            tables[model["name"]] = Table(model["name"], model.get("description", ""), columns)
+    order = [name for name in NEUSYM_TABLES if name in tables] + sorted(set(tables) - set(NEUSYM_TABLES))
+    return tuple(tables[name] for name in order)
+
+
+def table(name: str) -> Table:
+    for candidate in catalogue():
+        if candidate.name == name:
+            return candidate
+    raise KeyError(f"no warehouse table {name!r}")
+
+
+def encodable_columns(kind: str | None = None) -> list[tuple[str, str, str]]:
+    """``(table, column, kind)`` for every encodable column, optionally only one kind (text/image)."""
+    return [
+        (t.name, c.name, c.encodable)
+        for t in catalogue()
+        for c in t.columns
+        if c.encodable and (kind is None or c.encodable == kind)
+    ]
