@@ -7,6 +7,7 @@ observation (a JSON object with the error type, the message and, where there is 
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import math
@@ -17,7 +18,7 @@ from typing import Any, ClassVar, get_type_hints
 from agent.backends import InvalidFilter, quote_filter_list, tool_outcome, validate_filter
 from agent.env import AgentEnv
 from agent.evidence import Evidence, snippet
-from agent.formats import ActionParseError, ParsedAction, format_table, jsonable, render_action
+from agent.formats import ActionParseError, ParsedAction, TextValue, format_table, jsonable, render_action
 from paperlake.sql_sandbox import SQLFailed, SQLRefused, SQLTimeout
 
 MAX_VECTOR_LIMIT = 50
@@ -116,11 +117,11 @@ class Action:
         coerced = {name: _coerce(cls.action_name(), by_name[name], value) for name, value in values.items()}
         return cls(**coerced)
 
-    def parameters(self) -> dict[str, Any]:
+    def arguments(self) -> dict[str, Any]:
         return {p.name: getattr(self, p.name) for p in self.params()}
 
     def render(self, action_format: str) -> str:
-        return render_action(self.action_name(), self.parameters(), action_format)
+        return render_action(self.action_name(), self.arguments(), action_format)
 
     @classmethod
     def specification(cls, action_format: str) -> str:
@@ -149,10 +150,15 @@ def _coerce(action: str, param: Param, value: Any) -> Any:
     origin = getattr(annotation, "__origin__", annotation)
     where = f"{action}: parameter {param.name!r}"
     if annotation is Any:
+        if isinstance(value, TextValue):
+            try:
+                return ast.literal_eval(value.strip())
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                return str(value)
         return value
     if origin is str:
         if isinstance(value, str):
-            return value
+            return str(value)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
         raise ActionParseError(f"{where} must be a string")
@@ -174,8 +180,6 @@ def _coerce(action: str, param: Param, value: Any) -> Any:
             try:
                 value = json.loads(text)
             except json.JSONDecodeError:
-                import ast  # noqa: PLC0415
-
                 try:
                     value = ast.literal_eval(text)
                 except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):

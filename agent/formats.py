@@ -36,6 +36,10 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _MAX_CALL_ATTEMPTS = 400
 
 
+class TextValue(str):
+    """A parameter value that arrived as bare text (XML); typed parameters are read from it by the action."""
+
+
 class ActionParseError(ValueError):
     """The model's text holds no valid action; the message tells the model what to fix."""
 
@@ -240,7 +244,7 @@ def _mapping_to_action(value: dict[str, Any], action_names: Collection[str], tex
 
 _XML_ACTION = re.compile(r"<action\b[^>]*>(.*?)</action\s*>", re.DOTALL | re.IGNORECASE)
 _XML_TYPE = re.compile(r"<action_type\s*>(.*?)</action_type\s*>", re.DOTALL | re.IGNORECASE)
-_XML_PARAMETERS = re.compile(r"<parameters\s*>(.*?)</parameters\s*>", re.DOTALL | re.IGNORECASE)
+_XML_PARAMETERS = re.compile(r"<parameters\s*>(.*)</parameters\s*>", re.DOTALL | re.IGNORECASE)
 _XML_ELEMENT = re.compile(r"<([A-Za-z_][\w]*)\s*>(.*?)</\1\s*>", re.DOTALL)
 _CDATA = re.compile(r"^\s*<!\[CDATA\[(.*)\]\]>\s*$", re.DOTALL)
 
@@ -266,7 +270,7 @@ def _parse_xml(text: str, action_names: Collection[str]) -> ParsedAction:
     for element in _XML_ELEMENT.finditer(block.group(1) if block else ""):
         raw = element.group(2)
         cdata = _CDATA.match(raw)
-        parameters[element.group(1)] = cdata.group(1) if cdata else html.unescape(raw.strip())
+        parameters[element.group(1)] = TextValue(cdata.group(1) if cdata else html.unescape(raw.strip()))
     return ParsedAction("", name, parameters, [], match.group(0))
 
 

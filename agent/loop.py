@@ -169,7 +169,7 @@ class ReActLoop:
             thought=thought,
             action_type=action.action_name() if action else None,
             action=action_text,
-            parameters=action.parameters() if action else None,
+            parameters=action.arguments() if action else None,
             observation=self.env.redact(observation.text),
             ok=observation.ok,
             error_type=observation.error_type,

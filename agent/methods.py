@@ -470,7 +470,7 @@ def _two_stage(
         observation = error("parse_error", str(problem))
     trajectory.append(Turn(1, response, action_type=action.action_name() if action else None,
                            action=action.render(action_format) if action else None,
-                           parameters=action.parameters() if action else None,
+                           parameters=action.arguments() if action else None,
                            observation=env.redact(observation.text), ok=observation.ok,
                            error_type=observation.error_type, evidence=observation.evidence))
     context = context_text(env, items)

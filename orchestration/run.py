@@ -21,6 +21,10 @@ from paperlake.pipeline import IngestPlan, plan_ingest
 from paperlake.warehouse import DBT_PROJECT_DIR, dbt_env
 
 
+# The terminal shows a progress bar; the full event log is in the Dagster instance (and the UI).
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
 @dataclass
 class IngestSummary:
     plan: IngestPlan
@@ -90,7 +94,7 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     for key in keys:
         result = dg.materialize([inbox_pdf, parsed_views], partition_key=key, instance=instance,
                                 resources=resources, selection=[parsed_views], raise_on_error=False,
-                                tags={"paperlake/trigger": "cli"})
+                                tags={"paperlake/trigger": "cli"}, run_config=QUIET)
         if key in plan.removed:
             summary.removed.append(key)
             instance.delete_dynamic_partition(papers.name, key)
@@ -110,7 +114,7 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
         dbt_started = time.perf_counter()
         result = dg.materialize([parsed_views, warehouse_models], instance=instance, resources=resources,
                                 selection=[warehouse_models], raise_on_error=False,
-                                tags={"paperlake/trigger": "cli"})
+                                tags={"paperlake/trigger": "cli"}, run_config=QUIET)
         if not result.success:
             raise RuntimeError("the warehouse build failed (dbt build); the previous warehouse is still live. "
                                "Run `dagster dev` and open the run to see which model or test failed.")

@@ -801,8 +801,11 @@ class _Reader:
                 items.append((None, subs, sups))
             pending.clear()
 
+        on_baseline = {id(a) for a in ordered if self._on_baseline(a, baseline, size)}
+        if not on_baseline:  # nothing to hang scripts on (a lone prime, a stray): read it as one line
+            on_baseline = {id(a) for a in ordered}
         for atom in ordered:
-            if self._on_baseline(atom, baseline, size):
+            if id(atom) in on_baseline:
                 close_scripts()
                 items.append((atom, [], []))
             else:

@@ -176,7 +176,7 @@ _SCALAR_FUNCTIONS = {
     "tanh": sympy.tanh,
 }
 TRANSPOSE = sympy.Function("transpose")
-_TOKEN = re.compile(r"\\(?:operatorname|tag)\*|\\[A-Za-z]+|\\.|\s+|.", re.S)
+_TOKEN = re.compile(r"\\(?:operatorname|tag)\*|\\[A-Za-z]+|\\.|:=|=:|\s+|.", re.S)
 _TRAILING_NUMBER = re.compile(r"(?:\\q?quad|\\hfill|~|\\[,;:]|[,.])\s*\(\s*\d+[a-z]?\s*\)\s*$")
 _DIGITS = re.compile(r"^-?\d+(\.\d+)?$")
 
@@ -499,8 +499,11 @@ def _strip_row_punctuation(nodes: list[Node]) -> list[Node]:
 
 def _split_rows(nodes: list[Node]) -> list[list[Node]]:
     rows: list[list[Node]] = [[]]
+    depth = 0  # inside a kept environment (a matrix) rows and cells belong to it
     for node in nodes:
-        if node in (r"\\", "&"):  # a top-level '&' outside any environment separates two equations
+        depth += node == r"\begin"
+        depth -= node == r"\end"
+        if node in (r"\\", "&") and depth == 0:  # a top-level '&' outside any environment separates equations
             rows.append([])
         else:
             rows[-1].append(node)
@@ -906,7 +909,8 @@ class _Rewriter:
             if node == "_":
                 raise RewriteError("subscript on an expression (a sequence or set builder)", non_computable=True)
             if _flatten(argument) == [r"\top"] and pieces:
-                pieces[-1] = f"{self.placeholder('transpose')}({pieces[-1]})"
+                start = _opening_piece(pieces) if pieces[-1] == ")" else len(pieces) - 1
+                pieces[start:] = [f"{self.placeholder('transpose')}({' '.join(pieces[start:])})"]
             else:
                 pieces.append("^{" + self.rewrite(_as_list(argument)) + "}")
             return after
@@ -991,6 +995,17 @@ class _Rewriter:
             index = closing + 1
         pieces.append(text)
         return index
+
+
+def _opening_piece(pieces: list[str]) -> int:
+    """Index of the ``(`` piece that the final ``)`` piece closes."""
+    depth = 0
+    for position in range(len(pieces) - 1, -1, -1):
+        depth += pieces[position] == ")"
+        depth -= pieces[position] == "("
+        if depth == 0:
+            return position
+    raise RewriteError("unbalanced parentheses")
 
 
 def _matching_paren(nodes: list[Node], index: int) -> int:

@@ -250,7 +250,7 @@ def _labelled_caption(text: str, bbox: tuple[float, float, float, float] | None)
 
 
 def _parse_captions(captions: list[tuple[str, Any]], target: _Float) -> None:
-    """Sort a float's (caption, box or None) pairs into labelled captions (+ continuations), subcaptions, stray text."""
+    """Sort a float's (text, box or None) captions into labelled ones (+ continuations), subcaptions, stray text."""
     unlabelled: list[str] = []
     for raw, box in captions:
         text = _clean_text(raw)

@@ -40,6 +40,7 @@ _TOP_MARGIN_SHARE = 0.06
 _FLOAT_GAP = 20.0             # points: the widest gap between two parts of one figure or table
 _CAPTION_GAP = 26.0           # points: the widest gap between a caption and its figure or table
 _MIN_FIGURE_SIDE = 40.0       # an uncaptioned image smaller than this is an icon, not a figure
+_PANEL_GAP = 4.0              # points of white space that separate two plots of one figure
 
 _BOLD_FONT = re.compile(r"bold|medi|semibold|demi|black|heavy", re.I)
 _MATH_FONT = re.compile(
@@ -556,13 +557,13 @@ def _find_regions(lines: list[_Line], page: _PageContent, style: _DocumentStyle)
         kind: Literal["table", "figure"] = "table" if match.group(1).startswith("Tab") else "figure"
         label = f"{'Table' if kind == 'table' else 'Figure'} {match.group(2)}"
         column = _caption_column(caption, style)
-        region = _grow_region(kind, caption, column, elements, claimed, captions, style)
-        if region is None:
+        grown = _grow_region(kind, caption, column, elements, claimed, captions, style)
+        if not grown:
             for line in caption:
                 line.role = "caption"
-            continue
-        region.label = label
-        regions.append(region)
+        for region in grown:
+            region.label = label
+            regions.append(region)
     regions += _uncaptioned_figures(page, regions, style)
     return regions
 
@@ -602,7 +603,7 @@ def _caption_column(caption: list[_Line], style: _DocumentStyle) -> Column:
 def _grow_region(
     kind: Literal["table", "figure"], caption: list[_Line], column: Column, elements: list[_Element],
     claimed: set[int], captions: list[list[_Line]], style: _DocumentStyle,
-) -> _Region | None:
+) -> list[_Region]:
     caption_box = _union([line.bbox for line in caption])
     left, right = _column_box(style, column)
     candidates = [e for e in elements if id(e) not in claimed and _within_extent(e.bbox, left, right)]
@@ -617,19 +618,83 @@ def _grow_region(
         if not above or not below:
             chosen = above or below
     if not chosen:
-        return None
+        return []
     claimed |= {id(e) for e in chosen}
-    region = _Region(
-        kind=kind,
-        bbox=_union([e.bbox for e in chosen]),
-        caption_lines=caption,
-        label=None,
-        column=style.column_of(_union([caption_box, *(e.bbox for e in chosen)])),
-        lines=[e.line for e in chosen if e.line is not None],
-        has_image=any(e.is_image for e in chosen),
-        has_drawing=any(e.line is None and not e.is_image for e in chosen),
-    )
-    return region
+    panels = _split_panels(chosen) if kind == "figure" else [chosen]
+    return [
+        _Region(
+            kind=kind,
+            bbox=_union([e.bbox for e in panel]),
+            caption_lines=caption,
+            label=None,
+            column=style.column_of(_union([caption_box, *(e.bbox for e in panel)])),
+            lines=[e.line for e in panel if e.line is not None],
+            has_image=any(e.is_image for e in panel),
+            has_drawing=any(e.line is None and not e.is_image for e in panel),
+        )
+        for panel in panels
+    ]
+
+
+def _split_panels(elements: list[_Element]) -> list[list[_Element]]:
+    """A figure made of separate plots becomes one region per plot (each keeps the shared caption), so that a
+    question about one panel can point at it. Cuts follow white space (recursive XY-cut); pieces without
+    graphics, like a shared legend, join the panel they line up with."""
+    leaves = _xy_cut(elements)
+    panels = [leaf for leaf in leaves if _is_panel(leaf)]
+    if len(panels) < 2:
+        return [elements]
+    for leaf in leaves:
+        if any(leaf is panel for panel in panels):
+            continue
+        box = _union([e.bbox for e in leaf])
+        aligned = [panel for panel in panels if _projections_overlap(box, _union([e.bbox for e in panel]))]
+        if aligned:
+            nearest = min(aligned, key=lambda panel: _distance(box, _union([e.bbox for e in panel])))
+            nearest.extend(leaf)
+    return panels
+
+
+def _xy_cut(elements: list[_Element]) -> list[list[_Element]]:
+    best: list[list[_Element]] = [elements]
+    for axis in (0, 1):
+        groups = _split_on_gaps(elements, axis)
+        if len(groups) > len(best):
+            best = groups
+    if len(best) == 1:
+        return best
+    return [leaf for group in best for leaf in _xy_cut(group)]
+
+
+def _split_on_gaps(elements: list[_Element], axis: int) -> list[list[_Element]]:
+    """Elements grouped along x (axis 0) or y (axis 1) wherever no element covers a stretch ≥ the panel gap."""
+    ordered = sorted(elements, key=lambda e: e.bbox[axis])
+    groups: list[list[_Element]] = []
+    reach = None
+    for element in ordered:
+        if reach is None or element.bbox[axis] > reach + _PANEL_GAP:
+            groups.append([])
+        groups[-1].append(element)
+        reach = element.bbox[axis + 2] if reach is None else max(reach, element.bbox[axis + 2])
+    return groups
+
+
+def _is_panel(elements: list[_Element]) -> bool:
+    box = _union([e.bbox for e in elements])
+    graphic = any(e.line is None for e in elements)
+    return graphic and box[2] - box[0] >= _MIN_FIGURE_SIDE and box[3] - box[1] >= _MIN_FIGURE_SIDE
+
+
+def _projections_overlap(a: Box, b: Box) -> bool:
+    x_overlap = min(a[2], b[2]) - max(a[0], b[0])
+    y_overlap = min(a[3], b[3]) - max(a[1], b[1])
+    return x_overlap > 0.5 * (a[2] - a[0]) or y_overlap > 0.5 * (a[3] - a[1])
+
+
+def _distance(a: Box, b: Box) -> float:
+    dx = max(0.0, b[0] - a[2], a[0] - b[2])
+    dy = max(0.0, b[1] - a[3], a[1] - b[3])
+    return dx + dy
 
 
 def _within_extent(bbox: Box, left: float, right: float) -> bool:
