@@ -249,6 +249,8 @@ def open_vector_backend(milvus_uri: str) -> VectorBackend | None:
         from paperlake import vectors  # noqa: PLC0415 (optional layer)
     except ImportError:
         return None
+    if not all(hasattr(vectors, name) for name in ("VectorStore", "search", "describe")):
+        return None
     return MilvusVectors(vectors, milvus_uri)
 
 

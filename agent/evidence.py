@@ -3,7 +3,8 @@
 Every observation records what it showed as :class:`Evidence`: a warehouse row (table, column, row id), a vector
 hit, or a viewed page region, each located to a paper, page and, where known, a bounding box. When the agent
 answers, :func:`select_citations` cites, in order of strength: evidence the model referred to by id after seeing
-it, evidence whose text contains the answer, and otherwise the evidence of the last turn that returned any.
+it, evidence whose text contains the answer, and the evidence of the last turn that returned any (what the answer
+was most likely read from; all of it when nothing else qualifies, else its first few items).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
 _SNIPPET = 300
+_SEEN_WITH_OTHERS = 3
 
 
 @dataclass(frozen=True)
@@ -123,9 +125,11 @@ def select_citations(
     pick("referenced", [e for t, e in ordered if e.row_id and e.row_id.lower() in later_text(t).lower()])
     needles = answer_needles(answer)
     pick("contains_answer", [e for _, e in ordered if any(contains_needle(e.snippet, n) for n in needles)])
-    if not chosen and ordered:
+    if ordered:
         last_turn = max(t for t, _ in ordered)
-        pick("seen", [e for t, e in ordered if t == last_turn])
+        last_evidence = [e for t, e in ordered if t == last_turn]
+        if not any(item.key in picked for item in last_evidence):
+            pick("seen", last_evidence if not chosen else last_evidence[:_SEEN_WITH_OTHERS])
     return [
         Citation(
             paper_id=item.paper_id,

@@ -307,9 +307,8 @@ def _xml_value(value: Any) -> str:
 def cell_text(value: Any) -> str:
     if value is None:
         return ""
-    if isinstance(value, str):
-        return value
-    return json.dumps(jsonable(value), ensure_ascii=False)
+    plain = jsonable(value)
+    return plain if isinstance(plain, str) else json.dumps(plain, ensure_ascii=False)
 
 
 def jsonable(value: Any) -> Any:
@@ -399,9 +398,3 @@ def format_table(
         text += "\n[Note: " + "; ".join(notes) + "]"
     return FormattedTable(text, shown, None if more_rows else total, cut_tokens)
 
-
-def format_text(text: str, max_tokens: int = 5000) -> str:
-    cut, cut_tokens = truncate_tokens(text, max_tokens)
-    if cut_tokens:
-        cut += f"\n[Note: cut after {max_tokens} tokens; {cut_tokens} tokens cut]"
-    return cut

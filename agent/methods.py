@@ -30,7 +30,6 @@ from agent.actions import (
     Observation,
     RetrieveFromDatabase,
     RetrieveFromVectorstore,
-    hits_observation,
 )
 from agent.backends import BackendUnavailable, quote_filter_list
 from agent.env import AgentEnv

@@ -190,6 +190,7 @@ class _Atom:
     text: str = ""
     big: bool = False  # a delimiter or operator from an extension font, sized to what it encloses
     font: str = ""
+    axis_y: float | None = None  # for what TeX centres on the math axis instead of setting on a baseline
 
     @property
     def cx(self) -> float:
@@ -370,8 +371,12 @@ def _read_glyphs(page: pymupdf.Page, clip: pymupdf.Rect, notes: list[str]) -> li
                     x0, y0, x1, y1 = char["bbox"]
                     if kind == "unknown":
                         notes.append(f"unmapped glyph {char['c']!r} (U+{ord(char['c']):04X}) in {span['font']}")
-                    atoms.append(_Atom(latex, kind, x0, y0, x1, y1, char["origin"][1], span["size"], style,
-                                       char["c"], big=family == "ex", font=span["font"]))
+                    atom = _Atom(latex, kind, x0, y0, x1, y1, char["origin"][1], span["size"], style, char["c"],
+                                 big=family == "ex", font=span["font"])
+                    if atom.big:  # extension glyphs hang from their origin; TeX centres them on the axis
+                        atom.axis_y = atom.cy
+                        atom.baseline = atom.cy + 0.25 * atom.size
+                    atoms.append(atom)
     return atoms
 
 
@@ -470,7 +475,9 @@ def _join_delimiter_pieces(atoms: list[_Atom]) -> list[_Atom]:
         else:
             kind = "fence"
         x0, y0, x1, y1 = _union(stack)
-        others.append(_Atom(latex, kind, x0, y0, x1, y1, y1, stack[0].size, big=True))
+        size = stack[0].size
+        others.append(_Atom(latex, kind, x0, y0, x1, y1, (y0 + y1) / 2 + 0.25 * size, size, big=True,
+                            axis_y=(y0 + y1) / 2))
     for atom in others:
         if atom.big and atom.kind in {"open", "close", "ord"} and atom.latex in {"|", r"\|"}:
             atom.kind = "fence"
@@ -692,11 +699,13 @@ class _Reader:
                 self.notes.append("radical without an overbar")
                 self.guesses += 1
                 continue
-            inside = [a for a in atoms if a is not radical and a is not bar and radical.x1 - 0.5 <= a.cx <= bar.x1 + 0.5
-                      and bar.cy <= a.cy <= radical.y1 + 0.5]
-            index = [a for a in atoms if a is not radical and a not in inside and a is not bar
-                     and a.size < radical.size * 0.9 and radical.x0 - 0.6 * radical.size <= a.cx <= radical.cx
-                     and a.y1 <= radical.cy]
+            inside = [a for a in atoms if a is not radical and a is not bar
+                      and radical.x1 - 0.5 <= a.cx <= bar.x1 + 0.5 and bar.cy <= a.cy <= radical.y1 + 0.5]
+            # An index (\sqrt[n]) is small, over the radical's left arm, within its height.
+            height = radical.y1 - radical.y0
+            index = [a for a in atoms if a is not radical and a is not bar and a not in inside
+                     and a.size < 0.9 * radical.size and radical.x0 - 0.5 * radical.size <= a.cx <= radical.cx
+                     and a.cy < radical.cy and a.y1 > radical.y0 + 0.2 * height]
             body = self.layout(inside)
             latex = rf"\sqrt[{self.layout(index)}]{{{body}}}" if index else rf"\sqrt{{{body}}}"
             baseline = _dominant_baseline(inside) if inside else radical.y1
@@ -714,11 +723,12 @@ class _Reader:
             spanned = [a for a in atoms if a is not rule and rule.x0 - 1 <= a.cx <= rule.x1 + 1]
             above = [a for a in spanned if a.y1 <= rule.y0 + 0.6 and a.cy < rule.cy]
             below = [a for a in spanned if a.y0 >= rule.y1 - 0.6 and a.cy > rule.cy]
-            if above and below:
+            if above and below and self._is_fraction_bar(rule, atoms):
                 numerator, denominator = self.layout(above), self.layout(below)
                 size = max(a.size for a in above + below if a.kind != "rule")
                 latex = rf"\frac{{{numerator}}}{{{denominator}}}"
                 compound = _compound(latex, "frac", [rule, *above, *below], rule.cy + 0.25 * size, size)
+                compound.axis_y = rule.cy
                 atoms = [a for a in atoms if a is not rule and a not in above and a not in below] + [compound]
             elif below and min(a.y0 for a in below) - rule.y1 < 0.5 * max(a.size for a in below):
                 under = [a for a in below if a.y0 - rule.y1 < 0.9 * a.size]
@@ -736,33 +746,110 @@ class _Reader:
                 atoms = [a for a in atoms if a is not rule]
         return atoms
 
+    @staticmethod
+    def _is_fraction_bar(rule: _Atom, atoms: list[_Atom]) -> bool:
+        """TeX draws a fraction bar across the whole of numerator and denominator: nothing next to it overhangs.
+        An overline inside a stacked limit has the line above it sticking out on both sides."""
+        for a in atoms:
+            if a is rule or a.kind == "rule" or not (a.x1 > rule.x0 and a.x0 < rule.x1):
+                continue
+            near = rule.y0 - a.y1 < 0.9 * a.size if a.cy < rule.cy else a.y0 - rule.y1 < 0.9 * a.size
+            if near and (a.x0 < rule.x0 - 1.5 or a.x1 > rule.x1 + 1.5) and not (a.y0 < rule.cy < a.y1):
+                return False
+        return True
+
     def _group_limits(self, atoms: list[_Atom]) -> list[_Atom]:
-        """Limits centred over and under \\sum, \\prod, \\max, \\min ...; scripts set beside them stay scripts."""
-        operators = sorted((a for a in atoms if a.kind in {"bigop", "limword"}), key=lambda a: a.width, reverse=True)
+        """Limits centred under and over \\sum, \\prod, \\max ... and labels over relations (\\overset);
+        scripts set beside an operator stay scripts."""
+        operators = [a for a in atoms if a.kind in {"bigop", "limword"} or (a.kind == "rel" and not a.big)]
+        if not operators:
+            return atoms
+        lower = self._assign_limits([o for o in operators if o.kind != "rel"], atoms, below=True)
+        upper = self._assign_limits(operators, atoms, below=False, taken={id(a) for r in lower.values() for a in r})
         for op in operators:
-            if op not in atoms:
+            below_part, above_part = lower.get(id(op), []), upper.get(id(op), [])
+            if not below_part and not above_part:
                 continue
-            others = [a for a in atoms if a is not op]
-            lower = self._limit_run(op, [a for a in others if a.y0 >= op.y1 - 0.5 and a.y0 - op.y1 < 0.8 * op.size
-                                          and a.cy > op.y1])
-            upper = self._limit_run(op, [a for a in others if a.y1 <= op.y0 + 0.5 and op.y0 - a.y1 < 0.8 * op.size
-                                          and a.cy < op.y0 and a not in lower])
-            if not lower and not upper:
-                continue
-            latex = op.latex
-            if lower:
-                latex += f"_{{{self.layout(lower)}}}"
-            if upper:
-                latex += f"^{{{self.layout(upper)}}}"
-            baseline = op.baseline if op.kind == "limword" else op.cy + 0.25 * op.size
-            compound = _compound(latex, "limits", [op, *lower, *upper], baseline, op.size)
-            atoms = [a for a in atoms if a is not op and a not in lower and a not in upper] + [compound]
+            if op.kind == "rel":
+                latex = rf"\overset{{{self._stacked(above_part)}}}{{{op.latex}}}"
+                compound = _compound(latex, "rel", [op, *above_part], op.baseline, op.size)
+            else:
+                latex = op.latex
+                if below_part:
+                    latex += f"_{{{self._stacked(below_part)}}}"
+                if above_part:
+                    latex += f"^{{{self._stacked(above_part)}}}"
+                compound = _compound(latex, "limits", [op, *below_part, *above_part], op.baseline, op.size)
+                compound.axis_y = op.axis_y
+            gone = {id(a) for a in below_part + above_part} | {id(op)}
+            atoms = [a for a in atoms if id(a) not in gone] + [compound]
         return atoms
 
+    def _stacked(self, members: list[_Atom]) -> str:
+        """A limit of one line, or of several stacked lines (\\substack)."""
+        lines: list[list[_Atom]] = []
+        for a in sorted(members, key=lambda a: a.y0):
+            if lines and a.y0 < max(b.y1 for b in lines[-1]) - 0.5:
+                lines[-1].append(a)
+            else:
+                lines.append([a])
+        if len(lines) == 1:
+            return self.layout(members)
+        return r"\substack{" + r" \\ ".join(self.layout(line) for line in lines) + "}"
+
+    def _assign_limits(self, operators: list[_Atom], atoms: list[_Atom], below: bool,
+                       taken: set[int] | None = None) -> dict[int, list[_Atom]]:
+        """Each operator's limit: the atoms centred on it in the band under (or over) it. Neighbouring operators'
+        limits can touch; the atoms between two seeds go to whichever split keeps both limits centred."""
+        taken = taken or set()
+        op_ids = {id(o) for o in operators}
+        bands: dict[int, list[_Atom]] = {}
+        seeds: dict[int, list[_Atom]] = {}
+        for op in operators:
+            reach = (0.8 if op.kind != "rel" else 0.6) * op.size
+            if below:
+                band = [a for a in atoms if id(a) not in op_ids and id(a) not in taken and a.cy > op.y1
+                        and a.y0 >= op.y1 - 0.5 and a.y0 - op.y1 < reach]
+            else:
+                band = [a for a in atoms if id(a) not in op_ids and id(a) not in taken and a.cy < op.y0
+                        and a.y1 <= op.y0 + 0.5 and op.y0 - a.y1 < reach]
+            if op.kind == "rel" or op.kind == "limword":
+                band = [a for a in band if a.size < 0.9 * op.size or op.kind == "limword"]
+            bands[id(op)] = band
+            seeds[id(op)] = [a for a in band if min(a.x1, op.x1) - max(a.x0, op.x0) > 0]
+        seeded = {id(a): id(op) for op in operators for a in seeds[id(op)]}
+        runs: dict[int, list[_Atom]] = {}
+        for op in operators:
+            run = self._grow(seeds[id(op)], bands[id(op)], {k for k, owner in seeded.items() if owner != id(op)},
+                             below)
+            if run:
+                runs[id(op)] = run
+        ordered = sorted((o for o in operators if id(o) in runs), key=lambda o: o.cx)
+        for left_op, right_op in zip(ordered, ordered[1:]):
+            left_run, right_run = runs[id(left_op)], runs[id(right_op)]
+            contested = [a for a in left_run if a in right_run]
+            if not contested:
+                continue
+            contested.sort(key=lambda a: a.cx)
+            left_core = [a for a in left_run if a not in contested]
+            right_core = [a for a in right_run if a not in contested]
+            best = min(range(len(contested) + 1), key=lambda k: _centre_offset(left_op, left_core + contested[:k])
+                       + _centre_offset(right_op, right_core + contested[k:]))
+            runs[id(left_op)], runs[id(right_op)] = left_core + contested[:best], right_core + contested[best:]
+        result = {}
+        for op in operators:
+            run = runs.get(id(op))
+            if not run:
+                continue
+            width = max(a.x1 for a in run) - min(a.x0 for a in run)
+            if _centre_offset(op, run) <= max(2.5, 0.15 * width):
+                result[id(op)] = run
+        return result
+
     @staticmethod
-    def _limit_run(op: _Atom, band: list[_Atom]) -> list[_Atom]:
-        """Atoms of the band that overlap the operator, grown sideways over small gaps, if centred on it."""
-        members = [a for a in band if min(a.x1, op.x1) - max(a.x0, op.x0) > 0]
+    def _grow(seed: list[_Atom], band: list[_Atom], forbidden: set[int], below: bool) -> list[_Atom]:
+        """Grow sideways over small gaps along the seed's line, then onto stacked lines further out."""
+        members = [a for a in seed if id(a) not in forbidden]
         if not members:
             return []
         gap = 0.5 * max(a.size for a in members)
@@ -772,14 +859,15 @@ class _Reader:
             left, right = min(a.x0 for a in members), max(a.x1 for a in members)
             top, bottom = min(a.y0 for a in members), max(a.y1 for a in members)
             for a in band:
-                if a not in members and a.y0 < bottom and a.y1 > top and \
-                        (0 <= left - a.x1 < gap or 0 <= a.x0 - right < gap or (a.x0 < right and a.x1 > left)):
+                if a in members or id(a) in forbidden:
+                    continue
+                beside = a.y0 < bottom and a.y1 > top and \
+                    (0 <= left - a.x1 < gap or 0 <= a.x0 - right < gap or (a.x0 < right and a.x1 > left))
+                stacked = (0 <= a.y0 - bottom < 0.35 * a.size if below else 0 <= top - a.y1 < 0.35 * a.size) \
+                    and a.x0 < right and a.x1 > left
+                if beside or stacked:
                     members.append(a)
                     grown = True
-        left, right = min(a.x0 for a in members), max(a.x1 for a in members)
-        centre_offset = abs((left + right) / 2 - op.cx)
-        if centre_offset > max(2.5, 0.15 * (right - left)):
-            return []
         return members
 
     def _baseline(self, atoms: list[_Atom]) -> str:
@@ -815,11 +903,8 @@ class _Reader:
 
     @staticmethod
     def _on_baseline(atom: _Atom, baseline: float, size: float) -> bool:
-        if atom.kind in {"frac", "limits", "bigop", "radical"} or (atom.big and atom.kind in {"open", "close", "fence"}):
-            if atom.size < 0.8 * size:
-                return False
-            axis = baseline - 0.25 * size
-            return atom.y0 < axis < atom.y1
+        if atom.axis_y is not None:  # fractions, big operators and delimiters are centred on the math axis
+            return abs(atom.axis_y - (baseline - 0.25 * size)) <= 0.22 * size
         if atom.kind == "prime":
             return False
         offset = atom.baseline - baseline
@@ -866,6 +951,10 @@ class _Reader:
                 token += f"^{{{sup_latex}}}"
             tokens.append(token)
         return _join_tokens(tokens)
+
+
+def _centre_offset(op: _Atom, run: list[_Atom]) -> float:
+    return abs((min(a.x0 for a in run) + max(a.x1 for a in run)) / 2 - op.cx)
 
 
 def _pair_big_delimiters(bases: list[_Atom | None]) -> dict[int, str]:

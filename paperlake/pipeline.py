@@ -8,6 +8,7 @@ raises into the caller, so one bad PDF never takes the others down.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -65,9 +66,9 @@ def parse_source(source: PaperSource, backend: str, settings: Settings) -> Parse
                 if not settings.mineru_executable:
                     raise ParseError(source.paper_key, "mineru", "no MinerU outputs for this PDF and no "
                                      "PAPERLAKE_MINERU_EXECUTABLE configured to produce them")
-                out = settings.cache / "mineru" / source.paper_key
-                mineru_backend.run_mineru(source.pdf_path, out, settings.mineru_executable, [])
-                source = PaperSource(**{**source.__dict__, "mineru_dir": find_mineru_dir(out.parent, source.pdf_path)})
+                produced = mineru_backend.run_mineru(source.pdf_path, settings.cache / "mineru" / source.paper_key,
+                                                     settings.mineru_executable, [], paper_key=source.paper_key)
+                source = dataclasses.replace(source, mineru_dir=produced)
             return mineru_backend.parse(source, max_chunk_tokens=settings.max_chunk_tokens)
         from paperlake.parsing import pymupdf_backend
 

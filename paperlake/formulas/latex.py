@@ -602,9 +602,14 @@ def symbol_name(latex: str) -> str | None:
         return None
     nodes = build_tree(tokenize(normalised))
     atom, end = _read_atom(nodes, 0, frozenset())
-    if atom is None or end != len(nodes):
+    if atom is None or atom.power is not None:
         return None
-    return atom.identifier
+    if end < len(nodes) and nodes[end] == "(":  # ``p_{x,i}(v)``: the function's name
+        try:
+            end = _matching_paren(nodes, end) + 1
+        except RewriteError:
+            return None
+    return atom.identifier if end == len(nodes) else None
 
 
 @dataclass

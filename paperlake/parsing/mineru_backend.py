@@ -41,6 +41,8 @@ DEFAULT_TIMEOUT_SECONDS = 3600
 _NORMALISED_SCALE = 1000.0
 _LAYOUT_NAMES = ("layout.json", "layout.json.gz")
 _FLOAT_TYPES = {"table": "table", "image": "figure", "chart": "figure", "code": "code"}
+# Which floats a caption may label: a code listing can turn out to be a figure or a table (prompt templates).
+_CAPTION_TARGETS = {"figure": {"figure", "code"}, "table": {"table", "code"}}
 _ENV_NOT_INHERITED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX")
 
 _CAPTION_LABEL = re.compile(r"^\s*(Figure|Fig\.?|Table|Tab\.?)\s*([A-Z]?\d+(?:\.\d+)?[a-z]?)(?=\s*(?:$|[:.|]))")
@@ -265,9 +267,7 @@ def _parse_captions(captions: list[tuple[str, Any]], target: _Float) -> None:
             target.captions[-1].extend(text, box)
         else:
             unlabelled.append(text)
-    if target.captions:
-        target.stray_text.extend(unlabelled)
-    elif unlabelled and target.kind == "code":
+    if target.captions or target.kind == "code":
         target.stray_text.extend(unlabelled)
     elif unlabelled:
         target.captions.append(_Caption(" ".join(unlabelled)))
@@ -315,7 +315,7 @@ def _adopt_orphan_captions(entries: list[Block | _Float]) -> list[Block | _Float
         if caption is None:
             kept.append(entry)
             continue
-        accepts = {"figure": {"figure", "code"}, "table": {"table", "code"}}[caption.label_kind or "figure"]
+        accepts = _CAPTION_TARGETS[caption.label_kind or "figure"]
         neighbours = [_neighbour_float(entries, index, step) for step in (-1, 1)]
         target = next((n for n in neighbours if n is not None and n.page_number == entry.page_number
                        and not n.labelled and n.kind in accepts), None)
@@ -351,7 +351,7 @@ def _is_intruder(owner: _Float, caption: _Caption) -> bool:
 
 
 def _previous_without_label(earlier: list[_Float], caption: _Caption) -> _Float | None:
-    accepts = {"figure": {"figure", "code"}, "table": {"table", "code"}}[caption.label_kind or "figure"]
+    accepts = _CAPTION_TARGETS[caption.label_kind or "figure"]
     for candidate in reversed(earlier):
         if candidate.labelled:
             return None

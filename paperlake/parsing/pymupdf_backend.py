@@ -16,7 +16,7 @@ import re
 import unicodedata
 import warnings
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -90,7 +90,7 @@ def read_layout(pdf_path: str | Path, *, paper_key: str | None = None) -> Docume
             _check_text_layer(pages, key)
             stage = "layout"
             style = _DocumentStyle.measure(pages)
-            analysed = [_analyse_page(page, style) for page in pages]
+            analysed = [_analyse_page(page, style.for_page(page.number)) for page in pages]
             stage = "tables"
             for page, analysis in zip(document, analysed):
                 _fill_table_cells(page, analysis)
@@ -191,8 +191,18 @@ def _read_page(page: pymupdf.Page) -> _PageContent:
             raw_lines.append(_line_from_spans(spans))
     images = [tuple(info["bbox"]) for info in page.get_image_info() if _inside_page(info["bbox"], width, height)]
     drawings = []
-    for path in page.get_drawings():
-        rect = path["rect"]
+    page_rect = page.rect
+    clips: dict[int, pymupdf.Rect] = {}
+    for path in page.get_drawings(extended=True):  # extended: clip paths, since plots overdraw and clip
+        level = path.get("level", 0)
+        if path["type"] == "clip":
+            clips[level] = pymupdf.Rect(path["scissor"]) & clips.get(level - 1, page_rect)
+            continue
+        if path["type"] not in {"f", "s", "fs"}:
+            continue
+        rect = pymupdf.Rect(path["rect"]) & clips.get(level - 1, page_rect)
+        if rect.x1 < rect.x0 or rect.y1 < rect.y0 or (rect.x1 == rect.x0 and rect.y1 == rect.y0):
+            continue  # clipped away
         if rect.width >= 0.9 * width and rect.height >= 0.9 * height:
             continue  # page background
         fill = path.get("fill")
@@ -256,11 +266,13 @@ def _join_spans(spans: list[dict[str, Any]]) -> str:
 
 @dataclass
 class _DocumentStyle:
-    """What holds for the whole paper: body font size, the column gutter and the column edges."""
+    """What holds for the whole paper (body font size, column edges) and, per page, the column gutter:
+    a two-column paper can still have one-column pages (appendix tables, prompts)."""
 
     body_size: float
     gutter: float | None
     columns: dict[Column, tuple[float, float]]
+    page_gutters: dict[int, float | None] = field(default_factory=dict)
 
     @classmethod
     def measure(cls, pages: list[_PageContent]) -> _DocumentStyle:
@@ -270,9 +282,19 @@ class _DocumentStyle:
                 if len(line.text) >= 40:  # running text; table cells and labels are shorter
                     sizes[round(line.size * 2) / 2] += len(line.text)
         body_size = sizes.most_common(1)[0][0] if sizes else 10.0
-        gutter = _find_gutter(pages, body_size)
-        columns = _column_edges(pages, body_size, gutter)
-        return cls(body_size, gutter, columns)
+        found = {page.number: _find_gutter(page, body_size) for page in pages}
+        common = Counter(round(g) for g in found.values() if g is not None).most_common(1)
+        gutter = float(common[0][0]) if common else None
+        page_gutters = {
+            page.number: found[page.number] if found[page.number] is not None
+            else None if gutter is None or _is_single_column(page, body_size, gutter) else gutter
+            for page in pages
+        }
+        columns = _column_edges(pages, body_size, page_gutters)
+        return cls(body_size, gutter, columns, page_gutters)
+
+    def for_page(self, page_number: int) -> _DocumentStyle:
+        return replace(self, gutter=self.page_gutters.get(page_number, self.gutter))
 
     def column_of(self, bbox: Box) -> Column:
         if self.gutter is None:
@@ -287,36 +309,35 @@ class _DocumentStyle:
         return abs(size - self.body_size) <= 1.0
 
 
-def _find_gutter(pages: list[_PageContent], body_size: float) -> float | None:
-    """The x between two text columns that (almost) no body line crosses; None for a one-column paper."""
-    width = max(page.width for page in pages)
-    lo, hi = int(width * 0.3), int(width * 0.7)
-    coverage = [0] * (hi - lo + 2)
-    left = right = total = 0
-    middle = width / 2
-    for page in pages:
-        for line in page.raw_lines:
-            if not abs(line.size - body_size) <= 1.0 or len(line.text) < 15:
-                continue
-            total += 1
-            x0, x1 = line.bbox[0], line.bbox[2]
-            left += x1 < middle
-            right += x0 > middle
-            start, end = max(int(x0) - lo, 0), min(int(x1) - lo, hi - lo)
-            if start <= end:
-                coverage[start] += 1
-                coverage[end + 1] -= 1
-    if total == 0 or left < 0.2 * total or right < 0.2 * total:
+def _text_lines(page: _PageContent, body_size: float) -> list[_Line]:
+    return [line for line in page.raw_lines if abs(line.size - body_size) <= 1.5 and len(line.text) >= 15]
+
+
+def _find_gutter(page: _PageContent, body_size: float) -> float | None:
+    """The x between two text columns that (almost) no column-wide text line crosses; None when the page has no
+    such gap. Lines wider than a column (title, authors, a one-column page) say nothing about the gutter."""
+    lines = [line for line in _text_lines(page, body_size) if line.width < 0.55 * page.width]
+    lo, hi = int(page.width * 0.3), int(page.width * 0.7)
+    middle = page.width / 2
+    left = sum(1 for line in lines if line.bbox[2] < middle)
+    right = sum(1 for line in lines if line.bbox[0] > middle)
+    if left < 3 or right < 3:
         return None
+    coverage = [0] * (hi - lo + 2)
+    for line in lines:
+        start, end = max(int(line.bbox[0]) - lo, 0), min(int(line.bbox[2]) - lo, hi - lo)
+        if start <= end:
+            coverage[start] += 1
+            coverage[end + 1] -= 1
     running, counts = 0, []
     for delta in coverage[:-1]:
         running += delta
         counts.append(running)
     least = min(counts)
-    if least > 0.03 * total:
+    if least > max(3, 0.08 * len(lines)):
         return None
     best_start = best_length = run_start = 0
-    for i, count in enumerate([*counts, least + 1]):
+    for i, count in enumerate(counts):
         if count == least:
             if i == 0 or counts[i - 1] != least:
                 run_start = i
@@ -325,10 +346,18 @@ def _find_gutter(pages: list[_PageContent], body_size: float) -> float | None:
     return lo + best_start + best_length / 2
 
 
-def _column_edges(pages: list[_PageContent], body_size: float, gutter: float | None) -> dict[Column, tuple[float, float]]:
+def _is_single_column(page: _PageContent, body_size: float, gutter: float) -> bool:
+    crossing = [line for line in _text_lines(page, body_size) if line.bbox[0] < gutter - 5 < gutter + 5 < line.bbox[2]]
+    return len(crossing) >= 5
+
+
+def _column_edges(
+    pages: list[_PageContent], body_size: float, page_gutters: dict[int, float | None]
+) -> dict[Column, tuple[float, float]]:
     starts: dict[Column, Counter[int]] = {"left": Counter(), "right": Counter(), "full": Counter()}
     ends: dict[Column, Counter[int]] = {"left": Counter(), "right": Counter(), "full": Counter()}
     for page in pages:
+        gutter = page_gutters.get(page.number)
         for line in page.raw_lines:
             if abs(line.size - body_size) > 1.0 or len(line.text) < 30:
                 continue
@@ -346,8 +375,9 @@ def _column_edges(pages: list[_PageContent], body_size: float, gutter: float | N
     for side in ("left", "right", "full"):
         if starts[side]:
             edges[side] = (float(min(starts[side].most_common(3))[0]), float(max(ends[side].most_common(3))[0]))
-    if gutter is not None and "left" in edges and "right" in edges:
-        edges["full"] = (edges["left"][0], edges["right"][1])
+    if "left" in edges and "right" in edges:
+        edges["full"] = (min(edges["left"][0], edges.get("full", edges["left"])[0]),
+                         max(edges["right"][1], edges.get("full", edges["right"])[1]))
     elif "full" not in edges:
         width = max(page.width for page in pages)
         edges["full"] = (0.1 * width, 0.9 * width)
@@ -580,6 +610,8 @@ def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
         centred = abs((line.bbox[0] + line.bbox[2]) / 2 - (left + right) / 2) < 20
         if line.bbox[0] > left + 25 and not centred and line.column != "full":
             continue
+        if i > 0 and _continues_prose(ordered[i - 1], line):
+            continue  # "... as shown in / Figure 11. In particular ..." is a sentence, not a caption
         caption = [line]
         for follower in ordered[i + 1:]:
             last = caption[-1]
@@ -593,6 +625,14 @@ def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
         used |= {id(part) for part in caption}
         captions.append(caption)
     return captions
+
+
+def _continues_prose(previous: _Line, line: _Line) -> bool:
+    return (
+        previous.column == line.column and previous.role == "body" and abs(previous.size - line.size) < 0.5
+        and 0 <= line.bbox[1] - previous.bbox[3] <= 0.3 * line.size
+        and not previous.text.rstrip().endswith((".", ":"))
+    )
 
 
 def _caption_column(caption: list[_Line], style: _DocumentStyle) -> Column:
@@ -698,8 +738,9 @@ def _distance(a: Box, b: Box) -> float:
 
 
 def _within_extent(bbox: Box, left: float, right: float) -> bool:
+    """Mostly inside the column (or page) span; a vertical rule has no width, so only its position counts."""
     overlap = min(bbox[2], right + 10) - max(bbox[0], left - 10)
-    return overlap > 0.5 * max(bbox[2] - bbox[0], 1)
+    return overlap >= 0 and overlap >= 0.5 * (bbox[2] - bbox[0])
 
 
 def _collect(candidates: list[_Element], caption_box: Box, direction: str, other_captions: list[float]
@@ -721,7 +762,7 @@ def _collect(candidates: list[_Element], caption_box: Box, direction: str, other
             break
         beyond_caption = element.bbox[1] < limit if direction == "up" else element.bbox[3] > limit
         if beyond_caption:
-            break
+            continue
         line = element.line
         if line is not None and line.role in {"body", "footer", "header"}:
             break
@@ -1098,6 +1139,7 @@ class _StructureBuilder:
 
     def add_page(self, analysis: _PageAnalysis) -> None:
         number = analysis.content.number
+        self.style = analysis.style
         self.page_height = analysis.content.height
         page_blocks: list[Block] = []
         paragraph: _Paragraph | None = None

@@ -1,0 +1,248 @@
+"""Vector collection specs as configuration: ``schemas/collections.yaml`` parsed into dataclasses.
+
+Which collections are active is decided here, from the YAML and the environment: a collection is active when it is
+enabled and every encoder it uses has weights on local disk. Nothing here loads a model or touches Milvus.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.resources
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+CONFIG_ENV = "PAPERLAKE_COLLECTIONS"
+_REPO_DEFAULT = Path(__file__).resolve().parents[2] / "schemas" / "collections.yaml"
+
+VECTOR_KINDS = ("bm25", "dense")
+MODALITIES = ("text", "image")
+ENCODER_KINDS = ("sentence_transformers", "open_clip")
+
+
+class ConfigError(ValueError):
+    """The collection spec file is inconsistent."""
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """A model that turns a cell into a dense vector; ``weights`` says where its files come from."""
+
+    name: str
+    kind: str
+    model_id: str
+    dimension: int
+    batch_size: int = 32
+    weights_package: str | None = None
+    weights_env: str | None = None
+    open_clip_model: str | None = None
+    dpi: int = 144
+
+    def weights_path(self, environ: Mapping[str, str] | None = None) -> Path | None:
+        """Local path of the weights, or None when they are not on this machine."""
+        environ = os.environ if environ is None else environ
+        if self.weights_package:
+            try:
+                module = importlib.import_module(self.weights_package)
+            except ImportError:
+                return None
+            path = Path(module.get_model_path())
+            return path if path.exists() else None
+        if self.weights_env:
+            value = environ.get(self.weights_env, "").strip()
+            if value and Path(value).expanduser().exists():
+                return Path(value).expanduser()
+        return None
+
+    def unavailable_reason(self, environ: Mapping[str, str] | None = None) -> str | None:
+        if self.weights_path(environ) is not None:
+            return None
+        if self.weights_package:
+            return f"encoder {self.name}: package {self.weights_package} is not installed"
+        return f"encoder {self.name}: set {self.weights_env} to a local copy of {self.model_id}"
+
+
+@dataclass(frozen=True)
+class VectorFieldSpec:
+    """One vector field of a collection: BM25 sparse (Milvus computes it from ``text``) or dense (our encoder)."""
+
+    field: str
+    kind: str
+    metric: str
+    index: str
+    encoder: str | None = None
+    index_params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CollectionSpec:
+    name: str
+    modality: str
+    vectors: tuple[VectorFieldSpec, ...]
+    enabled: bool = True
+    description: str = ""
+
+    @property
+    def encoders(self) -> tuple[str, ...]:
+        return tuple(v.encoder for v in self.vectors if v.encoder)
+
+    @property
+    def has_bm25(self) -> bool:
+        return any(v.kind == "bm25" for v in self.vectors)
+
+    @property
+    def is_hybrid(self) -> bool:
+        return len(self.vectors) > 1
+
+
+@dataclass(frozen=True)
+class VectorConfig:
+    collections: tuple[CollectionSpec, ...]
+    encoders: dict[str, EncoderSpec]
+    bm25_analyzer: dict[str, Any]
+    text_max_bytes: int = 65535
+    hybrid_collection: str = "text_hybrid"
+    rrf_k: int = 60
+    candidates_per_route: int = 50
+    source: str = ""
+
+    def collection(self, name: str) -> CollectionSpec:
+        for spec in self.collections:
+            if spec.name == name:
+                return spec
+        known = ", ".join(s.name for s in self.collections)
+        raise KeyError(f"unknown collection {name!r}; configured: {known}")
+
+    def inactive_reason(self, spec: CollectionSpec, environ: Mapping[str, str] | None = None) -> str | None:
+        """Why ``spec`` is not active here, or None when it is."""
+        if not spec.enabled:
+            return "disabled in the collection config"
+        reasons = [r for r in (self.encoders[e].unavailable_reason(environ) for e in spec.encoders) if r]
+        return "; ".join(reasons) or None
+
+    def active_collections(self, environ: Mapping[str, str] | None = None) -> list[CollectionSpec]:
+        return [s for s in self.collections if self.inactive_reason(s, environ) is None]
+
+    def fingerprint(self, spec: CollectionSpec) -> str:
+        """What produced the vectors of ``spec``: salts ``text_hash`` so a model swap re-encodes every cell."""
+        parts = []
+        for vector in spec.vectors:
+            if vector.kind == "bm25":
+                parts.append(f"bm25:{json.dumps(self.bm25_analyzer, sort_keys=True)}")
+            else:
+                encoder = self.encoders[vector.encoder]
+                extra = f"@{encoder.dpi}dpi" if encoder.kind == "open_clip" else ""
+                parts.append(f"{encoder.kind}:{encoder.model_id}{extra}")
+        return "|".join(parts)
+
+
+def default_config_path() -> Path:
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        return Path(env)
+    try:
+        resource = importlib.resources.files("schemas").joinpath("collections.yaml")
+        if resource.is_file():
+            return Path(str(resource))
+    except (ModuleNotFoundError, TypeError):
+        pass
+    return _REPO_DEFAULT
+
+
+def load_config(path: str | Path | None = None) -> VectorConfig:
+    """Parse and check the collection spec file (default: ``schemas/collections.yaml``)."""
+    path = Path(path) if path else default_config_path()
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return parse_config(raw, source=str(path))
+
+
+def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> VectorConfig:
+    encoders = {name: _parse_encoder(name, body) for name, body in (raw.get("encoders") or {}).items()}
+    collections = tuple(_parse_collection(body, encoders) for body in raw.get("collections") or [])
+    names = [c.name for c in collections]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{source}: duplicate collection names in {names}")
+    hybrid = raw.get("hybrid") or {}
+    config = VectorConfig(
+        collections=collections,
+        encoders=encoders,
+        bm25_analyzer=dict(raw.get("bm25_analyzer") or {"tokenizer": "standard"}),
+        text_max_bytes=int(raw.get("text_max_bytes", 65535)),
+        hybrid_collection=hybrid.get("collection", "text_hybrid"),
+        rrf_k=int(hybrid.get("rrf_k", 60)),
+        candidates_per_route=int(hybrid.get("candidates_per_route", 50)),
+        source=source,
+    )
+    if not 0 < config.text_max_bytes <= 65535:
+        raise ConfigError(f"{source}: text_max_bytes must be within 1..65535 (Milvus VARCHAR limit)")
+    if config.hybrid_collection and config.hybrid_collection in names:
+        if not config.collection(config.hybrid_collection).is_hybrid:
+            raise ConfigError(f"{source}: hybrid collection {config.hybrid_collection} needs a bm25 and a dense field")
+    return config
+
+
+def _parse_encoder(name: str, body: Mapping[str, Any]) -> EncoderSpec:
+    kind = body.get("kind")
+    if kind not in ENCODER_KINDS:
+        raise ConfigError(f"encoder {name}: kind must be one of {ENCODER_KINDS}, got {kind!r}")
+    weights = body.get("weights") or {}
+    if bool(weights.get("package")) == bool(weights.get("env")):
+        raise ConfigError(f"encoder {name}: weights needs exactly one of `package` or `env`")
+    if kind == "open_clip" and not body.get("open_clip_model"):
+        raise ConfigError(f"encoder {name}: open_clip encoders need `open_clip_model` (e.g. ViT-B-32)")
+    return EncoderSpec(
+        name=name,
+        kind=kind,
+        model_id=body["model_id"],
+        dimension=int(body["dimension"]),
+        batch_size=int(body.get("batch_size", 32)),
+        weights_package=weights.get("package"),
+        weights_env=weights.get("env"),
+        open_clip_model=body.get("open_clip_model"),
+        dpi=int(body.get("dpi", 144)),
+    )
+
+
+def _parse_collection(body: Mapping[str, Any], encoders: Mapping[str, EncoderSpec]) -> CollectionSpec:
+    name = body["name"]
+    modality = body.get("modality")
+    if modality not in MODALITIES:
+        raise ConfigError(f"collection {name}: modality must be one of {MODALITIES}, got {modality!r}")
+    vectors = []
+    for item in body.get("vectors") or []:
+        vector = VectorFieldSpec(
+            field=item["field"],
+            kind=item["kind"],
+            metric=item["metric"].upper(),
+            index=item["index"].upper(),
+            encoder=item.get("encoder"),
+            index_params=dict(item.get("index_params") or {}),
+        )
+        if vector.kind not in VECTOR_KINDS:
+            raise ConfigError(f"collection {name}: vector kind must be one of {VECTOR_KINDS}")
+        if vector.kind == "bm25" and (modality != "text" or vector.metric != "BM25"):
+            raise ConfigError(f"collection {name}: a bm25 field needs modality text and metric BM25")
+        if vector.kind == "dense":
+            if vector.encoder not in encoders:
+                raise ConfigError(f"collection {name}: unknown encoder {vector.encoder!r}")
+            encoder_kind = encoders[vector.encoder].kind
+            if modality == "image" and encoder_kind != "open_clip":
+                raise ConfigError(f"collection {name}: image collections need an open_clip encoder")
+        vectors.append(vector)
+    if not vectors:
+        raise ConfigError(f"collection {name}: no vector fields")
+    if len({v.field for v in vectors}) != len(vectors):
+        raise ConfigError(f"collection {name}: duplicate vector field names")
+    if sum(v.kind == "bm25" for v in vectors) > 1:
+        raise ConfigError(f"collection {name}: at most one bm25 field")
+    return CollectionSpec(
+        name=name,
+        modality=modality,
+        vectors=tuple(vectors),
+        enabled=bool(body.get("enabled", True)),
+        description=body.get("description", ""),
+    )

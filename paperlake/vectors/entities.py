@@ -1,0 +1,276 @@
+"""Warehouse cells → vector entities: one entity per non-empty encodable (table, column, row).
+
+The warehouse tables follow NeuSym-RAG's multi-view schema (see REFERENCE.md). Which columns are encodable comes
+from the warehouse catalogue (``schemas.warehouse.encodable_columns()``) and is passed in; ``DEFAULT_ENCODABLE``
+mirrors REFERENCE.md until that catalogue exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import duckdb
+
+log = logging.getLogger(__name__)
+
+Encodable = tuple[str, str, str]  # (table, column, kind) with kind "text" | "image"
+
+DEFAULT_ENCODABLE: tuple[Encodable, ...] = (
+    ("metadata", "title", "text"),
+    ("metadata", "abstract", "text"),
+    ("metadata", "bibtex", "text"),
+    ("metadata", "tldr", "text"),
+    ("pages", "page_content", "text"),
+    ("pages", "page_summary", "text"),
+    ("sections", "section_title", "text"),
+    ("sections", "section_content", "text"),
+    ("sections", "section_summary", "text"),
+    ("chunks", "text_content", "text"),
+    ("tables", "table_caption", "text"),
+    ("tables", "table_content", "text"),
+    ("tables", "table_summary", "text"),
+    ("images", "image_caption", "text"),
+    ("images", "image_summary", "text"),
+    ("equations", "equation_content", "text"),
+    ("reference", "reference_content", "text"),
+    ("images", "bounding_box", "image"),
+    ("tables", "bounding_box", "image"),
+)
+
+# The row id of each warehouse table (the entity's `primary_key`).
+PRIMARY_KEYS: dict[str, str] = {
+    "metadata": "paper_id",
+    "pages": "page_id",
+    "sections": "section_id",
+    "chunks": "chunk_id",
+    "tables": "table_id",
+    "images": "image_id",
+    "equations": "equation_id",
+    "reference": "reference_id",
+}
+
+
+class WarehouseSchemaError(ValueError):
+    """The warehouse lacks a table or column that the encodable list names."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One encodable warehouse cell, ready to become a vector entity."""
+
+    pdf_id: str
+    page_number: int
+    table_name: str
+    column_name: str
+    primary_key: str
+    kind: str = "text"
+    text: str = ""
+    bbox: tuple[float, ...] | None = None
+    pdf_path: str | None = None
+    pdf_sha256: str | None = None
+    note: str | None = None
+
+    @property
+    def entity_id(self) -> str:
+        return entity_id(self.table_name, self.column_name, self.primary_key)
+
+    @property
+    def view(self) -> str:
+        return f"{self.table_name}.{self.column_name}"
+
+    @property
+    def content_key(self) -> str:
+        """What the vector is computed from: the text, or the rendered region (file, page, box)."""
+        if self.kind == "text":
+            return self.text
+        box = ",".join(f"{v:g}" for v in self.bbox or ())
+        return f"pdf:{self.pdf_sha256 or self.pdf_path}|page:{self.page_number}|bbox:{box}"
+
+
+def entity_id(table: str, column: str, row_id: str) -> str:
+    """Deterministic entity primary key, shared by every collection."""
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{table}.{column}.{row_id}"))
+
+
+def truncate_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
+    """Cut ``text`` to at most ``max_bytes`` UTF-8 bytes without splitting a character."""
+    encoded = text.encode("utf-8")
+    if len(encoded) <= max_bytes:
+        return text, False
+    return encoded[:max_bytes].decode("utf-8", errors="ignore"), True
+
+
+def collect_cells(
+    warehouse_con: duckdb.DuckDBPyConnection,
+    encodable: Iterable[Encodable] | None = None,
+    paper_ids: Sequence[str] | None = None,
+    *,
+    max_text_bytes: int = 65535,
+    pdf_root: str | Path | None = None,
+) -> list[Cell]:
+    """Every non-empty encodable cell of the warehouse (or of ``paper_ids``), in a stable order.
+
+    ``page_number`` is 1-based: elements take their page through ``ref_page_id``; metadata rows are page 1; sections
+    take the first of ``page_numbers``; a missing page falls back to 1. Image cells (a ``bounding_box`` column) carry
+    the box and the paper's PDF path, resolved against ``pdf_root`` when relative.
+    """
+    by_table: dict[str, list[tuple[str, str]]] = {}
+    for table, column, kind in encodable if encodable is not None else DEFAULT_ENCODABLE:
+        if kind not in ("text", "image"):
+            raise ValueError(f"encodable {table}.{column}: kind must be 'text' or 'image', got {kind!r}")
+        by_table.setdefault(table, []).append((column, kind))
+
+    columns_of = _warehouse_columns(warehouse_con)
+    papers = [str(p) for p in paper_ids] if paper_ids is not None else None
+    pdfs = _paper_pdfs(warehouse_con, columns_of, papers, pdf_root) if _wants_images(by_table) else {}
+
+    cells: list[Cell] = []
+    for table in sorted(by_table):
+        wanted = by_table[table]
+        if table not in columns_of:
+            raise WarehouseSchemaError(f"warehouse has no table {table!r} (encodable: {[c for c, _ in wanted]})")
+        missing = [c for c, _ in wanted if c not in columns_of[table]]
+        if missing:
+            raise WarehouseSchemaError(f"warehouse table {table!r} has no column(s) {missing}")
+        cells.extend(_table_cells(warehouse_con, table, wanted, papers, pdfs, max_text_bytes, columns_of))
+    return cells
+
+
+def _wants_images(by_table: dict[str, list[tuple[str, str]]]) -> bool:
+    return any(kind == "image" for columns in by_table.values() for _, kind in columns)
+
+
+def _warehouse_columns(con: duckdb.DuckDBPyConnection) -> dict[str, set[str]]:
+    rows = con.execute(
+        "select table_name, column_name from information_schema.columns where table_schema = current_schema()"
+    ).fetchall()
+    columns: dict[str, set[str]] = {}
+    for table, column in rows:
+        columns.setdefault(table, set()).add(column)
+    return columns
+
+
+def _paper_filter(pdf_column: str, papers: list[str] | None) -> tuple[str, list]:
+    if papers is None:
+        return "", []
+    return f"where cast({pdf_column} as varchar) in (select unnest(?::varchar[]))", [papers]
+
+
+def _page_expression(table: str, columns: set[str]) -> tuple[str, str]:
+    """(select expression, join clause) giving the 1-based page number of a row of ``table``."""
+    if table == "metadata":
+        return "1", ""
+    if table == "pages":
+        return "coalesce(t.page_number, 1)", ""
+    if "page_numbers" in columns:
+        return "coalesce(t.page_numbers[1], 1)", ""
+    if "ref_page_id" in columns:
+        return "coalesce(p.page_number, 1)", 'left join "pages" p on p.page_id = t.ref_page_id'
+    return "1", ""
+
+
+def _table_cells(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    wanted: list[tuple[str, str]],
+    papers: list[str] | None,
+    pdfs: dict[str, tuple[str | None, str | None]],
+    max_text_bytes: int,
+    columns_of: dict[str, set[str]],
+) -> list[Cell]:
+    columns = columns_of[table]
+    key = PRIMARY_KEYS.get(table)
+    if key is None or key not in columns:
+        raise WarehouseSchemaError(f"warehouse table {table!r}: no primary key column {key!r}")
+    pdf_column = "t.paper_id" if table == "metadata" else "t.ref_paper_id"
+    page_sql, join = _page_expression(table, columns)
+    where, params = _paper_filter(pdf_column, papers)
+    selected = ", ".join(f't."{column}"' for column, _ in wanted)
+    sql = (
+        f"select cast({pdf_column} as varchar), {page_sql}, cast(t.\"{key}\" as varchar), {selected} "
+        f'from "{table}" t {join} {where} order by 1, 3'
+    )
+    cells = []
+    for pdf_id, page_number, row_id, *values in con.execute(sql, params).fetchall():
+        for (column, kind), value in zip(wanted, values):
+            cell = _make_cell(pdf_id, int(page_number), table, column, row_id, kind, value, pdfs, max_text_bytes)
+            if cell is not None:
+                cells.append(cell)
+    return cells
+
+
+def _make_cell(
+    pdf_id: str,
+    page_number: int,
+    table: str,
+    column: str,
+    row_id: str,
+    kind: str,
+    value: object,
+    pdfs: dict[str, tuple[str | None, str | None]],
+    max_text_bytes: int,
+) -> Cell | None:
+    if kind == "image":
+        box = tuple(float(v) for v in value) if value is not None else ()
+        if len(box) != 4 or box[2] <= 0 or box[3] <= 0:
+            return None
+        pdf_path, pdf_sha = pdfs.get(pdf_id, (None, None))
+        return Cell(pdf_id, page_number, table, column, row_id, kind="image", bbox=box,
+                    pdf_path=pdf_path, pdf_sha256=pdf_sha)
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else str(value)
+    if not text.strip():
+        return None
+    text, truncated = truncate_utf8(text, max_text_bytes)
+    note = None
+    if truncated:
+        note = f"text truncated to {max_text_bytes} UTF-8 bytes (was {len(str(value).encode('utf-8'))})"
+        log.info("%s %s.%s %s: %s", pdf_id, table, column, row_id, note)
+    return Cell(pdf_id, page_number, table, column, row_id, kind="text", text=text, note=note)
+
+
+def _paper_pdfs(
+    con: duckdb.DuckDBPyConnection,
+    columns_of: dict[str, set[str]],
+    papers: list[str] | None,
+    pdf_root: str | Path | None,
+) -> dict[str, tuple[str | None, str | None]]:
+    """paper id → (resolved PDF path, sha256 of the file) for rendering page regions."""
+    meta = columns_of.get("metadata", set())
+    if "pdf_path" not in meta:
+        return {}
+    sha_sql = "cast(t.sha256 as varchar)" if "sha256" in meta else "null"
+    where, params = _paper_filter("t.paper_id", papers)
+    rows = con.execute(f"select cast(t.paper_id as varchar), t.pdf_path, {sha_sql} from metadata t {where}", params)
+    result = {}
+    for pdf_id, pdf_path, sha in rows.fetchall():
+        if not pdf_path:
+            result[pdf_id] = (None, sha)
+            continue
+        path = Path(pdf_path)
+        if not path.is_absolute() and pdf_root is not None:
+            path = Path(pdf_root) / path
+        resolved = str(path.resolve()) if path.exists() else str(path)
+        result[pdf_id] = (resolved, sha or (_file_sha256_now(resolved) if path.exists() else None))
+    return result
+
+
+def _file_sha256_now(path: str) -> str:
+    stat = Path(path).stat()
+    return _file_sha256(path, stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=4096)
+def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,61 @@
+"""Shared fixtures: the sample corpus (by relative path, never copied into the repo) and small inboxes."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = Path(os.environ.get("PAPERLAKE_CORPUS", REPO.parent / "shared" / "corpus")).resolve()
+CORPUS_INBOX = CORPUS / "inbox"
+CORPUS_MINERU = CORPUS / "mineru"
+
+
+def corpus_pdf(stem: str) -> Path:
+    volume = stem.split("-")[0]
+    return CORPUS_INBOX / volume / f"{stem}.pdf"
+
+
+def manifest_rows(volume: str) -> dict[str, dict[str, str]]:
+    with open(CORPUS_INBOX / volume / "manifest.csv", newline="", encoding="utf-8") as handle:
+        return {row["file"]: row for row in csv.DictReader(handle)}
+
+
+def make_inbox(root: Path, stems: list[str], *, with_manifest: bool = True) -> Path:
+    """A tmp inbox holding copies of some corpus PDFs (tests may then damage, replace or remove them)."""
+    inbox = root / "inbox"
+    by_volume: dict[str, list[str]] = {}
+    for stem in stems:
+        by_volume.setdefault(stem.split("-")[0], []).append(stem)
+    for volume, volume_stems in by_volume.items():
+        folder = inbox / volume
+        folder.mkdir(parents=True, exist_ok=True)
+        for stem in volume_stems:
+            shutil.copyfile(corpus_pdf(stem), folder / f"{stem}.pdf")
+        if with_manifest:
+            rows = manifest_rows(volume)
+            with open(folder / "manifest.csv", "w", newline="", encoding="utf-8") as handle:
+                writer = csv.DictWriter(handle, fieldnames=list(next(iter(rows.values())).keys()))
+                writer.writeheader()
+                writer.writerows(rows[f"{stem}.pdf"] for stem in volume_stems)
+    return inbox
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _corpus_present() -> None:
+    if not CORPUS_INBOX.is_dir():
+        pytest.exit(f"the sample corpus is missing at {CORPUS} (expected ../shared/corpus beside the repo)", 2)
+
+
+@pytest.fixture(scope="session")
+def dbt_manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`dbt parse` once per session (never at import time)."""
+    from orchestration.run import prepare_dbt_manifest
+    from paperlake.config import Settings
+
+    home = tmp_path_factory.mktemp("dbt-home")
+    return prepare_dbt_manifest(Settings.from_env(home=home))
