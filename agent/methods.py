@@ -30,6 +30,7 @@ from agent.actions import (
     Observation,
     RetrieveFromDatabase,
     RetrieveFromVectorstore,
+    error,
 )
 from agent.backends import BackendUnavailable, quote_filter_list
 from agent.env import AgentEnv
@@ -464,8 +465,6 @@ def _two_stage(
         action = {a.action_name(): a for a in spec.stage_one}[parsed.action_type].build(parsed)
         observation = action.execute(env)
     except ActionParseError as problem:
-        from agent.actions import error  # noqa: PLC0415
-
         observation = error("parse_error", str(problem))
     trajectory.append(Turn(1, response, action_type=action.action_name() if action else None,
                            action=action.render(action_format) if action else None,

@@ -39,7 +39,9 @@ def prepare_dbt_manifest(settings: Settings) -> Path:
     """`dbt parse` once, so the dbt assets can be defined (never at import time)."""
     manifest = DBT_PROJECT_DIR / "target" / "manifest.json"
     env = {**os.environ, **dbt_env(settings.lake, settings.warehouse)}
-    if not manifest.exists():
+    sources = [p for p in DBT_PROJECT_DIR.rglob("*") if p.suffix in (".sql", ".yml") and "target" not in p.parts]
+    newest = max(p.stat().st_mtime for p in sources)
+    if not manifest.exists() or manifest.stat().st_mtime < newest:
         Lake(settings.lake).ensure_contract()
         dbt = str(Path(sys.executable).with_name("dbt"))
         completed = subprocess.run([dbt, "parse", "--quiet"], cwd=DBT_PROJECT_DIR, env=env, capture_output=True,

@@ -92,7 +92,8 @@ _SYMBOLS: dict[str, tuple[str, str]] = {
     "♯": (r"\sharp", "ord"), "♭": (r"\flat", "ord"), "□": (r"\square", "ord"), "△": (r"\triangle", "ord"),
     "ℜ": (r"\Re", "ord"), "ℑ": (r"\Im", "ord"), "℘": (r"\wp", "ord"), "ı": (r"\imath", "ord"),
     "ȷ": (r"\jmath", "ord"), "⊤": (r"\top", "ord"), "⊺": (r"\top", "ord"), "°": (r"^{\circ}", "ord"),
-    "∎": (r"\blacksquare", "ord"), "✓": (r"\checkmark", "ord"),
+    "∎": (r"\blacksquare", "ord"), "■": (r"\blacksquare", "ord"), "✓": (r"\checkmark", "ord"),
+    "§": (r"\S", "ord"), "¶": (r"\P", "ord"),
     # delimiters
     "⟨": (r"\langle", "open"), "〈": (r"\langle", "open"), "⟩": (r"\rangle", "close"), "〉": (r"\rangle", "close"),
     "⌊": (r"\lfloor", "open"), "⌋": (r"\rfloor", "close"), "⌈": (r"\lceil", "open"), "⌉": (r"\rceil", "close"),
@@ -351,10 +352,11 @@ def _glyph_token(char: str, family: str) -> tuple[str, str, str] | None:
 _TEXT_FLAGS = (pymupdf.TEXTFLAGS_RAWDICT | pymupdf.TEXT_ACCURATE_BBOXES | pymupdf.TEXT_INHIBIT_SPACES) \
     & ~pymupdf.TEXT_PRESERVE_IMAGES
 _NUMBER_DROP = 16.0  # how far below the box an equation number pushed onto its own line is looked for
-_NUMBER_TEXT = re.compile(r"^\(([A-Za-z0-9.\-–′']{1,10})\)$")
+# "(3)", "(10b)", "(A.1)", "(S2)", "(ECE)", "(3')": digits with dotted parts and a letter, or a short capital label.
+_NUMBER_TEXT = re.compile(r"^\((?:[A-Z]{0,2}\.?\d{1,3}(?:\.\d{1,3})*[a-z]?|[A-Z][A-Z0-9\-]{0,7})['′]?\)$")
 
 
-def _read_glyphs(page: pymupdf.Page, clip: pymupdf.Rect, notes: list[str]) -> list[_Atom]:
+def _read_glyphs(page: pymupdf.Page, clip: pymupdf.Rect) -> list[_Atom]:
     atoms: list[_Atom] = []
     raw = page.get_text("rawdict", clip=clip, flags=_TEXT_FLAGS)
     for block in raw.get("blocks", []):
@@ -369,8 +371,6 @@ def _read_glyphs(page: pymupdf.Page, clip: pymupdf.Rect, notes: list[str]) -> li
                         continue
                     latex, kind, style = token
                     x0, y0, x1, y1 = char["bbox"]
-                    if kind == "unknown":
-                        notes.append(f"unmapped glyph {char['c']!r} (U+{ord(char['c']):04X}) in {span['font']}")
                     atom = _Atom(latex, kind, x0, y0, x1, y1, char["origin"][1], span["size"], style, char["c"],
                                  big=family == "ex", font=span["font"])
                     if atom.big:  # extension glyphs hang from their origin; TeX centres them on the axis
@@ -408,15 +408,12 @@ def _read_rules(page: pymupdf.Page, clip: pymupdf.Rect) -> list[_Atom]:
 
 
 def _take_equation_number(atoms: list[_Atom], rect: pymupdf.Rect) -> tuple[str | None, list[_Atom]]:
-    """The "(3)" set apart at the right end of one of the equation's lines."""
-    ordered = sorted(atoms, key=lambda a: a.x1)
-    for end_index in range(len(ordered) - 1, max(-1, len(ordered) - 4), -1):
-        closing = ordered[end_index]
-        if closing.text != ")":
-            continue
-        line = [a for a in ordered if abs(a.baseline - closing.baseline) < 1.0 and a.x1 <= closing.x1 + 0.1
-                and abs(a.size - closing.size) < 0.5]
-        line.sort(key=lambda a: a.x0)
+    """The "(3)" set apart to the right of the equation: inside the box or the first thing beyond it (on a
+    two-column page whatever follows it belongs to the other column)."""
+    main_size = _dominant_size(atoms)
+    for closing in sorted((a for a in atoms if a.text == ")" and a.size >= 0.8 * main_size), key=lambda a: a.x0):
+        line = sorted((a for a in atoms if abs(a.baseline - closing.baseline) < 1.0 and a.x1 <= closing.x1 + 0.1
+                       and abs(a.size - closing.size) < 0.5), key=lambda a: a.x0)
         opening_index = next((i for i in range(len(line) - 1, -1, -1) if line[i].text == "("), None)
         if opening_index is None:
             continue
@@ -424,19 +421,35 @@ def _take_equation_number(atoms: list[_Atom], rect: pymupdf.Rect) -> tuple[str |
         text = "".join(a.text for a in run)
         if not _NUMBER_TEXT.match(text):
             continue
-        gap_floor = run[0].x0 - 0.9 * closing.size
-        band = [a for a in atoms if a not in run and a.y1 > run[0].y0 and a.y0 < run[-1].y1]
-        if any(a.x1 > gap_floor for a in band):
-            continue
-        if not any(a.x1 <= run[0].x0 and a.cx >= rect.x0 for a in atoms if a not in run):
-            continue  # nothing to its left: the region holds a bare parenthesised expression, not a number
+        overlapping = [a for a in atoms if a not in run and a.y1 > run[0].y0 and a.y0 < run[-1].y1]
+        left = max((a for a in overlapping if a.x1 <= run[0].x0 + 0.1), key=lambda a: a.x1, default=None)
+        if any(run[0].x0 - 0.1 < a.x0 < closing.x1 for a in overlapping):
+            continue  # something else sits between the brackets
+        if left is not None and (left.x1 > rect.x1 + 2 or run[0].x0 - left.x1 < 0.45 * closing.size):
+            continue  # glued to what precedes it, or preceded by text beyond the equation
+        if any(0 <= a.x0 - closing.x1 < 1.0 * closing.size for a in overlapping):
+            continue  # text follows it: a citation year or an aside in the next column
+        if not any(a.x1 <= run[0].x0 and a.cx <= rect.x1 + 2 for a in atoms if a not in run):
+            continue  # nothing to its left: a bare parenthesised expression, not a number
         rest = [a for a in atoms if a not in run]
         return text, rest
     return None, atoms
 
 
+def _take_equation_numbers(atoms: list[_Atom], rect: pymupdf.Rect) -> tuple[list[tuple[float, str]], list[_Atom]]:
+    """Every number of a multi-line display (amsmath numbers each line of align), top to bottom."""
+    found: list[tuple[float, str]] = []
+    while True:
+        before = atoms
+        number, atoms = _take_equation_number(atoms, rect)
+        if number is None:
+            return sorted(found), atoms
+        found.append((min(a.y0 for a in before if a not in atoms), number))
+
+
 def _number_on_next_line(below: list[_Atom], rect: pymupdf.Rect) -> str | None:
     """amsmath drops the number to its own line, flush right, when the equation is too wide for it."""
+    below = [a for a in below if rect.x0 <= a.cx <= rect.x1 + 20]  # not the other column's text
     if not below:
         return None
     first = min(below, key=lambda a: a.baseline)
@@ -484,14 +497,35 @@ def _join_delimiter_pieces(atoms: list[_Atom]) -> list[_Atom]:
     return others
 
 
+def _join_horizontal_braces(atoms: list[_Atom], rules: list[_Atom]) -> tuple[list[_Atom], list[_Atom]]:
+    """\\underbrace/\\overbrace: CMEX tips and middle pieces joined by rules, all at one height."""
+    pieces = [a for a in atoms if a.kind == "brace-piece"]
+    if not pieces:
+        return atoms, rules
+    groups: list[list[_Atom]] = []
+    for piece in sorted(pieces, key=lambda a: a.x0):
+        group = next((g for g in groups if any(p.y0 < piece.y1 + 1 and piece.y0 < p.y1 + 1 for p in g)), None)
+        if group is None:
+            groups.append([piece])
+        else:
+            group.append(piece)
+    braces = []
+    for group in groups:
+        x0, y0, x1, y1 = _union(group)
+        fillers = [r for r in rules if abs(r.cy - (y0 + y1) / 2) < 2.5 and r.x0 >= x0 - 1 and r.x1 <= x1 + 1]
+        rules = [r for r in rules if r not in fillers]
+        braces.append(_Atom("", "hbrace", x0, y0, x1, y1, y1, group[0].size, big=True))
+    return [a for a in atoms if a.kind != "brace-piece"] + braces, rules
+
+
 def _join_overlays(atoms: list[_Atom]) -> list[_Atom]:
     """Glyphs TeX builds by overprinting: ≠ from / and =, ↦ from a stem and →, ⟺ from ⇐ and ⇒, --> and ==>."""
     atoms = sorted(atoms, key=lambda a: a.x0)
     negations = [a for a in atoms if a.kind == "negation"]
     for slash in negations:
-        target = max((a for a in atoms if a is not slash and a.kind == "rel"),
-                     key=lambda a: min(a.x1, slash.x1) - max(a.x0, slash.x0), default=None)
-        if target is None or min(target.x1, slash.x1) - max(target.x0, slash.x0) <= 0:
+        target = min((a for a in atoms if a is not slash and a.kind == "rel" and abs(a.cy - slash.cy) < 0.5 * a.size),
+                     key=lambda a: max(0.0, a.x0 - slash.x1, slash.x0 - a.x1), default=None)
+        if target is None or max(0.0, target.x0 - slash.x1, slash.x0 - target.x1) > 1.0:
             continue
         target.latex = {"=": r"\neq", r"\in": r"\notin", r"\equiv": r"\not\equiv"}.get(target.latex,
                                                                                   r"\not" + target.latex)
@@ -504,8 +538,9 @@ def _join_overlays(atoms: list[_Atom]) -> list[_Atom]:
     while merged:
         merged = False
         for left in atoms:
-            right = next((b for b in atoms if (left.latex, b.latex) in combined and -0.6 * left.width < b.x0 - left.x1 < 0.6
-                          and abs(left.baseline - b.baseline) < 0.5 and b is not left), None)
+            right = next((b for b in atoms if (left.latex, b.latex) in combined and b is not left
+                          and b.x0 - left.x1 < 0.6 and b.x1 > left.x1 and b.x0 > left.x0 - 0.5
+                          and abs(left.baseline - b.baseline) < 0.5), None)
             if right is not None:
                 left.latex, left.kind, left.x1 = combined[(left.latex, right.latex)], "rel", max(left.x1, right.x1)
                 left.y0, left.y1 = min(left.y0, right.y0), max(left.y1, right.y1)
@@ -586,8 +621,12 @@ def _attach_accents(atoms: list[_Atom], notes: list[str]) -> list[_Atom]:
     accents = sorted((a for a in atoms if a.kind == "accent"), key=lambda a: a.y0, reverse=True)
     remaining = [a for a in atoms if a.kind != "accent"]
     for accent in accents:
-        under = [a for a in remaining if a.kind not in {"rule"} and a.y0 >= accent.cy - 0.5
-                 and a.y0 - accent.y1 < 0.6 * a.size and min(a.x1, accent.x1) - max(a.x0, accent.x0) > 0]
+        if accent.width < 0.5:  # a combining mark reported without ink width: TeX set it before its base
+            under = [a for a in remaining if a.kind != "rule" and abs(a.x0 - accent.x0) < 0.6
+                     and a.y1 > accent.y0 and a.y0 < accent.y1 + 0.6 * a.size]
+        else:
+            under = [a for a in remaining if a.kind != "rule" and a.y0 >= accent.cy - 0.5
+                     and a.y0 - accent.y1 < 0.6 * a.size and min(a.x1, accent.x1) - max(a.x0, accent.x0) > 0]
         if not under:
             notes.append(f"accent {accent.latex} with nothing under it")
             continue
@@ -634,9 +673,11 @@ class _Reader:
 
     def rows(self, atoms: list[_Atom]) -> list[list[_Atom]]:
         main_size = _dominant_size(atoms)
-        spans = [(a.x0 - 1, a.x1 + 1) for a in atoms if a.kind == "rule"]
+        rules = [a for a in atoms if a.kind == "rule"]
+        # Numerators and denominators do not vote for a row of their own.
         voters = [a for a in atoms if a.kind in {"letter", "digit", "word", "rel", "bin", "ord", "open", "close"}
-                  and not a.big and a.size >= 0.8 * main_size and not any(x0 <= a.cx <= x1 for x0, x1 in spans)]
+                  and not a.big and a.size >= 0.8 * main_size
+                  and not any(r.x0 - 1 <= a.cx <= r.x1 + 1 and abs(a.cy - r.cy) < 1.6 * main_size for r in rules)]
         baselines = sorted(a.baseline for a in voters)
         clusters: list[list[float]] = []
         for y in baselines:
@@ -647,6 +688,9 @@ class _Reader:
         # A row is a baseline with real content; lone strays (an accent dot, a limit) do not make one.
         lines = [statistics.median(c) for c in clusters if len(c) >= 2 or len(clusters) == 1]
         lines = [y for i, y in enumerate(lines) if i == 0 or y - lines[i - 1] > 1.2 * main_size]
+        for fence in (a for a in atoms if a.big and a.kind in {"open", "close", "fence"}):
+            spanned = [y for y in lines if fence.y0 < y - 0.3 * main_size and y < fence.y1 + 0.1 * main_size]
+            lines = [y for y in lines if y not in spanned[1:]]
         if len(lines) <= 1:
             return [atoms]
         cuts = [self._cut_between(atoms, upper, lower, main_size) for upper, lower in zip(lines, lines[1:])]
@@ -683,10 +727,59 @@ class _Reader:
     def layout(self, atoms: list[_Atom]) -> str:
         if not atoms:
             return ""
+        atoms = self._group_arrays(atoms)
+        atoms = self._group_braces(atoms)
         atoms = self._group_radicals(atoms)
         atoms = self._group_rules(atoms)
         atoms = self._group_limits(atoms)
         return self._baseline(atoms)
+
+    def _group_arrays(self, atoms: list[_Atom]) -> list[_Atom]:
+        """Several lines between a pair of tall delimiters (or after a lone tall brace) form a matrix (cases)."""
+        fences = sorted((a for a in atoms if a.big and a.kind in {"open", "close", "fence"}), key=lambda a: a.x0)
+        for left in fences:
+            if left not in atoms or left.kind == "close":
+                continue
+            height = left.y1 - left.y0
+            right = next((a for a in fences if a.x0 > left.x1 and a is not left and a.kind != "open"
+                          and abs(a.y0 - left.y0) < 0.15 * height and abs(a.y1 - left.y1) < 0.15 * height), None)
+            if right is None and left.latex != r"\{":
+                continue
+            limit = right.x0 if right else float("inf")
+            inside = [a for a in atoms if a is not left and a is not right and left.x1 - 0.5 <= a.cx <= limit
+                      and left.y0 - 1 <= a.cy <= left.y1 + 1]
+            rows = self.rows(inside) if inside else []
+            if len(rows) < 2:
+                continue
+            columns = _column_gaps([a for row in rows for a in row])
+            body = r" \\ ".join(" & ".join(self.layout(cell) for cell in _cells(row, columns)) for row in rows)
+            if right is None:
+                latex = rf"\begin{{cases}}{body}\end{{cases}}"
+            else:
+                latex = rf"\left{left.latex}\begin{{matrix}}{body}\end{{matrix}}\right{right.latex}"
+            parts = [left, *inside] + ([right] if right else [])
+            compound = _compound(latex, "ord", parts, left.baseline, left.size)
+            compound.axis_y = left.axis_y
+            gone = {id(a) for a in parts}
+            atoms = [a for a in atoms if id(a) not in gone] + [compound]
+        return atoms
+
+    def _group_braces(self, atoms: list[_Atom]) -> list[_Atom]:
+        """A horizontal brace under (over) main-size content with a small label beyond it."""
+        for brace in [a for a in atoms if a.kind == "hbrace"]:
+            spanned = [a for a in atoms if a is not brace and brace.x0 - 1 <= a.cx <= brace.x1 + 1]
+            above = [a for a in spanned if a.cy < brace.cy and brace.y0 - a.y1 < 1.5 * a.size]
+            below = [a for a in spanned if a.cy > brace.cy and a.y0 - brace.y1 < 1.5 * a.size]
+            under = _dominant_size(above) >= _dominant_size(below) if above and below else bool(above)
+            content, label = (above, below) if under else (below, above)
+            command, script = (r"\underbrace", "_") if under else (r"\overbrace", "^")
+            latex = f"{command}{{{self.layout(content)}}}" + (f"{script}{{{self.layout(label)}}}" if label else "")
+            parts = [brace, *content, *label]
+            compound = _compound(latex, "ord", parts, _dominant_baseline(content) if content else brace.cy,
+                                 _dominant_size(content) if content else brace.size)
+            gone = {id(a) for a in parts}
+            atoms = [a for a in atoms if id(a) not in gone] + [compound]
+        return atoms
 
     def _group_radicals(self, atoms: list[_Atom]) -> list[_Atom]:
         radicals = sorted((a for a in atoms if a.kind == "radical"), key=lambda a: a.y1 - a.y0, reverse=True)
@@ -809,14 +902,16 @@ class _Reader:
             reach = (0.8 if op.kind != "rel" else 0.6) * op.size
             if below:
                 band = [a for a in atoms if id(a) not in op_ids and id(a) not in taken and a.cy > op.y1
-                        and a.y0 >= op.y1 - 0.5 and a.y0 - op.y1 < reach]
+                        and a.y0 >= op.y1 - 0.5 and a.y0 - op.y1 < 3 * reach]
+                first_line = [a for a in band if a.y0 - op.y1 < reach]
             else:
                 band = [a for a in atoms if id(a) not in op_ids and id(a) not in taken and a.cy < op.y0
-                        and a.y1 <= op.y0 + 0.5 and op.y0 - a.y1 < reach]
-            if op.kind == "rel" or op.kind == "limword":
-                band = [a for a in band if a.size < 0.9 * op.size or op.kind == "limword"]
+                        and a.y1 <= op.y0 + 0.5 and op.y0 - a.y1 < 3 * reach]
+                first_line = [a for a in band if op.y0 - a.y1 < reach]
+            if op.kind == "rel":
+                band = first_line = [a for a in first_line if a.size < 0.9 * op.size]
             bands[id(op)] = band
-            seeds[id(op)] = [a for a in band if min(a.x1, op.x1) - max(a.x0, op.x0) > 0]
+            seeds[id(op)] = [a for a in first_line if min(a.x1, op.x1) - max(a.x0, op.x0) > 0]
         seeded = {id(a): id(op) for op in operators for a in seeds[id(op)]}
         runs: dict[int, list[_Atom]] = {}
         for op in operators:
@@ -863,7 +958,7 @@ class _Reader:
                     continue
                 beside = a.y0 < bottom and a.y1 > top and \
                     (0 <= left - a.x1 < gap or 0 <= a.x0 - right < gap or (a.x0 < right and a.x1 > left))
-                stacked = (0 <= a.y0 - bottom < 0.35 * a.size if below else 0 <= top - a.y1 < 0.35 * a.size) \
+                stacked = (-0.5 <= a.y0 - bottom < 0.5 * a.size if below else -0.5 <= top - a.y1 < 0.5 * a.size) \
                     and a.x0 < right and a.x1 > left
                 if beside or stacked:
                     members.append(a)
@@ -889,7 +984,15 @@ class _Reader:
                 items.append((None, subs, sups))
             pending.clear()
 
-        on_baseline = {id(a) for a in ordered if self._on_baseline(a, baseline, size)}
+        on_baseline: set[int] = set()
+        previous_on_baseline = True
+        for atom in ordered:
+            if self._on_baseline(atom, baseline, size) or \
+                    (previous_on_baseline and self._inline_small(atom, baseline, size)):
+                on_baseline.add(id(atom))
+                previous_on_baseline = True
+            else:
+                previous_on_baseline = False
         if not on_baseline:  # nothing to hang scripts on (a lone prime, a stray): read it as one line
             on_baseline = {id(a) for a in ordered}
         for atom in ordered:
@@ -907,10 +1010,13 @@ class _Reader:
             return abs(atom.axis_y - (baseline - 0.25 * size)) <= 0.22 * size
         if atom.kind == "prime":
             return False
-        offset = atom.baseline - baseline
-        if atom.size >= 0.85 * size:
-            return abs(offset) <= 0.25 * size
-        return abs(offset) <= 0.06 * size
+        return atom.size >= 0.85 * size and abs(atom.baseline - baseline) <= 0.25 * size
+
+    @staticmethod
+    def _inline_small(atom: _Atom, baseline: float, size: float) -> bool:
+        """A smaller glyph sitting exactly on the baseline: small capitals or footnote-size text, unless it
+        follows a script (then it is a script of that script that happens to land on the baseline)."""
+        return atom.kind != "prime" and abs(atom.baseline - baseline) <= 0.06 * size
 
     def _split_scripts(self, scripts: list[_Atom], baseline: float, size: float) -> tuple[list[_Atom], list[_Atom]]:
         """Superscripts sit above the base's baseline, subscripts below; deeper levels follow their parent."""
@@ -951,6 +1057,26 @@ class _Reader:
                 token += f"^{{{sup_latex}}}"
             tokens.append(token)
         return _join_tokens(tokens)
+
+
+def _column_gaps(atoms: list[_Atom]) -> list[float]:
+    """x positions where no cell of any row has ink over a gap of at least an em: column boundaries."""
+    size = _dominant_size(atoms)
+    spans = sorted((a.x0, a.x1) for a in atoms if a.kind != "rule")
+    gaps: list[float] = []
+    reach = spans[0][1]
+    for x0, x1 in spans[1:]:
+        if x0 - reach >= 0.9 * size:
+            gaps.append((reach + x0) / 2)
+        reach = max(reach, x1)
+    return gaps
+
+
+def _cells(row: list[_Atom], columns: list[float]) -> list[list[_Atom]]:
+    cells: list[list[_Atom]] = [[] for _ in range(len(columns) + 1)]
+    for a in row:
+        cells[sum(1 for x in columns if a.cx > x)].append(a)
+    return cells
 
 
 def _centre_offset(op: _Atom, run: list[_Atom]) -> float:
@@ -1012,8 +1138,9 @@ def _dominant_baseline(atoms: list[_Atom]) -> float:
 def reconstruct_latex(page: pymupdf.Page, bbox: tuple[float, float, float, float]) -> GlyphLatex:
     """LaTeX for the display equation whose glyphs lie in ``bbox`` (PDF points, top-left origin).
 
-    The equation number is looked for at the right end of the equation's lines, inside the box or beyond it up to
-    the column edge, and returned separately as printed (``"(3)"``). Glyphs are kept when their ink centre lies
+    The equation number is looked for at the right end of the equation's lines, inside the box or as the first
+    thing beyond it (or alone on the next line, where amsmath drops a number that does not fit), and returned
+    separately as printed (``"(3)"``). Glyphs are kept when their ink centre lies
     in the box (with a 2 pt tolerance, since layout boxes clip). Never raises on an empty or odd region: the
     result is then empty with a note.
     """
@@ -1021,24 +1148,22 @@ def reconstruct_latex(page: pymupdf.Page, bbox: tuple[float, float, float, float
     rect = pymupdf.Rect(bbox)
     if rect.is_empty or rect.is_infinite:
         return GlyphLatex("", None, 0.0, ["empty region"])
-    page_width = page.rect.width
-    right_limit = page_width / 2 + 8 if rect.x1 < page_width / 2 else page_width
-    band = pymupdf.Rect(rect.x0 - 2, rect.y0 - 2, max(rect.x1 + 2, right_limit), rect.y1 + _NUMBER_DROP)
-    glyphs = _read_glyphs(page, band, notes)
+    band = pymupdf.Rect(rect.x0 - 2, rect.y0 - 2, max(rect.x1 + 2, page.rect.x1), rect.y1 + _NUMBER_DROP)
+    glyphs = _read_glyphs(page, band)
     inside = pymupdf.Rect(rect.x0 - 2, rect.y0 - 2, rect.x1 + 2, rect.y1 + 2)
     in_box = [g for g in glyphs if inside.x0 <= g.cx <= inside.x1 and inside.y0 <= g.cy <= inside.y1]
     beside = [g for g in glyphs if g.cx > inside.x1 and inside.y0 <= g.cy <= inside.y1 and g.kind != "piece"]
-    number, atoms = _take_equation_number(in_box + beside, rect)
+    numbers, atoms = _take_equation_numbers(in_box + beside, rect)
     atoms = [a for a in atoms if a not in beside]
-    if number is None:
-        number = _number_on_next_line([g for g in glyphs if g.cy > inside.y1], rect)
+    number = numbers[0][1] if numbers else _number_on_next_line([g for g in glyphs if g.cy > inside.y1], rect)
+    if len(numbers) > 1:
+        notes.append("one number per line: " + " ".join(n for _, n in numbers))
     if not atoms:
         return GlyphLatex("", number, 0.0, notes + ["no glyphs in region"])
+    notes.extend(f"unmapped glyph {a.text!r} (U+{ord(a.text):04X}) in {a.font}" for a in atoms if a.kind == "unknown")
     rules = _read_rules(page, inside)
     atoms = _join_delimiter_pieces(atoms)
-    if any(a.kind == "brace-piece" for a in atoms):
-        notes.append("horizontal brace (\\overbrace/\\underbrace) dropped")
-        atoms = [a for a in atoms if a.kind != "brace-piece"]
+    atoms, rules = _join_horizontal_braces(atoms, rules)
     atoms = _join_overlays(atoms)
     atoms = _join_dots(atoms)
     atoms = _join_words(atoms)
@@ -1127,18 +1252,22 @@ def normalize_latex(latex: str) -> str:
     same key.
 
     Removed: whitespace, ``$``/``$$``, ``\\tag{…}``, ``\\left``/``\\right`` and ``\\big``-family sizes, spacing
-    commands, ``\\displaystyle``, ``\\phantom{…}`` with its content, alignment (``&``, ``array``/``aligned``
-    environments and their column specs), upright-text wrappers (``\\mathrm``, ``\\operatorname(*)``, ``\\text``),
-    braces around a single token, and trailing ``.``/``,``. Unified: every bold wrapper → ``\\mathbf``; operator
-    commands (``\\log``, ``\\max``) → their letters (so ``\\mathrm{l n}`` = ``\\ln``); synonyms (``\\le``/``\\leq``,
-    ``\\widehat``/``\\hat``, ``\\overline``/``\\bar``, ``\\stackrel``/``\\overset``, ``\\vert``/``\\mid``/``|``,
-    ``\\ldots``/``\\cdots``/``\\cdot\\cdot\\cdot``/``...`` → ``\\dots``, ``\\prime`` → ``'``,
-    ``\\varepsilon`` → ``\\epsilon``). ``\\cdot`` and ``\\times`` stay distinct: they are different glyphs.
+    commands, ``\\displaystyle``, ``\\phantom{…}`` with its content, alignment (``&``, the ``array``/``aligned``/
+    ``matrix`` environments and their column specs; ``\\\\`` stays), upright-text wrappers (``\\mathrm``,
+    ``\\operatorname(*)``, ``\\text``), braces that only group (not after ``^``, ``_`` or a command) and braces
+    around a single token, and leading/trailing ``.``/``,``. Unified: every bold wrapper → ``\\mathbf``, letter
+    by letter like the other alphabets (``\\mathbf{XY}`` = ``\\mathbf X\\mathbf Y``), and outside an accent;
+    operator commands (``\\log``, ``\\max``) → their letters (so ``\\mathrm{l n}`` = ``\\ln``);
+    ``\\underset{a}{op}`` → ``op_{a}``; ``\\substack``/``\\atop`` → stacked lines; ``cases`` → ``\\{``;
+    synonyms (``\\le``/``\\leq``, ``\\widehat``/``\\hat``, ``\\overline``/``\\bar``, ``\\stackrel``/``\\overset``,
+    ``\\vert``/``\\mid``/``|``, ``\\ldots``/``\\cdots``/``\\cdot\\cdot\\cdot``/``...`` → ``\\dots``,
+    ``\\prime`` → ``'``, ``\\varepsilon`` → ``\\epsilon``, ``\\longrightarrow`` → ``\\rightarrow``).
+    ``\\cdot`` and ``\\times`` stay distinct: they are different glyphs.
     """
     text = latex.strip()
     text = re.sub(r"^\$+|\$+$", "", text)
     text = re.sub(r"\\tag\*?\s*\{[^{}]*\}", "", text)
-    tokens = _tokens(text)
+    tokens = _rewrite_underset(_tokens(text))
     out: list[str] = []
     i = 0
     while i < len(tokens):
@@ -1146,36 +1275,69 @@ def normalize_latex(latex: str) -> str:
         if tok in {r"\begin", r"\end"}:
             j = _skip_group(tokens, i + 1)
             env = "".join(tokens[i + 1:j]).strip("{}")
-            if tok == r"\begin" and env in {"array", "tabular"} and j < len(tokens) and tokens[j] == "{":
+            if tok == r"\begin" and env in {"array", "tabular", "alignat", "alignat*"} and tokens[j:j + 1] == ["{"]:
                 j = _skip_group(tokens, j)
-            if env.startswith(("pmatrix", "bmatrix", "Bmatrix", "vmatrix", "Vmatrix")):
-                out.append({"p": "(", "b": "[", "B": r"\{", "v": "|", "V": r"\|"}[env[0]] if tok == r"\begin"
-                           else {"p": ")", "b": "]", "B": r"\}", "v": "|", "V": r"\|"}[env[0]])
+            delimiters = {"pmatrix": ("(", ")"), "bmatrix": ("[", "]"), "Bmatrix": (r"\{", r"\}"),
+                          "vmatrix": ("|", "|"), "Vmatrix": (r"\|", r"\|"), "cases": (r"\{", "")}
+            if env in delimiters:
+                out.append(delimiters[env][0 if tok == r"\begin" else 1])
             i = j
             continue
-        if tok in {r"\phantom", r"\hphantom", r"\vphantom"}:
+        if tok in {r"\phantom", r"\hphantom", r"\vphantom", r"\hspace", r"\vspace", r"\hspace*"}:
             i = _skip_group(tokens, i + 1)
             continue
-        if tok in {r"\hspace", r"\vspace", r"\hspace*", r"\kern", r"\mkern"}:
-            i = _skip_group(tokens, i + 1) if tok in {r"\hspace", r"\vspace", r"\hspace*"} else i + 2
-            continue
-        if tok == "&" or tok == "~" or tok in _DROP_COMMANDS:
+        if tok in {"&", "~", r"\substack"} or tok in _DROP_COMMANDS:
             i += 1
             continue
         if tok in _BOLD:
             out.append(r"\mathbf")
         elif tok in _FUNCTION_COMMANDS:
             out.extend(tok[1:])
+        elif tok == r"\atop":
+            out.append(r"\\")
         else:
             out.append(_SYNONYMS.get(tok, tok))
         i += 1
     out = _collapse_dots(out)
+    out = _spread_alphabets(out)
     out = _strip_braces(out)
     while out and out[-1] in {".", ","}:
         out.pop()
     while out and out[0] in {".", ","}:
         out.pop(0)
     return "".join(out)
+
+
+_ALPHABETS = {r"\mathbf", r"\mathbb", r"\mathcal", r"\mathfrak", r"\mathsf", r"\mathtt", r"\mathscr"}
+
+
+def _spread_alphabets(tokens: list[str]) -> list[str]:
+    """``\\mathbf{XY}`` → ``\\mathbf X \\mathbf Y``: an alphabet applies letter by letter."""
+    result: list[str] = []
+    i = 0
+    while i < len(tokens):
+        if tokens[i] in _ALPHABETS and tokens[i + 1:i + 2] == ["{"]:
+            end = _skip_group(tokens, i + 1)
+            inner = tokens[i + 2:end - 1]
+            if len(inner) > 1 and all(len(t) == 1 and t.isalnum() for t in inner):
+                for t in inner:
+                    result.extend([tokens[i], t])
+                i = end
+                continue
+        result.append(tokens[i])
+        i += 1
+    return result
+
+
+def _rewrite_underset(tokens: list[str]) -> list[str]:
+    """``\\underset{a}{op}`` → ``{op}_{a}`` (how ``\\operatorname*{op}_{a}`` and ``\\min_{a}`` are written)."""
+    while r"\underset" in tokens:
+        i = tokens.index(r"\underset")
+        below_end = _skip_group(tokens, i + 1)
+        base_end = _skip_group(tokens, below_end)
+        below, base = tokens[i + 1:below_end], tokens[below_end:base_end]
+        tokens = tokens[:i] + ["{", *base, "}", "_", *below] + tokens[base_end:]
+    return tokens
 
 
 def _collapse_dots(tokens: list[str]) -> list[str]:

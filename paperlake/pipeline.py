@@ -9,6 +9,7 @@ raises into the caller, so one bad PDF never takes the others down.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -53,6 +54,23 @@ def pdf_page_count(path: Path) -> int:
 
     with pymupdf.open(path) as document:
         return document.page_count
+
+
+def check_integrity(source: PaperSource) -> None:
+    """Catch what a parser would silently repair: a file that is not the one the manifest describes, or a
+    truncated download (PyMuPDF rebuilds a cut-off PDF from the objects it finds and parses half a paper)."""
+    expected = source.manifest.get("sha256")
+    if expected and expected.lower() != source.sha256:
+        raise IngestError(source.paper_key, "open", f"sha256 {source.sha256[:12]}… differs from the manifest's "
+                                                    f"{expected[:12]}…: the file is not the one the manifest lists")
+    with open(source.pdf_path, "rb") as handle:
+        if b"%PDF-" not in handle.read(1024):
+            raise IngestError(source.paper_key, "open", "not a PDF file (no %PDF- header)")
+        handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, handle.tell() - 2048))
+        tail = handle.read()
+    if b"%%EOF" not in tail:
+        raise IngestError(source.paper_key, "open", "the PDF is truncated or damaged (no end-of-file marker)")
 
 
 def parse_source(source: PaperSource, backend: str, settings: Settings) -> ParsedPaper:
@@ -113,6 +131,7 @@ def ingest_paper(source: PaperSource, lake: Lake, settings: Settings, *, backend
     try:
         if inboxes and (original := duplicate_of(source, inboxes)):
             raise IngestError(source.paper_key, "identity", f"duplicate file: identical to {original}")
+        check_integrity(source)
         parsed = parse_source(source, chosen, settings)
         outcome.paper_id = parsed.paper_id
         for record in lake.records():

@@ -345,3 +345,11 @@ def test_ask_without_an_endpoint_fails_before_opening_anything(tmp_path: Path) -
     settings = settings_for(tmp_path / "nowhere")
     with pytest.raises(LLMNotConfigured):
         ask("What is RCE?", settings)
+
+
+def test_two_stage_falls_back_to_the_first_retrieval_when_stage_one_is_malformed(tmp_path: Path, env) -> None:  # noqa: F811
+    result, requests = run("two_stage_sym_rag", ["let me think about SQL", fenced("71.2")], tmp_path, env)
+    assert result.trajectory[1].error_type == "parse_error"
+    assert result.answered and result.answer == "71.2"
+    assert "[Retrieved by your action]" not in "\n".join(texts(requests[1]))
+    assert any(c.basis == "contains_answer" for c in result.citations)

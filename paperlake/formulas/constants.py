@@ -23,7 +23,8 @@ from paperlake.formulas.latex import UNICODE_GREEK, normalise_latex, symbol_name
 
 @dataclass(frozen=True)
 class Constant:
-    """A named value a formula depends on; ``source`` is ``standard`` or ``context``."""
+    """A named value a formula depends on; ``source`` is ``standard`` or ``context`` (then ``paper_id`` says
+    which paper's text fixed it and ``evidence`` quotes the text)."""
 
     name: str
     value: float
@@ -32,6 +33,7 @@ class Constant:
     latex: str = ""
     source: str = "standard"
     evidence: str = ""
+    paper_id: str = ""
 
 
 STANDARD_CONSTANTS: dict[str, Constant] = {

@@ -154,7 +154,7 @@ _NOT_COMPUTABLE_STYLED = {
     "bbN": "set notation", "bbZ": "set notation", "calO": "asymptotic notation",
 }
 
-_RUN_FUNCTION_WORDS = frozenset(FUNCTION_WORDS) | {"softmax", "sigmoid", "relu", "ReLU", "Tr", "tr", "argmin",
+KNOWN_FUNCTION_WORDS = frozenset(FUNCTION_WORDS) | {"softmax", "sigmoid", "relu", "ReLU", "Tr", "tr", "argmin",
                                                   "argmax", "sqrt", "abs", "sgn"}
 FUNCTION_LETTERS = frozenset({"f", "g", "h", "p", "q", "F", "G", "P", "Q", "L", "ell", "calL", "phi", "psi",
                               "sigma"})
@@ -612,6 +612,32 @@ def symbol_name(latex: str) -> str | None:
     return atom.identifier if end == len(nodes) else None
 
 
+def symbols_in(latex: str) -> dict[str, str]:
+    """``{identifier: LaTeX}`` of every name in an equation, parsed or not (for describing symbols)."""
+    found: dict[str, str] = {}
+
+    def walk(nodes: list[Node]) -> None:
+        index = 0
+        while index < len(nodes):
+            node = nodes[index]
+            if isinstance(node, list):
+                walk(node)
+                index += 1
+                continue
+            atom, end = _read_atom(nodes, index, frozenset())
+            if atom is None:
+                index += 1
+                continue
+            if atom.identifier.split("_")[0] not in _NOT_COMPUTABLE_STYLED:  # operators such as E[·], P(·)
+                found.setdefault(atom.identifier, atom.latex)
+            if atom.power is not None:
+                walk(_as_list(atom.power))
+            index = end
+
+    walk(build_tree(tokenize(normalise_latex(latex))))
+    return found
+
+
 @dataclass
 class _Atom:
     identifier: str
@@ -637,7 +663,7 @@ def _read_atom(nodes: list[Node], index: int, known_words: frozenset[str]) -> tu
         base = next((word for word in sorted(known_words, key=len, reverse=True)
                      if len(word) > 1 and run.startswith(word)), None)
         if base is None:
-            base = next((word for word in sorted(_RUN_FUNCTION_WORDS, key=len, reverse=True)
+            base = next((word for word in sorted(KNOWN_FUNCTION_WORDS, key=len, reverse=True)
                          if run.startswith(word) and _probe_is(nodes, index + len(word), "(")), node)
         multi_letter = len(base) > 1
         index += len(base)
@@ -670,16 +696,19 @@ def _read_atom(nodes: list[Node], index: int, known_words: frozenset[str]) -> tu
     subscripts: set[str] = set()
     power: Node | None = None
     transpose = False
+    name_end = index  # the name's own LaTeX ends here (a transpose or power is not part of it)
     while index < len(nodes) and power is None:
         marker = nodes[index]
         if marker == "'" or (isinstance(marker, str) and set(marker) == {"'"}):
             raw += "prime" * len(marker)
             index += 1
+            name_end = index
         elif marker == "_" and index + 1 < len(nodes):
             tokens = _subscript_tokens(nodes[index + 1])
             subscripts.update(tokens)
             raw += "_{" + "".join(_script_text(nodes[index + 1])) + "}"
             index += 2
+            name_end = index
         elif marker == "^" and index + 1 < len(nodes):
             kind = _superscript_kind(nodes[index + 1], has_subscript=bool(subscripts), base=base)
             if kind == "transpose":
@@ -690,10 +719,11 @@ def _read_atom(nodes: list[Node], index: int, known_words: frozenset[str]) -> tu
                 suffix = "".join(_script_text(nodes[index + 1])) if kind == "index" else kind
                 raw += "^{" + suffix + "}"
                 subscripts.update(_subscript_tokens(nodes[index + 1]) if kind == "index" else ())
+                name_end = index + 2
             index += 2
         else:
             break
-    source = emit(nodes[start:index - (2 if power is not None else 0)])
+    source = emit(nodes[start:name_end])
     return _Atom(identifier(raw.replace("^", "_")), source, multi_letter, frozenset(subscripts), power,
                  transpose), index
 
@@ -950,7 +980,7 @@ class _Rewriter:
 
     def _is_application(self, atom: _Atom, nodes: list[Node], index: int, *, lhs: bool) -> bool:
         name = atom.identifier
-        if name in self.known_symbols:
+        if name in self.known_symbols and not atom.multi_letter:
             return False
         if lhs or atom.multi_letter or name.split("_")[0] in FUNCTION_LETTERS:
             return True

@@ -24,7 +24,7 @@ _MARKED = r"\u27e6(?P<{group}>[A-Za-z_][A-Za-z0-9_]*)\u27e7"
 _INLINE_MATH = re.compile(r"\$([^$]+)\$")
 _VERBS = (r"is|are|denotes?|represents?|refers? to|stands? for|indicates?|means?|corresponds? to|"
           r"is defined as|are defined as|is the|are the")
-_END = r"(?=\s*(?:[.;](?:\s|$)|,\s*(?:and\s+|while\s+|whereas\s+)?\u27e6|\s+and\s+\u27e6|,\s*where\b|$))"
+_END = r"(?=\s*(?:[.;](?:\s|$)|,\s*(?:and|while|whereas|where)\b|,\s*\u27e6|\s+and\s+\u27e6|$))"
 _DEFINITION = re.compile(
     rf"(?P<subjects>{_MARKED.format(group='first')}(?:\s*(?:,|and|,\s*and)\s*\u27e6[A-Za-z0-9_]+\u27e7)*)"
     rf"\s+(?:{_VERBS})\s+(?P<description>[^.;]{{3,200}}?){_END}"

@@ -185,6 +185,8 @@ def _split_sections(layout: DocumentLayout) -> list[_Section]:
         preamble.blocks.append(abstract_block)
     if preamble.title is None and not preamble.blocks:
         sections.pop(0)
+    elif preamble.title is None:  # text before any heading and no abstract: keep it, under an honest title
+        preamble.title = "Front matter"
     return sections
 
 

@@ -195,6 +195,8 @@ def _read_page(page: pymupdf.Page) -> _PageContent:
     clips: dict[int, pymupdf.Rect] = {}
     for path in page.get_drawings(extended=True):  # extended: clip paths, since plots overdraw and clip
         level = path.get("level", 0)
+        for deeper in [lvl for lvl in clips if lvl >= level]:
+            del clips[deeper]  # left the group that clip belonged to
         if path["type"] == "clip":
             clips[level] = pymupdf.Rect(path["scissor"]) & clips.get(level - 1, page_rect)
             continue
@@ -310,7 +312,10 @@ class _DocumentStyle:
 
 
 def _text_lines(page: _PageContent, body_size: float) -> list[_Line]:
-    return [line for line in page.raw_lines if abs(line.size - body_size) <= 1.5 and len(line.text) >= 15]
+    """Lines of running text: body size or a little smaller (abstract, captions), never the larger front matter."""
+    return [
+        line for line in page.raw_lines if -1.5 <= line.size - body_size <= 0.5 and len(line.text) >= 15
+    ]
 
 
 def _find_gutter(page: _PageContent, body_size: float) -> float | None:
@@ -500,7 +505,7 @@ def _belongs_to(raw: _Line, column: Column, group: _LineGroup, style: _DocumentS
     gap = max(raw.bbox[0] - box[2], box[0] - raw.bbox[2])
     if is_script:
         return gap <= raw.size
-    return overlap >= 0.6 * min(raw.height, group.main_height) and -1 <= gap <= 2.5 * max(raw.size, 6)
+    return overlap >= 0.6 * min(raw.height, group.main_height) and -1 <= gap <= 1.2 * max(raw.size, 8)
 
 
 def _mark_margins(lines: list[_Line], page: _PageContent) -> None:
@@ -582,18 +587,30 @@ def _find_regions(lines: list[_Line], page: _PageContent, style: _DocumentStyle)
     elements += [_Element(box) for box in page.rotated_text]
     claimed: set[int] = set()
     regions = []
+    # Figure captions sit under their figure almost always, table captions on either side: figures claim what is
+    # above them first, so a table whose caption is on top cannot grow down into the figure below it.
+    # Tables go in order of how close their content sits, so a caption between two tables gets the nearer one.
+    passes: list[tuple[str, tuple[str, ...]]] = [("figure", ("up",)), ("table", ("up", "down")), ("figure", ("down",))]
+    placed: set[int] = set()
+    for wanted, directions in passes:
+        pending = [caption for caption in captions if _caption_kind(caption) == wanted]
+        if wanted == "table":
+            pending.sort(key=lambda c: _nearest_content_gap(c, elements, claimed, captions, style))
+        for caption in pending:
+            kind = _caption_kind(caption)
+            match = _CAPTION.match(caption[0].text)
+            if id(caption[0]) in placed:
+                continue
+            grown = _grow_region(kind, caption, elements, claimed, captions, style, directions)
+            if grown:
+                placed.add(id(caption[0]))
+            for region in grown:
+                region.label = f"{'Table' if kind == 'table' else 'Figure'} {match.group(2)}"
+                regions.append(region)
     for caption in captions:
-        match = _CAPTION.match(caption[0].text)
-        kind: Literal["table", "figure"] = "table" if match.group(1).startswith("Tab") else "figure"
-        label = f"{'Table' if kind == 'table' else 'Figure'} {match.group(2)}"
-        column = _caption_column(caption, style)
-        grown = _grow_region(kind, caption, column, elements, claimed, captions, style)
-        if not grown:
+        if id(caption[0]) not in placed:
             for line in caption:
                 line.role = "caption"
-        for region in grown:
-            region.label = label
-            regions.append(region)
     regions += _uncaptioned_figures(page, regions, style)
     return regions
 
@@ -635,28 +652,74 @@ def _continues_prose(previous: _Line, line: _Line) -> bool:
     )
 
 
-def _caption_column(caption: list[_Line], style: _DocumentStyle) -> Column:
-    box = _union([line.bbox for line in caption])
-    return style.column_of(box)
+def _caption_kind(caption: list[_Line]) -> Literal["table", "figure"]:
+    return "table" if _CAPTION.match(caption[0].text).group(1).startswith("Tab") else "figure"
+
+
+def _both_sides(
+    caption: list[_Line], elements: list[_Element], claimed: set[int], captions: list[list[_Line]],
+    style: _DocumentStyle, directions: tuple[str, ...] = ("up", "down"),
+) -> tuple[list[_Element], list[_Element]]:
+    """What a caption could claim above and below it, within its column (or the page width)."""
+    caption_box = _union([line.bbox for line in caption])
+    left, right = _column_box(style, style.column_of(caption_box))
+    candidates = [e for e in elements if id(e) not in claimed and _within_extent(e.bbox, left, right)]
+    other_boxes = [_union([l.bbox for l in other]) for other in captions if other is not caption]
+    other_boxes = [box for box in other_boxes if min(box[2], right) - max(box[0], left) > 0]
+    above = _collect(candidates, caption_box, "up", [b[3] for b in other_boxes]) if "up" in directions else []
+    below = _collect(candidates, caption_box, "down", [b[1] for b in other_boxes]) if "down" in directions else []
+    return above, below
+
+
+def _next_caption_beyond(
+    taken: list[_Element], direction: str, caption: list[_Line], captions: list[list[_Line]], style: _DocumentStyle
+) -> bool:
+    """Whether another caption sits right past the far end of this content, i.e. the content is probably its."""
+    box = _union([e.bbox for e in taken])
+    for other in captions:
+        if other is caption:
+            continue
+        other_box = _union([line.bbox for line in other])
+        if min(other_box[2], box[2]) - max(other_box[0], box[0]) <= 0:
+            continue
+        gap = box[1] - other_box[3] if direction == "up" else other_box[1] - box[3]
+        if 0 <= gap <= _CAPTION_GAP:
+            return True
+    return False
+
+
+def _first_gap(caption: list[_Line], taken: list[_Element], direction: str) -> float:
+    if not taken:
+        return float("inf")
+    caption_box = _union([line.bbox for line in caption])
+    if direction == "up":
+        return caption_box[1] - max(e.bbox[3] for e in taken)
+    return min(e.bbox[1] for e in taken) - caption_box[3]
+
+
+def _nearest_content_gap(
+    caption: list[_Line], elements: list[_Element], claimed: set[int], captions: list[list[_Line]],
+    style: _DocumentStyle,
+) -> float:
+    above, below = _both_sides(caption, elements, claimed, captions, style)
+    return min(_first_gap(caption, above, "up"), _first_gap(caption, below, "down"))
 
 
 def _grow_region(
-    kind: Literal["table", "figure"], caption: list[_Line], column: Column, elements: list[_Element],
-    claimed: set[int], captions: list[list[_Line]], style: _DocumentStyle,
+    kind: Literal["table", "figure"], caption: list[_Line], elements: list[_Element], claimed: set[int],
+    captions: list[list[_Line]], style: _DocumentStyle, directions: tuple[str, ...],
 ) -> list[_Region]:
     caption_box = _union([line.bbox for line in caption])
-    left, right = _column_box(style, column)
-    candidates = [e for e in elements if id(e) not in claimed and _within_extent(e.bbox, left, right)]
-    caption_tops = [_union([l.bbox for l in other])[1] for other in captions if other is not caption]
-    caption_bottoms = [_union([l.bbox for l in other])[3] for other in captions if other is not caption]
-    above = _collect(candidates, caption_box, "up", caption_bottoms)
-    below = _collect(candidates, caption_box, "down", caption_tops)
-    if kind == "figure":
-        chosen = above or below
+    above, below = _both_sides(caption, elements, claimed, captions, style, directions)
+    gap_above, gap_below = _first_gap(caption, above, "up"), _first_gap(caption, below, "down")
+    contested_above = above and _next_caption_beyond(above, "up", caption, captions, style)
+    contested_below = below and _next_caption_beyond(below, "down", caption, captions, style)
+    if above and below and contested_above != contested_below:
+        chosen = below if contested_above else above  # the other side's content has its own caption
+    elif abs(gap_above - gap_below) >= 3:
+        chosen = above if gap_above < gap_below else below
     else:
         chosen = above if _content_weight(above) >= _content_weight(below) else below
-        if not above or not below:
-            chosen = above or below
     if not chosen:
         return []
     claimed |= {id(e) for e in chosen}
@@ -682,7 +745,7 @@ def _split_panels(elements: list[_Element]) -> list[list[_Element]]:
     graphics, like a shared legend, join the panel they line up with."""
     leaves = _xy_cut(elements)
     panels = [leaf for leaf in leaves if _is_panel(leaf)]
-    if len(panels) < 2:
+    if len(panels) < 2 or not _alike([_union([e.bbox for e in panel]) for panel in panels]):
         return [elements]
     for leaf in leaves:
         if any(leaf is panel for panel in panels):
@@ -719,6 +782,13 @@ def _split_on_gaps(elements: list[_Element], axis: int) -> list[list[_Element]]:
     return groups
 
 
+def _alike(boxes: list[Box]) -> bool:
+    """Plots of one figure come in a grid of similar sizes; parts of a diagram do not."""
+    widths = [b[2] - b[0] for b in boxes]
+    heights = [b[3] - b[1] for b in boxes]
+    return min(widths) >= 0.6 * max(widths) and min(heights) >= 0.6 * max(heights)
+
+
 def _is_panel(elements: list[_Element]) -> bool:
     box = _union([e.bbox for e in elements])
     graphic = any(e.line is None for e in elements)
@@ -740,7 +810,7 @@ def _distance(a: Box, b: Box) -> float:
 def _within_extent(bbox: Box, left: float, right: float) -> bool:
     """Mostly inside the column (or page) span; a vertical rule has no width, so only its position counts."""
     overlap = min(bbox[2], right + 10) - max(bbox[0], left - 10)
-    return overlap >= 0 and overlap >= 0.5 * (bbox[2] - bbox[0])
+    return overlap >= 0 and overlap >= 0.8 * (bbox[2] - bbox[0])
 
 
 def _collect(candidates: list[_Element], caption_box: Box, direction: str, other_captions: list[float]
@@ -764,9 +834,10 @@ def _collect(candidates: list[_Element], caption_box: Box, direction: str, other
         if beyond_caption:
             continue
         line = element.line
-        if line is not None and line.role in {"body", "footer", "header"}:
+        inside = gap < 0  # within the height the figure already covers, e.g. a legend inside the axes
+        if line is not None and (line.role in {"footer", "header"} or line.role == "body" and not inside):
             break
-        if line is not None and _looks_like_heading(line):
+        if line is not None and _looks_like_heading(line) and not inside:
             break
         taken.append(element)
         edge = min(edge, element.bbox[1]) if direction == "up" else max(edge, element.bbox[3])

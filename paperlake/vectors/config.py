@@ -144,13 +144,13 @@ def default_config_path() -> Path:
     env = os.environ.get(CONFIG_ENV)
     if env:
         return Path(env)
-    try:
+    if _REPO_DEFAULT.is_file():
+        return _REPO_DEFAULT
+    try:  # an installed (non-editable) package keeps the YAML as package data of `schemas`
         resource = importlib.resources.files("schemas").joinpath("collections.yaml")
-        if resource.is_file():
-            return Path(str(resource))
-    except (ModuleNotFoundError, TypeError):
-        pass
-    return _REPO_DEFAULT
+        return Path(str(resource))
+    except Exception:
+        return _REPO_DEFAULT
 
 
 def load_config(path: str | Path | None = None) -> VectorConfig:

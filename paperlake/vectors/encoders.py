@@ -66,7 +66,8 @@ class TextEncoder:
                 from sentence_transformers import SentenceTransformer
 
                 model = SentenceTransformer(self.path, device=self.device)
-                dimension = model.get_sentence_embedding_dimension()
+                measure = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+                dimension = measure()
                 if dimension != self.dimension:
                     raise EncoderUnavailable(f"{self.model_id} at {self.path} gives {dimension}-d, expected {self.dimension}")
                 self._model = model

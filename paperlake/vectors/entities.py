@@ -56,6 +56,18 @@ PRIMARY_KEYS: dict[str, str] = {
 }
 
 
+def default_encodable() -> list[Encodable]:
+    """The catalogue's encodable columns, or REFERENCE.md's list when the catalogue is not importable."""
+    try:
+        from schemas.warehouse import encodable_columns
+
+        columns = [tuple(c) for c in encodable_columns()]
+    except Exception as error:  # the catalogue reads the dbt model YAMLs; a broken checkout must not stop search
+        log.warning("warehouse catalogue unavailable (%s); using REFERENCE.md's encodable list", error)
+        return list(DEFAULT_ENCODABLE)
+    return columns or list(DEFAULT_ENCODABLE)
+
+
 class WarehouseSchemaError(ValueError):
     """The warehouse lacks a table or column that the encodable list names."""
 
@@ -121,7 +133,7 @@ def collect_cells(
     the box and the paper's PDF path, resolved against ``pdf_root`` when relative.
     """
     by_table: dict[str, list[tuple[str, str]]] = {}
-    for table, column, kind in encodable if encodable is not None else DEFAULT_ENCODABLE:
+    for table, column, kind in encodable if encodable is not None else default_encodable():
         if kind not in ("text", "image"):
             raise ValueError(f"encodable {table}.{column}: kind must be 'text' or 'image', got {kind!r}")
         by_table.setdefault(table, []).append((column, kind))

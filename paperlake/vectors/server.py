@@ -82,6 +82,13 @@ class FileLockGuard:
         self._acquired = True
         return self
 
+    @property
+    def holders(self) -> int:
+        """How many guards of this process share the lock (0 when not held here)."""
+        with _held_lock:
+            held = _held.get(str(self.lock_path))
+        return held[2] if held and held[1] == os.getpid() else 0
+
     def release(self) -> None:
         if not self._acquired:
             return

@@ -1,0 +1,403 @@
+"""The formula graph: one entity per formula across papers, with provenance, constants and relations.
+
+:meth:`FormulaGraph.add_equations` is incremental: each new formula is compared only with what the graph
+already holds, in this order —
+
+1. the same formula id (same canonical key, or the same normalised LaTeX when it did not parse) → merge;
+2. with an ``embed`` callable, cosine similarity of :func:`~paperlake.formulas.canonical.composite_description`
+   texts against formulas from *other* papers (within one paper, successive steps of a derivation share their
+   context and look alike to an embedding; a formula restated in the same paper is caught by step 1):
+   ``≥ merge_threshold`` (0.9) → merge; ``[judge_threshold, merge_threshold)`` (0.8) → ``judge(new, existing)``
+   decides when given, otherwise both stay and each gets a ``possibly_same`` note. When both formulas parsed
+   and their canonical keys differ, the structure has already said "different": the embedding alone never
+   merges them, it can only send the pair to the judge (or to a note).
+
+Relations: ``uses_constant`` (formula → constant), ``same_as`` (an occurrence in one paper → the first
+occurrence of the same formula in another paper, with how they were matched), ``derived_from`` (formula B uses
+the quantity formula A defines, within one paper), ``specializes`` (B's right-hand side is A's with some symbols
+replaced by numbers or expressions).
+
+:meth:`FormulaGraph.to_rows` gives the tables ``formulas``, ``formula_parameters``, ``constants``,
+``formula_occurrences`` and ``formula_relations``; :meth:`FormulaGraph.from_rows` rebuilds a graph from them
+(sympy expressions are re-derived from the stored LaTeX, never evaluated from stored text), so a pipeline can
+add one paper at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import sympy
+
+from paperlake.formulas.canonical import composite_description, symbol_correspondence
+from paperlake.formulas.constants import Constant
+from paperlake.formulas.extract import formulas_from_equation
+from paperlake.formulas.latex import to_sympy
+from paperlake.formulas.model import (
+    Formula,
+    Occurrence,
+    Parameter,
+    Relation,
+    constant_id_for,
+)
+from paperlake.formulas.params import ParameterDescriber
+
+logger = logging.getLogger(__name__)
+
+Embedder = Callable[[list[str]], np.ndarray]
+Judge = Callable[[Formula, Formula], bool]
+MAX_SPECIALIZATION_OPERATIONS = 30
+
+
+@dataclass
+class AddReport:
+    """What one :meth:`FormulaGraph.add_equations` call did."""
+
+    equations: int = 0
+    formulas_seen: int = 0
+    added: int = 0
+    merged: dict[str, int] = field(default_factory=dict)
+    possibly_same: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class FormulaGraph:
+    """Formulas, constants and relations, built incrementally from rows of the ``equations`` view."""
+
+    def __init__(self, *, merge_threshold: float = 0.9, judge_threshold: float = 0.8,
+                 describer: ParameterDescriber | None = None):
+        self.merge_threshold = merge_threshold
+        self.judge_threshold = judge_threshold
+        self.describer = describer
+        self.formulas: dict[str, Formula] = {}
+        self.relations: dict[str, Relation] = {}
+        self._embeddings: dict[str, np.ndarray] = {}
+
+    # ------------------------------------------------------------------------------------------ building
+
+    def add_equations(self, rows: Iterable[Mapping[str, Any]], embed: Embedder | None = None,
+                      judge: Judge | None = None) -> AddReport:
+        """Add every formula of ``rows``; one bad equation is reported, never fatal to the others."""
+        report = AddReport()
+        candidates: list[Formula] = []
+        for row in rows:
+            report.equations += 1
+            try:
+                candidates.extend(formulas_from_equation(row, describer=self.describer))
+            except Exception as error:  # one malformed row must not take the paper's other equations down
+                message = (f"paper {row.get('paper_id')} equation {row.get('equation_id')}: formula extraction "
+                           f"failed: {type(error).__name__}: {error}")
+                logger.warning(message)
+                report.errors.append(message)
+        report.formulas_seen = len(candidates)
+        vectors: list[np.ndarray | None] = [None] * len(candidates)
+        if embed is not None and candidates:
+            self._embed([formula for formula in self.formulas.values() if formula.formula_id not in
+                         self._embeddings], embed)
+            vectors = list(_normalised(embed([composite_description(formula) for formula in candidates])))
+        touched: list[Formula] = []
+        for candidate, vector in zip(candidates, vectors):
+            entity, method = self._place(candidate, vector, judge, report)
+            if method == "new":
+                report.added += 1
+            else:
+                report.merged[method] = report.merged.get(method, 0) + 1
+            if entity not in touched:
+                touched.append(entity)
+        for formula in touched:
+            self._relate(formula)
+        return report
+
+    def _place(self, candidate: Formula, vector: np.ndarray | None, judge: Judge | None,
+               report: AddReport) -> tuple[Formula, str]:
+        occurrence = candidate.occurrences[0]
+        existing = self.formulas.get(candidate.formula_id)
+        if existing is not None:
+            method = "canonical_key" if candidate.canonical_key else "normalised_latex"
+            self._merge(existing, candidate, method, None)
+            return existing, method
+        if vector is not None:
+            match = self._nearest(candidate, vector)
+            if match is not None:
+                other, score = match
+                structurally_different = bool(candidate.canonical_key and other.canonical_key)
+                if score >= self.merge_threshold and not structurally_different:
+                    self._merge(other, candidate, "embedding", score)
+                    return other, "embedding"
+                if score >= self.judge_threshold:
+                    if judge is not None and judge(candidate, other):
+                        self._merge(other, candidate, "judge", score)
+                        return other, "judge"
+                    candidate.notes.append(f"possibly_same:{other.formula_id} cosine={score:.3f}")
+                    other.notes.append(f"possibly_same:{candidate.formula_id} cosine={score:.3f}")
+                    report.possibly_same += 1
+            self._embeddings[candidate.formula_id] = vector
+        occurrence.matched_by = "new"
+        self.formulas[candidate.formula_id] = candidate
+        return candidate, "new"
+
+    def _nearest(self, candidate: Formula, vector: np.ndarray) -> tuple[Formula, float] | None:
+        papers = set(candidate.paper_ids)
+        best: tuple[Formula, float] | None = None
+        for formula_id, other_vector in self._embeddings.items():
+            other = self.formulas[formula_id]
+            if papers & set(other.paper_ids):
+                continue
+            score = float(np.dot(vector, other_vector))
+            if best is None or score > best[1]:
+                best = (other, score)
+        return best
+
+    def _embed(self, formulas: Sequence[Formula], embed: Embedder) -> None:
+        if formulas:
+            vectors = _normalised(embed([composite_description(formula) for formula in formulas]))
+            self._embeddings.update({formula.formula_id: vector for formula, vector in zip(formulas, vectors)})
+
+    def _merge(self, entity: Formula, candidate: Formula, method: str, score: float | None) -> None:
+        """Keep the entity, add the candidate's occurrence with how it matched, fill what the entity lacks."""
+        occurrence = candidate.occurrences[0]
+        if any(known.occurrence_id == occurrence.occurrence_id for known in entity.occurrences):
+            return  # the same equation again (a re-ingest): nothing new
+        occurrence.matched_by, occurrence.similarity = method, score
+        if method == "canonical_key" and entity.expr is not None and candidate.expr is not None:
+            occurrence.symbol_map = _symbol_map(candidate.expr, entity.expr)
+        entity.occurrences.append(occurrence)
+        self._link_same_as(entity)
+        for parameter in candidate.parameters:
+            target = entity.parameter(occurrence.symbol_map.get(parameter.name, parameter.name))
+            if target is not None and not target.description and parameter.description:
+                target.description = parameter.description
+            if target is not None and target.default is None and parameter.default is not None:
+                target.default, target.unit = parameter.default, parameter.unit
+        known_constants = {(constant.name, constant.value, constant.source) for constant in entity.constants}
+        entity.constants.extend(constant for constant in candidate.constants
+                                if (constant.name, constant.value, constant.source) not in known_constants)
+
+    # ----------------------------------------------------------------------------------------- relations
+
+    def _add(self, relation: Relation) -> None:
+        self.relations[relation.relation_id] = relation
+
+    def _link_same_as(self, formula: Formula) -> None:
+        """Each occurrence → the formula's earliest occurrence in another paper, with how it was matched."""
+        own = {occurrence.occurrence_id for occurrence in formula.occurrences}
+        for relation_id, relation in list(self.relations.items()):
+            if relation.type == "same_as" and (relation.source in own or relation.target in own):
+                del self.relations[relation_id]
+        for position, occurrence in enumerate(formula.occurrences):
+            earlier = [known for known in formula.occurrences[:position] if known.paper_id != occurrence.paper_id]
+            if earlier:
+                evidence = occurrence.matched_by if occurrence.similarity is None else \
+                    f"{occurrence.matched_by} cosine={occurrence.similarity:.3f}"
+                self._add(Relation(occurrence.occurrence_id, earlier[0].occurrence_id, "same_as", evidence))
+
+    def _relate(self, formula: Formula) -> None:
+        for constant in formula.constants:
+            self._add(Relation(formula.formula_id, constant_id_for(constant), "uses_constant",
+                               constant.evidence or constant.source))
+        for other in self.formulas.values():
+            if other.formula_id == formula.formula_id:
+                continue
+            for source, target in ((formula, other), (other, formula)):
+                uses = _uses_quantity(source, target)
+                if uses:
+                    self._add(Relation(source.formula_id, target.formula_id, "derived_from", uses))
+                special = _specializes(source, target)
+                if special:
+                    self._add(Relation(source.formula_id, target.formula_id, "specializes", special))
+
+    # -------------------------------------------------------------------------------------------- removal
+
+    def remove_paper(self, paper_id: str) -> int:
+        """Drop the paper's occurrences, then formulas left with none and every relation that pointed at them."""
+        removed_occurrences: set[str] = set()
+        removed_formulas: list[str] = []
+        for formula in list(self.formulas.values()):
+            kept = [occurrence for occurrence in formula.occurrences if occurrence.paper_id != paper_id]
+            removed_occurrences |= {occurrence.occurrence_id for occurrence in formula.occurrences
+                                    if occurrence.paper_id == paper_id}
+            if len(kept) == len(formula.occurrences):
+                continue
+            formula.occurrences = kept
+            formula.constants = [constant for constant in formula.constants if constant.paper_id != paper_id]
+            self._embeddings.pop(formula.formula_id, None)  # its description may have changed
+            if kept:
+                self._link_same_as(formula)
+            else:
+                removed_formulas.append(formula.formula_id)
+                del self.formulas[formula.formula_id]
+        gone = removed_occurrences | set(removed_formulas)
+        for relation_id, relation in list(self.relations.items()):
+            if relation.source in gone or relation.target in gone or (
+                    relation.type == "derived_from" and not _share_paper(relation, self.formulas)):
+                del self.relations[relation_id]
+        live_constants = {constant_id_for(constant) for formula in self.formulas.values()
+                          for constant in formula.constants}
+        for relation_id, relation in list(self.relations.items()):
+            if relation.type == "uses_constant" and relation.target not in live_constants:
+                del self.relations[relation_id]
+        return len(removed_formulas)
+
+    # --------------------------------------------------------------------------------------------- tables
+
+    def constants(self) -> dict[str, Constant]:
+        return {constant_id_for(constant): constant for formula in self.formulas.values()
+                for constant in formula.constants}
+
+    def to_rows(self) -> dict[str, list[dict[str, Any]]]:
+        """Row dicts for the tables formulas, formula_parameters, constants, formula_occurrences and
+        formula_relations (dict-valued fields as JSON strings, so every column has one Parquet type)."""
+        formulas, parameters, occurrences = [], [], []
+        for formula in sorted(self.formulas.values(), key=lambda item: item.formula_id):
+            formulas.append({
+                "formula_id": formula.formula_id, "label": formula.label, "latex": formula.latex,
+                "normalised_latex": formula.normalised_latex, "sympy_str": formula.sympy_str,
+                "template": formula.template, "output": formula.output, "status": formula.status,
+                "reason": formula.reason, "canonical_key": formula.canonical_key,
+                "conversion_step": formula.conversion_step, "units": json.dumps(formula.units, sort_keys=True),
+                "template_constants": json.dumps(formula.template_constants, sort_keys=True),
+                "notes": list(formula.notes), "paper_ids": formula.paper_ids,
+                "occurrence_count": len(formula.occurrences), "description": composite_description(formula),
+            })
+            for position, parameter in enumerate(formula.parameters):
+                parameters.append({
+                    "formula_id": formula.formula_id, "position": position, "name": parameter.name,
+                    "latex_symbol": parameter.latex_symbol, "description": parameter.description,
+                    "default_value": parameter.default, "unit": parameter.unit,
+                })
+            for occurrence in formula.occurrences:
+                occurrences.append({
+                    "occurrence_id": occurrence.occurrence_id, "formula_id": formula.formula_id,
+                    "equation_id": occurrence.equation_id, "paper_id": occurrence.paper_id,
+                    "part": occurrence.part, "page_number": occurrence.page_number, "bbox": occurrence.bbox,
+                    "equation_number": occurrence.equation_number, "section": occurrence.section,
+                    "context": occurrence.context, "latex": occurrence.latex,
+                    "symbol_map": json.dumps(occurrence.symbol_map, sort_keys=True),
+                    "matched_by": occurrence.matched_by, "similarity": occurrence.similarity,
+                })
+        constants = [{
+            "constant_id": constant_id, "name": constant.name, "value": constant.value, "unit": constant.unit,
+            "description": constant.description, "latex": constant.latex, "source": constant.source,
+            "evidence": constant.evidence, "paper_id": constant.paper_id or None,
+        } for constant_id, constant in sorted(self.constants().items())]
+        relations = [{
+            "relation_id": relation_id, "source": relation.source, "target": relation.target,
+            "relation_type": relation.type, "evidence": relation.evidence,
+        } for relation_id, relation in sorted(self.relations.items())]
+        return {"formulas": formulas, "formula_parameters": parameters, "constants": constants,
+                "formula_occurrences": occurrences, "formula_relations": relations}
+
+    @classmethod
+    def from_rows(cls, tables: Mapping[str, Sequence[Mapping[str, Any]]], **options: Any) -> FormulaGraph:
+        """Rebuild a graph written by :meth:`to_rows`; sympy expressions are re-derived from the LaTeX."""
+        graph = cls(**options)
+        constants_by_id = {row["constant_id"]: Constant(
+            name=row["name"], value=row["value"], unit=row["unit"] or "", description=row["description"] or "",
+            latex=row["latex"] or "", source=row["source"], evidence=row["evidence"] or "",
+            paper_id=row["paper_id"] or "") for row in tables.get("constants", [])}
+        for row in tables.get("formulas", []):
+            formula = Formula(
+                formula_id=row["formula_id"], label=row["label"], latex=row["latex"],
+                normalised_latex=row["normalised_latex"], status=row["status"], reason=row["reason"],
+                sympy_str=row["sympy_str"], template=row["template"], output=row["output"],
+                canonical_key=row["canonical_key"], conversion_step=row["conversion_step"],
+                units=json.loads(row["units"] or "{}"), notes=list(row["notes"] or []),
+                template_constants=json.loads(row["template_constants"] or "{}"),
+            )
+            if formula.sympy_str is not None:
+                formula.expr = to_sympy(formula.normalised_latex).expr
+            graph.formulas[formula.formula_id] = formula
+        for row in sorted(tables.get("formula_parameters", []), key=lambda item: item["position"]):
+            graph.formulas[row["formula_id"]].parameters.append(Parameter(
+                name=row["name"], latex_symbol=row["latex_symbol"] or "", description=row["description"] or "",
+                default=row["default_value"], unit=row["unit"] or ""))
+        for row in tables.get("formula_occurrences", []):
+            graph.formulas[row["formula_id"]].occurrences.append(Occurrence(
+                occurrence_id=row["occurrence_id"], equation_id=row["equation_id"], paper_id=row["paper_id"],
+                part=row["part"], page_number=row["page_number"],
+                bbox=list(row["bbox"]) if row["bbox"] is not None else None,
+                equation_number=row["equation_number"], section=row["section"], context=row["context"] or "",
+                latex=row["latex"] or "", symbol_map=json.loads(row["symbol_map"] or "{}"),
+                matched_by=row["matched_by"], similarity=row["similarity"]))
+        for row in tables.get("formula_relations", []):
+            relation = Relation(row["source"], row["target"], row["relation_type"], row["evidence"] or "")
+            graph.relations[relation.relation_id] = relation
+            if relation.type == "uses_constant" and relation.target in constants_by_id:
+                formula = graph.formulas.get(relation.source)
+                constant = constants_by_id[relation.target]
+                if formula is not None and constant not in formula.constants:
+                    formula.constants.append(constant)
+        return graph
+
+
+def _normalised(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1, norms)
+
+
+def _symbol_map(candidate: sympy.Basic, entity: sympy.Basic) -> dict[str, str]:
+    """The candidate's symbol names → the entity's, through their shared canonical names."""
+    ours = symbol_correspondence(candidate)
+    theirs = {canonical: name for name, canonical in symbol_correspondence(entity).items()}
+    return {name: theirs[canonical] for name, canonical in ours.items() if canonical in theirs}
+
+
+def _share_paper(relation: Relation, formulas: Mapping[str, Formula]) -> bool:
+    source, target = formulas.get(relation.source), formulas.get(relation.target)
+    return bool(source and target and set(source.paper_ids) & set(target.paper_ids))
+
+
+def _defined_name(formula: Formula) -> str | None:
+    """The quantity a formula defines (its left-hand side), if it is a definition."""
+    expr = formula.expr
+    if isinstance(expr, sympy.Equality) and isinstance(expr.lhs, sympy.Symbol):
+        return expr.lhs.name
+    return None
+
+
+def _used_names(formula: Formula) -> set[str]:
+    expr = formula.expr
+    if isinstance(expr, sympy.Equality):
+        return {symbol.name for symbol in expr.rhs.free_symbols}
+    if expr is not None:
+        return {symbol.name for symbol in expr.free_symbols}
+    return set()
+
+
+def _uses_quantity(user: Formula, definer: Formula) -> str:
+    """Evidence that ``user`` is derived from ``definer`` (it uses what ``definer`` defines, same paper)."""
+    name = _defined_name(definer)
+    if not name or name == _defined_name(user) or not set(user.paper_ids) & set(definer.paper_ids):
+        return ""
+    return f"uses {name}, defined by the other formula" if name in _used_names(user) else ""
+
+
+def _specializes(special: Formula, general: Formula) -> str:
+    """Evidence that ``special``'s right-hand side is ``general``'s with symbols replaced by values."""
+    if not (isinstance(special.expr, sympy.Equality) and isinstance(general.expr, sympy.Equality)):
+        return ""
+    pattern, target = general.expr.rhs, special.expr.rhs
+    symbols = sorted(pattern.free_symbols, key=lambda symbol: symbol.name)
+    if (len(symbols) < 2 or sympy.count_ops(pattern) < 2 or sympy.count_ops(pattern) > MAX_SPECIALIZATION_OPERATIONS
+            or sympy.count_ops(target) > MAX_SPECIALIZATION_OPERATIONS or pattern.has(sympy.Sum, sympy.Product)):
+        return ""
+    wilds = {symbol: sympy.Wild(f"w_{symbol.name}") for symbol in symbols}
+    try:
+        match = target.match(pattern.xreplace(wilds))
+    except (TypeError, ValueError, RecursionError):
+        return ""
+    if not match or len(match) != len(wilds):
+        return ""
+    values = {symbol: match[wild] for symbol, wild in wilds.items()}
+    if any(value in (0, 1) for value in values.values()) or all(value.is_Symbol for value in values.values()):
+        return ""
+    if sympy.simplify(pattern.xreplace(values) - target) != 0:
+        return ""
+    fixed = ", ".join(f"{symbol.name}={value}" for symbol, value in values.items() if not value.is_Symbol)
+    return f"the general form with {fixed}"

@@ -1,0 +1,1 @@
+"""Vector layer: warehouse cells → Milvus collections (BM25, sentence-transformers, CLIP, hybrid) and search."""

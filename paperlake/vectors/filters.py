@@ -1,0 +1,277 @@
+"""Validation of the boolean filters an agent (or a person) passes to vector search.
+
+Only the entity fields an agent may filter on are allowed, with Milvus' boolean syntax: ``== != < > <= >=``,
+``in [...]`` / ``not in [...]``, ``and or not`` (also ``&& || !``), parentheses, string and integer literals. A bad
+filter raises :class:`FilterError` whose message says what is wrong and how to write it, before Milvus sees it.
+The validated filter is returned normalised (lower-case keywords, double-quoted strings).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+FIELD_TYPES: dict[str, type] = {
+    "pdf_id": str,
+    "page_number": int,
+    "table_name": str,
+    "column_name": str,
+    "primary_key": str,
+}
+
+OPERATORS = ("==", "!=", "<", ">", "<=", ">=", "in", "not in", "and", "or", "not", "(", ")")
+
+_ALIASES = {
+    "paper_id": "pdf_id", "ref_paper_id": "pdf_id", "paper": "pdf_id", "pdf": "pdf_id", "doc_id": "pdf_id",
+    "document_id": "pdf_id", "paperid": "pdf_id", "pdfid": "pdf_id",
+    "page": "page_number", "page_no": "page_number", "page_num": "page_number", "pagenumber": "page_number",
+    "page_id": "page_number", "ref_page_id": "page_number", "pages": "page_number",
+    "table": "table_name", "tablename": "table_name", "column": "column_name", "columnname": "column_name",
+    "id": "primary_key", "row_id": "primary_key", "pk": "primary_key", "key": "primary_key",
+}
+
+
+class FilterError(ValueError):
+    """A filter that would fail (or silently mismatch) in Milvus; the message carries a hint."""
+
+    def __init__(self, problem: str, hint: str = "", expression: str = ""):
+        self.problem = problem
+        self.hint = hint
+        self.expression = expression
+        message = f"{problem} — {hint}" if hint else problem
+        super().__init__(f"{message} (filter: {expression!r})" if expression else message)
+
+
+@dataclass(frozen=True)
+class _Token:
+    kind: str  # ident | string | int | float | op | lparen | rparen | lbrack | rbrack | comma | keyword
+    value: object
+    column: int
+
+
+_TOKEN_RE = re.compile(
+    r"""\s*(?:
+        (?P<string>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
+      | (?P<float>[-+]?\d+\.\d*(?:[eE][-+]?\d+)?|[-+]?\d+[eE][-+]?\d+)
+      | (?P<int>[-+]?\d+)
+      | (?P<op>==|!=|<=|>=|<|>|&&|\|\||!)
+      | (?P<assign>=)
+      | (?P<lparen>\()
+      | (?P<rparen>\))
+      | (?P<lbrack>\[)
+      | (?P<rbrack>\])
+      | (?P<comma>,)
+      | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
+      | (?P<unterminated>['"])
+    )""",
+    re.VERBOSE,
+)
+_KEYWORDS = {"and", "or", "not", "in"}
+_SYMBOLIC = {"&&": "and", "||": "or", "!": "not"}
+
+
+def _unescape(raw: str) -> str:
+    return re.sub(r"\\(.)", r"\1", raw[1:-1])
+
+
+def _tokenise(expression: str) -> list[_Token]:
+    tokens: list[_Token] = []
+    position = 0
+    while position < len(expression):
+        if expression[position:].strip() == "":
+            break
+        match = _TOKEN_RE.match(expression, position)
+        if not match or match.end() == position:
+            column = position + len(expression[position:]) - len(expression[position:].lstrip()) + 1
+            char = expression[column - 1]
+            raise FilterError(f"unexpected character {char!r} at column {column}",
+                              "allowed: field names, == != < > <= >= in, and/or/not, ( ), [ ], quoted strings, integers",
+                              expression)
+        kind = match.lastgroup
+        text = match.group(kind)
+        column = match.start(kind) + 1
+        position = match.end()
+        if kind == "unterminated":
+            raise FilterError(f"unterminated string starting at column {column}", "close the quote", expression)
+        if kind == "assign":
+            raise FilterError(f"'=' at column {column}", "use == for equality, e.g. page_number == 3", expression)
+        if kind == "string":
+            tokens.append(_Token("string", _unescape(text), column))
+        elif kind == "int":
+            tokens.append(_Token("int", int(text), column))
+        elif kind == "float":
+            tokens.append(_Token("float", float(text), column))
+        elif kind == "op":
+            if text in _SYMBOLIC:
+                tokens.append(_Token("keyword", _SYMBOLIC[text], column))
+            else:
+                tokens.append(_Token("op", text, column))
+        elif kind == "ident":
+            lowered = text.lower()
+            if lowered in _KEYWORDS:
+                tokens.append(_Token("keyword", lowered, column))
+            elif lowered in ("true", "false"):
+                tokens.append(_Token("bool", lowered, column))
+            else:
+                tokens.append(_Token("ident", text, column))
+        else:
+            tokens.append(_Token(kind, text, column))
+    return tokens
+
+
+def _quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def quote_literal(value: str | int) -> str:
+    """A Milvus literal for ``value`` (strings double-quoted and escaped)."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else _quote(str(value))
+
+
+class _Parser:
+    def __init__(self, expression: str, tokens: list[_Token], fields: dict[str, type]):
+        self.expression = expression
+        self.tokens = tokens
+        self.fields = fields
+        self.index = 0
+
+    def error(self, problem: str, hint: str) -> FilterError:
+        return FilterError(problem, hint, self.expression)
+
+    def peek(self) -> _Token | None:
+        return self.tokens[self.index] if self.index < len(self.tokens) else None
+
+    def take(self) -> _Token:
+        token = self.peek()
+        if token is None:
+            raise self.error("the filter ends too early", "complete the comparison, e.g. pdf_id == '...'")
+        self.index += 1
+        return token
+
+    def is_keyword(self, word: str) -> bool:
+        token = self.peek()
+        return token is not None and token.kind == "keyword" and token.value == word
+
+    def parse(self) -> str:
+        result = self.parse_or()
+        token = self.peek()
+        if token is not None:
+            hint = "join conditions with and / or" if token.kind == "ident" else "check the parentheses"
+            if token.kind == "rparen":
+                hint = "there is a ')' without its '('"
+            raise self.error(f"unexpected {token.value!r} at column {token.column}", hint)
+        return result
+
+    def parse_or(self) -> str:
+        parts = [self.parse_and()]
+        while self.is_keyword("or"):
+            self.take()
+            parts.append(self.parse_and())
+        return " or ".join(parts)
+
+    def parse_and(self) -> str:
+        parts = [self.parse_unary()]
+        while self.is_keyword("and"):
+            self.take()
+            parts.append(self.parse_unary())
+        return " and ".join(parts)
+
+    def parse_unary(self) -> str:
+        if self.is_keyword("not"):
+            self.take()
+            return f"not {self.parse_unary()}"
+        token = self.peek()
+        if token is not None and token.kind == "lparen":
+            self.take()
+            inner = self.parse_or()
+            closing = self.peek()
+            if closing is None or closing.kind != "rparen":
+                raise self.error(f"'(' at column {token.column} is never closed", "add the missing ')'")
+            self.take()
+            return f"({inner})"
+        return self.parse_comparison()
+
+    def parse_field(self) -> tuple[str, type]:
+        token = self.take()
+        if token.kind != "ident":
+            shown = token.value if token.kind != "string" else _quote(str(token.value))
+            raise self.error(f"expected a field name at column {token.column}, got {shown}",
+                             f"a condition starts with one of {', '.join(self.fields)}, e.g. page_number == 3")
+        name = token.value
+        if name not in self.fields:
+            raise self.error(f"unknown field {name!r}", _field_hint(name, self.fields))
+        return name, self.fields[name]
+
+    def parse_literal(self, field: str, kind: type) -> str:
+        token = self.take()
+        if token.kind in ("int", "float"):
+            if kind is str:
+                raise self.error(f"{field} is a string, got the number {token.value}",
+                                 f"quote it, e.g. {field} == '{token.value}'")
+            if token.kind == "float":
+                raise self.error(f"{field} is an integer, got {token.value}", f"write e.g. {field} == 3")
+            return str(token.value)
+        if token.kind == "string":
+            if kind is int:
+                raise self.error(f"{field} is an integer, got the string {_quote(str(token.value))}",
+                                 f"drop the quotes, e.g. {field} == {token.value if str(token.value).isdigit() else 3}")
+            return _quote(str(token.value))
+        if token.kind == "ident" and token.value in self.fields:
+            raise self.error(f"comparing two fields ({field} and {token.value})", "compare a field with a literal value")
+        if token.kind == "ident":
+            raise self.error(f"bare word {token.value!r} at column {token.column}",
+                             f"quote string values, e.g. {field} == '{token.value}'")
+        raise self.error(f"expected a value at column {token.column}, got {token.value!r}",
+                         "values are quoted strings or integers")
+
+    def parse_comparison(self) -> str:
+        field, kind = self.parse_field()
+        token = self.take()
+        negated = False
+        if token.kind == "keyword" and token.value == "not" and self.is_keyword("in"):
+            negated = True
+            token = self.take()
+        if token.kind == "keyword" and token.value == "in":
+            opening = self.take()
+            if opening.kind == "lparen":
+                raise self.error("'in' takes a list in square brackets", f"write {field} in [..., ...]")
+            if opening.kind != "lbrack":
+                raise self.error(f"expected '[' after 'in' at column {opening.column}", f"write {field} in [..., ...]")
+            values = []
+            while True:
+                if self.peek() is not None and self.peek().kind == "rbrack" and not values:
+                    raise self.error("empty list after 'in'", "give at least one value")
+                values.append(self.parse_literal(field, kind))
+                separator = self.take()
+                if separator.kind == "rbrack":
+                    break
+                if separator.kind != "comma":
+                    raise self.error(f"expected ',' or ']' at column {separator.column}", "separate list values with commas")
+            return f"{field} {'not in' if negated else 'in'} [{', '.join(values)}]"
+        if token.kind != "op":
+            raise self.error(f"expected an operator after {field} at column {token.column}, got {token.value!r}",
+                             "use one of == != < > <= >= in")
+        return f"{field} {token.value} {self.parse_literal(field, kind)}"
+
+
+def _field_hint(name: str, fields: dict[str, type]) -> str:
+    allowed = ", ".join(fields)
+    target = _ALIASES.get(name.lower())
+    if target in fields:
+        return f"use {target} (allowed fields: {allowed})"
+    close = difflib.get_close_matches(name.lower(), list(fields), n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]}? (allowed fields: {allowed})"
+    return f"allowed fields: {allowed}"
+
+
+def validate_filter(expression: str | None, fields: dict[str, type] | None = None) -> str:
+    """The normalised filter, or ``""`` for an empty one; raises :class:`FilterError` with a hint otherwise."""
+    if expression is None or not expression.strip():
+        return ""
+    fields = FIELD_TYPES if fields is None else fields
+    tokens = _tokenise(expression)
+    if not tokens:
+        return ""
+    return _Parser(expression, tokens, fields).parse()

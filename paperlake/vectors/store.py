@@ -1,0 +1,483 @@
+"""Milvus collections of warehouse cells: create them from the specs, and keep each paper's entities in sync.
+
+``VectorStore(uri)`` takes a file path ending in ``.db`` (Milvus Lite, in this process, guarded by a file lock) or
+``http://host:port`` (a Milvus Lite server or any Milvus ≥ 2.5): the client code is the same.
+
+Layout decisions:
+- one partition per view (``<table>__<column>``): a retrieval always names one view, and Milvus Lite scans every
+  row of the searched partitions in Python, so searching one partition is what keeps search fast at 100k entities;
+- every entity carries ``text_hash`` = sha256 of (the collection's encoder fingerprint, the encoded content), so a
+  re-sync skips unchanged cells without encoding and a model swap re-encodes everything;
+- entity ids are uuid5 of ``table.column.row_id``: writes are idempotent upserts, a replay never duplicates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from pymilvus import DataType, Function, FunctionType, MilvusClient
+
+from paperlake.vectors.config import CollectionSpec, VectorConfig, load_config
+from paperlake.vectors.encoders import EmbeddingCache, EncoderRegistry, encode_cached, render_region
+from paperlake.vectors.entities import Cell, Encodable, collect_cells
+from paperlake.vectors.filters import quote_literal, validate_filter
+from paperlake.vectors.server import FileLockGuard
+
+log = logging.getLogger(__name__)
+
+SPEC_PROPERTY = "paperlake.spec"
+SCALAR_FIELDS = ("pdf_id", "page_number", "table_name", "column_name", "primary_key")
+OUTPUT_FIELDS = ("id", *SCALAR_FIELDS, "text", "bbox")
+_WRITE_BATCH = 500
+_QUERY_LIMIT = 16384  # Milvus' default cap on offset + limit of one query
+
+
+class VectorSyncError(RuntimeError):
+    """Syncing one paper failed; names the paper, the stage and the reason."""
+
+    def __init__(self, paper_id: str, stage: str, reason: str):
+        self.paper_id, self.stage, self.reason = paper_id, stage, reason
+        super().__init__(f"paper {paper_id}: {stage}: {reason}")
+
+
+class SchemaMismatchError(RuntimeError):
+    """An existing collection's vector fields differ from its spec."""
+
+
+@dataclass
+class CollectionSyncStats:
+    collection: str
+    cells: int = 0
+    upserted: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    skipped: int = 0
+    encoded: int = 0
+    cache_hits: int = 0
+    encode_seconds: float = 0.0
+    write_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SyncReport:
+    paper_id: str
+    collections: dict[str, CollectionSyncStats] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def encoded(self) -> int:
+        return sum(s.encoded for s in self.collections.values())
+
+    @property
+    def upserted(self) -> int:
+        return sum(s.upserted for s in self.collections.values())
+
+    @property
+    def deleted(self) -> int:
+        return sum(s.deleted for s in self.collections.values())
+
+
+@dataclass
+class WarehouseSyncReport:
+    papers: dict[str, SyncReport] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def partition_name(table: str, column: str) -> str:
+    """The partition that holds the view ``table.column``."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", f"{table}__{column}")
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("PAPERLAKE_HOME", "data"))
+
+
+def _is_server_uri(uri: str) -> bool:
+    return uri.startswith(("http://", "https://", "tcp://", "grpc://", "unix:"))
+
+
+class VectorStore:
+    """Milvus collections of paperlake; see the module docstring."""
+
+    def __init__(
+        self,
+        uri: str | Path,
+        *,
+        config: VectorConfig | None = None,
+        encoders: EncoderRegistry | None = None,
+        cache: EmbeddingCache | None = None,
+        cache_path: str | Path | None = None,
+        use_cache: bool = True,
+        allow_random_clip: bool = False,
+        lock_timeout: float = 30.0,
+        token: str = "",
+    ):
+        self.uri = str(uri)
+        self.config = config or load_config()
+        self.encoders = encoders or EncoderRegistry(self.config, allow_random_clip=allow_random_clip)
+        if cache is None and use_cache:
+            cache = EmbeddingCache(cache_path or default_home() / "cache" / "embeddings.sqlite")
+        self.cache = cache
+        self._guard: FileLockGuard | None = None
+        self.db_path: Path | None = None
+        if _is_server_uri(self.uri):
+            self.client = MilvusClient(self.uri, token=token)
+        else:
+            path = Path(self.uri).expanduser().resolve()
+            if path.suffix != ".db":
+                raise ValueError(f"Milvus Lite path must end in .db (pymilvus' rule), got {self.uri}")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._guard = FileLockGuard(path, timeout=lock_timeout).acquire()
+            self.db_path = path
+            try:
+                self.client = MilvusClient(str(path))
+            except Exception:
+                self._guard.release()
+                raise
+        self._loaded: set[str] = set()
+        self._partitions: dict[str, set[str]] = {}
+
+    # ── lifecycle ────────────────────────────────────────────────────────────────────────────────────────────────
+
+    def close(self) -> None:
+        """Close the client; for a Milvus Lite file also stop its in-process server and release the lock."""
+        if self._guard is None:
+            self.client.close()
+            return
+        last = self._guard.holders == 1
+        self.client.close()
+        if last:
+            from milvus_lite.server_manager import server_manager_instance
+
+            server_manager_instance.release_server(str(self.db_path))
+        self._guard.release()
+        self._guard = None
+
+    def __enter__(self) -> "VectorStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ── collections ──────────────────────────────────────────────────────────────────────────────────────────────
+
+    def is_available(self, spec: CollectionSpec) -> bool:
+        return spec.enabled and all(self.encoders.available(e) for e in spec.encoders)
+
+    def active_specs(self) -> list[CollectionSpec]:
+        """Configured collections whose encoders are available in this store."""
+        return [s for s in self.config.collections if self.is_available(s)]
+
+    def fingerprint(self, spec: CollectionSpec) -> str:
+        parts = []
+        for vector in spec.vectors:
+            if vector.kind == "bm25":
+                parts.append(f"bm25:{json.dumps(self.config.bm25_analyzer, sort_keys=True)}")
+            else:
+                encoder_spec = self.config.encoders[vector.encoder]
+                encoder = self.encoders.get(vector.encoder)
+                extra = f"@{encoder_spec.dpi}dpi" if encoder_spec.kind == "open_clip" else ""
+                parts.append(f"{encoder_spec.kind}:{encoder.model_id}{extra}")
+        return "|".join(parts)
+
+    def ensure_collections(
+        self, specs: Iterable[CollectionSpec | str] | None = None, *, recreate: bool = False
+    ) -> list[str]:
+        """Create missing collections (schema, BM25 function, indexes) and load them; returns their names."""
+        names = []
+        for spec in self._specs(specs):
+            if recreate and self.client.has_collection(spec.name):
+                self.client.drop_collection(spec.name)
+                self._loaded.discard(spec.name)
+                self._partitions.pop(spec.name, None)
+            if self.client.has_collection(spec.name):
+                self._check_schema(spec)
+            else:
+                self._create(spec)
+            self._load(spec.name)
+            names.append(spec.name)
+        return names
+
+    def _specs(self, specs: Iterable[CollectionSpec | str] | None) -> list[CollectionSpec]:
+        if specs is None:
+            return self.active_specs()
+        return [self.config.collection(s) if isinstance(s, str) else s for s in specs]
+
+    def _create(self, spec: CollectionSpec) -> None:
+        schema = self.client.create_schema(auto_id=False, enable_dynamic_field=False, description=spec.description)
+        schema.add_field("id", DataType.VARCHAR, max_length=64, is_primary=True)
+        schema.add_field("pdf_id", DataType.VARCHAR, max_length=64)
+        schema.add_field("page_number", DataType.INT64)
+        schema.add_field("table_name", DataType.VARCHAR, max_length=64)
+        schema.add_field("column_name", DataType.VARCHAR, max_length=64)
+        schema.add_field("primary_key", DataType.VARCHAR, max_length=256)
+        text_options = {"enable_analyzer": True, "analyzer_params": self.config.bm25_analyzer} if spec.has_bm25 else {}
+        schema.add_field("text", DataType.VARCHAR, max_length=self.config.text_max_bytes, **text_options)
+        schema.add_field("bbox", DataType.JSON)
+        schema.add_field("text_hash", DataType.VARCHAR, max_length=64)
+        index_params = self.client.prepare_index_params()
+        for vector in spec.vectors:
+            if vector.kind == "bm25":
+                schema.add_field(vector.field, DataType.SPARSE_FLOAT_VECTOR)
+                schema.add_function(Function(
+                    name=f"{vector.field}_bm25", function_type=FunctionType.BM25,
+                    input_field_names=["text"], output_field_names=[vector.field],
+                ))
+            else:
+                schema.add_field(vector.field, DataType.FLOAT_VECTOR, dim=self.config.encoders[vector.encoder].dimension)
+            index_params.add_index(vector.field, index_type=vector.index, metric_type=vector.metric,
+                                   params=dict(vector.index_params))
+        for scalar in ("pdf_id", "table_name", "column_name", "page_number"):
+            index_params.add_index(scalar, index_type="INVERTED")
+        self.client.create_collection(spec.name, schema=schema, index_params=index_params)
+        self.client.alter_collection_properties(spec.name, properties={SPEC_PROPERTY: json.dumps(self._spec_record(spec))})
+        self._partitions[spec.name] = set(self.client.list_partitions(spec.name))
+
+    def _spec_record(self, spec: CollectionSpec) -> dict:
+        return {
+            "modality": spec.modality,
+            "fingerprint": self.fingerprint(spec),
+            "vectors": [
+                {"field": v.field, "kind": v.kind, "metric": v.metric,
+                 "encoder": self.encoders.get(v.encoder).metadata if v.encoder else None}
+                for v in spec.vectors
+            ],
+        }
+
+    def stored_spec(self, name: str) -> dict:
+        """What ``ensure_collections`` recorded about a collection (models, fingerprint)."""
+        properties = self.client.describe_collection(name).get("properties") or {}
+        try:
+            return json.loads(properties.get(SPEC_PROPERTY, "{}"))
+        except ValueError:
+            return {}
+
+    def _check_schema(self, spec: CollectionSpec) -> None:
+        fields = {f["name"]: f for f in self.client.describe_collection(spec.name)["fields"]}
+        for vector in spec.vectors:
+            found = fields.get(vector.field)
+            if found is None:
+                raise SchemaMismatchError(f"collection {spec.name} has no vector field {vector.field!r}; "
+                                          "call ensure_collections(recreate=True) to rebuild it")
+            if vector.kind == "dense":
+                want = self.config.encoders[vector.encoder].dimension
+                have = int((found.get("params") or {}).get("dim", 0))
+                if have != want:
+                    raise SchemaMismatchError(f"collection {spec.name}.{vector.field} is {have}-d, its spec says "
+                                              f"{want}-d; call ensure_collections(recreate=True) to rebuild it")
+        if spec.has_bm25 and "text" in fields:
+            if str((fields["text"].get("params") or {}).get("enable_analyzer", "")).lower() != "true":
+                raise SchemaMismatchError(f"collection {spec.name}.text has no analyzer; recreate it")
+
+    def _load(self, name: str) -> None:
+        if name not in self._loaded:
+            self.client.load_collection(name)
+            self._loaded.add(name)
+
+    def _partition(self, name: str, table: str, column: str, create: bool) -> str | None:
+        known = self._partitions.get(name)
+        if known is None:
+            known = self._partitions[name] = set(self.client.list_partitions(name))
+        partition = partition_name(table, column)
+        if partition not in known:
+            if not create:
+                known.update(self.client.list_partitions(name))
+                return partition if partition in known else None
+            if not self.client.has_partition(name, partition):
+                self.client.create_partition(name, partition)
+            known.add(partition)
+            self._loaded.discard(name)
+            self._load(name)
+        return partition
+
+    # ── sync ─────────────────────────────────────────────────────────────────────────────────────────────────────
+
+    def sync_paper(
+        self, paper_id: str, cells: Sequence[Cell], collections: Iterable[CollectionSpec | str] | None = None
+    ) -> SyncReport:
+        """Make the paper's entities in each collection exactly ``cells``.
+
+        Upserts new and changed cells (changed = a different ``text_hash``), skips unchanged ones without encoding,
+        deletes the paper's entities whose ids are no longer present, and flushes.
+        """
+        started = time.perf_counter()
+        report = SyncReport(paper_id)
+        foreign = {c.pdf_id for c in cells if c.pdf_id != paper_id}
+        if foreign:
+            raise VectorSyncError(paper_id, "collect", f"cells of other papers passed in: {sorted(foreign)[:3]}")
+        for spec in self._specs(collections):
+            try:
+                self._load_or_create(spec)
+                report.collections[spec.name] = self._sync_collection(spec, paper_id, cells)
+            except VectorSyncError:
+                raise
+            except Exception as error:
+                raise VectorSyncError(paper_id, f"sync {spec.name}", f"{type(error).__name__}: {error}") from error
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _load_or_create(self, spec: CollectionSpec) -> None:
+        if spec.name not in self._loaded:
+            self.ensure_collections([spec])
+
+    def existing_hashes(self, collection: str, paper_id: str) -> dict[str, str]:
+        """Entity id → text_hash of the paper's entities in ``collection``."""
+        self._load(collection)
+        expression = f"pdf_id == {quote_literal(paper_id)}"
+        rows = self.client.query(collection, filter=expression, output_fields=["id", "text_hash"], limit=_QUERY_LIMIT)
+        if len(rows) >= _QUERY_LIMIT:
+            rows = []
+            iterator = self.client.query_iterator(collection, batch_size=4096, filter=expression,
+                                                  output_fields=["id", "text_hash"])
+            while batch := iterator.next():
+                rows.extend(batch)
+            iterator.close()
+        return {row["id"]: row["text_hash"] for row in rows}
+
+    def _sync_collection(self, spec: CollectionSpec, paper_id: str, cells: Sequence[Cell]) -> CollectionSyncStats:
+        stats = CollectionSyncStats(spec.name)
+        fingerprint = self.fingerprint(spec)
+        current: dict[str, tuple[Cell, str]] = {}
+        for cell in cells:
+            if cell.kind == spec.modality:
+                current[cell.entity_id] = (cell, _text_hash(fingerprint, cell.content_key))
+        stats.cells = len(current)
+        existing = self.existing_hashes(spec.name, paper_id)
+        changed = [(cell, digest) for eid, (cell, digest) in current.items() if existing.get(eid) != digest]
+        stats.unchanged = len(current) - len(changed)
+        stale = [eid for eid in existing if eid not in current]
+
+        rows = self._rows(spec, changed, stats)
+        started = time.perf_counter()
+        by_partition: dict[str, list[dict]] = defaultdict(list)
+        for row in rows:
+            by_partition[self._partition(spec.name, row["table_name"], row["column_name"], create=True)].append(row)
+        for partition, part_rows in by_partition.items():
+            for start in range(0, len(part_rows), _WRITE_BATCH):
+                self.client.upsert(spec.name, part_rows[start:start + _WRITE_BATCH], partition_name=partition)
+        for start in range(0, len(stale), _WRITE_BATCH):
+            self.client.delete(spec.name, ids=stale[start:start + _WRITE_BATCH])
+        if rows or stale:
+            self.client.flush(spec.name)
+        stats.upserted = len(rows)
+        stats.deleted = len(stale)
+        stats.write_seconds = time.perf_counter() - started
+        return stats
+
+    def _rows(self, spec: CollectionSpec, changed: list[tuple[Cell, str]], stats: CollectionSyncStats) -> list[dict]:
+        """Entity rows for the changed cells, with dense vectors from the encoders (through the cache)."""
+        if not changed:
+            return []
+        payloads: list[str | bytes] = []
+        kept: list[tuple[Cell, str]] = []
+        if spec.modality == "image":
+            dpi = max(self.config.encoders[e].dpi for e in spec.encoders)
+            for cell, digest in changed:
+                try:
+                    if not cell.pdf_path:
+                        raise FileNotFoundError("the paper has no pdf_path in the warehouse")
+                    payloads.append(render_region(cell.pdf_path, cell.page_number, cell.bbox, dpi=dpi))
+                    kept.append((cell, digest))
+                except Exception as error:
+                    stats.skipped += 1
+                    stats.notes.append(f"render {cell.view} {cell.primary_key} (page {cell.page_number}): {error}")
+        else:
+            payloads = [cell.text for cell, _ in changed]
+            kept = changed
+        vectors = {}
+        for vector in spec.vectors:
+            if vector.kind != "dense":
+                continue
+            result = encode_cached(self.encoders.get(vector.encoder), payloads, self.cache)
+            vectors[vector.field] = result.vectors
+            stats.encoded += result.misses
+            stats.cache_hits += result.hits
+            stats.encode_seconds += result.seconds
+        rows = []
+        for i, (cell, digest) in enumerate(kept):
+            row = {
+                "id": cell.entity_id,
+                "pdf_id": cell.pdf_id,
+                "page_number": int(cell.page_number),
+                "table_name": cell.table_name,
+                "column_name": cell.column_name,
+                "primary_key": cell.primary_key,
+                "text": cell.text if spec.modality == "text" else "",
+                "bbox": list(cell.bbox) if cell.bbox else [],
+                "text_hash": digest,
+            }
+            for name, matrix in vectors.items():
+                row[name] = matrix[i].tolist()
+            rows.append(row)
+            if cell.note:
+                stats.notes.append(f"{cell.view} {cell.primary_key}: {cell.note}")
+        return rows
+
+    def delete_paper(self, paper_id: str, collections: Iterable[CollectionSpec | str] | None = None) -> dict[str, int]:
+        """Remove every entity of the paper; returns how many were deleted per collection."""
+        deleted = {}
+        expression = f"pdf_id == {quote_literal(paper_id)}"
+        for spec in self._specs(collections):
+            if not self.client.has_collection(spec.name):
+                continue
+            self._load(spec.name)
+            count = self.count(spec.name, expression)
+            if count:
+                self.client.delete(spec.name, filter=expression)
+                self.client.flush(spec.name)
+            deleted[spec.name] = count
+        return deleted
+
+    def count(self, collection: str, expr: str = "") -> int:
+        """Number of entities in ``collection`` matching the (validated) filter."""
+        self._load(collection)
+        rows = self.client.query(collection, filter=validate_filter(expr), output_fields=["count(*)"])
+        return int(rows[0]["count(*)"]) if rows else 0
+
+
+def _text_hash(fingerprint: str, content_key: str) -> str:
+    return hashlib.sha256(f"{fingerprint}\n{content_key}".encode("utf-8")).hexdigest()
+
+
+def sync_warehouse(
+    store: VectorStore,
+    warehouse_con,
+    encodable: Iterable[Encodable] | None = None,
+    paper_ids: Sequence[str] | None = None,
+    collections: Iterable[CollectionSpec | str] | None = None,
+    pdf_root: str | Path | None = None,
+) -> WarehouseSyncReport:
+    """Sync every paper of the warehouse (or ``paper_ids``); one paper's failure is recorded, the rest go on."""
+    started = time.perf_counter()
+    report = WarehouseSyncReport()
+    cells = collect_cells(warehouse_con, encodable, paper_ids, max_text_bytes=store.config.text_max_bytes,
+                          pdf_root=pdf_root)
+    by_paper: dict[str, list[Cell]] = defaultdict(list)
+    for cell in cells:
+        by_paper[cell.pdf_id].append(cell)
+    if paper_ids is not None:
+        papers = [str(p) for p in paper_ids]
+    else:
+        rows = warehouse_con.execute("select cast(paper_id as varchar) from metadata order by 1").fetchall()
+        papers = sorted({r[0] for r in rows} | set(by_paper))
+    specs = store._specs(collections)
+    store.ensure_collections(specs)
+    for paper in papers:
+        try:
+            report.papers[paper] = store.sync_paper(paper, by_paper.get(paper, []), specs)
+        except VectorSyncError as error:
+            log.error("%s", error)
+            report.failures[paper] = str(error)
+    report.seconds = time.perf_counter() - started
+    return report
