@@ -82,43 +82,68 @@ def _on_alarm(signum, frame):
 
 _SYMPY_DROP = re.compile(r"\\(left|right|big|Big|bigg|Bigg|displaystyle|textstyle|limits|nolimits)\b|\\[,;:!]|"
                          r"\\q?quad\b|&|\\\\")
-_SYMPY_UNWRAP = re.compile(r"\\(mathrm|operatorname\*?|text|mathbf|boldsymbol|pmb|bm|mathit|mathcal|mathbb)\s*")
+_SYMPY_WRAPPER = re.compile(r"\\(mathrm|operatorname\*?|text|mathbf|boldsymbol|pmb|bm|mathit|mathcal|mathbb|"
+                            r"widehat|hat|widetilde|tilde|overline|bar)\s*\{([^{}]*)\}")
+_SYMPY_BARE_WRAPPER = re.compile(r"\\(mathrm|operatorname\*?|mathbf|boldsymbol|pmb|bm|mathcal|mathbb|cal|bf|rm|"
+                                 r"widehat|hat|widetilde|tilde|overline|bar)\b\s*")
+_RELATIONS = re.compile(r"(\\leq?\b|\\geq?\b|\\neq?\b|\\approx\b|\\iff\b|\\Leftrightarrow\b|(?<![<>!])=|<|>)")
 
 
 def _sympy_ready(latex: str) -> str:
-    """The same light clean-up for both sides: what sympy's grammar rejects but does not change the maths."""
+    """The same light clean-up for both sides: what sympy's grammar rejects but does not change the maths
+    (font and accent wrappers are dropped with their braces, so ``\\mathrm{d}p`` and ``{\\rm d} p`` agree)."""
     text = re.sub(r"\\begin\{[^}]*\}(\{[^}]*\})?|\\end\{[^}]*\}", "", latex)
     text = _SYMPY_DROP.sub(" ", text)
-    text = _SYMPY_UNWRAP.sub("", text)
-    text = text.replace(r"\colon", ":").replace(":=", "=").replace(r"\coloneqq", "=")
-    text = re.sub(r"\\(le|leqslant)\b", r"\\leq", text)
-    text = re.sub(r"\\(ge|geqslant)\b", r"\\geq", text)
-    text = re.sub(r"\\(widehat|hat|widetilde|tilde|overline|bar)\s*", "", text)
+    previous = None
+    while previous != text:
+        previous, text = text, _SYMPY_WRAPPER.sub(lambda m: m.group(2).replace(" ", ""), text)
+    text = _SYMPY_BARE_WRAPPER.sub("", text)
+    text = text.replace(r"\colon", ":").replace(r"\coloneqq", "=").replace(r"\Pr", "Pr")
+    text = re.sub(r":\s*=", "=", text)
+    text = re.sub(r"\{\s*([=+-])\s*\}", r"\1", text)  # MinerU's { = } and { - }
+    text = re.sub(r"\\(ldots|cdots|dots)\b", r"\\ldots", text)
+    text = re.sub(r"\\land\b", r"\\wedge", re.sub(r"\\lor\b", r"\\vee", text))
     text = re.sub(r"[.,\s]+$", "", text.strip())
     return text
 
 
+def _relation_chain(latex: str) -> tuple[list[str], list[str]]:
+    """Split ``a = b \\leq c`` at top-level relations into operands and relations (sympy cannot chain them)."""
+    operands, relations, depth, start = [], [], 0, 0
+    i = 0
+    while i < len(latex):
+        ch = latex[i]
+        depth += ch in "{([" and not latex[max(0, i - 1)] == "\\"
+        depth -= ch in "})]" and not latex[max(0, i - 1)] == "\\"
+        match = _RELATIONS.match(latex, i) if depth == 0 else None
+        if match:
+            operands.append(latex[start:i])
+            relations.append({"\\le": "\\leq", "\\ge": "\\geq", "\\ne": "\\neq"}.get(match.group(0), match.group(0)))
+            start = i = match.end()
+            continue
+        i += 1
+    operands.append(latex[start:])
+    return operands, relations
+
+
 def sympy_equivalent(a: str, b: str, seconds: int = 3) -> tuple[bool | None, str]:
-    """True/False when both parse (None when either does not), with the reason."""
+    """True/False when both sides parse with sympy (strict), None when either does not, with the reason. Relation
+    chains must have the same relations, and each operand must simplify to the same expression."""
     from sympy import simplify
-    from sympy.core.relational import Relational
     from sympy.parsing.latex import parse_latex
 
+    left_operands, left_relations = _relation_chain(_sympy_ready(a))
+    right_operands, right_relations = _relation_chain(_sympy_ready(b))
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     signal.alarm(seconds)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            left, right = parse_latex(_sympy_ready(a), strict=True), parse_latex(_sympy_ready(b), strict=True)
-            if isinstance(left, Relational) != isinstance(right, Relational):
-                return False, "relation vs expression"
-            if isinstance(left, Relational):
-                if type(left) is not type(right):
-                    return False, "different relations"
-                same = simplify(left.lhs - right.lhs) == 0 and simplify(left.rhs - right.rhs) == 0
-            else:
-                same = simplify(left - right) == 0
-            return bool(same), "simplify"
+            left = [parse_latex(x, strict=True) for x in left_operands]
+            right = [parse_latex(x, strict=True) for x in right_operands]
+            if left_relations != right_relations or len(left) != len(right):
+                return False, "different relations"
+            return all(simplify(x - y) == 0 for x, y in zip(left, right)), "simplify"
     except _Timeout:
         return None, "timeout"
     except Exception as error:  # noqa: BLE001 - any parser failure means "not comparable by sympy"
@@ -134,7 +159,8 @@ def parses(latex: str) -> bool:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            parse_latex(_sympy_ready(latex), strict=True)
+            for operand in _relation_chain(_sympy_ready(latex))[0]:
+                parse_latex(operand, strict=True)
         return True
     except Exception:  # noqa: BLE001
         return False

@@ -449,13 +449,19 @@ def _take_equation_numbers(atoms: list[_Atom], rect: pymupdf.Rect) -> tuple[list
 
 def _number_on_next_line(below: list[_Atom], rect: pymupdf.Rect) -> str | None:
     """amsmath drops the number to its own line, flush right, when the equation is too wide for it."""
-    below = [a for a in below if rect.x0 <= a.cx <= rect.x1 + 20]  # not the other column's text
-    if not below:
+    mine = [a for a in below if rect.x0 <= a.x0 <= rect.x1 + 5]  # what starts in this column
+    if not mine:
         return None
-    first = min(below, key=lambda a: a.baseline)
-    line = sorted((a for a in below if abs(a.baseline - first.baseline) < 1.0), key=lambda a: a.x0)
-    text = "".join(a.text for a in line)
-    if _NUMBER_TEXT.match(text) and line[-1].x1 >= rect.x1 - 15 and line[0].x0 > (rect.x0 + rect.x1) / 2:
+    first = min(mine, key=lambda a: a.baseline)
+    line = sorted((a for a in below if abs(a.baseline - first.baseline) < 1.0 and a.x0 >= rect.x0),
+                  key=lambda a: a.x0)
+    run = [line[0]]
+    for a in line[1:]:
+        if a.x0 - run[-1].x1 > 0.5 * a.size:
+            break
+        run.append(a)
+    text = "".join(a.text for a in run)
+    if _NUMBER_TEXT.match(text) and run[-1].x1 >= rect.x1 - 15 and run[0].x0 > (rect.x0 + rect.x1) / 2:
         return text
     return None
 

@@ -246,7 +246,9 @@ def _line_from_spans(spans: list[dict[str, Any]]) -> _Line:
     x1 = max(s["bbox"][2] for s in spans)
     y1 = max(s["bbox"][3] for s in spans)
     text = _join_spans(spans)
-    return _Line((x0, y0, x1, y1), spans, text, main_size, bold, math_chars / max(sum(weights), 1))
+    widest_gap = max((b["bbox"][0] - a["bbox"][2] for a, b in zip(spans, spans[1:])), default=0.0)
+    return _Line((x0, y0, x1, y1), spans, text, main_size, bold, math_chars / max(sum(weights), 1),
+                 max(widest_gap, 0.0))
 
 
 def _join_spans(spans: list[dict[str, Any]]) -> str:
@@ -486,9 +488,6 @@ def _visual_lines(raw_lines: list[_Line], style: _DocumentStyle) -> list[_Line]:
         else:
             parts = sorted(group.parts, key=lambda part: part.bbox[0])
             line = _line_from_spans([span for part in parts for span in part.spans])
-            line.widest_gap = max(
-                (b.bbox[0] - a.bbox[2] for a, b in zip(parts, parts[1:])), default=0.0
-            )
         line.column = group.column
         visual.append(line)
     return visual
@@ -523,31 +522,46 @@ def _column_box(style: _DocumentStyle, column: Column) -> tuple[float, float]:
 def _mark_body_text(lines: list[_Line], page: _PageContent, style: _DocumentStyle) -> None:
     """Body text is what stops a float region from growing: full-width running prose at the body size, plus the
     short last lines of its paragraphs. Lines inside ruled tables, drawn boxes or images never are."""
-    enclosures = _enclosures(page)
+    prose_ids = {id(line) for line in lines if _is_prose(line, style)}
+    enclosures = _enclosures(page, [line for line in lines if id(line) in prose_ids])
     by_column: dict[Column, list[_Line]] = {}
     for line in lines:
         by_column.setdefault(line.column, []).append(line)
     for column, column_lines in by_column.items():
-        left, right = _column_box(style, column)
-        width = right - left
+        left, _ = _column_box(style, column)
         previous: _Line | None = None
         for line in sorted(column_lines, key=lambda l: l.bbox[1]):
             if line.role or _inside_any(line.bbox, enclosures):
                 previous = None
                 continue
-            plain = style.is_body_size(line.size) and line.bold_share < 0.5 and line.math_share < 0.5
-            prose = plain and line.width >= 0.6 * width and line.widest_gap <= 2 * line.size
             continues = (
-                plain and previous is not None and previous.role == "body"
+                _is_plain(line, style) and previous is not None and previous.role == "body"
                 and abs(line.bbox[0] - left) <= 3 and 0 <= line.bbox[1] - previous.bbox[3] <= 0.6 * line.size
             )
-            if (prose and line.bbox[0] <= left + 20) or continues:
+            if id(line) in prose_ids or continues:
                 line.role = "body"
             previous = line
 
 
-def _enclosures(page: _PageContent) -> list[Box]:
-    """Areas whose text is never body text: images, drawn boxes, and the span between a table's rules."""
+def _is_plain(line: _Line, style: _DocumentStyle) -> bool:
+    return style.is_body_size(line.size) and line.bold_share < 0.5 and line.math_share < 0.5
+
+
+def _is_prose(line: _Line, style: _DocumentStyle) -> bool:
+    """A line of running text: body size, (nearly) the column's width, no table-like gaps, mostly letters (a row
+    of numbers is a table row however wide it is)."""
+    left, right = _column_box(style, line.column)
+    visible = line.text.replace(" ", "")
+    letters = sum(char.isalpha() for char in visible)
+    return (
+        _is_plain(line, style) and line.width >= 0.6 * (right - left) and line.widest_gap <= 0.6 * line.size
+        and line.bbox[0] <= left + 20 and letters >= 0.6 * len(visible)
+    )
+
+
+def _enclosures(page: _PageContent, prose: list[_Line]) -> list[Box]:
+    """Areas whose text is never body text: images, drawn boxes, and the span between two consecutive rules of
+    equal width (a booktabs table) unless running prose lies between them (two tables one above the other)."""
     areas = list(page.images)
     areas += [rect for rect, is_box in page.drawings if is_box and rect[2] - rect[0] > 40 and rect[3] - rect[1] > 20]
     rules = sorted(
@@ -555,10 +569,15 @@ def _enclosures(page: _PageContent) -> list[Box]:
         key=lambda r: r[1],
     )
     for i, top in enumerate(rules):
-        for bottom in rules[i + 1:]:
-            same_width = abs(top[0] - bottom[0]) < 5 and abs(top[2] - bottom[2]) < 5
-            if same_width and 4 < bottom[1] - top[1] < 0.6 * page.height:
-                areas.append((top[0], top[1], top[2], bottom[3]))
+        bottom = next(
+            (r for r in rules[i + 1:] if abs(top[0] - r[0]) < 5 and abs(top[2] - r[2]) < 5 and r[1] - top[1] > 4),
+            None,
+        )
+        if bottom is None:
+            continue
+        zone = (top[0], top[1], top[2], bottom[3])
+        if not any(_inside_any(line.bbox, [zone]) for line in prose):
+            areas.append(zone)
     return areas
 
 
@@ -668,7 +687,12 @@ def _both_sides(
     other_boxes = [box for box in other_boxes if min(box[2], right) - max(box[0], left) > 0]
     above = _collect(candidates, caption_box, "up", [b[3] for b in other_boxes]) if "up" in directions else []
     below = _collect(candidates, caption_box, "down", [b[1] for b in other_boxes]) if "down" in directions else []
-    return above, below
+    return (above if _substantive(above) else []), (below if _substantive(below) else [])
+
+
+def _substantive(taken: list[_Element]) -> bool:
+    """Text, an image or a real shape: a lone rule (a footnote separator, an underline) is not a float."""
+    return any(e.line is not None or e.is_image or _area(e.bbox) > 100 for e in taken)
 
 
 def _next_caption_beyond(

@@ -240,7 +240,9 @@ class VectorStore:
                                    params=dict(vector.index_params))
         for scalar in ("pdf_id", "table_name", "column_name", "page_number"):
             index_params.add_index(scalar, index_type="INVERTED")
-        self.client.create_collection(spec.name, schema=schema, index_params=index_params)
+        self.client.create_collection(spec.name, schema=schema)
+        # sync=False: pymilvus would otherwise poll index state with AllocTimestamp, which Milvus Lite lacks.
+        self.client.create_index(spec.name, index_params, sync=False)
         self.client.alter_collection_properties(spec.name, properties={SPEC_PROPERTY: json.dumps(self._spec_record(spec))})
         self._partitions[spec.name] = set(self.client.list_partitions(spec.name))
 

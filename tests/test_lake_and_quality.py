@@ -1,0 +1,107 @@
+"""The lake's atomic writes and the Great Expectations gates, as plain functions on real parses."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import CORPUS_INBOX
+from paperlake.inbox import scan_inbox
+from paperlake.lake import Lake
+from paperlake.parsing import pymupdf_backend
+from paperlake.quality import validate_paper
+from paperlake.views import VIEWS
+
+STEM = "emnlp2024-012-numerologic"
+
+
+@pytest.fixture(scope="module")
+def parsed():
+    source = next(s for s in scan_inbox([CORPUS_INBOX]) if s.paper_key.endswith(STEM))
+    return source, pymupdf_backend.parse(source)
+
+
+def test_a_clean_parse_passes_every_blocking_expectation(parsed):
+    _, paper = parsed
+    report = validate_paper(paper, pdf_page_count=7, max_chunk_tokens=512)
+    assert report.passed, report.summary()
+    assert len(report.blocking) >= 10
+
+
+@pytest.mark.parametrize("damage, view, expectation", [
+    (lambda p: p.rows("pages").pop(), "pages", "expect_table_row_count_to_equal"),
+    (lambda p: p.rows("tables")[0].update(bbox=[500.0, 700.0, 300.0, 200.0]), "bounding_boxes",
+     "expect_column_max_to_be_between"),
+    (lambda p: p.rows("chunks").append(dict(p.rows("chunks")[0])), "chunks", "expect_column_values_to_be_unique"),
+    (lambda p: p.rows("chunks")[0].update(token_count=900), "chunks", "expect_column_max_to_be_between"),
+    (lambda p: p.rows("equations").append({"equation_id": None, "paper_id": "x",
+                                           "page_number": 1, "ordinal": 9, "bbox": [1.0, 1.0, 2.0, 2.0]}),
+     "equations", "expect_column_values_to_not_be_null"),
+])
+def test_broken_data_fails_a_blocking_expectation(parsed, damage, view, expectation):
+    _, paper = parsed
+    broken = copy.deepcopy(paper)
+    damage(broken)
+    report = validate_paper(broken, pdf_page_count=7, max_chunk_tokens=512)
+    assert not report.passed
+    assert (view, expectation) in {(o.view, o.name) for o in report.failures}, report.summary()
+
+
+def test_suspicious_parses_only_warn(parsed):
+    _, paper = parsed
+    thin = copy.deepcopy(paper)
+    thin.views["sections"] = []
+    thin.views["tables"] = thin.rows("tables")[:1]
+    thin.views["table_cells"] = []
+    report = validate_paper(thin, pdf_page_count=7, max_chunk_tokens=512)
+    assert report.passed
+    flagged = {o.view for o in report.suspicious}
+    assert {"sections", "tables"} <= flagged
+    tables = next(o for o in report.suspicious if o.view == "tables")
+    assert "Table 7" in tables.details.replace("table", "Table")
+
+
+def test_publish_writes_every_view_then_the_record(tmp_path, parsed):
+    source, paper = parsed
+    lake = Lake(tmp_path / "lake")
+    record = lake.publish(paper, source.sha256, "test-1")
+    assert lake.record(source.paper_key) == record
+    for view in VIEWS:
+        assert pq.read_table(lake.view_path(view, source.paper_key)).num_rows == record.row_counts[view]
+    # a missing view file makes the record count as absent: the paper will be parsed again
+    lake.view_path("chunks", source.paper_key).unlink()
+    assert lake.record(source.paper_key) is None
+
+
+def test_a_crash_mid_write_leaves_the_old_file_and_no_temporary(tmp_path, parsed, monkeypatch):
+    source, paper = parsed
+    lake = Lake(tmp_path / "lake")
+    lake.publish(paper, source.sha256, "test-1")
+    path = lake.view_path("chunks", source.paper_key)
+    before = path.read_bytes()
+
+    def crash(table, where, **kwargs):
+        where.write(b"PAR1 half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr("paperlake.lake.pq.write_table", crash)
+    with pytest.raises(OSError, match="disk full"):
+        lake.publish(paper, "another-sha", "test-2")
+    assert path.read_bytes() == before
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]
+    assert lake.record(source.paper_key).sha256 == source.sha256
+
+
+def test_an_error_replaces_the_papers_views(tmp_path, parsed):
+    source, paper = parsed
+    lake = Lake(tmp_path / "lake")
+    lake.publish(paper, source.sha256, "test-1")
+    lake.record_error(source.paper_key, stage="quality", reason="boxes outside the page", volume="emnlp2024",
+                      pdf_path=str(source.pdf_path), sha256=source.sha256)
+    assert lake.record(source.paper_key) is None
+    assert not any(lake.view_path(view, source.paper_key).exists() for view in VIEWS)
+    assert lake.error(source.paper_key)["stage"] == "quality"
+    assert lake.paper_keys() == {source.paper_key}
