@@ -94,9 +94,11 @@ def _sympy_ready(latex: str) -> str:
     (font and accent wrappers are dropped with their braces, so ``\\mathrm{d}p`` and ``{\\rm d} p`` agree)."""
     text = re.sub(r"\\begin\{[^}]*\}(\{[^}]*\})?|\\end\{[^}]*\}", "", latex)
     text = _SYMPY_DROP.sub(" ", text)
+    text = re.sub(r"\\(overset|stackrel)\s*\{[^{}]*\}\s*\{\s*(=|\\leq?|\\geq?)\s*\}", r" \2 ", text)
+    text = text.replace(r"\mid", "|")
     previous = None
     while previous != text:
-        previous, text = text, _SYMPY_WRAPPER.sub(lambda m: m.group(2).replace(" ", ""), text)
+        previous, text = text, _SYMPY_WRAPPER.sub(_unwrap, text)
     text = _SYMPY_BARE_WRAPPER.sub("", text)
     text = text.replace(r"\colon", ":").replace(r"\coloneqq", "=").replace(r"\Pr", "Pr")
     text = re.sub(r":\s*=", "=", text)
@@ -105,6 +107,16 @@ def _sympy_ready(latex: str) -> str:
     text = re.sub(r"\\land\b", r"\\wedge", re.sub(r"\\lor\b", r"\\vee", text))
     text = re.sub(r"[.,\s]+$", "", text.strip())
     return text
+
+
+_SYMPY_FUNCTIONS = {"min", "max", "log", "ln", "exp", "sin", "cos", "tan", "sup", "inf", "lim", "det"}
+
+
+def _unwrap(match: re.Match) -> str:
+    """``\\mathrm{l n}`` → ``\\ln`` (a function sympy knows), other wrapped text → its letters."""
+    inner = match.group(2).replace(" ", "")
+    return f"\\{inner} " if match.group(1).startswith(("mathrm", "operatorname")) and inner in _SYMPY_FUNCTIONS \
+        else inner
 
 
 def _relation_chain(latex: str) -> tuple[list[str], list[str]]:
@@ -139,11 +151,13 @@ def sympy_equivalent(a: str, b: str, seconds: int = 3) -> tuple[bool | None, str
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            left = [parse_latex(x, strict=True) for x in left_operands]
-            right = [parse_latex(x, strict=True) for x in right_operands]
+            left = [parse_latex(x, strict=True) if x.strip() else None for x in left_operands]
+            right = [parse_latex(x, strict=True) if x.strip() else None for x in right_operands]
             if left_relations != right_relations or len(left) != len(right):
                 return False, "different relations"
-            return all(simplify(x - y) == 0 for x, y in zip(left, right)), "simplify"
+            if any((x is None) != (y is None) for x, y in zip(left, right)):
+                return False, "an operand missing on one side"
+            return all(x is None or simplify(x - y) == 0 for x, y in zip(left, right)), "simplify"
     except _Timeout:
         return None, "timeout"
     except Exception as error:  # noqa: BLE001 - any parser failure means "not comparable by sympy"
@@ -160,7 +174,8 @@ def parses(latex: str) -> bool:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for operand in _relation_chain(_sympy_ready(latex))[0]:
-                parse_latex(operand, strict=True)
+                if operand.strip():
+                    parse_latex(operand, strict=True)
         return True
     except Exception:  # noqa: BLE001
         return False
