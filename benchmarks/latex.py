@@ -13,7 +13,7 @@ MinerU's LaTeX (``$$`` and ``\\tag`` stripped):
 MinerU's LaTeX is itself a model's reading of the page image, not ground truth: a mismatch can be either side's
 error. The JSON written to ``benchmarks/results/latex.json`` keeps every pair so that a reader can judge.
 
-Run: ``python benchmarks/latex.py [--corpus DIR] [--papers STEM ...] [--limit N] [--out FILE]``.
+Run: ``python benchmarks/latex.py [--corpus DIR] [--papers STEM ...] [--limit N] [--pad POINTS] [--out FILE]``.
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ def failure_class(mineru: str, ours: str, notes: list[str]) -> str:
 # ------------------------------------------------------------------------------------------------ main
 
 
-def run(corpus: Path, papers: list[str] | None, limit: int | None) -> dict:
+def run(corpus: Path, papers: list[str] | None, limit: int | None, pad: float = 0.0) -> dict:
     documents: dict[Path, pymupdf.Document] = {}
     records = []
     for index, (stem, pdf, page_index, bbox, mineru, raw) in enumerate(equations(corpus, papers)):
@@ -218,7 +218,7 @@ def run(corpus: Path, papers: list[str] | None, limit: int | None) -> dict:
         document = documents.setdefault(pdf, pymupdf.open(pdf))
         page = document[page_index]
         started = time.perf_counter()
-        result = reconstruct_latex(page, bbox)
+        result = reconstruct_latex(page, (bbox[0] - pad, bbox[1] - pad, bbox[2] + pad, bbox[3] + pad))
         seconds = time.perf_counter() - started
         key_mineru, key_ours = normalize_latex(mineru), normalize_latex(result.latex)
         similarity = fuzz.ratio(key_mineru, key_ours) / 100 if key_mineru or key_ours else 1.0
@@ -291,8 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--papers", nargs="*")
     parser.add_argument("--limit", type=int)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--pad", type=float, default=0.0,
+                        help="grow (or with a negative value shrink) every box by this many points: how much the "
+                             "result depends on the layout model drawing tight boxes")
     args = parser.parse_args(argv)
-    report = run(args.corpus, args.papers, args.limit)
+    report = run(args.corpus, args.papers, args.limit, args.pad)
+    report["box_padding_points"] = args.pad
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False))
     print(f"equations: {report['total_equations']}   matched: {report['matched']} ({report['matched_share']:.1%})"

@@ -7,6 +7,7 @@ when something changed (or is missing).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -114,12 +115,15 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
 
     if keys or rebuild_warehouse or not settings.warehouse.exists():
         dbt_started = time.perf_counter()
-        result = dg.materialize([parsed_views, warehouse_models], instance=instance, resources=resources,
-                                selection=[warehouse_models], raise_on_error=False,
-                                tags={"paperlake/trigger": "cli"}, run_config=QUIET)
+        log_path = settings.home / "logs" / "dbt-build.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "w") as log, contextlib.redirect_stdout(log):  # dagster-dbt echoes dbt's log
+            result = dg.materialize([parsed_views, warehouse_models], instance=instance, resources=resources,
+                                    selection=[warehouse_models], raise_on_error=False,
+                                    tags={"paperlake/trigger": "cli"}, run_config=QUIET)
         if not result.success:
-            raise RuntimeError("the warehouse build failed (dbt build); the previous warehouse is still live. "
-                               "Run `dagster dev` and open the run to see which model or test failed.")
+            raise RuntimeError(f"the warehouse build failed (dbt build); the previous warehouse is still live. "
+                               f"dbt's log: {log_path}")
         summary.warehouse_built = True
         summary.step_seconds["warehouse"] = time.perf_counter() - dbt_started
     summary.step_seconds["total"] = time.perf_counter() - started

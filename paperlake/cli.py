@@ -145,3 +145,112 @@ def sql(query: str = typer.Argument(..., help="A SQL query over the warehouse (r
 
 def main() -> None:  # pragma: no cover - console entry
     app(sys.argv[1:])
+
+
+@app.command()
+def ask(
+    question: str = typer.Argument(..., help="The question."),
+    paper: list[str] = typer.Option(None, "--paper", help="Anchor paper id(s) (metadata.paper_id)."),
+    method: str = typer.Option("neusym_rag", "--method"),
+    action_format: str = typer.Option("markdown", "--action-format", help="markdown | json | xml | yaml"),
+    output_format: str = typer.Option("json", "--output-format", help="json | markdown | string | html"),
+    answer_format: Optional[str] = typer.Option(None, "--answer-format"),
+    max_turns: int = typer.Option(20, "--max-turns"),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not reuse cached LLM responses."),
+    home: Optional[Path] = HomeOption,
+    as_json: bool = typer.Option(False, "--json", help="Print the whole result (trajectory included) as JSON."),
+) -> None:
+    """Answer a question with the agent; prints the answer and its citations."""
+    from agent.run import ask as run_ask
+    from paperlake.llm import LLMNotConfigured
+
+    settings = _settings(home)
+    try:
+        result = run_ask(question, settings, paper_ids=paper or None, method=method, action_format=action_format,
+                         output_format=output_format, max_turns=max_turns, answer_format=answer_format,
+                         use_cache=not no_cache)
+    except LLMNotConfigured as error:
+        _fail(str(error))
+    except (ValueError, FileNotFoundError) as error:
+        _fail(str(error))
+    if as_json:
+        print(json.dumps(result.to_dict(), default=str, ensure_ascii=False))
+        return
+    if not result.answered:
+        _fail(f"no answer ({result.status}){': ' + result.error if result.error else ''}")
+    console.print(f"[bold]answer:[/] {result.answer}")
+    for citation in result.citations:
+        console.print(f"  [dim]·[/] {citation.label()}")
+    usage = result.usage.to_dict()
+    console.print(f"[dim]{len(result.trajectory)} turns, {usage.get('prompt_tokens', 0)}+"
+                  f"{usage.get('completion_tokens', 0)} tokens, cost {usage.get('cost', 0)}[/]")
+
+
+@app.command(name="eval")
+def evaluate_cmd(
+    data: Path = typer.Argument(..., help="AirQA-format examples (.jsonl)."),
+    method: str = typer.Option("neusym_rag", "--method"),
+    limit: Optional[int] = typer.Option(None, "--limit"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output folder (default $PAPERLAKE_HOME/eval/<method>)."),
+    retrieval_only: bool = typer.Option(False, "--retrieval-only", help="No LLM: score each method's first "
+                                        "retrieval (answer-bearing recall@k, Hit@k)."),
+    k: int = typer.Option(5, "--k"),
+    action_format: str = typer.Option("markdown", "--action-format"),
+    output_format: str = typer.Option("json", "--output-format"),
+    max_turns: int = typer.Option(20, "--max-turns"),
+    home: Optional[Path] = HomeOption,
+) -> None:
+    """Evaluate a method on an AirQA-format set: trajectories, predictions, and a report per tag."""
+    from agent.run import answer, open_env, retrieval_only as run_retrieval_only
+    from agent.loop import LoopConfig
+    from paperlake.evaluation.dataset import DatasetError, evaluate, load_examples
+    from paperlake.llm import ChatClient, LLMNotConfigured
+
+    settings = _settings(home)
+    try:
+        examples = load_examples(data)[: limit or None]
+    except (DatasetError, FileNotFoundError) as error:
+        _fail(str(error))
+    out = out or settings.home / "eval" / method
+    out.mkdir(parents=True, exist_ok=True)
+    if retrieval_only:
+        try:
+            metrics = run_retrieval_only(examples, settings, method, k)
+        except (ValueError, FileNotFoundError) as error:
+            _fail(str(error))
+        report = metrics.to_dict()
+        (out / "retrieval.json").write_text(json.dumps(report, indent=2, default=str))
+        if metrics.error:
+            _fail(f"{method}: {metrics.error}")
+        rows = [(tag, f"{v.get('hit_at_k', 0):.3f}", f"{v.get('recall_at_k', 0):.3f}", v.get("count", ""))
+                for tag, v in sorted(metrics.by_tag().items())]
+        _print_rows(["tag", f"hit@{k}", f"recall@{k}", "n"],
+                    [("overall", f"{metrics.hit_at_k:.3f}", f"{metrics.recall_at_k:.3f}", len(metrics.scored)),
+                     *rows], False, title=f"{method}: first retrieval, k={k}")
+        console.print(f"written: {out / 'retrieval.json'}")
+        return
+    try:
+        llm = ChatClient.from_settings(settings)
+    except LLMNotConfigured as error:
+        _fail(str(error))
+    predictions: dict[str, Any] = {}
+    (out / "trajectories").mkdir(exist_ok=True)
+    with open_env(settings, output_format, action_format) as env, Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=err) as progress:
+        task = progress.add_task(method, total=len(examples))
+        for example in examples:
+            result = answer(example, env, llm, method, action_format, LoopConfig(max_turns=max_turns))
+            predictions[example.uuid] = result.answer
+            (out / "trajectories" / f"{example.uuid}.json").write_text(
+                json.dumps(result.to_dict(), indent=1, default=str, ensure_ascii=False))
+            progress.advance(task)
+    with open(out / "predictions.jsonl", "w") as handle:
+        for uuid, prediction in predictions.items():
+            handle.write(json.dumps({"uuid": uuid, "answer": prediction}, default=str, ensure_ascii=False) + "\n")
+    report = evaluate(examples, predictions, judge=llm)
+    (out / "report.json").write_text(report.to_json())
+    (out / "report.md").write_text(report.to_markdown())
+    report.to_png(out / "report.png")
+    console.print(report.to_markdown())
+    console.print(f"written: {out}")

@@ -179,8 +179,9 @@ class _Atom:
     """A glyph, a rule, or a structure built from them, with its ink box and where its baseline is."""
 
     latex: str
-    kind: str  # ord | letter | word | rel | bin | punct | open | close | fence | prime | bigop | accent | radical
-    #            | rule | frac | limits | piece | negation | dots
+    # letter digit word limword rel bin punct ord open close fence prime bigop accent radical negation unknown
+    # (glyphs); piece brace-piece hbrace dots (joined glyphs); rule; frac limits (structures)
+    kind: str
     x0: float
     y0: float
     x1: float
@@ -205,11 +206,6 @@ class _Atom:
     def width(self) -> float:
         return self.x1 - self.x0
 
-    @property
-    def axis(self) -> float:
-        """TeX's math axis (where fraction bars and the middle of big operators sit): a quarter em up."""
-        return self.baseline - 0.25 * self.size
-
 
 def _union(atoms: list[_Atom]) -> tuple[float, float, float, float]:
     return (min(a.x0 for a in atoms), min(a.y0 for a in atoms), max(a.x1 for a in atoms), max(a.y1 for a in atoms))
@@ -230,12 +226,14 @@ def _font_family(fontname: str, flags: int) -> str:
     base = re.sub(r"\d+$", "", upper)
     if base in {"CMEX", "EUEX", "TXEXS", "TXEX", "PXEX", "PXEXS", "EXTENSIONSCM"} or base.startswith("TXEX"):
         return "ex"
-    if base in {"CMMIB", "NEWTXBMI", "TXBMI", "PXBMI", "CMBSY"} or base.startswith("NEWTXBMI"):
+    if base in {"CMMIB", "NEWTXBMI", "TXBMI", "PXBMI"} or base.startswith("NEWTXBMI"):
         return "bfit"
-    if base in {"CMMI", "NEWTXMI", "TXMI", "PXMI", "EUSM"} or base.startswith("NEWTXMI"):
+    if base in {"CMMI", "NEWTXMI", "TXMI", "PXMI"} or base.startswith("NEWTXMI"):
         return "it"
-    if base in {"CMSY", "TXSYS", "TXSY", "PXSYS", "PXSY"} or base.startswith("TXSY"):
+    if base in {"CMSY", "CMBSY", "TXSYS", "TXSY", "PXSYS", "PXSY"} or base.startswith("TXSY"):
         return "sy"
+    if base in {"EUSM", "EUSB"}:
+        return "cal"
     if base in {"MSBM", "TXMIASTBB", "DSROM", "BBOLD", "BBM", "DSSS"} or "DOUBLESTRUCK" in upper:
         return "bb"
     if base in {"EUFM", "EUFB"}:
@@ -244,7 +242,7 @@ def _font_family(fontname: str, flags: int) -> str:
         return "scr"
     if base in {"CMBX", "CMBXTI"}:
         return "bf"
-    if base.startswith(("CMR", "CMSS", "CMTT", "CMU", "LMROMAN", "LMR")) and "IT" not in base[3:]:
+    if base.startswith(("CMR", "CMSS", "CMTT", "CMU", "LMROMAN", "LMR")):
         return "rm"
     if base.startswith("CMTI") or base.startswith("CMSL"):
         return "it"
@@ -553,9 +551,8 @@ def _join_overlays(atoms: list[_Atom]) -> list[_Atom]:
                 atoms.remove(right)
                 merged = True
                 break
-    for slash in [a for a in atoms if a.kind == "negation"]:
-        atoms.remove(slash)
-        atoms.append(_Atom("/", "ord", slash.x0, slash.y0, slash.x1, slash.y1, slash.baseline, slash.size))
+    for slash in [a for a in atoms if a.kind == "negation"]:  # a negation with no relation to strike: a slash
+        slash.latex, slash.kind = "/", "ord"
     for atom in atoms:
         if atom.latex == r"\mapstochar":
             atom.latex = r"\mapsto"
@@ -684,16 +681,20 @@ class _Reader:
         voters = [a for a in atoms if a.kind in {"letter", "digit", "word", "rel", "bin", "ord", "open", "close"}
                   and not a.big and a.size >= 0.8 * main_size
                   and not any(r.x0 - 1 <= a.cx <= r.x1 + 1 and abs(a.cy - r.cy) < 1.6 * main_size for r in rules)]
-        baselines = sorted(a.baseline for a in voters)
-        clusters: list[list[float]] = []
-        for y in baselines:
-            if clusters and y - clusters[-1][-1] <= 0.3 * main_size:
-                clusters[-1].append(y)
+        clusters: list[list[_Atom]] = []
+        for atom in sorted(voters, key=lambda a: a.baseline):
+            if clusters and atom.baseline - clusters[-1][-1].baseline <= 0.3 * main_size:
+                clusters[-1].append(atom)
             else:
-                clusters.append([y])
-        # A row is a baseline with real content; lone strays (an accent dot, a limit) do not make one.
-        lines = [statistics.median(c) for c in clusters if len(c) >= 2 or len(clusters) == 1]
-        lines = [y for i, y in enumerate(lines) if i == 0 or y - lines[i - 1] > 1.2 * main_size]
+                clusters.append([atom])
+        # A row is a baseline with real content, or at least a relation or operator that starts a continued line;
+        # a lone stray glyph does not make one.
+        lines: list[float] = []
+        for cluster in clusters:
+            if len(cluster) >= 2 or len(clusters) == 1 or cluster[0].kind in {"rel", "bin"}:
+                y = statistics.median(a.baseline for a in cluster)
+                if not lines or y - lines[-1] > 1.2 * main_size:
+                    lines.append(y)
         for fence in (a for a in atoms if a.big and a.kind in {"open", "close", "fence"}):
             spanned = [y for y in lines if fence.y0 < y - 0.3 * main_size and y < fence.y1 + 0.1 * main_size]
             lines = [y for y in lines if y not in spanned[1:]]
@@ -774,8 +775,8 @@ class _Reader:
         """A horizontal brace under (over) main-size content with a small label beyond it."""
         for brace in [a for a in atoms if a.kind == "hbrace"]:
             spanned = [a for a in atoms if a is not brace and brace.x0 - 1 <= a.cx <= brace.x1 + 1]
-            above = [a for a in spanned if a.cy < brace.cy and brace.y0 - a.y1 < 1.5 * a.size]
-            below = [a for a in spanned if a.cy > brace.cy and a.y0 - brace.y1 < 1.5 * a.size]
+            above = [a for a in spanned if a.cy < brace.cy and brace.y0 - a.y1 < 1.5 * brace.size]
+            below = [a for a in spanned if a.cy > brace.cy and a.y0 - brace.y1 < 1.5 * brace.size]
             under = _dominant_size(above) >= _dominant_size(below) if above and below else bool(above)
             content, label = (above, below) if under else (below, above)
             command, script = (r"\underbrace", "_") if under else (r"\overbrace", "^")
@@ -1043,7 +1044,7 @@ class _Reader:
                 target.append(atom)
                 parents.append((atom, target))
             else:
-                parent, target = min(parents, key=lambda p: (atom.x0 < p[0].x0, abs(atom.x0 - p[0].x1)))
+                _, target = min(parents, key=lambda p: (atom.x0 < p[0].x0, abs(atom.x0 - p[0].x1)))
                 target.append(atom)
         return subs, sups
 
@@ -1059,8 +1060,7 @@ class _Reader:
             if subs:
                 token += f"_{{{self.layout(subs)}}}"
             if sups:
-                sup_latex = self.layout(sups)
-                token += f"^{{{sup_latex}}}"
+                token += f"^{{{self.layout(sups)}}}"
             tokens.append(token)
         return _join_tokens(tokens)
 

@@ -341,3 +341,76 @@ def test_clip_renders_regions_and_stores_512d_vectors(synced, sample):
     assert rows[0]["bbox"] == list(image.bbox) and rows[0]["page_number"] == image.page_number
     hits = search(store, "a bar chart", IMAGE_COLLECTION, "images", "bounding_box", limit=3)
     assert hits and all(h.bbox and h.text is None for h in hits)
+
+
+# ── one process per .db: the server for sharing, the lock guard for direct access ────────────────────────────────
+
+
+def _sync_worker(uri: str, warehouse: str, paper_id: str, cache_path: str) -> dict:
+    """Runs in a spawned process: sync one paper through the server."""
+    with VectorStore(uri, cache_path=cache_path) as store:
+        report = store.sync_paper(paper_id, cells_of(warehouse, [paper_id]), TEXT_COLLECTIONS)
+    return {name: stats.upserted for name, stats in report.collections.items()}
+
+
+_HOLD_SCRIPT = """
+import sys, time
+from paperlake.vectors.store import VectorStore
+store = VectorStore(sys.argv[1], use_cache=False)
+store.ensure_collections(["text_bm25_en"])
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_two_processes_sync_concurrently_through_a_server(tmp_path, sample, cache_path, synced):
+    import multiprocessing
+
+    from paperlake.vectors.server import StoreLockedError, milvus_lite_server
+
+    warehouse, ids = sample
+    data_dir = tmp_path / "shared.db"
+    expected = {}
+    for pid in ids.values():
+        expected[pid] = sum(c.kind == "text" for c in cells_of(warehouse, [pid]))
+    with milvus_lite_server(data_dir) as server:
+        with VectorStore(server.uri, cache_path=cache_path) as store:
+            store.ensure_collections(TEXT_COLLECTIONS)
+        with pytest.raises(StoreLockedError, match="milvus-lite server"):
+            VectorStore(data_dir, lock_timeout=0.5, use_cache=False)
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(2) as pool:
+            results = pool.starmap(_sync_worker, [(server.uri, str(warehouse), pid, str(cache_path))
+                                                  for pid in ids.values()])
+        assert [r["text_bm25_en"] for r in results] == list(expected.values())
+        with VectorStore(server.uri, cache_path=cache_path) as store:
+            for name in TEXT_COLLECTIONS:
+                for pid, count in expected.items():
+                    assert store.count(name, f"pdf_id == '{pid}'") == count
+    assert server.process.returncode is not None
+    with open_store(data_dir, cache_path) as store:  # stopped cleanly: the file opens directly, data intact
+        assert store.count("text_bm25_en") == sum(expected.values())
+
+
+def test_file_lock_guard_times_out_with_a_clear_error(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from paperlake.vectors.server import StoreLockedError
+
+    path = tmp_path / "held.db"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_SCRIPT, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        started = time.monotonic()
+        with pytest.raises(StoreLockedError) as error:
+            VectorStore(path, lock_timeout=1, use_cache=False)
+        assert time.monotonic() - started < 10
+        message = str(error.value)
+        assert f"pid {holder.pid}" in message and "one process per .db" in message and "milvus_lite_server" in message
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    with VectorStore(path, lock_timeout=5, use_cache=False) as store:
+        assert store.client.has_collection("text_bm25_en")

@@ -652,6 +652,8 @@ def _read_atom(nodes: list[Node], index: int, known_words: frozenset[str]) -> tu
     """A name at ``index`` with its sub/superscripts, or ``(None, index)`` when none starts there."""
     start = index
     node = nodes[index]
+    if isinstance(node, list):
+        return None, start
     base: str | None = None
     multi_letter = False
     if _is_letter(node):

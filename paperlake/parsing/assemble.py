@@ -166,9 +166,9 @@ def _split_sections(layout: DocumentLayout) -> list[_Section]:
     headers = [block for block in layout.blocks if block.kind == "section_header"]
     numbering = _numbering(headers)
     has_abstract = bool(layout.abstract) or any(block.kind == "abstract" for block in layout.blocks)
-    first_header_is_abstract = bool(headers) and _normalise(numbering[id(headers[0])][1]) == "abstract"
+    abstract_header = any(_normalise(numbering[id(header)][1]) == "abstract" for header in headers)
     preamble = _Section(
-        title="Abstract" if has_abstract and not first_header_is_abstract else None,
+        title="Abstract" if has_abstract and not abstract_header else None,
         number=None, level=1, header_page=None, blocks=[],
     )
     sections = [preamble]

@@ -13,7 +13,6 @@ page number and bbox instead of re-running this parser.
 from __future__ import annotations
 
 import re
-import unicodedata
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -48,6 +47,8 @@ _MATH_FONT = re.compile(
     r"newtxbmi|ntxmi|ntxsy|stix.*math|.*math|symbol|mnsymbol|lmmath|cambriamath)",
     re.I,
 )
+# Greek, operators, arrows, relations and the Mathematical Alphanumeric Symbols block (𝑥, 𝜽, …).
+_MATH_CHARS = re.compile("[=<>+±×÷¬|\u0391-\u03c9\u2190-\u21ff\u2200-\u22ff\u27c0-\u27ef\u2980-\u2aff\U0001d400-\U0001d7ff]")
 _CAPTION = re.compile(r"^(Table|Tab\.|Figure|Fig\.)\s*([A-Z]?\d+)\s*[:.|]\s*")
 _EQUATION_NUMBER = re.compile(r"^\(\s*((?:[A-Z]\.)?\d+[a-z]?(?:\.\d+)?)\s*\)$")
 _DIGIT_HEADING = re.compile(r"^(\d+(?:\.\d+){0,3})\.?\s+(\S.*)$")
@@ -224,12 +225,6 @@ def _is_bold(span: dict[str, Any]) -> bool:
     return bool(span["flags"] & pymupdf.TEXT_FONT_BOLD) or bool(_BOLD_FONT.search(span["font"]))
 
 
-def _is_math_char(char: str) -> bool:
-    code = ord(char)
-    return (0x1D400 <= code <= 0x1D7FF or 0x0391 <= code <= 0x03C9 or 0x2200 <= code <= 0x22FF
-            or unicodedata.category(char) == "Sm")
-
-
 def _line_from_spans(spans: list[dict[str, Any]]) -> _Line:
     spans = sorted(spans, key=lambda s: s["bbox"][0])
     weights = [len(s["text"].strip()) for s in spans]
@@ -238,7 +233,7 @@ def _line_from_spans(spans: list[dict[str, Any]]) -> _Line:
     total = sum(w for _, w in body_spans) or 1
     bold = sum(w for s, w in body_spans if _is_bold(s)) / total
     math_chars = sum(
-        len(s["text"].strip()) if _MATH_FONT.match(s["font"]) else sum(map(_is_math_char, s["text"]))
+        len(s["text"].strip()) if _MATH_FONT.match(s["font"]) else len(_MATH_CHARS.findall(s["text"]))
         for s in spans
     )
     x0 = min(s["bbox"][0] for s in spans)
@@ -246,9 +241,7 @@ def _line_from_spans(spans: list[dict[str, Any]]) -> _Line:
     x1 = max(s["bbox"][2] for s in spans)
     y1 = max(s["bbox"][3] for s in spans)
     text = _join_spans(spans)
-    widest_gap = max((b["bbox"][0] - a["bbox"][2] for a, b in zip(spans, spans[1:])), default=0.0)
-    return _Line((x0, y0, x1, y1), spans, text, main_size, bold, math_chars / max(sum(weights), 1),
-                 max(widest_gap, 0.0))
+    return _Line((x0, y0, x1, y1), spans, text, main_size, bold, math_chars / max(sum(weights), 1))
 
 
 def _join_spans(spans: list[dict[str, Any]]) -> str:
@@ -488,6 +481,7 @@ def _visual_lines(raw_lines: list[_Line], style: _DocumentStyle) -> list[_Line]:
         else:
             parts = sorted(group.parts, key=lambda part: part.bbox[0])
             line = _line_from_spans([span for part in parts for span in part.spans])
+            line.widest_gap = max(0.0, *(b.bbox[0] - a.bbox[2] for a, b in zip(parts, parts[1:])))
         line.column = group.column
         visual.append(line)
     return visual
@@ -522,7 +516,7 @@ def _column_box(style: _DocumentStyle, column: Column) -> tuple[float, float]:
 def _mark_body_text(lines: list[_Line], page: _PageContent, style: _DocumentStyle) -> None:
     """Body text is what stops a float region from growing: full-width running prose at the body size, plus the
     short last lines of its paragraphs. Lines inside ruled tables, drawn boxes or images never are."""
-    prose_ids = {id(line) for line in lines if _is_prose(line, style)}
+    prose_ids = _flush_prose(lines, style)
     enclosures = _enclosures(page, [line for line in lines if id(line) in prose_ids])
     by_column: dict[Column, list[_Line]] = {}
     for line in lines:
@@ -541,6 +535,27 @@ def _mark_body_text(lines: list[_Line], page: _PageContent, style: _DocumentStyl
             if id(line) in prose_ids or continues:
                 line.role = "body"
             previous = line
+
+
+def _flush_prose(lines: list[_Line], style: _DocumentStyle) -> set[int]:
+    """Prose lines in runs that touch the column's left edge: a paragraph indents only its first line, while
+    text inset on every line (a prompt or an example set in a frame) belongs to a figure."""
+    by_column: dict[Column, list[_Line]] = {}
+    for line in lines:
+        if _is_prose(line, style):
+            by_column.setdefault(line.column, []).append(line)
+    flush: set[int] = set()
+    for column, column_lines in by_column.items():
+        left, _ = _column_box(style, column)
+        run: list[_Line] = []
+        for line in sorted(column_lines, key=lambda l: l.bbox[1]) + [None]:
+            if line is not None and run and line.bbox[1] - run[-1].bbox[3] <= 0.8 * line.size:
+                run.append(line)
+                continue
+            if any(abs(member.bbox[0] - left) <= 3 for member in run):
+                flush |= {id(member) for member in run}
+            run = [line] if line is not None else []
+    return flush
 
 
 def _is_plain(line: _Line, style: _DocumentStyle) -> bool:
@@ -1197,6 +1212,7 @@ class _StructureBuilder:
         self.title_ids: set[int] = set()
         self.in_abstract = False
         self.in_references = False
+        self.last_reference: Block | None = None
         self.page_height = 0.0
         self.section_size = style.body_size + 1.0
 
@@ -1217,18 +1233,24 @@ class _StructureBuilder:
         title_lines = [l for l in title_lines if l.bbox[1] - title_lines[0].bbox[3] < 3 * largest]
         title_bottom = max(l.bbox[3] for l in title_lines)
         end = min(
-            (l.bbox[1] for l in first.free_lines
-             if l.bbox[1] > title_bottom and (self._heading_parts(l) is not None or l.role == "body")),
+            (l.bbox[1] for l in first.free_lines if l.bbox[1] > title_bottom and self._ends_front_matter(l)),
             default=0.4 * page.height,
         )
         author_lines = sorted(
             (l for l in top_lines if title_bottom < l.bbox[1] < end and id(l) not in {id(t) for t in title_lines}),
-            key=lambda l: (l.bbox[1], l.bbox[0]),
+            key=lambda l: (round((l.bbox[1] + l.bbox[3]) / 8), l.bbox[0]),  # rows of names, left to right
         )
         self.title_ids = {id(l) for l in title_lines}
         self.front_ids = self.title_ids | {id(l) for l in author_lines}
         title = " ".join(l.text for l in title_lines)
         return title or None, _author_names(author_lines, page)
+
+    def _ends_front_matter(self, line: _Line) -> bool:
+        """The abstract heading, a numbered heading or running text: where the author block is over."""
+        if line.role == "body" or re.sub(r"[^a-z]", "", line.text.lower()) == "abstract":
+            return True
+        parts = self._heading_parts(line)
+        return parts is not None and parts[0] is not None
 
     # --- every page
 
@@ -1268,7 +1290,7 @@ class _StructureBuilder:
         last = paragraph.lines[-1]
         if id(line) in self.front_ids or id(last) in self.front_ids:
             return False
-        if line.role != last.role or line.column != last.column:
+        if _flow_role(line) != _flow_role(last) or line.column != last.column:
             return False
         if line.role == "caption" and _CAPTION.match(line.text):
             return False
@@ -1321,6 +1343,7 @@ class _StructureBuilder:
             self.section_size = max(self.section_size, line.size) if level == 1 else self.section_size
         key = re.sub(r"[^a-z]", "", title.lower())
         self.in_abstract = key == "abstract"
+        self.last_reference = None
         if key in _REFERENCE_HEADINGS:
             self.in_references = True
         elif level == 1 and self.in_references and not (number or "").isdigit():
@@ -1345,7 +1368,7 @@ class _StructureBuilder:
         elif first.role == "caption":
             kind = "caption"
         elif self.in_references:
-            kind = "reference"
+            return self._reference_blocks(paragraph)
         elif first.size <= self.style.body_size - 1.5 and self._is_footnote(paragraph):
             kind = "footnote"
         elif self.in_abstract:
@@ -1356,11 +1379,28 @@ class _StructureBuilder:
             kind = "text"
         return [Block(kind=kind, page_number=number, bbox=paragraph.bbox, text=paragraph.text)]
 
+    def _reference_blocks(self, paragraph: _Paragraph) -> list[Block]:
+        """One block per bibliography entry; an entry cut by a column or page break continues with an indented
+        line, which joins the entry it belongs to."""
+        first = paragraph.lines[0]
+        left, _ = _column_box(self.style, first.column)
+        if self.last_reference is not None and first.bbox[0] > left + 2:
+            self.last_reference.text = _join_lines_text([self.last_reference.text, paragraph.text])
+            return []
+        self.last_reference = Block(kind="reference", page_number=paragraph.page_number, bbox=paragraph.bbox,
+                                    text=paragraph.text)
+        return [self.last_reference]
+
     def _is_footnote(self, paragraph: _Paragraph) -> bool:
         first = paragraph.lines[0]
         first_span = first.spans[0]
         starts_with_mark = first_span["size"] < first.size - 0.5 or bool(re.match(r"^[\d*∗†‡§]", first.text))
         return starts_with_mark and first.bbox[1] > 0.5 * self.page_height
+
+
+def _flow_role(line: _Line) -> str:
+    """Body text and other free text flow into one paragraph; margins, captions and equations do not."""
+    return "" if line.role == "body" else line.role
 
 
 def _merge_wrapped_headings(blocks: list[Block]) -> list[Block]:
@@ -1371,7 +1411,7 @@ def _merge_wrapped_headings(blocks: list[Block]) -> list[Block]:
         if (
             previous is not None and block.kind == previous.kind == "section_header"
             and block.section_number is None and previous.page_number == block.page_number
-            and 0 <= block.bbox[1] - previous.bbox[3] <= 4 and abs(block.bbox[0] - previous.bbox[0]) < 30
+            and -3 <= block.bbox[1] - previous.bbox[3] <= 4 and abs(block.bbox[0] - previous.bbox[0]) < 30
             and previous.level == block.level
         ):
             previous.text = f"{previous.text} {block.text}"

@@ -31,7 +31,7 @@ class ServerStartError(RuntimeError):
     """``milvus-lite server`` did not come up."""
 
 
-_held: dict[str, tuple[int, int, int]] = {}  # lock path → (fd, pid that took it, reference count)
+_held: dict[str, tuple[int, int, int, str, bool]] = {}  # lock path → (fd, pid, reference count, purpose, shared)
 _held_lock = threading.Lock()
 
 
@@ -43,11 +43,15 @@ def lock_path_for(db_path: str | Path) -> Path:
 class FileLockGuard:
     """Exclusive ``fcntl.flock`` on ``<db>.lock``, re-entrant within a process, with a clear timeout error."""
 
-    def __init__(self, db_path: str | Path, timeout: float = 30.0, purpose: str = "direct Milvus Lite access"):
+    def __init__(
+        self, db_path: str | Path, timeout: float = 30.0, purpose: str = "direct Milvus Lite access",
+        shared: bool = True,
+    ):
         self.db_path = Path(db_path).resolve()
         self.lock_path = lock_path_for(db_path)
         self.timeout = timeout
         self.purpose = purpose
+        self.shared = shared  # other shared guards of this process may take it too (one in-process Milvus Lite)
         self._acquired = False
 
     def acquire(self) -> "FileLockGuard":
@@ -55,7 +59,13 @@ class FileLockGuard:
         with _held_lock:
             held = _held.get(key)
             if held and held[1] == os.getpid():
-                _held[key] = (held[0], held[1], held[2] + 1)
+                fd, pid, count, purpose, shared = held
+                if not (shared and self.shared):
+                    raise StoreLockedError(
+                        f"Milvus Lite file {self.db_path} is held by this process for {purpose}; "
+                        "connect through that server's http:// uri instead of opening the file."
+                    )
+                _held[key] = (fd, pid, count + 1, purpose, shared)
                 self._acquired = True
                 return self
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
@@ -78,7 +88,7 @@ class FileLockGuard:
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"pid": os.getpid(), "purpose": self.purpose, "since": time.time()}).encode())
         with _held_lock:
-            _held[key] = (fd, os.getpid(), 1)
+            _held[key] = (fd, os.getpid(), 1, self.purpose, self.shared)
         self._acquired = True
         return self
 
@@ -95,9 +105,9 @@ class FileLockGuard:
         self._acquired = False
         key = str(self.lock_path)
         with _held_lock:
-            fd, pid, count = _held[key]
+            fd, pid, count, purpose, shared = _held[key]
             if count > 1:
-                _held[key] = (fd, pid, count - 1)
+                _held[key] = (fd, pid, count - 1, purpose, shared)
                 return
             del _held[key]
         fcntl.flock(fd, fcntl.LOCK_UN)
@@ -192,7 +202,8 @@ def start_milvus_lite_server(
     data_dir = Path(data_dir).resolve()
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     port = port or free_port(host)
-    guard = FileLockGuard(data_dir, timeout=lock_timeout, purpose=f"milvus-lite server on {host}:{port}").acquire()
+    guard = FileLockGuard(data_dir, timeout=lock_timeout, purpose=f"milvus-lite server on {host}:{port}",
+                          shared=False).acquire()
     log_path = data_dir.with_name(data_dir.name + ".server.log")
     command = [
         sys.executable, "-m", "milvus_lite", "server",

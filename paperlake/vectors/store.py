@@ -297,7 +297,11 @@ class VectorStore:
                 known.update(self.client.list_partitions(name))
                 return partition if partition in known else None
             if not self.client.has_partition(name, partition):
-                self.client.create_partition(name, partition)
+                try:
+                    self.client.create_partition(name, partition)
+                except Exception:
+                    if not self.client.has_partition(name, partition):  # lost a race with another writer: fine
+                        raise
             known.add(partition)
             self._loaded.discard(name)
             self._load(name)
