@@ -33,6 +33,7 @@ class IngestSummary:
     failed: dict[str, str] = field(default_factory=dict)
     removed: list[str] = field(default_factory=list)
     warehouse_built: bool = False
+    vector_failures: list[str] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -71,6 +72,7 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     import dagster as dg
 
     from assets.parse import inbox_pdf, parsed_views
+    from assets.vectors import unsynced_partitions, vector_assets
     from assets.warehouse import dbt_cli_resource, warehouse_models
     from orchestration.partitions import papers
     from orchestration.resources import PaperlakeResource
@@ -100,7 +102,6 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
                                 tags={"paperlake/trigger": "cli"}, run_config=QUIET)
         if key in plan.removed:
             summary.removed.append(key)
-            instance.delete_dynamic_partition(papers.name, key)
             notify(key, "removed")
         elif not result.success:
             summary.failed[key] = "the Dagster run failed; see the run's logs in the Dagster UI"
@@ -126,5 +127,21 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
                                f"dbt's log: {log_path}")
         summary.warehouse_built = True
         summary.step_seconds["warehouse"] = time.perf_counter() - dbt_started
+
+    vectors_started = time.perf_counter()
+    collections = [definition.key.path[-1] for definition in vector_assets]
+    vector_keys = sorted(set(keys) | unsynced_partitions(resource, collections)) if settings.warehouse.exists() else []
+    known = set(instance.get_dynamic_partitions(papers.name))
+    instance.add_dynamic_partitions(papers.name, [k for k in vector_keys if k not in known])
+    for key in vector_keys:
+        result = dg.materialize([parsed_views, warehouse_models, *vector_assets], partition_key=key,
+                                instance=instance, resources=resources, selection=vector_assets,
+                                raise_on_error=False, tags={"paperlake/trigger": "cli"}, run_config=QUIET)
+        if not result.success:
+            summary.vector_failures.append(key)
+            notify(key, "vector sync failed")
+    summary.step_seconds["vectors"] = time.perf_counter() - vectors_started
+    for key in summary.removed:  # every store has forgotten the paper: its partition can go
+        instance.delete_dynamic_partition(papers.name, key)
     summary.step_seconds["total"] = time.perf_counter() - started
     return summary

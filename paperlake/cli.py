@@ -254,3 +254,53 @@ def evaluate_cmd(
     report.to_png(out / "report.png")
     console.print(report.to_markdown())
     console.print(f"written: {out}")
+
+
+@app.command()
+def search(
+    query: str = typer.Argument(..., help="What to look for."),
+    collection: Optional[str] = typer.Option(None, "--collection", "-c", help="Collection (default: MiniLM dense; "
+                                             "with --hybrid: the BM25+dense hybrid collection)."),
+    view: Optional[str] = typer.Option(None, "--view", help="Restrict to one warehouse view, table.column."),
+    filter_expr: str = typer.Option("", "--filter", help="Milvus boolean filter on pdf_id, page_number, "
+                                    "table_name, column_name, primary_key."),
+    limit: int = typer.Option(5, "--limit", "-k"),
+    hybrid: bool = typer.Option(False, "--hybrid", help="Fuse BM25 and dense results (RRF in Milvus)."),
+    weights: Optional[str] = typer.Option(None, "--weights", help="Weighted fusion instead of RRF, e.g. 0.3,0.7 "
+                                          "(BM25, dense)."),
+    home: Optional[Path] = HomeOption,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Vector search over the Milvus collections; larger scores are better, whatever the backend returns."""
+    from paperlake.vectors.config import load_config
+    from paperlake.vectors.filters import FilterError
+    from paperlake.vectors.search import search as run_search
+    from paperlake.vectors.store import VectorStore
+
+    settings = _settings(home)
+    config = load_config()
+    name = collection or (config.hybrid_collection if hybrid else "text_sentence_transformers_all_minilm_l6_v2")
+    table_name = column_name = None
+    if view:
+        table_name, _, column_name = view.partition(".")
+        if not column_name:
+            _fail(f"--view takes table.column (e.g. chunks.text_content), got {view!r}")
+    fusion = [float(w) for w in weights.split(",")] if weights else None
+    try:
+        store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite")
+    except Exception as error:  # a lock held by a running ingest, an unreachable server, …
+        _fail(f"cannot open the vector store {settings.milvus_uri}: {error}")
+    try:
+        hits = run_search(store, query, name, table_name, column_name, filter_expr, limit, hybrid, fusion)
+    except FilterError as error:
+        _fail(str(error))
+    except (KeyError, ValueError) as error:
+        _fail(str(error))
+    finally:
+        store.close()
+    columns = ["score", "pdf_id", "page_number", "table_name", "column_name", "primary_key", "content"]
+    rows = [(round(h.score, 4), h.pdf_id, h.page_number, h.table_name, h.column_name, h.primary_key,
+             h.text if h.text is not None else h.bbox) for h in hits]
+    if not as_json:
+        rows = [(*row[:-1], (str(row[-1]) or "")[:160]) for row in rows]
+    _print_rows(columns, rows, as_json, title=f"{name}: {query}")

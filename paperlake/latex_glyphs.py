@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import statistics
 import unicodedata
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import pymupdf
 
@@ -830,13 +830,13 @@ class _Reader:
                 compound = _compound(latex, "frac", [rule, *above, *below], rule.cy + 0.25 * size, size)
                 compound.axis_y = rule.cy
                 atoms = [a for a in atoms if a is not rule and a not in above and a not in below] + [compound]
-            elif below and min(a.y0 for a in below) - rule.y1 < 0.5 * max(a.size for a in below):
-                under = [a for a in below if a.y0 - rule.y1 < 0.9 * a.size]
+            elif under := [a for a in below if a.kind != "rule" and a.y0 - rule.y1 < 0.5 * a.size]:
+                under = [a for a in below if a.kind != "rule" and a.y0 - rule.y1 < 0.9 * a.size]
                 latex = rf"\overline{{{self.layout(under)}}}"
                 compound = _compound(latex, "ord", [rule, *under], _dominant_baseline(under), _dominant_size(under))
                 atoms = [a for a in atoms if a is not rule and a not in under] + [compound]
-            elif above and rule.y0 - max(a.y1 for a in above) < 0.4 * max(a.size for a in above):
-                over = [a for a in above if rule.y0 - a.y1 < 0.9 * a.size]
+            elif over := [a for a in above if a.kind != "rule" and rule.y0 - a.y1 < 0.4 * a.size]:
+                over = [a for a in above if a.kind != "rule" and rule.y0 - a.y1 < 0.9 * a.size]
                 latex = rf"\underline{{{self.layout(over)}}}"
                 compound = _compound(latex, "ord", [rule, *over], _dominant_baseline(over), _dominant_size(over))
                 atoms = [a for a in atoms if a is not rule and a not in over] + [compound]

@@ -414,3 +414,17 @@ def test_file_lock_guard_times_out_with_a_clear_error(tmp_path):
         holder.wait(timeout=30)
     with VectorStore(path, lock_timeout=5, use_cache=False) as store:
         assert store.client.has_collection("text_bm25_en")
+
+
+def test_benchmark_queries_are_verified_against_the_pdfs():
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "retrieval.py"
+    spec = importlib.util.spec_from_file_location("benchmark_retrieval", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    queries = module.load_queries(script.with_name("retrieval_queries.jsonl"), CORPUS)
+    assert len(queries) >= 40
+    assert len({q["paper"] for q in queries}) == 19
+    assert all(q["page"] in q["gold_pages"] for q in queries)

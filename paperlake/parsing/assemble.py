@@ -177,7 +177,7 @@ def _split_sections(layout: DocumentLayout) -> list[_Section]:
             number, title = numbering[id(block)]
             level = block.level or (number.count(".") + 1 if number else 1)
             sections.append(_Section(title, number, level, block.page_number, []))
-        elif block.kind in _BODY_KINDS:
+        elif block.kind in _BODY_KINDS and not _repeats_caption(sections[-1].blocks, block):
             sections[-1].blocks.append(block)
     if preamble.title and not preamble.blocks and layout.abstract:
         abstract_block = Block(kind="abstract", page_number=layout.pages[0].page_number, bbox=(0, 0, 0, 0),
@@ -188,6 +188,15 @@ def _split_sections(layout: DocumentLayout) -> list[_Section]:
     elif preamble.title is None:  # text before any heading and no abstract: keep it, under an honest title
         preamble.title = "Front matter"
     return sections
+
+
+def _repeats_caption(section_blocks: list[Block], block: Block) -> bool:
+    """The panels of one figure arrive as several figure blocks sharing a caption; the text carries it once."""
+    previous = section_blocks[-1] if section_blocks else None
+    return (
+        block.kind == "figure" and previous is not None and previous.kind == "figure"
+        and previous.caption == block.caption and previous.label == block.label
+    )
 
 
 def _numbering(headers: list[Block]) -> dict[int, tuple[str | None, str]]:

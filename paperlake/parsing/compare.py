@@ -64,6 +64,27 @@ def compare_with_mineru(pymupdf_parsed: ParsedPaper, mineru_dir: str | Path) -> 
     return result
 
 
+def combine(results: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Corpus-level scores from per-paper :func:`compare_with_mineru` results (counts summed, then divided)."""
+    combined: dict[str, dict[str, Any]] = {}
+    for kind in (*ELEMENT_TYPES, "sections"):
+        totals = [sum(result[kind][field] for result in results) for field in ("reference", "found", "matched")]
+        combined[kind] = _scores(*totals)
+    return combined
+
+
+def format_table(scores: dict[str, dict[str, Any]]) -> str:
+    """The scores as a fixed-width table for logs and reports."""
+    lines = [f"{'element':<10} {'MinerU':>7} {'ours':>6} {'matched':>8} {'recall':>7} {'precision':>10}"]
+    for kind, score in scores.items():
+        recall = f"{score['recall']:.3f}" if score["recall"] is not None else "-"
+        precision = f"{score['precision']:.3f}" if score["precision"] is not None else "-"
+        lines.append(
+            f"{kind:<10} {score['reference']:>7} {score['found']:>6} {score['matched']:>8} {recall:>7} {precision:>10}"
+        )
+    return "\n".join(lines)
+
+
 def read_mineru_elements(mineru_dir: str | Path, page_sizes: dict[int, tuple[float, float]] | None = None
                          ) -> MineruElements:
     """MinerU's element boxes from ``layout.json(.gz)``; from ``*_content_list.json`` when there is no middle JSON

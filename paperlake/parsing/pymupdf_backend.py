@@ -48,9 +48,12 @@ _MATH_FONT = re.compile(
     re.I,
 )
 # Greek, operators, arrows, relations and the Mathematical Alphanumeric Symbols block (𝑥, 𝜽, …).
-_MATH_CHARS = re.compile("[=<>+±×÷¬|\u0391-\u03c9\u2190-\u21ff\u2200-\u22ff\u27c0-\u27ef\u2980-\u2aff\U0001d400-\U0001d7ff]")
+_MATH_CHARS = re.compile(
+    "[=<>+±×÷¬|\u0391-\u03c9\u2190-\u21ff\u2200-\u22ff\u27c0-\u27ef\u2980-\u2aff\U0001d400-\U0001d7ff]"
+)
 _CAPTION = re.compile(r"^(Table|Tab\.|Figure|Fig\.)\s*([A-Z]?\d+)\s*[:.|]\s*")
 _EQUATION_NUMBER = re.compile(r"^\(\s*((?:[A-Z]\.)?\d+[a-z]?(?:\.\d+)?)\s*\)$")
+_ALGORITHM_STEP = re.compile(r"^\d{1,2}:\s")  # numbered pseudo-code lines are not display equations
 _DIGIT_HEADING = re.compile(r"^(\d+(?:\.\d+){0,3})\.?\s+(\S.*)$")
 _LETTER_HEADING = re.compile(r"^([A-Z](?:\.\d+){0,3})\.?\s+(\S.*)$")
 _UNNUMBERED_SECTIONS = frozenset(
@@ -153,9 +156,9 @@ class _Line:
     size: float
     bold_share: float
     math_share: float
-    widest_gap: float = 0.0
+    widest_gap: float = 0.0  # between the PyMuPDF lines merged into this one: wide in table rows, small in prose
     column: Column = "full"
-    role: str = ""  # set by page analysis: body, caption, heading, footer, header, ...
+    role: str = ""  # set by page analysis: body, caption, equation, footer, header; "" for other free text
 
     @property
     def width(self) -> float:
@@ -189,7 +192,7 @@ def _read_page(page: pymupdf.Page) -> _PageContent:
             if abs(line["dir"][1]) > 0.1:
                 rotated.append(tuple(line["bbox"]))
                 continue
-            raw_lines.append(_line_from_spans(spans))
+            raw_lines += [_line_from_spans(part) for part in _split_stacked(spans)]
     images = [tuple(info["bbox"]) for info in page.get_image_info() if _inside_page(info["bbox"], width, height)]
     drawings = []
     page_rect = page.rect
@@ -214,6 +217,24 @@ def _read_page(page: pymupdf.Page) -> _PageContent:
             continue
         drawings.append(((rect.x0, rect.y0, rect.x1, rect.y1), rect.width > 2 and rect.height > 2))
     return _PageContent(page.number + 1, width, height, raw_lines, rotated, images, drawings)
+
+
+def _split_stacked(spans: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """PyMuPDF sometimes puts a sentence and the display equation under it into one line; spans that share no
+    height with the line so far start a line of their own."""
+    parts: list[list[dict[str, Any]]] = []
+    for span in spans:
+        y0, y1 = span["bbox"][1], span["bbox"][3]
+        home = next(
+            (part for part in parts
+             if min(max(s["bbox"][3] for s in part), y1) - max(min(s["bbox"][1] for s in part), y0) > 0),
+            None,
+        )
+        if home is None:
+            parts.append([span])
+        else:
+            home.append(span)
+    return parts
 
 
 def _inside_page(bbox: Any, width: float, height: float) -> bool:
@@ -347,13 +368,15 @@ def _find_gutter(page: _PageContent, body_size: float) -> float | None:
 
 
 def _is_single_column(page: _PageContent, body_size: float, gutter: float) -> bool:
-    crossing = [line for line in _text_lines(page, body_size) if line.bbox[0] < gutter - 5 < gutter + 5 < line.bbox[2]]
-    return len(crossing) >= 5
+    """A page without a clean gutter of its own is one-column if running text crosses the paper's gutter."""
+    lines = _text_lines(page, body_size)
+    return sum(1 for line in lines if line.bbox[0] < gutter - 5 and line.bbox[2] > gutter + 5) >= 5
 
 
 def _column_edges(
     pages: list[_PageContent], body_size: float, page_gutters: dict[int, float | None]
 ) -> dict[Column, tuple[float, float]]:
+    """Left and right edges of each column (and of the full text width) where running text starts and ends."""
     starts: dict[Column, Counter[int]] = {"left": Counter(), "right": Counter(), "full": Counter()}
     ends: dict[Column, Counter[int]] = {"left": Counter(), "right": Counter(), "full": Counter()}
     for page in pages:
@@ -374,10 +397,11 @@ def _column_edges(
     edges: dict[Column, tuple[float, float]] = {}
     for side in ("left", "right", "full"):
         if starts[side]:
+            # Of the most frequent line starts and ends, the outermost: first-line indents are frequent too.
             edges[side] = (float(min(starts[side].most_common(3))[0]), float(max(ends[side].most_common(3))[0]))
-    if "left" in edges and "right" in edges:
-        edges["full"] = (min(edges["left"][0], edges.get("full", edges["left"])[0]),
-                         max(edges["right"][1], edges.get("full", edges["right"])[1]))
+    if "left" in edges and "right" in edges:  # the text width spans both columns and any one-column page
+        spans = [edges[side] for side in ("left", "right", "full") if side in edges]
+        edges["full"] = (min(span[0] for span in spans), max(span[1] for span in spans))
     elif "full" not in edges:
         width = max(page.width for page in pages)
         edges["full"] = (0.1 * width, 0.9 * width)
@@ -395,7 +419,6 @@ class _Region:
     bbox: Box
     caption_lines: list[_Line]
     label: str | None
-    column: Column
     lines: list[_Line] = field(default_factory=list)
     has_image: bool = False
     has_drawing: bool = False
@@ -416,16 +439,13 @@ class _Equation:
     lines: list[_Line]
     number_lines: list[_Line]
     number: str | None
-    column: Column
 
 
 @dataclass
 class _PageAnalysis:
     content: _PageContent
     style: _DocumentStyle
-    lines: list[_Line]
     regions: list[_Region]
-    equations: list[_Equation]
     free_lines: list[_Line]  # lines in no region or equation, in reading order
     order: list[Any]         # regions, equations and free lines, in reading order
 
@@ -437,12 +457,12 @@ def _analyse_page(page: _PageContent, style: _DocumentStyle) -> _PageAnalysis:
     regions = _find_regions(lines, page, style)
     claimed = {id(line) for region in regions for line in (*region.lines, *region.caption_lines)}
     remaining = [line for line in lines if id(line) not in claimed]
-    equations = _find_equations(remaining, style)
+    equations = _find_equations(remaining, page, style)
     claimed |= {id(line) for equation in equations for line in (*equation.lines, *equation.number_lines)}
     free = [line for line in lines if id(line) not in claimed]
     order = _reading_order([*regions, *equations, *free], style)
     free_in_order = [item for item in order if isinstance(item, _Line)]
-    return _PageAnalysis(page, style, lines, regions, equations, free_in_order, order)
+    return _PageAnalysis(page, style, regions, free_in_order, order)
 
 
 @dataclass
@@ -624,23 +644,19 @@ def _find_regions(lines: list[_Line], page: _PageContent, style: _DocumentStyle)
     # Figure captions sit under their figure almost always, table captions on either side: figures claim what is
     # above them first, so a table whose caption is on top cannot grow down into the figure below it.
     # Tables go in order of how close their content sits, so a caption between two tables gets the nearer one.
-    passes: list[tuple[str, tuple[str, ...]]] = [("figure", ("up",)), ("table", ("up", "down")), ("figure", ("down",))]
+    passes: list[tuple[Literal["table", "figure"], tuple[str, ...]]] = [
+        ("figure", ("up",)), ("table", ("up", "down")), ("figure", ("down",))
+    ]
     placed: set[int] = set()
     for wanted, directions in passes:
-        pending = [caption for caption in captions if _caption_kind(caption) == wanted]
+        pending = [c for c in captions if _caption_kind(c) == wanted and id(c[0]) not in placed]
         if wanted == "table":
             pending.sort(key=lambda c: _nearest_content_gap(c, elements, claimed, captions, style))
         for caption in pending:
-            kind = _caption_kind(caption)
-            match = _CAPTION.match(caption[0].text)
-            if id(caption[0]) in placed:
-                continue
-            grown = _grow_region(kind, caption, elements, claimed, captions, style, directions)
+            grown = _grow_region(wanted, caption, elements, claimed, captions, style, directions)
             if grown:
                 placed.add(id(caption[0]))
-            for region in grown:
-                region.label = f"{'Table' if kind == 'table' else 'Figure'} {match.group(2)}"
-                regions.append(region)
+                regions += grown
     for caption in captions:
         if id(caption[0]) not in placed:
             for line in caption:
@@ -688,6 +704,12 @@ def _continues_prose(previous: _Line, line: _Line) -> bool:
 
 def _caption_kind(caption: list[_Line]) -> Literal["table", "figure"]:
     return "table" if _CAPTION.match(caption[0].text).group(1).startswith("Tab") else "figure"
+
+
+def _caption_label(caption: list[_Line]) -> str:
+    """ "Table 3" / "Figure 2", whatever the caption's own spelling ("Tab. 3", "Fig. 2")."""
+    number = _CAPTION.match(caption[0].text).group(2)
+    return f"{'Table' if _caption_kind(caption) == 'table' else 'Figure'} {number}"
 
 
 def _both_sides(
@@ -748,7 +770,6 @@ def _grow_region(
     kind: Literal["table", "figure"], caption: list[_Line], elements: list[_Element], claimed: set[int],
     captions: list[list[_Line]], style: _DocumentStyle, directions: tuple[str, ...],
 ) -> list[_Region]:
-    caption_box = _union([line.bbox for line in caption])
     above, below = _both_sides(caption, elements, claimed, captions, style, directions)
     gap_above, gap_below = _first_gap(caption, above, "up"), _first_gap(caption, below, "down")
     contested_above = above and _next_caption_beyond(above, "up", caption, captions, style)
@@ -768,8 +789,7 @@ def _grow_region(
             kind=kind,
             bbox=_union([e.bbox for e in panel]),
             caption_lines=caption,
-            label=None,
-            column=style.column_of(_union([caption_box, *(e.bbox for e in panel)])),
+            label=_caption_label(caption),
             lines=[e.line for e in panel if e.line is not None],
             has_image=any(e.is_image for e in panel),
             has_drawing=any(e.line is None and not e.is_image for e in panel),
@@ -896,7 +916,7 @@ def _uncaptioned_figures(page: _PageContent, regions: list[_Region], style: _Doc
     for box in page.images:
         big = box[2] - box[0] >= _MIN_FIGURE_SIDE and box[3] - box[1] >= _MIN_FIGURE_SIDE
         if big and not _inside_any(box, covered) and box[1] < _BOTTOM_MARGIN_SHARE * page.height:
-            figures.append(_Region("figure", box, [], None, style.column_of(box), has_image=True))
+            figures.append(_Region("figure", box, [], None, has_image=True))
             covered.append(box)
     return figures
 
@@ -1073,38 +1093,133 @@ def _header_row_count(rows: list[list[tuple]], region: _Region, analysis: _PageA
 # ------------------------------------------------------------------------------------------------ equations
 
 
-def _find_equations(lines: list[_Line], style: _DocumentStyle) -> list[_Equation]:
-    """Display equations: math lines set apart from the text, with their "(N)" at the column's right edge."""
+_NOT_EQUATION_ROLES = frozenset({"body", "footer", "header", "caption"})
+
+
+def _find_equations(lines: list[_Line], page: _PageContent, style: _DocumentStyle) -> list[_Equation]:
+    """Display equations, one per row of a multi-line display: math lines set apart from the text, the pieces
+    on their baseline, the parts of their fractions, and the "(N)" at the column's right edge."""
     numbers = [line for line in lines if _EQUATION_NUMBER.match(line.text) and not line.role]
     number_ids = {id(line) for line in numbers}
-    candidates = [
+    free = [
         line for line in lines
-        if id(line) not in number_ids and line.role not in {"body", "footer", "header", "caption"}
-        and _is_display_math(line, style)
+        if id(line) not in number_ids and line.role not in _NOT_EQUATION_ROLES and not _ALGORITHM_STEP.match(line.text)
     ]
-    candidate_ids = {id(line) for line in candidates}
-    for number in numbers:
+    body = [line for line in lines if line.role == "body"]
+    candidates = [line for line in free if _is_display_math(line, style) and not _within_text_line(line, body)]
+    for number in numbers:  # a numbered display whose text happens to use few math glyphs
         if not any(_same_row(number, line) for line in candidates):
-            partners = [
-                line for line in lines
-                if _same_row(number, line) and id(line) not in number_ids and line.column == number.column
-                and line.role not in {"footer", "header"} and not _looks_like_heading(line)
+            candidates += [
+                line for line in free
+                if _same_row(number, line) and line.column == number.column and not _looks_like_heading(line)
+                and line not in candidates
             ]
-            for partner in partners:
-                if id(partner) not in candidate_ids:
-                    candidates.append(partner)
-                    candidate_ids.add(id(partner))
-    groups = _group_equation_lines(candidates, style)
+    rows = _equation_rows(candidates, _fraction_bars(page))
+    taken = {id(line) for row in rows for line in row}
+    for row in rows:  # pieces of the row set apart by wide spaces ("Model A:  y = β0 + ...")
+        box = _union([line.bbox for line in row])
+        column = style.column_of(box)
+        row += [line for line in free if id(line) not in taken and _beside(line, box, column)]
+        taken |= {id(line) for line in row}
     equations = []
-    for group in groups:
-        box = _union([line.bbox for line in group])
-        attached = [n for n in numbers if n.column == style.column_of(box) or style.column_of(box) == "full"]
-        attached = [n for n in attached if box[1] - 2 <= (n.bbox[1] + n.bbox[3]) / 2 <= box[3] + 2]
+    for row in sorted(rows, key=lambda r: _union([line.bbox for line in r])[1]):
+        box = _union([line.bbox for line in row])
+        attached = [n for n in numbers if box[1] - 2 <= (n.bbox[1] + n.bbox[3]) / 2 <= box[3] + 2
+                    and _horizontal_gap(n.bbox, box) < 0.6 * page.width]
         number = _EQUATION_NUMBER.match(attached[-1].text).group(1) if attached else None
-        for line in group:
+        for line in row:
             line.role = "equation"
-        equations.append(_Equation(box, group, attached, f"({number})" if number else None, style.column_of(box)))
+        equations.append(_Equation(box, row, attached, f"({number})" if number else None))
     return equations
+
+
+def _within_text_line(line: _Line, body: list[_Line]) -> bool:
+    """Inline math that PyMuPDF split off its sentence sits on the baseline band of a body line."""
+    center = (line.bbox[1] + line.bbox[3]) / 2
+    return any(
+        other.bbox[1] + 1 <= center <= other.bbox[3] - 1 and _horizontal_gap(line.bbox, other.bbox) < 2
+        for other in body
+    )
+
+
+def _beside(line: _Line, box: Box, column: Column) -> bool:
+    """A label or a piece of the same display on its baseline ("Model A:", "+ ε"), not a run of words."""
+    center = (line.bbox[1] + line.bbox[3]) / 2
+    same_column = line.column == column or (column != "full" and line.column == "full")
+    piece = line.math_share >= 0.2 or len(line.text) <= 25
+    return box[1] - 2 <= center <= box[3] + 2 and _horizontal_gap(line.bbox, box) < 80 and same_column and piece
+
+
+def _equation_rows(candidates: list[_Line], bars: list[Box]) -> list[list[_Line]]:
+    """Candidate lines joined into rows: side by side on one baseline, or numerator and denominator across a
+    fraction bar. Narrow lines (the limits of a sum, a lone script) then join the one row nearest to them, so
+    they cannot chain the rows of a multi-line display into one."""
+    narrow = {id(line) for line in candidates if _is_narrow(line, candidates)}
+    wide = sorted((line for line in candidates if id(line) not in narrow), key=lambda line: line.bbox[1])
+    parent = list(range(len(wide)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, upper in enumerate(wide):
+        for j in range(i + 1, len(wide)):
+            lower = wide[j]
+            if lower.bbox[1] > upper.bbox[3] + 4:
+                break
+            if _same_equation_row(upper, lower, bars):
+                parent[root(j)] = root(i)
+    grouped: dict[int, list[_Line]] = {}
+    for i, line in enumerate(wide):
+        grouped.setdefault(root(i), []).append(line)
+    rows = list(grouped.values())
+    for line in candidates:
+        if id(line) not in narrow:
+            continue
+        near = [(_vertical_gap(line.bbox, _union([l.bbox for l in row])), row) for row in rows
+                if _horizontal_gap(line.bbox, _union([l.bbox for l in row])) < 10]
+        near = [(gap, row) for gap, row in near if gap <= 6]
+        if near:
+            min(near, key=lambda pair: pair[0])[1].append(line)
+        else:
+            rows.append([line])
+    return rows
+
+
+def _is_narrow(line: _Line, candidates: list[_Line]) -> bool:
+    neighbours = [
+        other.width for other in candidates
+        if _vertical_gap(other.bbox, line.bbox) < 30 and _horizontal_gap(other.bbox, line.bbox) < 10
+    ]
+    return line.width < 0.35 * max(neighbours, default=line.width)
+
+
+def _same_equation_row(upper: _Line, lower: _Line, bars: list[Box]) -> bool:
+    overlap = min(upper.bbox[3], lower.bbox[3]) - max(upper.bbox[1], lower.bbox[1])
+    if overlap >= 0.5 * min(upper.height, lower.height) and _horizontal_gap(upper.bbox, lower.bbox) < 80:
+        return True
+    x_overlap = min(upper.bbox[2], lower.bbox[2]) - max(upper.bbox[0], lower.bbox[0])
+    if x_overlap <= 0 or lower.bbox[1] - upper.bbox[3] > 3:
+        return False
+    return any(
+        upper.bbox[3] - 3 <= bar[1] <= lower.bbox[1] + 3
+        and min(bar[2], upper.bbox[2], lower.bbox[2]) - max(bar[0], upper.bbox[0], lower.bbox[0]) > 0
+        for bar in bars
+    )
+
+
+def _vertical_gap(a: Box, b: Box) -> float:
+    return max(a[1] - b[3], b[1] - a[3], 0.0)
+
+
+def _fraction_bars(page: _PageContent) -> list[Box]:
+    return [rect for rect, _ in page.drawings if rect[3] - rect[1] <= 1.5 and 3 <= rect[2] - rect[0] <= 300]
+
+
+def _horizontal_gap(a: Box, b: Box) -> float:
+    return max(a[0] - b[2], b[0] - a[2], 0.0)
 
 
 def _same_row(a: _Line, b: _Line) -> bool:
@@ -1118,19 +1233,6 @@ def _is_display_math(line: _Line, style: _DocumentStyle) -> bool:
     if line.math_share >= 0.6 and len(line.text) >= 3:
         return True
     return indented and line.math_share >= 0.3 and not _CAPTION.match(line.text)
-
-
-def _group_equation_lines(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
-    groups: list[list[_Line]] = []
-    for line in sorted(lines, key=lambda l: (l.column, l.bbox[1])):
-        if groups:
-            last = groups[-1]
-            box = _union([l.bbox for l in last])
-            if last[0].column == line.column and line.bbox[1] - box[3] <= 0.35 * style.body_size:
-                last.append(line)
-                continue
-        groups.append([line])
-    return groups
 
 
 # ------------------------------------------------------------------------------------------------ reading order
@@ -1212,6 +1314,7 @@ class _StructureBuilder:
         self.title_ids: set[int] = set()
         self.in_abstract = False
         self.in_references = False
+        self.after_references = False
         self.last_reference: Block | None = None
         self.page_height = 0.0
         self.section_size = style.body_size + 1.0
@@ -1243,7 +1346,7 @@ class _StructureBuilder:
         self.title_ids = {id(l) for l in title_lines}
         self.front_ids = self.title_ids | {id(l) for l in author_lines}
         title = " ".join(l.text for l in title_lines)
-        return title or None, _author_names(author_lines, page)
+        return title or None, _author_names(author_lines)
 
     def _ends_front_matter(self, line: _Line) -> bool:
         """The abstract heading, a numbered heading or running text: where the author block is over."""
@@ -1282,7 +1385,7 @@ class _StructureBuilder:
             page_blocks += self._paragraph_blocks(paragraph)
         page_blocks = _merge_wrapped_headings(page_blocks)
         self.blocks += page_blocks
-        self.page_text[number] = "\n\n".join(filter(None, map(_page_text_of, page_blocks)))
+        self.page_text[number] = "\n\n".join(dict.fromkeys(filter(None, map(_page_text_of, page_blocks))))
 
     def _continues(self, paragraph: _Paragraph | None, line: _Line) -> bool:
         if paragraph is None:
@@ -1303,7 +1406,8 @@ class _StructureBuilder:
             return line.bbox[0] > left + 2  # hanging indent: an entry's first line starts at the column edge
         if _LIST_BULLET.match(line.text) and line.bbox[0] <= last.bbox[0] + 2:
             return False
-        indented = line.bbox[0] - left > 6 and line.bbox[0] - last.bbox[0] > 6
+        in_list = bool(_LIST_BULLET.match(paragraph.lines[0].text))  # list items hang their later lines
+        indented = not in_list and line.bbox[0] - left > 6 and line.bbox[0] - last.bbox[0] > 6
         ended = last.bbox[2] < right - 0.15 * (right - left) and last.text.rstrip().endswith((".", ":", "?", "!"))
         return not (indented or ended)
 
@@ -1320,8 +1424,8 @@ class _StructureBuilder:
         if digit and len(digit.group(1).split(".")[0]) <= 2 and digit.group(2)[0].isupper():
             number = digit.group(1)
             return number, digit.group(2), number.count(".") + 1
-        letter = _LETTER_HEADING.match(text)
-        if letter and (self.in_references or "." in letter.group(1)) and letter.group(2)[0].isupper():
+        letter = _LETTER_HEADING.match(text)  # appendices: "B Proofs" only after the bibliography, "B.2 ..." anywhere
+        if letter and (self.after_references or "." in letter.group(1)) and letter.group(2)[0].isupper():
             number = letter.group(1)
             return number, letter.group(2), number.count(".") + 1
         key = re.sub(r"[^a-z]", "", text.lower())
@@ -1339,17 +1443,15 @@ class _StructureBuilder:
         if parts is None:
             return None
         number, title, level = parts
-        if number and "." not in number and number.isdigit():
-            self.section_size = max(self.section_size, line.size) if level == 1 else self.section_size
+        if number is not None and number.isdigit():
+            self.section_size = max(self.section_size, line.size)
         key = re.sub(r"[^a-z]", "", title.lower())
         self.in_abstract = key == "abstract"
         self.last_reference = None
         if key in _REFERENCE_HEADINGS:
-            self.in_references = True
-        elif level == 1 and self.in_references and not (number or "").isdigit():
-            self.in_references = number is None and key not in _UNNUMBERED_SECTIONS
-        elif level == 1:
-            self.in_references = False
+            self.in_references = self.after_references = True
+        elif number is not None or (level == 1 and key in _UNNUMBERED_SECTIONS):
+            self.in_references = False  # an appendix or a known section closes the bibliography
         return Block(kind="section_header", page_number=page_number, bbox=line.bbox, text=line.text,
                      level=level, section_number=number)
 
@@ -1446,7 +1548,7 @@ def _region_block(region: _Region, page_number: int) -> Block:
                  label=region.label, image_kind=image_kind)
 
 
-def _author_names(lines: list[_Line], page: _PageContent) -> list[str]:
+def _author_names(lines: list[_Line]) -> list[str]:
     """Names from the bold author lines (affiliations and e-mails are set in regular type in ACL-style papers);
     superscript marks and commas separate the names."""
     bold = [line for line in lines if line.bold_share >= 0.6 and not _EMAIL_OR_URL.search(line.text)]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.resources
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,18 +125,6 @@ class VectorConfig:
 
     def active_collections(self, environ: Mapping[str, str] | None = None) -> list[CollectionSpec]:
         return [s for s in self.collections if self.inactive_reason(s, environ) is None]
-
-    def fingerprint(self, spec: CollectionSpec) -> str:
-        """What produced the vectors of ``spec``: salts ``text_hash`` so a model swap re-encodes every cell."""
-        parts = []
-        for vector in spec.vectors:
-            if vector.kind == "bm25":
-                parts.append(f"bm25:{json.dumps(self.bm25_analyzer, sort_keys=True)}")
-            else:
-                encoder = self.encoders[vector.encoder]
-                extra = f"@{encoder.dpi}dpi" if encoder.kind == "open_clip" else ""
-                parts.append(f"{encoder.kind}:{encoder.model_id}{extra}")
-        return "|".join(parts)
 
 
 def default_config_path() -> Path:

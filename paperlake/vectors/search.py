@@ -21,7 +21,7 @@ from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
 
 from paperlake.vectors.config import CollectionSpec, VectorFieldSpec
 from paperlake.vectors.filters import FilterError, quote_literal, validate_filter
-from paperlake.vectors.store import VectorStore, partition_name
+from paperlake.vectors.store import VectorStore
 
 __all__ = ["FilterError", "Hit", "search"]
 
@@ -87,10 +87,10 @@ def search(
 
     if not store.client.has_collection(spec.name):
         return []
-    store._load(spec.name)
+    store.load(spec.name)
     partitions = None
     if table_name is not None and column_name is not None:
-        partition = store._partition(spec.name, table_name, column_name, create=False)
+        partition = store.view_partition(spec.name, table_name, column_name, create=False)
         if partition is None:
             return []
         partitions = [partition]

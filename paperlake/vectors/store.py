@@ -205,7 +205,7 @@ class VectorStore:
                 self._check_schema(spec)
             else:
                 self._create(spec)
-            self._load(spec.name)
+            self.load(spec.name)
             names.append(spec.name)
         return names
 
@@ -282,12 +282,14 @@ class VectorStore:
             if str((fields["text"].get("params") or {}).get("enable_analyzer", "")).lower() != "true":
                 raise SchemaMismatchError(f"collection {spec.name}.text has no analyzer; recreate it")
 
-    def _load(self, name: str) -> None:
+    def load(self, name: str) -> None:
+        """Load a collection once per store: a reopened Milvus Lite file starts with its collections released."""
         if name not in self._loaded:
             self.client.load_collection(name)
             self._loaded.add(name)
 
-    def _partition(self, name: str, table: str, column: str, create: bool) -> str | None:
+    def view_partition(self, name: str, table: str, column: str, create: bool = False) -> str | None:
+        """The partition of a view in collection ``name`` (created on demand); None when absent and not created."""
         known = self._partitions.get(name)
         if known is None:
             known = self._partitions[name] = set(self.client.list_partitions(name))
@@ -304,7 +306,7 @@ class VectorStore:
                         raise
             known.add(partition)
             self._loaded.discard(name)
-            self._load(name)
+            self.load(name)
         return partition
 
     # ── sync ─────────────────────────────────────────────────────────────────────────────────────────────────────
@@ -339,7 +341,7 @@ class VectorStore:
 
     def existing_hashes(self, collection: str, paper_id: str) -> dict[str, str]:
         """Entity id → text_hash of the paper's entities in ``collection``."""
-        self._load(collection)
+        self.load(collection)
         expression = f"pdf_id == {quote_literal(paper_id)}"
         rows = self.client.query(collection, filter=expression, output_fields=["id", "text_hash"], limit=_QUERY_LIMIT)
         if len(rows) >= _QUERY_LIMIT:
@@ -368,7 +370,7 @@ class VectorStore:
         started = time.perf_counter()
         by_partition: dict[str, list[dict]] = defaultdict(list)
         for row in rows:
-            by_partition[self._partition(spec.name, row["table_name"], row["column_name"], create=True)].append(row)
+            by_partition[self.view_partition(spec.name, row["table_name"], row["column_name"], create=True)].append(row)
         for partition, part_rows in by_partition.items():
             for start in range(0, len(part_rows), _WRITE_BATCH):
                 self.client.upsert(spec.name, part_rows[start:start + _WRITE_BATCH], partition_name=partition)
@@ -437,7 +439,7 @@ class VectorStore:
         for spec in self._specs(collections):
             if not self.client.has_collection(spec.name):
                 continue
-            self._load(spec.name)
+            self.load(spec.name)
             count = self.count(spec.name, expression)
             if count:
                 self.client.delete(spec.name, filter=expression)
@@ -447,7 +449,7 @@ class VectorStore:
 
     def count(self, collection: str, expr: str = "") -> int:
         """Number of entities in ``collection`` matching the (validated) filter."""
-        self._load(collection)
+        self.load(collection)
         rows = self.client.query(collection, filter=validate_filter(expr), output_fields=["count(*)"])
         return int(rows[0]["count(*)"]) if rows else 0
 
