@@ -190,6 +190,9 @@ def failure_class(mineru: str, ours: str, notes: list[str]) -> str:
         return "missing glyphs (empty region)"
     if any(n.startswith("unmapped glyph") for n in notes):
         return "unmapped glyphs"
+    plain = [re.sub(r"\\math(bf|bb|cal|frak|sf|tt|scr)", "", normalize_latex(x)) for x in (mineru, ours)]
+    if fuzz.ratio(*plain) >= 95:
+        return "alphabet only (bold / calligraphic / blackboard differ)"
     if re.search(r"\\begin\{(array|[pbBvV]?matrix)\}\s*\{?\s*[clr]{2,}", mineru) and "\\\\" in mineru and \
             not re.search(r"\\begin\{array\}\s*\{\s*[rl]{1,2}\s*\}", mineru):
         return "matrix"
@@ -263,6 +266,8 @@ def summarise(records: list[dict]) -> dict:
         "sympy_equivalent_share": share(sum(bool(r["sympy_equivalent"]) for r in records)),
         "sympy_both_parse_share": share(sum(r["sympy_equivalent"] is not None for r in records)),
         "similarity_at_least_0.8_share": share(sum(s >= MATCH_THRESHOLD for s in similarities)),
+        "similarity_at_least_0.9_share": share(sum(s >= 0.9 for s in similarities)),
+        "identical_normalised_share": share(sum(r["key_mineru"] == r["key_ours"] for r in records)),
         "similarity_mean": round(statistics.mean(similarities), 3) if similarities else 0.0,
         "similarity_median": round(statistics.median(similarities), 3) if similarities else 0.0,
         "similarity_histogram": {f"{b / 10:.1f}-{(b + 1) / 10:.1f}": bins.get(b, 0) for b in range(10)},
@@ -303,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
           f"   sympy-equivalent: {report['sympy_equivalent_share']:.1%}"
           f"   similarity>=0.8: {report['similarity_at_least_0.8_share']:.1%}"
           f"   ours parse with sympy: {report['ours_parses_with_sympy_share']:.1%}")
+    print(f"stricter: similarity>=0.9: {report['similarity_at_least_0.9_share']:.1%}"
+          f"   identical after normalisation: {report['identical_normalised_share']:.1%}")
     print(f"similarity mean {report['similarity_mean']}, median {report['similarity_median']}; histogram "
           + ", ".join(f"{k}: {v}" for k, v in report["similarity_histogram"].items()))
     numbers = report["equation_numbers"]

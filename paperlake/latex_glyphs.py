@@ -5,10 +5,15 @@ font, size, baseline and ink box, and the rules it drew for fraction bars and ra
 regular enough to read the structure back: scripts sit on shifted baselines in smaller sizes, limits are centred
 above and below big operators, a fraction owns what lies over and under its bar, a radical owns what lies under
 its overbar. Fonts say the rest: CMSY capitals are calligraphic, MSBM is blackboard bold, CMEX code points are
-big delimiters and operators, NewTX and Cambria use the Unicode math alphabets.
+big delimiters and operators, NewTX (like Unicode-math fonts such as Cambria Math) uses the math alphabets.
 
 The entry point is :func:`reconstruct_latex`; :func:`normalize_latex` is the comparison key used to match two
 LaTeX strings that render alike (the benchmark and the tests use it).
+
+Known limits: multi-line displays come out as one ``aligned`` block with the alignment point before each line's
+first relation (the author's own alignment columns are not recovered); matrices are read only between a pair of
+tall delimiters (or after a lone tall brace, as ``cases``), with columns split at gaps of an em; glyphs of a
+neighbouring line that a loose box takes in are read as part of the equation; text is assumed horizontal.
 """
 
 from __future__ import annotations
@@ -349,6 +354,7 @@ def _glyph_token(char: str, family: str) -> tuple[str, str, str] | None:
 
 _TEXT_FLAGS = (pymupdf.TEXTFLAGS_RAWDICT | pymupdf.TEXT_ACCURATE_BBOXES | pymupdf.TEXT_INHIBIT_SPACES) \
     & ~pymupdf.TEXT_PRESERVE_IMAGES
+_MAX_GLYPHS = 1500  # the longest display equation of the sample corpus has about 300
 _NUMBER_DROP = 16.0  # how far below the box an equation number pushed onto its own line is looked for
 # "(3)", "(10b)", "(A.1)", "(S2)", "(ECE)", "(3')": digits with dotted parts and a letter, or a short capital label.
 _NUMBER_TEXT = re.compile(r"^\((?:[A-Z]{0,2}\.?\d{1,3}(?:\.\d{1,3})*[a-z]?|[A-Z][A-Z0-9\-]{0,7})['′]?\)$")
@@ -739,7 +745,7 @@ class _Reader:
         atoms = self._group_radicals(atoms)
         atoms = self._group_rules(atoms)
         atoms = self._group_limits(atoms)
-        return self._baseline(atoms)
+        return self._baseline(atoms) if atoms else ""
 
     def _group_arrays(self, atoms: list[_Atom]) -> list[_Atom]:
         """Several lines between a pair of tall delimiters (or after a lone tall brace) form a matrix (cases)."""
@@ -823,7 +829,8 @@ class _Reader:
             spanned = [a for a in atoms if a is not rule and rule.x0 - 1 <= a.cx <= rule.x1 + 1]
             above = [a for a in spanned if a.y1 <= rule.y0 + 0.6 and a.cy < rule.cy]
             below = [a for a in spanned if a.y0 >= rule.y1 - 0.6 and a.cy > rule.cy]
-            if above and below and self._is_fraction_bar(rule, atoms):
+            glyphs_above, glyphs_below = (any(a.kind != "rule" for a in side) for side in (above, below))
+            if glyphs_above and glyphs_below and self._is_fraction_bar(rule, atoms):
                 numerator, denominator = self.layout(above), self.layout(below)
                 size = max(a.size for a in above + below if a.kind != "rule")
                 latex = rf"\frac{{{numerator}}}{{{denominator}}}"
@@ -1146,9 +1153,9 @@ def reconstruct_latex(page: pymupdf.Page, bbox: tuple[float, float, float, float
 
     The equation number is looked for at the right end of the equation's lines, inside the box or as the first
     thing beyond it (or alone on the next line, where amsmath drops a number that does not fit), and returned
-    separately as printed (``"(3)"``). Glyphs are kept when their ink centre lies
-    in the box (with a 2 pt tolerance, since layout boxes clip). Never raises on an empty or odd region: the
-    result is then empty with a note.
+    separately as printed (``"(3)"``). Glyphs are kept when their ink centre lies in the box (with a 2 pt
+    tolerance, since layout boxes clip). An empty, degenerate or text-sized region gives an empty result with a
+    note instead of an error.
     """
     notes: list[str] = []
     rect = pymupdf.Rect(bbox)
@@ -1166,6 +1173,8 @@ def reconstruct_latex(page: pymupdf.Page, bbox: tuple[float, float, float, float
         notes.append("one number per line: " + " ".join(n for _, n in numbers))
     if not atoms:
         return GlyphLatex("", number, 0.0, notes + ["no glyphs in region"])
+    if len(atoms) > _MAX_GLYPHS:
+        return GlyphLatex("", number, 0.0, notes + [f"{len(atoms)} glyphs: a text region, not a display equation"])
     notes.extend(f"unmapped glyph {a.text!r} (U+{ord(a.text):04X}) in {a.font}" for a in atoms if a.kind == "unknown")
     rules = _read_rules(page, inside)
     atoms = _join_delimiter_pieces(atoms)
@@ -1194,9 +1203,10 @@ def _aligned_row(latex: str) -> str:
     """Put the alignment point before the row's first top-level relation (or at its start)."""
     depth = 0
     for i, ch in enumerate(latex):
-        if ch == "{":
+        escaped = i > 0 and latex[i - 1] == "\\"
+        if ch == "{" and not escaped:
             depth += 1
-        elif ch == "}":
+        elif ch == "}" and not escaped:
             depth -= 1
         elif depth == 0 and _RELATION_START.match(latex, i) and (i == 0 or latex[i - 1] not in "\\_^"):
             return latex[:i] + "&" + latex[i:]
@@ -1359,17 +1369,31 @@ def _collapse_dots(tokens: list[str]) -> list[str]:
     return result
 
 
+_TWO_ARGUMENTS = {r"\frac", r"\overset", r"\underset", r"\binom", r"\cfrac"}
+_ONE_ARGUMENT = {r"\sqrt", r"\underbrace", r"\overbrace", r"\underline", r"\not", *_ACCENTS, *_ALPHABETS}
+
+
 def _strip_braces(tokens: list[str]) -> list[str]:
-    """Drop braces that only group (not after ``^``, ``_``, a command or another argument), then braces around a
-    single token (``x^{2}`` → ``x^2``), so that ``{ : = }``, ``{\\pmb x}`` and ``\\pmb{x}`` compare alike."""
+    """Drop braces that only group (every group that is not the argument of ``^``, ``_`` or a command), then
+    braces around a single token (``x^{2}`` → ``x^2``), so that ``{ : = }``, ``{\\pmb x}`` and ``\\pmb{x}``
+    compare alike."""
+    arguments: set[int] = set()  # positions of "{" that open an argument
+    for i, tok in enumerate(tokens):
+        count = 2 if tok in _TWO_ARGUMENTS else 1 if tok in _ONE_ARGUMENT or tok in {"^", "_"} else 0
+        j = i + 1
+        if tok == r"\sqrt" and tokens[j:j + 1] == ["["]:
+            j = tokens.index("]", j) + 1 if "]" in tokens[j:] else j
+        for _ in range(count):
+            if tokens[j:j + 1] != ["{"]:
+                break
+            arguments.add(j)
+            j = _skip_group(tokens, j)
     kept: list[str] = []
     stack: list[bool] = []
-    for tok in tokens:
+    for i, tok in enumerate(tokens):
         if tok == "{":
-            previous = kept[-1] if kept else ""
-            keep = previous in {"^", "_", "}", "]"} or bool(re.match(r"\\[A-Za-z]+\*?$", previous))
-            stack.append(keep)
-            if keep:
+            stack.append(i in arguments)
+            if i in arguments:
                 kept.append(tok)
         elif tok == "}" and stack:
             if stack.pop():

@@ -6,6 +6,7 @@ because an ingest with dbt costs tens of seconds and the behaviour under test *i
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import duckdb
 import pymupdf
 import pytest
 
-from conftest import CORPUS_MINERU, corpus_pdf, make_inbox
+from conftest import CORPUS_MINERU, corpus_pdf, make_inbox, manifest_rows
 from paperlake.config import Settings
 from paperlake.lake import Lake
 from paperlake.views import VIEWS
@@ -98,6 +99,12 @@ class TestIncremental:
             document.delete_page(document.page_count - 1)
             revised = document.tobytes()
         path.write_bytes(revised)
+        # the manifest still lists the old file's sha256: the revised file is refused, not silently mixed in
+        refused = run(state)
+        assert list(refused.failed) == [key] and "manifest" in refused.failed[key]
+        manifest = state["inbox"] / "emnlp2024" / "manifest.csv"
+        manifest.write_text(manifest.read_text().replace(
+            manifest_rows("emnlp2024")[path.name]["sha256"], hashlib.sha256(revised).hexdigest()))
         summary = run(state)
         assert summary.published == [key]
         settings = state["settings"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from paperlake.formulas.latex import UNICODE_GREEK, normalise_latex, symbol_name
+from paperlake.formulas.latex import UNICODE_GREEK, normalise_latex, symbol_name, symbols_in
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,17 @@ def constants_in_expression(expr: sympy.Basic, context: str = "") -> list[Consta
     return found
 
 
+def constants_in_latex(latex: str, context: str = "") -> list[Constant]:
+    """Standard constants of a formula that did not parse, read from its symbols (same rules as above)."""
+    names = set(symbols_in(latex))
+    found = [STANDARD_CONSTANTS["pi"]] if "pi" in names else []
+    lowered = context.lower()
+    for name in sorted(names):
+        if name in _UNMISTAKABLE or any(phrase in lowered for phrase in _NAMED_IN_TEXT.get(name, ())):
+            found.append(STANDARD_CONSTANTS[name])
+    return found
+
+
 def plain_text(text: str) -> str:
     """Context text with inline math normalised (``$ \\lambda = 0 . 5 $`` → ``\\lambda=0.5``) and Greek as LaTeX."""
     text = _INLINE_MATH.sub(lambda match: " " + normalise_latex(match.group(1)) + " ", text)
@@ -119,12 +130,40 @@ def constants_defined_in(text: str) -> list[Constant]:
         for match in pattern.finditer(prepared):
             name = symbol_name(match.group("symbol"))
             value = _number(match.group("value"))
-            if name is None or value is None or name in found:
+            if name is None or value is None or name in found or not _stands_alone(prepared, match):
                 continue
             found[name] = Constant(name=name, value=value, unit=match.group("unit") or "",
                                    latex=match.group("symbol"), source="context",
                                    evidence=match.group(0).strip())
     return sorted(found.values(), key=lambda constant: prepared.find(constant.evidence))
+
+
+_BEFORE_REJECTED = re.compile(r"(?:_\{?|\^\{?|[\[=\\])\s*$")
+_AFTER_REJECTED = re.compile(
+    r"^(?:[-+*/^(_\w]|\s*[-+*/^]\s*[\w(\\]|\s*,\s*(?:\\[lc]?dots|\.\.\.|\d)|\s*(?:to|\\to|\\leq|<)(?!\w))"
+)
+
+
+def _stands_alone(text: str, match: re.Match[str]) -> bool:
+    """A value definition, not a summation bound (``\\sum_{k=1}``), a range (``i=1,…,n``), part of a longer
+    expression (``p_K=1-(K-1)p``) or of a chain (``a=b=1``)."""
+    before = text[max(0, match.start() - 3): match.start()]
+    after = text[match.end(): match.end() + 12] if match.group("unit") is None else ""
+    return not (_BEFORE_REJECTED.search(before) or _AFTER_REJECTED.match(after)
+                or _inside_script(text, match.start()))
+
+
+def _inside_script(text: str, position: int) -> bool:
+    """Whether ``position`` lies inside an open ``_{…}`` or ``^{…}`` (``…]_{i,j=1}^{K}``)."""
+    depth = 0
+    for index in range(position - 1, max(-1, position - 60), -1):
+        if text[index] == "}":
+            depth += 1
+        elif text[index] == "{":
+            if depth == 0:
+                return index > 0 and text[index - 1] in "_^"
+            depth -= 1
+    return False
 
 
 def _number(text: str) -> float | None:

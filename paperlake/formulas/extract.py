@@ -10,6 +10,7 @@ described, a label and provenance, so it can be retrieved by meaning.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,13 +18,21 @@ import sympy
 from sympy.core.function import AppliedUndef
 
 from paperlake.formulas.canonical import canonical_key
-from paperlake.formulas.constants import Constant, constants_defined_in, constants_in_expression
-from paperlake.formulas.latex import KNOWN_FUNCTION_WORDS, ConversionResult, split_equations, symbols_in, to_sympy
+from paperlake.formulas.constants import Constant, constants_defined_in, constants_in_expression, constants_in_latex
+from paperlake.formulas.latex import (
+    KNOWN_FUNCTION_WORDS,
+    ConversionResult,
+    normalise_latex,
+    split_equations,
+    symbols_in,
+    to_sympy,
+)
 from paperlake.formulas.model import Formula, Occurrence, Parameter, formula_id_for, occurrence_id_for
-from paperlake.formulas.params import ParameterDescriber, describe_parameters, formula_label, prepare_text
+from paperlake.formulas.params import ParameterDescriber, describe_parameters, formula_label
 from paperlake.formulas.template import TemplateError, build_template, cross_check
 
 # sympy can fail in many ways on odd trees (solve, expand, printing); a failure is recorded on the formula.
+_INLINE_MATH = re.compile(r"\$([^$]+)\$")
 _SYMPY_ERRORS = (TypeError, ValueError, AttributeError, NotImplementedError, RecursionError, KeyError,
                  IndexError, sympy.SympifyError, sympy.PolynomialError)
 
@@ -75,7 +84,8 @@ def build_formula(latex: str, occurrence: Occurrence, *, before: str = "", conte
             formula.canonical_key = canonical_key(conversion.expr)
         except _SYMPY_ERRORS as error:
             formula.notes.append(f"no canonical key: {type(error).__name__}: {error}")
-    standard = constants_in_expression(conversion.expr, context) if conversion.expr is not None else []
+    standard = (constants_in_expression(conversion.expr, context) if conversion.expr is not None
+                else constants_in_latex(latex, context))
     formula.constants = standard + list(defined or [])
     originals: dict[str, str] = {}
     if conversion.status == "parsed":
@@ -151,7 +161,14 @@ def _lhs_label(conversion: ConversionResult) -> str | None:
 
 
 def _multi_letter_names(context: str) -> frozenset[str]:
-    """Multi-letter symbol names the text writes in math (``$MI_{t}$``), to read italic letter runs."""
-    _, symbols = prepare_text(context)
-    return frozenset(name for name in symbols if len(name.split("_")[0]) > 1)
+    """Acronym-like names the text writes in math (``$MI_{t}$``, ``$TEDS$``), to read italic letter runs.
+
+    Only capital runs of three letters or more, or of two followed by a subscript: ``$QK^{T}$`` stays Q·K.
+    """
+    names = set()
+    for span in _INLINE_MATH.findall(context):
+        match = re.match(r"([A-Z]{2,})(_|$)", normalise_latex(span))
+        if match and (len(match.group(1)) >= 3 or match.group(2) == "_"):
+            names.add(match.group(1))
+    return frozenset(names)
 

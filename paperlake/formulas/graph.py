@@ -51,7 +51,7 @@ logger = logging.getLogger(__name__)
 
 Embedder = Callable[[list[str]], np.ndarray]
 Judge = Callable[[Formula, Formula], bool]
-MAX_SPECIALIZATION_OPERATIONS = 30
+MAX_UNIFICATION_STEPS = 5000
 
 
 @dataclass
@@ -383,21 +383,59 @@ def _specializes(special: Formula, general: Formula) -> str:
     if not (isinstance(special.expr, sympy.Equality) and isinstance(general.expr, sympy.Equality)):
         return ""
     pattern, target = general.expr.rhs, special.expr.rhs
-    symbols = sorted(pattern.free_symbols, key=lambda symbol: symbol.name)
-    if (len(symbols) < 2 or sympy.count_ops(pattern) < 2 or sympy.count_ops(pattern) > MAX_SPECIALIZATION_OPERATIONS
-            or sympy.count_ops(target) > MAX_SPECIALIZATION_OPERATIONS or pattern.has(sympy.Sum, sympy.Product)):
+    variables = pattern.free_symbols
+    if len(variables) < 2 or pattern.has(sympy.Sum, sympy.Product) or pattern == target:
         return ""
-    wilds = {symbol: sympy.Wild(f"w_{symbol.name}") for symbol in symbols}
-    try:
-        match = target.match(pattern.xreplace(wilds))
-    except (TypeError, ValueError, RecursionError):
+    values = _instance_of(pattern, target, variables)
+    if not values or not all(value.is_Symbol or value.is_Number for value in values.values()):
+        return ""  # only symbols fixed to numbers make a special case; any sum "specializes" a + b otherwise
+    if all(value.is_Symbol for value in values.values()) or any(value in (0, 1) for value in values.values()):
         return ""
-    if not match or len(match) != len(wilds):
+    if pattern.xreplace(values) != target:
         return ""
-    values = {symbol: match[wild] for symbol, wild in wilds.items()}
-    if any(value in (0, 1) for value in values.values()) or all(value.is_Symbol for value in values.values()):
-        return ""
-    if sympy.simplify(pattern.xreplace(values) - target) != 0:
-        return ""
-    fixed = ", ".join(f"{symbol.name}={value}" for symbol, value in values.items() if not value.is_Symbol)
+    fixed = ", ".join(f"{symbol.name}={value}" for symbol, value in sorted(values.items(), key=str)
+                      if not value.is_Symbol)
     return f"the general form with {fixed}"
+
+
+def _instance_of(pattern: sympy.Basic, target: sympy.Basic, variables: set[sympy.Basic],
+                 budget: int = MAX_UNIFICATION_STEPS) -> dict[sympy.Basic, sympy.Basic] | None:
+    """A substitution of ``variables`` that turns ``pattern`` into ``target`` node for node, or None.
+
+    Our own bounded unifier (sympy's ``match`` explodes combinatorially on products of many factors):
+    commutative arguments are paired by backtracking, and the whole search stops after ``budget`` steps.
+    """
+    steps = [0]
+
+    def unify(left: sympy.Basic, right: sympy.Basic, binding: dict) -> dict | None:
+        steps[0] += 1
+        if steps[0] > budget:
+            return None
+        if left in variables:
+            if left in binding:
+                return binding if binding[left] == right else None
+            return {**binding, left: right}
+        if left.is_Atom or right.is_Atom:
+            return binding if left == right else None
+        if left.func != right.func or len(left.args) != len(right.args):
+            return None
+        if isinstance(left, (sympy.Add, sympy.Mul)):
+            return pair(list(left.args), list(right.args), binding)
+        for left_argument, right_argument in zip(left.args, right.args):
+            binding = unify(left_argument, right_argument, binding)
+            if binding is None:
+                return None
+        return binding
+
+    def pair(lefts: list, rights: list, binding: dict) -> dict | None:
+        if not lefts:
+            return binding
+        for position, right in enumerate(rights):
+            attempt = unify(lefts[0], right, binding)
+            if attempt is not None:
+                rest = pair(lefts[1:], rights[:position] + rights[position + 1:], attempt)
+                if rest is not None:
+                    return rest
+        return None
+
+    return unify(pattern, target, {})

@@ -32,7 +32,6 @@ error recorded.
 
 from __future__ import annotations
 
-import logging
 import re
 import warnings
 from collections.abc import Iterable
@@ -60,9 +59,9 @@ UNICODE_GREEK = {
     "Ω": r"\Omega", "ℓ": r"\ell", "ℏ": r"\hbar",
 }
 UNICODE_SYMBOLS = {
-    "−": "-", "–": "-", "×": r"\times", "·": r"\cdot", "⋅": r"\cdot", "≤": r"\leq", "≥": r"\geq", "≠": r"\neq",
-    "≈": r"\approx", "∈": r"\in", "∑": r"\sum", "∏": r"\prod", "√": r"\sqrt", "∞": r"\infty", "′": "'",
-    "⊤": r"\top", "…": r"\ldots", "⋯": r"\cdots", "∗": "*",
+    "−": "-", "–": "-", "×": r"\times", "·": r"\cdot", "⋅": r"\cdot", "≤": r"\leq", "≥": r"\geq",
+    "≠": r"\neq", "≈": r"\approx", "∈": r"\in", "∑": r"\sum", "∏": r"\prod", "√": r"\sqrt", "∞": r"\infty",
+    "′": "'", "⊤": r"\top", "…": r"\ldots", "⋯": r"\cdots", "∗": "*",
 }
 _VARIANTS = {
     r"\varepsilon": r"\epsilon", r"\vartheta": r"\theta", r"\varphi": r"\phi", r"\varrho": r"\rho",
@@ -77,11 +76,10 @@ _VARIANTS = {
     r"\gets": r"\leftarrow", r"\implies": r"\Rightarrow",
 }
 _DROPPED = frozenset(
-    r"\displaystyle \textstyle \scriptstyle \scriptscriptstyle \, \; \: \! \  \quad \qquad \hfill \enspace "
+    r"\displaystyle \textstyle \scriptstyle \scriptscriptstyle \, \; \: \! \quad \qquad \hfill \enspace "
     r"\thinspace \medspace \thickspace \nonumber \notag \limits \nolimits \bf \rm \it \sf \tt \bfseries "
-    r"\boldmath \mathversion \big \Big \bigg \Bigg \bigl \bigr \Bigl \Bigr \biggl \biggr \Biggl \Biggr \middle "
-    r"\left \right \phantom \hphantom \vphantom \label \tag \tag* \color".split()
-) | {"~", r"\ "}
+    r"\boldmath".split()
+) | {"~", "\\ "}
 _DROP_WITH_ARGUMENT = frozenset({r"\tag", r"\tag*", r"\label", r"\phantom", r"\hphantom", r"\vphantom", r"\color"})
 _DELIMITER_SIZERS = frozenset(
     r"\left \right \big \Big \bigg \Bigg \bigl \bigr \Bigl \Bigr \biggl \biggr \Biggl \Biggr \middle".split()
@@ -94,15 +92,6 @@ _OPERATOR_WRAPPERS = frozenset({r"\operatorname", r"\operatorname*"})
 _STYLED_LETTERS = {r"\mathcal": "cal", r"\mathbb": "bb", r"\mathfrak": "frak", r"\mathscr": "scr"}
 _ACCENTS = {r"\hat": "hat", r"\tilde": "tilde", r"\bar": "bar", r"\vec": "vec", r"\dot": "dot", r"\ddot": "ddot",
             r"\check": "check", r"\breve": "breve", r"\acute": "acute", r"\grave": "grave"}
-_TWO_ARGUMENTS = frozenset({r"\frac", r"\binom", r"\overset", r"\underset", r"\stackrel", r"\textcolor"})
-_ONE_ARGUMENT = (
-    frozenset({r"\sqrt", r"\underbrace", r"\overbrace", r"\substack", r"\not"})
-    | frozenset(_STYLED_LETTERS) | frozenset(_ACCENTS) | _TEXT_WRAPPERS | _OPERATOR_WRAPPERS
-)
-_FUNCTION_COMMANDS = frozenset(
-    r"\log \ln \exp \sin \cos \tan \sinh \cosh \tanh \arcsin \arccos \arctan \max \min \det \sup \inf \lim "
-    r"\arg \Pr \sec \csc \cot".split()
-)
 FUNCTION_WORDS = {
     "log": r"\log", "ln": r"\ln", "exp": r"\exp", "sin": r"\sin", "cos": r"\cos", "tan": r"\tan",
     "sinh": r"\sinh", "cosh": r"\cosh", "tanh": r"\tanh", "max": r"\max", "min": r"\min", "det": r"\det",
@@ -112,7 +101,6 @@ _ALIGN_ENVIRONMENTS = frozenset(
     "array aligned align align* alignat alignat* alignedat gathered gather gather* split eqnarray eqnarray* "
     "multline multline* equation equation* subequations".split()
 )
-_MATRIX_ENVIRONMENTS = frozenset("matrix pmatrix bmatrix Bmatrix vmatrix Vmatrix smallmatrix".split())
 RELATIONS = {
     "=": "=", ":=": ":=", "=:": ":=", r"\equiv": ":=", r"\approx": "approx", r"\simeq": "approx",
     r"\leq": "<=", r"\geq": ">=", "<": "<", ">": ">", r"\neq": "!=", r"\propto": "propto", r"\sim": "sim",
@@ -179,8 +167,6 @@ TRANSPOSE = sympy.Function("transpose")
 _TOKEN = re.compile(r"\\(?:operatorname|tag)\*|\\[A-Za-z]+|\\.|:=|=:|\s+|.", re.S)
 _TRAILING_NUMBER = re.compile(r"(?:\\q?quad|\\hfill|~|\\[,;:]|[,.])\s*\(\s*\d+[a-z]?\s*\)\s*$")
 _DIGITS = re.compile(r"^-?\d+(\.\d+)?$")
-
-logging.getLogger("sympy.parsing.latex").setLevel(logging.ERROR)
 
 
 @dataclass
@@ -325,6 +311,7 @@ def _clean(nodes: list[Node], top_level: bool = True) -> list[Node]:
                 out.append(cleaned)
             else:
                 out.extend(cleaned)
+            base = out[-1] if out else None
             continue
         node = _VARIANTS.get(node, node)
         if node in _DROP_WITH_ARGUMENT:
@@ -360,8 +347,8 @@ def _clean(nodes: list[Node], top_level: bool = True) -> list[Node]:
             continue
         if node in (r"\overset", r"\stackrel", r"\underset"):
             over, index = _take_argument(nodes, index)
-            base, index = _take_argument(nodes, index)
-            out.extend(_overset(node, over, base))
+            under, index = _take_argument(nodes, index)
+            out.extend(_overset(node, over, under))
             continue
         if node in (r"\underbrace", r"\overbrace"):
             argument, index = _take_argument(nodes, index)
@@ -514,16 +501,19 @@ def _split_rows(nodes: list[Node]) -> list[list[Node]]:
 
 
 def split_equations(latex: str) -> list[str]:
-    """Rows of a (normalised) display equation as separate equations; continuation rows join the row before."""
+    """Rows of a (normalised) display equation as separate equations; continuation rows (``= …``, or ``+ …``
+    after an equation) join the row before."""
     normalised = normalise_latex(latex)
     equations: list[str] = []
     for row in normalised.split(r" \\ "):
         row = row.strip()
         if not row:
             continue
-        starts_with_relation = bool(tokenize(row)) and _relation_at(build_tree(tokenize(row)), 0) is not None
-        if starts_with_relation and equations:
-            equations[-1] = f"{equations[-1]} {row}"
+        tokens = tokenize(row)
+        starts_with_relation = _relation_at(build_tree(tokens), 0) is not None
+        continues_sum = tokens[0] in ("+", "-") and bool(equations) and bool(split_relations(equations[-1])[1])
+        if (starts_with_relation or continues_sum) and equations:
+            equations[-1] = normalise_latex(f"{equations[-1]} {row}")
         else:
             equations.append(row)
     return equations
@@ -1130,17 +1120,16 @@ def to_sympy(latex: str, known_symbols: Iterable[str] | None = None) -> Conversi
     if relations and not segments[0]:
         result.notes.append("continuation of a previous equation (starts with a relation)")
         segments, relations = segments[1:], relations[1:]
-    sides = [_convert_side(segment, known, known_words, result, lhs=(position == 0 and bool(relations)))
-             for position, segment in enumerate(segments)]
-    if any(side is None for side in sides):
-        rewrite_reason = next((side_reason for side_reason in result.not_computable_sides), None)
+    sides = _convert_sides(segments, relations, known, known_words, result)
+    if sides is None:
+        rewrite_reason = next(iter(result.not_computable_sides), None)
         if reason or rewrite_reason:
             result.status, result.reason = "not_computable", reason or rewrite_reason
         else:
             result.reason = next((attempt for attempt in result.attempts if attempt.startswith("rewrite")),
                                  result.attempts[-1])
         return result
-    _assemble(result, sides, relations)
+    _assemble(result, *sides)
     if reason:
         result.status, result.reason = "not_computable", reason
     elif result.status != "not_computable":
@@ -1172,6 +1161,26 @@ def _known_name(symbol: str) -> str | None:
     if symbol.isidentifier():
         return symbol
     return symbol_name(symbol)
+
+
+def _convert_sides(segments: list[str], relations: list[str], known: frozenset[str], known_words: frozenset[str],
+                   result: ConversionResult) -> tuple[list[sympy.Basic], list[str]] | None:
+    """The left side and the first right side (of a chain ``a = b = c``) that converts, with their relations."""
+    if not relations:
+        expression = _convert_side(segments[0], known, known_words, result, lhs=False)
+        return ([expression], []) if expression is not None else None
+    lhs = _convert_side(segments[0], known, known_words, result, lhs=True)
+    if lhs is None:
+        return None
+    for position in range(1, len(segments)):
+        rhs = _convert_side(segments[position], known, known_words, result, lhs=False)
+        if rhs is not None:
+            if position > 1:
+                result.notes.append(f"used right-hand side {position} of the chain; earlier ones did not convert")
+            between = relations[:position]
+            relation = next((item for item in between if item not in DEFINING_RELATIONS), between[0])
+            return [lhs, rhs], [relation]
+    return None
 
 
 def _convert_side(latex: str, known: frozenset[str], known_words: frozenset[str], result: ConversionResult,
@@ -1316,7 +1325,7 @@ def _known_functions(expression: sympy.Basic) -> sympy.Basic:
 
 
 def _assemble(result: ConversionResult, parsed: list[sympy.Basic], relations: list[str]) -> None:
-    """Choose the relation and sides that define the formula (first defining relation, first usable RHS)."""
+    """The formula's expression: an equation for a definition, a relational for an inequality."""
     if not relations:
         result.rhs = result.expr = parsed[0]
         return
@@ -1330,6 +1339,5 @@ def _assemble(result: ConversionResult, parsed: list[sympy.Basic], relations: li
     elif relations[0] in INEQUALITIES:
         result.expr = INEQUALITIES[relations[0]](parsed[0], parsed[1], evaluate=False)
         result.status, result.reason = "not_computable", "inequality: states a bound, not a value"
-    else:
+    else:  # a mapping, membership or logical relation: its sides parsed, but it states no equation
         result.status, result.reason = "not_computable", f"relation {relations[0]!r} is not a definition"
-        result.expr = sympy.Eq(parsed[0], parsed[1], evaluate=False)

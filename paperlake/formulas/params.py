@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 
-from paperlake.formulas.latex import UNICODE_GREEK, normalise_latex, symbol_name
+from paperlake.formulas.latex import UNICODE_GREEK, normalise_latex, split_lhs_rhs, symbol_name
 
 ParameterDescriber = Callable[[str, str], Mapping[str, str]]
 
@@ -62,10 +62,15 @@ def prepare_text(text: str) -> tuple[str, dict[str, str]]:
         trailing = match.group(1).rstrip()[-1:]  # MinerU puts sentence punctuation inside the math
         punctuation = trailing if trailing in (".", ",", ";") else ""
         name = symbol_name(latex) if latex else None
+        rest = ""
+        if name is None and latex:  # ``$\beta \in (0,1)$``: the symbol, then what is said about it
+            head, relation, tail = split_lhs_rhs(latex)
+            name = symbol_name(head) if head and relation else None
+            latex, rest = (head, f" {relation} {tail}") if name else (latex, "")
         if name is None:
             return f" {latex}{punctuation} "
         symbols.setdefault(name, latex)
-        return " " + _MARK.format(name) + punctuation + " "
+        return " " + _MARK.format(name) + rest + punctuation + " "
 
     prepared = _INLINE_MATH.sub(replace, text)
     prepared = _BARE_LETTER.sub(lambda match: _bare_letter(match, symbols), prepared)

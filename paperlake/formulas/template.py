@@ -97,6 +97,7 @@ def python_identifier(name: str) -> str:
 def scalar_expression(expr: sympy.Basic, indices: Mapping[str, frozenset[str]] | None = None) -> sympy.Basic:
     """Resolve what a scalar reading allows (transposes, sums over plain terms); refuse the rest."""
     indices = indices or {}
+    had_symbols = bool(expr.free_symbols)
     expr = expr.replace(lambda node: isinstance(node, AppliedUndef) and node.func == TRANSPOSE,
                         lambda node: node.args[0])
     for node in sympy.preorder_traversal(expr):
@@ -118,6 +119,8 @@ def scalar_expression(expr: sympy.Basic, indices: Mapping[str, frozenset[str]] |
                             "definition")
     if expr.has(sympy.Integral, sympy.Derivative, sympy.oo, -sympy.oo, sympy.zoo, sympy.nan, sympy.I):
         raise TemplateError("contains an integral, derivative, infinity or complex number")
+    if had_symbols and not expr.free_symbols:
+        raise TemplateError(f"collapses to the constant {expr} when read as scalars (a vector identity)")
     return expr
 
 

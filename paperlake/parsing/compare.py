@@ -55,8 +55,10 @@ def compare_with_mineru(pymupdf_parsed: ParsedPaper, mineru_dir: str | Path) -> 
         "figures": _boxes(pymupdf_parsed.rows("images")),
         "equations": _boxes(pymupdf_parsed.rows("equations")),
     }
-    result = {kind: _scores(len(reference.boxes[kind]), len(ours[kind]), _match_boxes(reference.boxes[kind], ours[kind]))
-              for kind in ELEMENT_TYPES}
+    result = {
+        kind: _scores(len(reference.boxes[kind]), len(ours[kind]), _match_boxes(reference.boxes[kind], ours[kind]))
+        for kind in ELEMENT_TYPES
+    }
     our_headings = [row["section_title"] for row in pymupdf_parsed.rows("sections") if row["section_title"]]
     result["sections"] = _scores(
         len(reference.headings), len(our_headings), _match_headings(reference.headings, our_headings)

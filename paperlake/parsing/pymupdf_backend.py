@@ -27,7 +27,7 @@ from paperlake.parsing.blocks import Block, BlockKind, DocumentLayout, PageInfo,
 from paperlake.parsing.errors import ParseError
 from paperlake.views import ParsedPaper
 
-PARSER_VERSION = "pymupdf-1"
+PARSER_VERSION = "pymupdf-2"
 BACKEND = "pymupdf"
 
 # get_text("dict") without image bytes: image boxes come from get_image_info, which is several times cheaper.
@@ -40,6 +40,8 @@ _FLOAT_GAP = 20.0             # points: the widest gap between two parts of one 
 _CAPTION_GAP = 26.0           # points: the widest gap between a caption and its figure or table
 _MIN_FIGURE_SIDE = 40.0       # an uncaptioned image smaller than this is an icon, not a figure
 _PANEL_GAP = 4.0              # points of white space that separate two plots of one figure
+_FINE_PANEL_GAP = 1.5         # ... or that separate plots packed tightly in a grid
+_MIN_PLOT_SIDE = 70.0         # a plot cut at the fine gap must be at least this big
 
 _BOLD_FONT = re.compile(r"bold|medi|semibold|demi|black|heavy", re.I)
 _MATH_FONT = re.compile(
@@ -99,11 +101,27 @@ def read_layout(pdf_path: str | Path, *, paper_key: str | None = None) -> Docume
             for page, analysis in zip(document, analysed):
                 _fill_table_cells(page, analysis)
             stage = "structure"
-            return _build_layout(pages, analysed, style)
+            layout = _build_layout(pages, analysed, style)
+            stage = "latex"
+            _add_glyph_latex(document, layout)
+            return layout
         except ParseError:
             raise
         except Exception as error:  # a malformed page must name the paper, not crash the run
             raise ParseError(key, stage, f"{type(error).__name__}: {error}") from error
+
+
+def _add_glyph_latex(document: pymupdf.Document, layout: DocumentLayout) -> None:
+    """LaTeX for every display equation, rebuilt from its glyphs and drawings (see paperlake.latex_glyphs)."""
+    from paperlake.latex_glyphs import reconstruct_latex
+
+    for block in layout.blocks:
+        if block.kind != "equation":
+            continue
+        rebuilt = reconstruct_latex(document[block.page_number - 1], block.bbox)
+        if rebuilt.latex:
+            block.latex = rebuilt.latex
+            block.equation_number = block.equation_number or rebuilt.equation_number
 
 
 def equation_spans(page: pymupdf.Page, bbox: Box) -> list[dict[str, Any]]:
@@ -749,6 +767,20 @@ def _next_caption_beyond(
     return False
 
 
+def _nearer_part(taken: list[_Element], direction: str) -> list[_Element]:
+    """Content that runs up to a table's caption is shared: keep what lies before its widest internal gap, the
+    rest belongs to that table (a figure under a table whose caption is on top)."""
+    ordered = sorted(taken, key=lambda e: -e.bbox[3] if direction == "up" else e.bbox[1])
+    edge = ordered[0].bbox[1] if direction == "up" else ordered[0].bbox[3]
+    widest, cut = 0.0, len(ordered)
+    for index, element in enumerate(ordered[1:], start=1):
+        gap = edge - element.bbox[3] if direction == "up" else element.bbox[1] - edge
+        if gap > widest:
+            widest, cut = gap, index
+        edge = min(edge, element.bbox[1]) if direction == "up" else max(edge, element.bbox[3])
+    return ordered[:cut] if widest >= 6 else taken
+
+
 def _first_gap(caption: list[_Line], taken: list[_Element], direction: str) -> float:
     if not taken:
         return float("inf")
@@ -782,6 +814,10 @@ def _grow_region(
         chosen = above if _content_weight(above) >= _content_weight(below) else below
     if not chosen:
         return []
+    direction = "up" if chosen is above else "down"
+    table_captions = [other for other in captions if _caption_kind(other) == "table"]
+    if kind == "figure" and _next_caption_beyond(chosen, direction, caption, table_captions, style):
+        chosen = _nearer_part(chosen, direction)  # figures claim first; leave a table its rows
     claimed |= {id(e) for e in chosen}
     panels = _split_panels(chosen) if kind == "figure" else [chosen]
     return [
@@ -801,11 +837,18 @@ def _grow_region(
 def _split_panels(elements: list[_Element]) -> list[list[_Element]]:
     """A figure made of separate plots becomes one region per plot (each keeps the shared caption), so that a
     question about one panel can point at it. Cuts follow white space (recursive XY-cut); pieces without
-    graphics, like a shared legend, join the panel they line up with."""
-    leaves = _xy_cut(elements)
-    panels = [leaf for leaf in leaves if _is_panel(leaf)]
+    graphics, like a shared legend, join the panel they line up with. Plots packed closer than the panel gap
+    are cut at a finer gap only when that yields a grid of alike plots big enough to be charts."""
+    coarse = _panels_at(elements, _PANEL_GAP, _MIN_FIGURE_SIDE) or [elements]
+    return [fine for panel in coarse for fine in (_panels_at(panel, _FINE_PANEL_GAP, _MIN_PLOT_SIDE) or [panel])]
+
+
+def _panels_at(elements: list[_Element], gap: float, min_side: float) -> list[list[_Element]]:
+    """The panels of a figure cut at this white-space gap, or [] when the cut does not give alike panels."""
+    leaves = _xy_cut(elements, gap)
+    panels = [leaf for leaf in leaves if _is_panel(leaf, min_side)]
     if len(panels) < 2 or not _alike([_union([e.bbox for e in panel]) for panel in panels]):
-        return [elements]
+        return []
     for leaf in leaves:
         if any(leaf is panel for panel in panels):
             continue
@@ -817,24 +860,24 @@ def _split_panels(elements: list[_Element]) -> list[list[_Element]]:
     return panels
 
 
-def _xy_cut(elements: list[_Element]) -> list[list[_Element]]:
+def _xy_cut(elements: list[_Element], gap: float) -> list[list[_Element]]:
     best: list[list[_Element]] = [elements]
     for axis in (0, 1):
-        groups = _split_on_gaps(elements, axis)
+        groups = _split_on_gaps(elements, axis, gap)
         if len(groups) > len(best):
             best = groups
     if len(best) == 1:
         return best
-    return [leaf for group in best for leaf in _xy_cut(group)]
+    return [leaf for group in best for leaf in _xy_cut(group, gap)]
 
 
-def _split_on_gaps(elements: list[_Element], axis: int) -> list[list[_Element]]:
-    """Elements grouped along x (axis 0) or y (axis 1) wherever no element covers a stretch ≥ the panel gap."""
+def _split_on_gaps(elements: list[_Element], axis: int, gap: float) -> list[list[_Element]]:
+    """Elements grouped along x (axis 0) or y (axis 1) wherever no element covers a stretch wider than gap."""
     ordered = sorted(elements, key=lambda e: e.bbox[axis])
     groups: list[list[_Element]] = []
     reach = None
     for element in ordered:
-        if reach is None or element.bbox[axis] > reach + _PANEL_GAP:
+        if reach is None or element.bbox[axis] > reach + gap:
             groups.append([])
         groups[-1].append(element)
         reach = element.bbox[axis + 2] if reach is None else max(reach, element.bbox[axis + 2])
@@ -848,10 +891,10 @@ def _alike(boxes: list[Box]) -> bool:
     return min(widths) >= 0.6 * max(widths) and min(heights) >= 0.6 * max(heights)
 
 
-def _is_panel(elements: list[_Element]) -> bool:
+def _is_panel(elements: list[_Element], min_side: float) -> bool:
     box = _union([e.bbox for e in elements])
     graphic = any(e.line is None for e in elements)
-    return graphic and box[2] - box[0] >= _MIN_FIGURE_SIDE and box[3] - box[1] >= _MIN_FIGURE_SIDE
+    return graphic and box[2] - box[0] >= min_side and box[3] - box[1] >= min_side
 
 
 def _projections_overlap(a: Box, b: Box) -> bool:
@@ -933,7 +976,8 @@ def _fill_table_cells(page: pymupdf.Page, analysis: _PageAnalysis) -> None:
         if region.kind != "table":
             continue
         words = page.get_text("words", clip=pymupdf.Rect(region.bbox), flags=_TEXT_FLAGS)
-        region.cells = _cells_from_ruled_grid(page, region, words, analysis) or _cells_from_text(words, region, analysis)
+        ruled = _cells_from_ruled_grid(page, region, words, analysis)
+        region.cells = ruled or _cells_from_text(words, region, analysis)
 
 
 def _cells_from_ruled_grid(

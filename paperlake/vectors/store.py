@@ -305,8 +305,6 @@ class VectorStore:
                     if not self.client.has_partition(name, partition):  # lost a race with another writer: fine
                         raise
             known.add(partition)
-            self._loaded.discard(name)
-            self.load(name)
         return partition
 
     # ── sync ─────────────────────────────────────────────────────────────────────────────────────────────────────
