@@ -8,11 +8,12 @@ reading page 1, so it is computed by the parser, not here.
 from __future__ import annotations
 
 import csv
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from paperlake.ids import sha256_file, venue_key
+from paperlake.ids import sha256_file, text_hash, venue_key
 
 MANIFEST_NAME = "manifest.csv"
 MANIFEST_COLUMNS = ("file", "title", "conference", "year", "volume", "pdf_url", "license", "sha256", "pages")
@@ -37,6 +38,11 @@ class PaperSource:
         if conference:
             return venue_key(conference, self.manifest.get("year"))
         return venue_key(self.volume, None)
+
+    @property
+    def manifest_hash(self) -> str:
+        """The manifest row is input too: editing a title or a checksum there must re-ingest the paper."""
+        return text_hash(json.dumps(self.manifest, sort_keys=True))[:16]
 
     @property
     def manifest_title(self) -> str | None:

@@ -29,7 +29,7 @@ ERROR_VIEW = "ingest_errors"
 ERROR_SCHEMA = pa.schema(
     [
         ("paper_key", pa.string()), ("paper_id", pa.string()), ("volume", pa.string()), ("file_name", pa.string()),
-        ("pdf_path", pa.string()), ("sha256", pa.string()), ("stage", pa.string()), ("reason", pa.string()), ("parser_version", pa.string()),
+        ("pdf_path", pa.string()), ("sha256", pa.string()), ("stage", pa.string()), ("reason", pa.string()), ("parser_version", pa.string()), ("manifest_hash", pa.string()),
         ("occurred_at", pa.timestamp("us", tz="UTC")),
     ]
 )
@@ -48,6 +48,7 @@ class PaperRecord:
     parser_version: str
     row_counts: dict[str, int]
     published_at: str
+    manifest_hash: str = ""
 
 
 def _atomic_write_bytes(path: Path, write: Any) -> None:
@@ -87,7 +88,7 @@ class Lake:
                 write_table_atomic(schema.empty_table(), path)
 
     # -- writes ---------------------------------------------------------------------------------------------------
-    def publish(self, parsed: ParsedPaper, sha256: str, parser_version: str) -> PaperRecord:
+    def publish(self, parsed: ParsedPaper, sha256: str, parser_version: str, manifest_hash: str = "") -> PaperRecord:
         """Write every view of the paper, then its record; clear a previous error of this paper."""
         self.ensure_contract()
         tables = {view: to_arrow(view, parsed.rows(view)) for view in VIEWS}
@@ -101,6 +102,7 @@ class Lake:
             parser_version=parser_version,
             row_counts={view: table.num_rows for view, table in tables.items()},
             published_at=datetime.now(timezone.utc).isoformat(),
+            manifest_hash=manifest_hash,
         )
         payload = json.dumps(asdict(record), indent=1).encode()
         _atomic_write_bytes(self.record_path(parsed.paper_key), lambda handle: handle.write(payload))
@@ -109,13 +111,13 @@ class Lake:
 
     def record_error(
         self, paper_key: str, *, stage: str, reason: str, volume: str, pdf_path: str, sha256: str | None,
-        paper_id: str | None = None, parser_version: str | None = None,
+        paper_id: str | None = None, parser_version: str | None = None, manifest_hash: str | None = None,
     ) -> None:
         """The paper's failure as data. Its views are removed: a failed paper has no partial rows."""
         self.remove_views(paper_key)
         row = {
             "paper_key": paper_key, "paper_id": paper_id, "volume": volume, "file_name": Path(pdf_path).name,
-            "pdf_path": str(pdf_path), "sha256": sha256, "stage": stage, "reason": reason, "parser_version": parser_version,
+            "pdf_path": str(pdf_path), "sha256": sha256, "stage": stage, "reason": reason, "parser_version": parser_version, "manifest_hash": manifest_hash,
             "occurred_at": datetime.now(timezone.utc),
         }
         self.ensure_contract()

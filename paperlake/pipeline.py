@@ -144,7 +144,7 @@ def ingest_paper(source: PaperSource, lake: Lake, settings: Settings, *, backend
         outcome.quality = report
         if not report.passed:
             raise IngestError(source.paper_key, "quality", report.summary())
-        record = lake.publish(parsed, source.sha256, parser_version(chosen))
+        record = lake.publish(parsed, source.sha256, parser_version(chosen), source.manifest_hash)
         outcome.status, outcome.counts = "published", record.row_counts
     except IngestError as error:
         outcome.stage, outcome.reason = error.stage, error.reason
@@ -155,7 +155,7 @@ def ingest_paper(source: PaperSource, lake: Lake, settings: Settings, *, backend
         lake.record_error(
             source.paper_key, stage=outcome.stage or "parse", reason=outcome.reason or "unknown",
             volume=source.volume, pdf_path=str(source.pdf_path), sha256=source.sha256, paper_id=outcome.paper_id,
-            parser_version=parser_version(chosen),
+            parser_version=parser_version(chosen), manifest_hash=source.manifest_hash,
         )
     outcome.seconds = time.perf_counter() - started
     return outcome
@@ -172,15 +172,18 @@ class IngestPlan:
 
 
 def needs_parse(source: PaperSource, lake: Lake, settings: Settings, backend: str | None = None) -> bool:
-    """New, changed (sha256), other backend or parser version → parse. A failed file is retried once it changes."""
+    """New, changed (file sha256 or manifest row), other backend or parser version → parse. A failed file is
+    retried once it (or its manifest row, or the parser) changes."""
     chosen = resolve_backend(source, backend or settings.backend)
     version = parser_version(chosen)
     record = lake.record(source.paper_key)
     if record is not None:
-        return (record.sha256, record.backend, record.parser_version) != (source.sha256, chosen, version)
+        return ((record.sha256, record.backend, record.parser_version, record.manifest_hash)
+                != (source.sha256, chosen, version, source.manifest_hash))
     error = lake.error(source.paper_key)
     if error is not None:
-        return (error.get("sha256"), error.get("parser_version")) != (source.sha256, version)
+        return ((error.get("sha256"), error.get("parser_version"), error.get("manifest_hash"))
+                != (source.sha256, version, source.manifest_hash))
     return True
 
 

@@ -31,8 +31,8 @@ from paperlake.formulas.model import Formula, Occurrence, Parameter, formula_id_
 from paperlake.formulas.params import ParameterDescriber, describe_parameters, formula_label
 from paperlake.formulas.template import TemplateError, build_template, cross_check
 
-# sympy can fail in many ways on odd trees (solve, expand, printing); a failure is recorded on the formula.
 _INLINE_MATH = re.compile(r"\$([^$]+)\$")
+# sympy can fail in many ways on odd trees (solve, expand, printing); a failure is recorded on the formula.
 _SYMPY_ERRORS = (TypeError, ValueError, AttributeError, NotImplementedError, RecursionError, KeyError,
                  IndexError, sympy.SympifyError, sympy.PolynomialError)
 
@@ -86,7 +86,6 @@ def build_formula(latex: str, occurrence: Occurrence, *, before: str = "", conte
             formula.notes.append(f"no canonical key: {type(error).__name__}: {error}")
     standard = (constants_in_expression(conversion.expr, context) if conversion.expr is not None
                 else constants_in_latex(latex, context))
-    formula.constants = standard + list(defined or [])
     originals: dict[str, str] = {}
     if conversion.status == "parsed":
         originals = _template(formula, conversion, standard)
@@ -94,6 +93,8 @@ def build_formula(latex: str, occurrence: Occurrence, *, before: str = "", conte
         formula.status = "not_computable" if conversion.status == "not_computable" else "failed"
         formula.reason = conversion.reason
     _describe(formula, conversion, originals, context, describer, defined or [])
+    own_symbols = {originals.get(parameter.name, parameter.name) for parameter in formula.parameters}
+    formula.constants = standard + [constant for constant in defined or [] if constant.name in own_symbols]
     formula.label = (conversion.label or formula_label(before) or _lhs_label(conversion)
                      or (f"Equation {occurrence.equation_number}" if occurrence.equation_number else "Equation"))
     formula.units = {constant.name: constant.unit for constant in formula.constants if constant.unit}

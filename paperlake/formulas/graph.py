@@ -62,6 +62,7 @@ class AddReport:
     formulas_seen: int = 0
     added: int = 0
     merged: dict[str, int] = field(default_factory=dict)
+    unchanged: int = 0
     possibly_same: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -82,7 +83,11 @@ class FormulaGraph:
 
     def add_equations(self, rows: Iterable[Mapping[str, Any]], embed: Embedder | None = None,
                       judge: Judge | None = None) -> AddReport:
-        """Add every formula of ``rows``; one bad equation is reported, never fatal to the others."""
+        """Add every formula of ``rows``; one bad equation is reported, never fatal to the others.
+
+        An equation already in the graph (same occurrence id) counts as ``unchanged``; to re-ingest a paper whose
+        equations changed, call :meth:`remove_paper` first.
+        """
         report = AddReport()
         candidates: list[Formula] = []
         for row in rows:
@@ -105,6 +110,8 @@ class FormulaGraph:
             entity, method = self._place(candidate, vector, judge, report)
             if method == "new":
                 report.added += 1
+            elif method == "unchanged":
+                report.unchanged += 1
             else:
                 report.merged[method] = report.merged.get(method, 0) + 1
             if entity not in touched:
@@ -116,6 +123,10 @@ class FormulaGraph:
     def _place(self, candidate: Formula, vector: np.ndarray | None, judge: Judge | None,
                report: AddReport) -> tuple[Formula, str]:
         occurrence = candidate.occurrences[0]
+        known = next((formula for formula in self.formulas.values() if any(
+            other.occurrence_id == occurrence.occurrence_id for other in formula.occurrences)), None)
+        if known is not None:
+            return known, "unchanged"
         existing = self.formulas.get(candidate.formula_id)
         if existing is not None:
             method = "canonical_key" if candidate.canonical_key else "normalised_latex"
@@ -161,8 +172,6 @@ class FormulaGraph:
     def _merge(self, entity: Formula, candidate: Formula, method: str, score: float | None) -> None:
         """Keep the entity, add the candidate's occurrence with how it matched, fill what the entity lacks."""
         occurrence = candidate.occurrences[0]
-        if any(known.occurrence_id == occurrence.occurrence_id for known in entity.occurrences):
-            return  # the same equation again (a re-ingest): nothing new
         occurrence.matched_by, occurrence.similarity = method, score
         if method == "canonical_key" and entity.expr is not None and candidate.expr is not None:
             occurrence.symbol_map = _symbol_map(candidate.expr, entity.expr)
@@ -174,9 +183,9 @@ class FormulaGraph:
                 target.description = parameter.description
             if target is not None and target.default is None and parameter.default is not None:
                 target.default, target.unit = parameter.default, parameter.unit
-        known_constants = {(constant.name, constant.value, constant.source) for constant in entity.constants}
+        known_constants = {constant_id_for(constant) for constant in entity.constants}
         entity.constants.extend(constant for constant in candidate.constants
-                                if (constant.name, constant.value, constant.source) not in known_constants)
+                                if constant_id_for(constant) not in known_constants)
 
     # ----------------------------------------------------------------------------------------- relations
 

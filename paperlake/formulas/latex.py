@@ -244,7 +244,10 @@ def _flatten(node: Node) -> list[str]:
     return [token for child in node for token in _flatten(child)]
 
 
-def _as_list(node: Node) -> list[Node]:
+def _as_list(node: Node | None) -> list[Node]:
+    """An argument as a node list; a missing argument (LaTeX cut short) is empty."""
+    if node is None:
+        return []
     return node if isinstance(node, list) else [node]
 
 
@@ -877,7 +880,6 @@ class _Rewriter:
         self.placeholders: dict[str, str] = {}
         self.symbols: dict[str, str] = {}
         self.indices: dict[str, frozenset[str]] = {}
-        self.functions: set[str] = set()
 
     def placeholder(self, name: str, latex: str = "") -> str:
         if name not in self.placeholders:
@@ -907,6 +909,8 @@ class _Rewriter:
             index += 1
             degree = ""
             if index < len(nodes) and nodes[index] == "[":
+                if "]" not in nodes[index:]:
+                    raise RewriteError("unclosed root degree [")
                 closing = nodes.index("]", index)
                 degree = "[" + self.rewrite(nodes[index + 1: closing]) + "]"
                 index = closing + 1
@@ -954,7 +958,6 @@ class _Rewriter:
         self.indices[name] = atom.subscript_tokens
         applied = index < len(nodes) and nodes[index] == "(" and atom.power is None
         if applied and self._is_application(atom, nodes, index, lhs=lhs):
-            self.functions.add(name)
             closing = _matching_paren(nodes, index)
             arguments = self.rewrite(nodes[index + 1: closing])
             text = f"{self.placeholder(name, atom.latex)}({arguments})"
@@ -1210,6 +1213,9 @@ def _convert_side(latex: str, known: frozenset[str], known_words: frozenset[str]
         result.attempts.append(f"rewrite: {error}")
         if error.non_computable:
             result.not_computable_sides.append(str(error))
+        return None
+    except (IndexError, ValueError, RecursionError) as error:  # malformed LaTeX the rules did not foresee
+        result.attempts.append(f"rewrite: malformed LaTeX ({type(error).__name__}: {error})")
         return None
     for backend in ("antlr", "lark"):
         expression, error = _parse(rewritten, backend)

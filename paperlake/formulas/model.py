@@ -39,7 +39,8 @@ def occurrence_id_for(equation_id: str, part: int) -> str:
 
 
 def constant_id_for(constant: Constant) -> str:
-    return _uuid(f"constant_{constant.name}_{constant.value!r}_{constant.unit}_{constant.source}")
+    """Standard constants have one id; a value fixed in a paper's text is that paper's (provenance)."""
+    return _uuid(f"constant_{constant.name}_{constant.value!r}_{constant.unit}_{constant.source}_{constant.paper_id}")
 
 
 @dataclass

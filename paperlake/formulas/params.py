@@ -29,7 +29,7 @@ _DEFINITION = re.compile(
     rf"(?P<subjects>{_MARKED.format(group='first')}(?:\s*(?:,|and|,\s*and)\s*\u27e6[A-Za-z0-9_]+\u27e7)*)"
     rf"\s+(?:{_VERBS})\s+(?P<description>[^.;]{{3,200}}?){_END}"
 )
-# A letter written without $…$ ("where X is the input"): only right after where/and/comma and before a verb.
+# A letter written without $…$ ("where X is the input"): only right after where/and/with and before a verb.
 _BARE_LETTER = re.compile(
     rf"\b(?P<lead>where|Where|and|with)\s(?P<letter>(?![aI]\b)[A-Za-z])(?=\s+(?:{_VERBS})\b)"
 )

@@ -13,6 +13,7 @@ renamed as (
         stage,
         reason,
         parser_version,
+        manifest_hash,
         occurred_at
     from source
 )
