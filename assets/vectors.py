@@ -10,12 +10,17 @@ import dagster as dg
 from orchestration.partitions import papers
 from orchestration.resources import PaperlakeResource
 from paperlake.vectors.config import load_config
-from paperlake.vectors.entities import collect_cells
+from paperlake.vectors.entities import PRIMARY_KEYS, collect_cells
 from paperlake.vectors.store import VectorStore
 from paperlake.warehouse import connect_read_only
 from schemas.warehouse import encodable_columns
 
 VECTORS_CODE_VERSION = "vectors-1"
+
+
+def paper_encodable() -> list[tuple[str, str, str]]:
+    """Encodable columns of the per-paper tables (formula descriptions are embedded by the formula stage)."""
+    return [column for column in encodable_columns() if column[0] in PRIMARY_KEYS]
 
 
 def _ledger(home: Path, collection: str, paper_key: str) -> Path:
@@ -29,7 +34,7 @@ def sync_partition(paperlake: PaperlakeResource, collection: str, paper_key: str
     with connect_read_only(settings.warehouse) as con:
         row = con.execute("select paper_id::varchar from metadata where paper_key = ?", [paper_key]).fetchone()
         paper_id = row[0] if row else None
-        cells = collect_cells(con, encodable_columns(), [paper_id]) if paper_id else []
+        cells = collect_cells(con, paper_encodable(), [paper_id]) if paper_id else []
     store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite")
     try:
         previous = json.loads(ledger.read_text())["paper_id"] if ledger.exists() else None
@@ -81,7 +86,7 @@ def unsynced_partitions(paperlake: PaperlakeResource, collections: list[str]) ->
 
 def build_vector_assets() -> list[dg.AssetsDefinition]:
     config = load_config()
-    warehouse_deps = sorted({dg.AssetKey(["warehouse", table]) for table, _, _ in encodable_columns()} |
+    warehouse_deps = sorted({dg.AssetKey(["warehouse", table]) for table, _, _ in paper_encodable()} |
                             {dg.AssetKey(["warehouse", "metadata"]), dg.AssetKey(["warehouse", "pages"])})
     assets = []
     for spec in config.active_collections():

@@ -10,6 +10,7 @@ import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, DbtProject, dbt_assets
 
 from orchestration.resources import PaperlakeResource
+from paperlake.formulas.store import ensure_formula_contract
 from paperlake.lake import Lake
 from paperlake.warehouse import DBT_PROJECT_DIR, dbt_env, prepare_build, publish_build
 
@@ -25,7 +26,8 @@ class PaperlakeDbtTranslator(DagsterDbtTranslator):
         spec = super().get_asset_spec(manifest, unique_id, project)
         props = self.get_resource_props(manifest, unique_id)
         if props["resource_type"] == "source":
-            return spec.replace_attributes(key=dg.AssetKey(["parsed", props["name"]]))
+            stage = "formulas" if props["source_name"] == "formula_lake" else "parsed"
+            return spec.replace_attributes(key=dg.AssetKey([stage, props["name"]]))
         if props["resource_type"] == "model":
             stage = "staging" if "staging" in props["fqn"] else "warehouse"
             return spec.replace_attributes(key=dg.AssetKey([stage, props["name"]]), group_name=stage)
@@ -36,18 +38,30 @@ def dbt_cli_resource() -> DbtCliResource:
     return DbtCliResource(project_dir=DBT_PROJECT, profiles_dir=str(DBT_PROJECT_DIR), dbt_executable=DBT_EXECUTABLE)
 
 
-@dbt_assets(
-    manifest=DBT_PROJECT.manifest_path,
-    project=DBT_PROJECT,
-    dagster_dbt_translator=PaperlakeDbtTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=True)),
-    pool="warehouse",
-)
-def warehouse_models(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: PaperlakeResource):
-    """Build the NeuSym-RAG warehouse from the lake into a side file, run dbt's tests, and swap it in only if
-    everything passed, so readers never see a half-built or failing warehouse."""
+def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: PaperlakeResource):
     settings = paperlake.settings()
     Lake(settings.lake).ensure_contract()
+    ensure_formula_contract(settings.lake / "formulas")
     prepare_build(settings.warehouse)
     os.environ.update(dbt_env(settings.lake, settings.warehouse))
     yield from dbt.cli(["build"], context=context).stream()
     publish_build(settings.warehouse)
+
+
+TRANSLATOR = PaperlakeDbtTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=True))
+
+
+@dbt_assets(manifest=DBT_PROJECT.manifest_path, project=DBT_PROJECT, dagster_dbt_translator=TRANSLATOR,
+            exclude="tag:formulas", pool="warehouse", name="warehouse_models")
+def warehouse_models(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: PaperlakeResource):
+    """Build the NeuSym-RAG warehouse from the lake into a side file, run dbt's tests, and swap it in only if
+    everything passed, so readers never see a half-built or failing warehouse."""
+    yield from _build(context, dbt, paperlake)
+
+
+@dbt_assets(manifest=DBT_PROJECT.manifest_path, project=DBT_PROJECT, dagster_dbt_translator=TRANSLATOR,
+            select="tag:formulas", pool="warehouse", name="formula_models")
+def formula_models(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: PaperlakeResource):
+    """The formula graph's tables in the warehouse (formulas, parameters, constants, occurrences, relations),
+    built and swapped in the same way after the formula stage."""
+    yield from _build(context, dbt, paperlake)

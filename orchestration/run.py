@@ -72,8 +72,9 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     import dagster as dg
 
     from assets.parse import inbox_pdf, parsed_views
+    from assets.formulas import formula_graph
     from assets.vectors import unsynced_partitions, vector_assets
-    from assets.warehouse import dbt_cli_resource, warehouse_models
+    from assets.warehouse import dbt_cli_resource, formula_models, warehouse_models
     from orchestration.partitions import papers
     from orchestration.resources import PaperlakeResource
 
@@ -114,10 +115,10 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
             notify(key, "parsed")
     summary.step_seconds["parse"] = time.perf_counter() - parse_started
 
+    log_path = settings.home / "logs" / "dbt-build.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     if keys or rebuild_warehouse or not settings.warehouse.exists():
         dbt_started = time.perf_counter()
-        log_path = settings.home / "logs" / "dbt-build.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "w") as log, contextlib.redirect_stdout(log):  # dagster-dbt echoes dbt's log
             result = dg.materialize([parsed_views, warehouse_models], instance=instance, resources=resources,
                                     selection=[warehouse_models], raise_on_error=False,
@@ -127,6 +128,17 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
                                f"dbt's log: {log_path}")
         summary.warehouse_built = True
         summary.step_seconds["warehouse"] = time.perf_counter() - dbt_started
+
+    if summary.warehouse_built or not (settings.lake / "formulas" / "state.json").exists():
+        formulas_started = time.perf_counter()
+        with open(log_path.with_name("formulas-build.log"), "w") as log, contextlib.redirect_stdout(log):
+            result = dg.materialize([parsed_views, warehouse_models, formula_graph, formula_models],
+                                    instance=instance, resources=resources, selection=[formula_graph, formula_models],
+                                    raise_on_error=False, tags={"paperlake/trigger": "cli"}, run_config=QUIET)
+        if not result.success:
+            raise RuntimeError("the formula stage failed; the warehouse keeps its previous formula tables. "
+                               f"Logs: {log_path.with_name('formulas-build.log')} and the run in the Dagster UI")
+        summary.step_seconds["formulas"] = time.perf_counter() - formulas_started
 
     vectors_started = time.perf_counter()
     collections = [definition.key.path[-1] for definition in vector_assets]

@@ -71,7 +71,7 @@ VIEW_SCHEMAS: dict[str, pa.Schema] = {
         [
             ("equation_id", _STR), ("paper_id", _STR), ("page_number", _INT), ("page_id", _STR), ("ordinal", _INT),
             ("equation_text", _STR), ("equation_latex", _STR), ("equation_number", _STR), ("latex_source", _STR),
-            ("bbox", _BBOX), ("context", _STR), ("backend", _STR),
+            ("bbox", _BBOX), ("context", _STR), ("context_after", _STR), ("backend", _STR),
         ]
     ),
     "references": pa.schema(

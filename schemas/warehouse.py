@@ -1,6 +1,6 @@
 """The warehouse catalogue: tables, columns, types, descriptions and ``encodable`` flags.
 
-The one source of truth is the dbt marts' YAML (``dbt_project/models/marts/*.yml``): dbt enforces those column
+The one source of truth is the dbt marts' YAML (``dbt_project/models/{marts,formulas}/*.yml``): dbt enforces those column
 names and types as model contracts and documents them; this module reads the same files for the agent's map of
 the data (its prompt) and for the vector layer (which cells to encode). Nothing here is written twice.
 """
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import yaml
 
-MARTS_DIR = Path(__file__).resolve().parents[1] / "dbt_project" / "models" / "marts"
+MODELS_DIR = Path(__file__).resolve().parents[1] / "dbt_project" / "models"
+MODEL_DIRS = (MODELS_DIR / "marts", MODELS_DIR / "formulas")
 # The NeuSym-RAG tables first, in the order its prompts list them; then ours.
 NEUSYM_TABLES = ("metadata", "pages", "sections", "chunks", "tables", "images", "equations", "reference")
 
@@ -44,9 +45,9 @@ class Table:
 
 
 @lru_cache(maxsize=4)
-def catalogue(marts_dir: Path = MARTS_DIR) -> tuple[Table, ...]:
+def catalogue(model_dirs: tuple[Path, ...] = MODEL_DIRS) -> tuple[Table, ...]:
     tables: dict[str, Table] = {}
-    for path in sorted(marts_dir.glob("*.yml")):
+    for path in sorted(p for d in model_dirs for p in d.glob("*.yml") if not p.name.startswith("_")):
         for model in yaml.safe_load(path.read_text()).get("models", []):
             columns = tuple(
                 Column(c["name"], c["data_type"], c.get("description", ""), (c.get("meta") or {}).get("encodable"))

