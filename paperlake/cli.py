@@ -94,7 +94,9 @@ def ingest(
 
 @app.command()
 def status(home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False, "--json")) -> None:
-    """Volumes, papers and failures in the warehouse."""
+    """Volumes, papers, failures and the formula graph in the warehouse."""
+    import duckdb
+
     settings = _settings(home)
     try:
         with connect_read_only(settings.warehouse) as con:
@@ -105,12 +107,20 @@ def status(home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False
                 "reference")}
             errors = con.execute("select paper_key, stage, reason from ingest_errors order by paper_key").fetchall()
             backends = dict(con.execute("select backend, count(*) from metadata group by backend").fetchall())
+            try:
+                formulas = dict(zip(("equations", "formulas", "templated", "validated", "merged_groups",
+                                     "cross_paper_groups"), con.execute(
+                    "select (select count(*) from equations), count(*), count(template), "
+                    "count(*) filter (where status = 'validated'), count(*) filter (where occurrence_count > 1), "
+                    "count(*) filter (where len(paper_ids) > 1) from formulas").fetchone()))
+            except duckdb.CatalogException:
+                formulas = {}
     except FileNotFoundError as error:
         _fail(str(error))
     report = {
         "home": str(settings.home),
         "volumes": [dict(zip(("volume", "venue", "papers", "pages", "failed"), v)) for v in volumes],
-        "rows": counts, "backends": backends,
+        "rows": counts, "backends": backends, "formulas": formulas,
         "ingest_errors": [dict(zip(("paper_key", "stage", "reason"), e)) for e in errors],
     }
     if as_json:
@@ -119,6 +129,8 @@ def status(home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False
     _print_rows(["volume", "venue", "papers", "pages", "failed"], volumes, False, title="volumes")
     console.print("rows: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     console.print("backends: " + ", ".join(f"{k} {v}" for k, v in backends.items()))
+    if formulas:
+        console.print("formula graph: " + ", ".join(f"{k} {v}" for k, v in formulas.items()))
     if errors:
         _print_rows(["paper_key", "stage", "reason"], errors, False, title="ingest errors")
 
@@ -304,3 +316,87 @@ def search(
     if not as_json:
         rows = [(*row[:-1], (str(row[-1]) or "")[:160]) for row in rows]
     _print_rows(columns, rows, as_json, title=f"{name}: {query}")
+
+
+formulas_app = typer.Typer(help="The formula graph: search, inspect and run formula tools.", no_args_is_help=True)
+app.add_typer(formulas_app, name="formulas")
+
+
+def _formula_layer(home: Optional[Path]):
+    from paperlake.formulas.store import WarehouseFormulas, minilm_embedder
+
+    settings = _settings(home)
+    try:
+        with connect_read_only(settings.warehouse) as con:
+            def query(sql: str) -> list[dict[str, Any]]:
+                cursor = con.execute(sql)
+                names = [d[0] for d in cursor.description]
+                return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+            return WarehouseFormulas.from_connection(query, embed=minilm_embedder())
+    except FileNotFoundError as error:
+        _fail(str(error))
+    except Exception as error:  # duckdb CatalogException: an older warehouse without formula tables
+        _fail(f"no formula tables in the warehouse ({type(error).__name__}); run `paperlake ingest` first")
+
+
+@formulas_app.command("search")
+def formulas_search(query: str, limit: int = typer.Option(5, "--limit", "-k"), home: Optional[Path] = HomeOption,
+                    as_json: bool = typer.Option(False, "--json")) -> None:
+    """Formulas by meaning (their composite descriptions)."""
+    hits = _formula_layer(home).search_formulas(query, limit)
+    columns = ["formula_id", "name", "status", "latex", "paper_id", "page_number", "equation_number"]
+    _print_rows(columns, [tuple(h.get(c) for c in columns) for h in hits], as_json, title=query)
+
+
+@formulas_app.command("show")
+def formulas_show(formula_id: str, home: Optional[Path] = HomeOption,
+                  as_json: bool = typer.Option(False, "--json")) -> None:
+    """One formula with its template, parameters, constants, occurrences and relations."""
+    layer = _formula_layer(home)
+    rows = {name: [r for r in layer.tables[name] if r.get("formula_id") == formula_id or r.get("source") ==
+                   formula_id or r.get("target") == formula_id] for name in
+            ("formulas", "formula_parameters", "formula_occurrences", "formula_relations")}
+    if not rows["formulas"]:
+        _fail(f"no formula {formula_id!r}; find ids with `paperlake formulas search`")
+    if as_json:
+        print(json.dumps(rows, default=str, ensure_ascii=False))
+        return
+    formula = rows["formulas"][0]
+    for field_name in ("formula_id", "label", "status", "reason", "latex", "sympy_str", "output", "template",
+                       "canonical_key", "paper_ids", "occurrence_count"):
+        if formula.get(field_name) not in (None, "", []):
+            console.print(f"[bold]{field_name}:[/] {formula[field_name]}")
+    _print_rows(["name", "latex_symbol", "description"], [(p["name"], p["latex_symbol"], p["description"])
+                                                          for p in rows["formula_parameters"]], False, "parameters")
+    _print_rows(["paper_id", "page_number", "equation_number", "matched_by"],
+                [(o["paper_id"], o["page_number"], o["equation_number"], o["matched_by"])
+                 for o in rows["formula_occurrences"]], False, "occurrences")
+    if rows["formula_relations"]:
+        _print_rows(["source", "relation_type", "target"], [(r["source"], r["relation_type"], r["target"])
+                                                            for r in rows["formula_relations"]], False, "relations")
+
+
+@formulas_app.command("run")
+def formulas_run(formula_id: str, assignments: list[str] = typer.Argument(None, help="name=value …"),
+                 home: Optional[Path] = HomeOption) -> None:
+    """Evaluate a formula's validated template with the given parameter values (safe evaluator, no eval)."""
+    values: dict[str, Any] = {}
+    for item in assignments or []:
+        name, sep, raw = item.partition("=")
+        if not sep:
+            _fail(f"arguments are name=value, got {item!r}")
+        try:
+            values[name.strip()] = float(raw)
+        except ValueError:
+            _fail(f"{name} must be a number, got {raw!r}")
+    try:
+        tool = _formula_layer(home).create_tool(formula_id)
+    except KeyError as error:
+        _fail(str(error.args[0]))
+    except Exception as error:  # a formula without a template
+        _fail(f"{formula_id}: {error}")
+    result = tool(**values)
+    if not result.ok:
+        _fail(result.error)
+    console.print(f"{tool.name} = {result.value}")

@@ -41,3 +41,9 @@ __all__ = [
     "normalise_latex", "not_computable_reason", "split_equations", "split_lhs_rhs", "split_relations",
     "symbol_correspondence", "symbol_name", "symbols_in", "to_rdf", "to_sympy", "to_turtle",
 ]
+
+
+def agent_backend(warehouse):  # noqa: ANN001, ANN201 - the agent's optional formula layer (see formulas.store)
+    from paperlake.formulas.store import agent_backend as backend
+
+    return backend(warehouse)

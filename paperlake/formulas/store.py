@@ -150,3 +150,83 @@ def minilm_embedder(cache_dir: Path | None = None) -> Callable[[list[str]], np.n
 
 __all__ = ["FORMULA_SCHEMAS", "FormulaBuildReport", "asdict", "ensure_formula_contract", "graph_counts",
            "minilm_embedder", "update_formula_graph"]
+
+
+class WarehouseFormulas:
+    """The formula graph as the agent and the CLI see it: read from the warehouse tables, searched by meaning
+    (MiniLM over each formula's composite description, keyword overlap as a tie-breaker), turned into tools."""
+
+    def __init__(self, tables: dict[str, list[dict[str, Any]]], embed: Callable[[list[str]], np.ndarray] | None):
+        self.tables = tables
+        self.graph = FormulaGraph.from_rows(tables)
+        self._embed = embed
+        self._vectors: np.ndarray | None = None
+
+    @classmethod
+    def from_connection(cls, query: Callable[[str], list[dict[str, Any]]],
+                        embed: Callable[[list[str]], np.ndarray] | None = None) -> "WarehouseFormulas":
+        return cls({name: query(f'select * from "{name}"') for name in FORMULA_SCHEMAS}, embed)
+
+    def _rank(self, query: str, texts: list[str], limit: int) -> list[int]:
+        words = set(query.lower().split())
+        overlap = np.array([len(words & set(t.lower().split())) / (len(words) or 1) for t in texts], dtype=float)
+        if self._embed is not None and texts:
+            if self._vectors is None or len(self._vectors) != len(texts):
+                self._vectors = np.asarray(self._embed(texts))
+            scores = self._vectors @ np.asarray(self._embed([query]))[0] + 0.1 * overlap
+        else:
+            scores = overlap
+        return [int(i) for i in np.argsort(-scores)[:limit]]
+
+    def search_formulas(self, query: str, limit: int = 5) -> list[dict[str, Any]]:
+        formulas = self.tables["formulas"]
+        order = self._rank(query, [f.get("description") or f["latex"] for f in formulas], limit)
+        occurrences: dict[str, dict[str, Any]] = {}
+        for occurrence in self.tables["formula_occurrences"]:
+            occurrences.setdefault(occurrence["formula_id"], occurrence)
+        parameters: dict[str, list[dict[str, Any]]] = {}
+        for parameter in self.tables["formula_parameters"]:
+            parameters.setdefault(parameter["formula_id"], []).append(parameter)
+        found = []
+        for index in order:
+            formula = formulas[index]
+            first = occurrences.get(formula["formula_id"], {})
+            found.append({
+                "formula_id": formula["formula_id"], "name": formula.get("label") or formula.get("output") or "",
+                "latex": formula["latex"], "status": formula["status"], "template": formula.get("template"),
+                "reason": formula.get("reason"),
+                "parameters": [{"name": p["name"], "symbol": p["latex_symbol"], "description": p["description"]}
+                               for p in parameters.get(formula["formula_id"], [])],
+                "paper_id": first.get("paper_id"), "page_number": first.get("page_number"),
+                "equation_number": first.get("equation_number"), "occurrences": formula.get("occurrence_count"),
+            })
+        return found
+
+    def search_constants(self, query: str, limit: int = 5) -> list[dict[str, Any]]:
+        from paperlake.formulas.constants import STANDARD_CONSTANTS
+
+        standard = [{"name": c.name, "value": c.value, "unit": c.unit, "symbol": c.latex,
+                     "description": c.description, "paper_id": None} for c in STANDARD_CONSTANTS.values()]
+        known = {c["name"] for c in standard}
+        rows = standard + [{"name": c["name"], "value": c["value"], "unit": c["unit"], "symbol": c["latex"],
+                            "description": c["description"], "paper_id": c["paper_id"]}
+                           for c in self.tables["constants"] if c["name"] not in known or c["paper_id"]]
+        order = self._rank(query, [f"{c['name']} {c['symbol']} {c['description']}" for c in rows], limit)
+        return [rows[i] for i in order]
+
+    def create_tool(self, formula_id: str):
+        from paperlake.formulas.tools import build_tool
+
+        formula = self.graph.formulas.get(formula_id)
+        if formula is None:
+            raise KeyError(f"no formula {formula_id!r}: use RetrieveMathKnowledge to find formula ids")
+        return build_tool(formula)
+
+
+def agent_backend(warehouse: Any) -> WarehouseFormulas | None:
+    """The agent's formula layer over a ReadOnlyWarehouse; None when the warehouse has no formula tables yet."""
+    try:
+        return WarehouseFormulas.from_connection(lambda sql: warehouse.query(sql, max_rows=10**6).records(),
+                                                 embed=minilm_embedder())
+    except Exception:  # no formula tables (older warehouse): the agent runs without formula actions
+        return None
