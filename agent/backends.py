@@ -244,39 +244,46 @@ def quote_filter_list(values: Sequence[str]) -> str:
 
 
 def open_vector_backend(milvus_uri: str) -> VectorBackend | None:
-    """The Milvus-backed store through ``paperlake.vectors``, or None when that layer is not installed yet."""
-    try:
-        from paperlake import vectors  # noqa: PLC0415 (optional layer)
-    except ImportError:
+    """The Milvus collections through ``paperlake.vectors``; None when no collection has been built yet."""
+    from paperlake.vectors.store import VectorStore  # noqa: PLC0415 (heavy: torch, pymilvus)
+
+    store = VectorStore(milvus_uri)
+    if not any(store.client.has_collection(spec.name) for spec in store.active_specs()):
+        store.close()
         return None
-    if not all(hasattr(vectors, name) for name in ("VectorStore", "search", "describe")):
-        return None
-    return MilvusVectors(vectors, milvus_uri)
+    return MilvusVectors(store)
 
 
 class MilvusVectors:
-    """Adapter over ``paperlake.vectors`` (``VectorStore``, ``search``, ``describe``, ``FilterError``)."""
+    """Adapter from ``paperlake.vectors`` (store, search, descriptions) to the agent's vector backend."""
 
-    def __init__(self, module: Any, uri: str) -> None:
-        self._module = module
-        self._store = module.VectorStore(uri)
+    def __init__(self, store: Any) -> None:
+        from paperlake.vectors import describe, filters, search  # noqa: PLC0415
+
+        self._store = store
+        self._describe = describe.describe_collections
+        self._search = search.search
+        self._filter_error = filters.FilterError
+
+    def close(self) -> None:
+        self._store.close()
 
     def collections(self) -> list[CollectionInfo]:
-        described = self._module.describe(self._store)
         infos = []
-        for item in described:
-            get = item.get if isinstance(item, Mapping) else (lambda key, default=None, i=item: getattr(i, key, default))
-            views = [tuple(v) for v in (get("views") or get("encodable") or [])]
+        for item in self._describe(self._store):
+            if not item["active"]:
+                continue
+            dense = [v for v in item["vectors"] if v["kind"] != "bm25"]
             infos.append(
                 CollectionInfo(
-                    name=get("name"),
-                    modality=get("modality") or ("image" if str(get("name", "")).startswith("image") else "text"),
-                    model=str(get("model") or ""),
-                    metric=str(get("metric") or ""),
-                    dimension=get("dimension"),
-                    views=views,
-                    fields=list(get("fields") or FILTER_FIELDS),
-                    description=str(get("description") or ""),
+                    name=item["name"],
+                    modality=item["modality"],
+                    model=", ".join(str(v["model"]) for v in item["vectors"]),
+                    metric=", ".join(str(v["metric"]) for v in item["vectors"]),
+                    dimension=dense[0]["dimension"] if dense else None,
+                    views=[(v["table_name"], v["column_name"]) for v in item["views"]],
+                    fields=[f["name"] for f in item["fields"] if f["name"] != "id"],
+                    description=str(item.get("description") or ""),
                 )
             )
         return infos
@@ -284,16 +291,11 @@ class MilvusVectors:
     def search(
         self, query: str, collection: str, table_name: str, column_name: str, filter: str = "", limit: int = 5
     ) -> list[Hit]:
-        error_type = getattr(self._module, "FilterError", None)
         try:
-            hits = self._module.search(
-                self._store, query, collection, table_name=table_name, column_name=column_name,
-                filter=filter, limit=limit,
-            )
-        except Exception as error:
-            if error_type is not None and isinstance(error, error_type):
-                raise InvalidFilter(str(error)) from error
-            raise
+            hits = self._search(self._store, query, collection, table_name=table_name, column_name=column_name,
+                                filter=filter, limit=limit)
+        except self._filter_error as error:
+            raise InvalidFilter(str(error)) from error
         return [
             Hit(
                 score=float(getattr(h, "score", 0.0)),

@@ -133,6 +133,9 @@ class AgentEnv:
     def close(self) -> None:
         if self.warehouse is not None:
             self.warehouse.close()
+        close_vectors = getattr(self.vectors, "close", None)
+        if close_vectors is not None:  # releases the Milvus Lite file lock for the next process
+            close_vectors()
 
     # -- text that goes to the model ------------------------------------------------------------------------------
 

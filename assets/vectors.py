@@ -10,17 +10,16 @@ import dagster as dg
 from orchestration.partitions import papers
 from orchestration.resources import PaperlakeResource
 from paperlake.vectors.config import load_config
-from paperlake.vectors.entities import PRIMARY_KEYS, collect_cells
+from paperlake.vectors.entities import collect_cells, default_encodable
 from paperlake.vectors.store import VectorStore
 from paperlake.warehouse import connect_read_only
-from schemas.warehouse import encodable_columns
 
 VECTORS_CODE_VERSION = "vectors-1"
 
 
 def paper_encodable() -> list[tuple[str, str, str]]:
     """Encodable columns of the per-paper tables (formula descriptions are embedded by the formula stage)."""
-    return [column for column in encodable_columns() if column[0] in PRIMARY_KEYS]
+    return default_encodable()
 
 
 def _ledger(home: Path, collection: str, paper_key: str) -> Path:

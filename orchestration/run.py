@@ -8,6 +8,7 @@ when something changed (or is missing).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import subprocess
 import sys
@@ -43,14 +44,21 @@ def prepare_dbt_manifest(settings: Settings) -> Path:
     env = {**os.environ, **dbt_env(settings.lake, settings.warehouse)}
     sources = [p for p in DBT_PROJECT_DIR.rglob("*") if p.suffix in (".sql", ".yml") and "target" not in p.parts]
     newest = max(p.stat().st_mtime for p in sources)
-    if not manifest.exists() or manifest.stat().st_mtime < newest:
-        Lake(settings.lake).ensure_contract()
-        dbt = str(Path(sys.executable).with_name("dbt"))
-        completed = subprocess.run([dbt, "parse", "--quiet"], cwd=DBT_PROJECT_DIR, env=env, capture_output=True,
-                                   text=True, timeout=600)
-        if completed.returncode != 0:
-            raise RuntimeError(f"dbt parse failed:\n{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}")
+    (DBT_PROJECT_DIR / "target").mkdir(exist_ok=True)
+    with open(DBT_PROJECT_DIR / "target" / ".parse.lock", "w") as lock:  # concurrent ingests parse once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not manifest.exists() or manifest.stat().st_mtime < newest:
+            _dbt_parse(settings, env)
     return manifest
+
+
+def _dbt_parse(settings: Settings, env: dict[str, str]) -> None:
+    Lake(settings.lake).ensure_contract()
+    dbt = str(Path(sys.executable).with_name("dbt"))
+    completed = subprocess.run([dbt, "parse", "--quiet"], cwd=DBT_PROJECT_DIR, env=env, capture_output=True,
+                               text=True, timeout=600)
+    if completed.returncode != 0:
+        raise RuntimeError(f"dbt parse failed:\n{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}")
 
 
 def dagster_instance(settings: Settings):

@@ -55,11 +55,11 @@ class Settings:
 
     @classmethod
     def from_env(cls, **overrides: object) -> "Settings":
-        home = Path(_env("PAPERLAKE_HOME", "data")).expanduser().resolve()
+        home = Path(overrides.get("home") or _env("PAPERLAKE_HOME", "data")).expanduser().resolve()
         mineru = _env("PAPERLAKE_MINERU_DIR")
         values: dict[str, object] = dict(
             home=home,
-            milvus_uri=_env("MILVUS_URI", str(home / "milvus.db")),
+            milvus_uri=_env("MILVUS_URI", str(home / "milvus.db")),  # the Milvus Lite file lives in the home
             backend=_env("PAPERLAKE_BACKEND", "auto"),
             mineru_dir=Path(mineru).resolve() if mineru else None,
             mineru_executable=_env("PAPERLAKE_MINERU_EXECUTABLE"),

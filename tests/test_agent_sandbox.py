@@ -225,32 +225,17 @@ def test_vector_action_checks_collection_view_and_limit(env) -> None:  # noqa: F
         assert bad.error_type == "invalid_parameter" and expected in bad.text
 
 
-def test_the_vector_layers_filter_error_becomes_an_observation(env) -> None:  # noqa: F811
-    class FilterError(ValueError):
-        pass
-
-    class FakeModule:
-        pass
-
-    FakeModule.FilterError = FilterError
-
-    class VectorStore:
-        def __init__(self, uri: str) -> None:
-            self.uri = uri
-
-    def describe(store):
-        return [{"name": "text_bm25_en", "modality": "text", "model": "bm25", "metric": "BM25",
-                 "views": [("chunks", "text_content")]}]
-
-    def search(store, query, collection, table_name=None, column_name=None, filter="", limit=5):
-        raise FilterError("field page_number compared with a string")
-
-    FakeModule.VectorStore, FakeModule.describe, FakeModule.search = VectorStore, describe, search
-
+def test_the_vector_layers_filter_error_becomes_an_observation(env, tmp_path) -> None:  # noqa: F811
+    """The real vector layer's validator, on a real (empty) Milvus Lite file: refused before any search."""
     from agent.backends import MilvusVectors
+    from paperlake.vectors.store import VectorStore
 
-    env.vectors = MilvusVectors(FakeModule, "memory")
+    env.vectors = MilvusVectors(VectorStore(tmp_path / "milvus.db", cache_path=tmp_path / "cache.sqlite"))
     env._collections = None
-    observation = RetrieveFromVectorstore("accuracy", "text_bm25_en", "chunks", "text_content",
-                                          "page_number == 2", 5).execute(env)
-    assert observation.error_type == "invalid_filter" and "compared with a string" in observation.text
+    try:
+        observation = RetrieveFromVectorstore("accuracy", "text_bm25_en", "chunks", "text_content",
+                                              "page_number == 'two'", 5).execute(env)
+    finally:
+        env.vectors.close()
+        env.vectors = None
+    assert observation.error_type == "invalid_filter", observation.text

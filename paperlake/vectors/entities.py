@@ -61,7 +61,8 @@ def default_encodable() -> list[Encodable]:
     try:
         from schemas.warehouse import encodable_columns
 
-        columns = [tuple(c) for c in encodable_columns()]
+        # per-paper tables only: formula descriptions span papers and are embedded by the formula stage
+        columns = [tuple(c) for c in encodable_columns() if c[0] in PRIMARY_KEYS]
     except Exception as error:  # the catalogue reads the dbt model YAMLs; a broken checkout must not stop search
         log.warning("warehouse catalogue unavailable (%s); using REFERENCE.md's encodable list", error)
         return list(DEFAULT_ENCODABLE)

@@ -1,0 +1,136 @@
+"""After an ingest, every downstream store agrees with the warehouse: Milvus entities, the formula graph (tables
+and RDF) and the agent's retrieval; removing a paper empties all of them. Real papers, MinerU outputs, Milvus Lite."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from conftest import CORPUS_MINERU, make_inbox
+from paperlake.cli import app
+from paperlake.config import Settings
+
+PAPERS = ["emnlp2024-126-embedding-inversion-attack", "naacl2024-116-quantum-lindblad-lm"]
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, dbt_manifest: Path) -> dict:
+    from orchestration.run import ingest
+
+    root = tmp_path_factory.mktemp("stores")
+    inbox = make_inbox(root, PAPERS)
+    settings = Settings.from_env(home=root / "home", backend="auto", mineru_dir=CORPUS_MINERU,
+                                 milvus_uri=str(root / "home" / "milvus.db"))
+    summary = ingest([inbox], settings)
+    assert len(summary.published) == 2 and not summary.vector_failures, summary
+    return {"inbox": inbox, "settings": settings, "summary": summary}
+
+
+def cli(settings: Settings, *args: str):
+    result = CliRunner().invoke(app, [*args, "--home", str(settings.home)])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def paper_ids(settings: Settings) -> dict[str, str]:
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        return dict(con.execute("select paper_key, paper_id::varchar from metadata").fetchall())
+
+
+def test_each_collection_holds_one_entity_per_non_empty_encodable_cell(built):
+    from assets.vectors import paper_encodable
+    from paperlake.vectors.config import load_config
+    from paperlake.vectors.entities import collect_cells
+    from paperlake.vectors.store import VectorStore
+
+    settings = built["settings"]
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        cells = collect_cells(con, paper_encodable())
+    kind = {(table, column): k for table, column, k in paper_encodable()}
+    text_cells = [c for c in cells if kind[(c.table_name, c.column_name)] == "text"]
+    store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite")
+    try:
+        for spec in load_config().active_collections():
+            expected = len(text_cells) if spec.modality == "text" else len(cells) - len(text_cells)
+            assert store.count(spec.name) == expected, spec.name
+            for paper in paper_ids(settings).values():
+                assert store.count(spec.name, f"pdf_id == '{paper}'") == sum(
+                    1 for c in cells if c.pdf_id == paper and kind[(c.table_name, c.column_name)] == spec.modality)
+    finally:
+        store.close()
+
+
+def test_search_returns_pages_of_the_sample_papers_and_filters_restrict(built):
+    settings = built["settings"]
+    ids = paper_ids(settings)
+    hits = json.loads(cli(settings, "search", "Lindblad master equation density matrix", "--json", "--limit",
+                          "5").stdout)
+    assert hits and hits[0]["pdf_id"] == ids[f"naacl2024/{PAPERS[1]}"]
+    assert all(1 <= h["page_number"] <= 10 for h in hits)
+    other = ids[f"emnlp2024/{PAPERS[0]}"]
+    filtered = json.loads(cli(settings, "search", "Lindblad master equation", "--json", "--filter",
+                              f"pdf_id == '{other}'", "--view", "chunks.text_content").stdout)
+    assert filtered and {h["pdf_id"] for h in filtered} == {other}
+    assert {(h["table_name"], h["column_name"]) for h in filtered} == {("chunks", "text_content")}
+    hybrid = json.loads(cli(settings, "search", "Lindblad master equation", "--json", "--hybrid").stdout)
+    assert hybrid[0]["pdf_id"] == ids[f"naacl2024/{PAPERS[1]}"]
+    bad = CliRunner().invoke(app, ["search", "x", "--filter", "paper_id == 'x'", "--home", str(settings.home)])
+    assert bad.exit_code == 1 and "use pdf_id" in bad.output
+
+
+def test_formula_graph_tables_status_and_sparql(built):
+    from paperlake.formulas.rdf import formulas_using_constant
+
+    settings = built["settings"]
+    status = json.loads(cli(settings, "status", "--json").stdout)
+    assert status["formulas"]["equations"] > 0 and status["formulas"]["formulas"] >= status["formulas"]["equations"]
+    turtle = (settings.home / "formulas" / "formulas.ttl").read_text()
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        uses = con.execute("select f.formula_id, c.name from formula_relations r join formulas f on f.formula_id ="
+                           " r.source join constants c on c.constant_id = r.target where r.relation_type = "
+                           "'uses_constant'").fetchall()
+    assert uses, "the Lindblad equation uses the reduced Planck constant"
+    formula_id, constant = uses[0]
+    assert formula_id in {row["formula_id"] for row in formulas_using_constant(turtle, constant)}
+
+
+def test_second_ingest_reencodes_nothing(built):
+    from orchestration.run import ingest
+
+    summary = ingest([built["inbox"]], built["settings"])
+    assert summary.plan.to_parse == [] and not summary.warehouse_built
+    assert summary.step_seconds.get("formulas") is None  # nothing changed: the formula stage did not run
+
+
+def test_retrieval_only_eval_runs_offline(built):
+    settings = built["settings"]
+    result = cli(settings, "eval", str(REPO / "tests" / "data" / "airqa_sample.jsonl"), "--method", "classic_rag",
+                 "--retrieval-only", "--out", str(settings.home / "eval"))
+    report = json.loads((settings.home / "eval" / "retrieval.json").read_text())
+    assert "hit@5" in result.output and report["questions"]
+
+
+def test_removing_a_paper_empties_every_store(built):
+    from orchestration.run import ingest
+    from paperlake.vectors.config import load_config
+    from paperlake.vectors.store import VectorStore
+
+    settings = built["settings"]
+    key = f"naacl2024/{PAPERS[1]}"
+    paper = paper_ids(settings)[key]
+    (built["inbox"] / f"{key}.pdf").unlink()
+    summary = ingest([built["inbox"]], settings)
+    assert summary.removed == [key]
+    store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite")
+    try:
+        for spec in load_config().active_collections():
+            assert store.count(spec.name, f"pdf_id == '{paper}'") == 0, spec.name
+    finally:
+        store.close()
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        assert con.execute("select count(*) from formula_occurrences where paper_id = ?", [paper]).fetchone() == (0,)
