@@ -115,6 +115,65 @@ def test_retrieval_only_eval_runs_offline(built):
     assert "hit@5" in result.output and report["questions"]
 
 
+def test_ask_through_the_cli_with_a_scripted_endpoint_cites_the_real_stores(built, tmp_path):
+    from openai_stub import start_stub
+
+    settings = built["settings"]
+    script = [
+        '[Thought]: Search the chunks.\n[Action]:\nRetrieveFromVectorstore(query="Lindblad master equation", '
+        'collection_name="text_bm25_en", table_name="chunks", column_name="text_content", limit=3)',
+        '[Thought]: The chunk names it.\n[Action]:\nGenerateAnswer(answer="the Lindblad master equation")',
+    ]
+    with start_stub(script, tmp_path / "stub") as stub:
+        env = {"OPENAI_BASE_URL": stub.base_url, "OPENAI_API_KEY": "k", "PAPERLAKE_LLM_MODEL": "stub-model"}
+        result = CliRunner(env=env).invoke(app, ["ask", "Which equation models the sentiment dynamics?",
+                                                 "--home", str(settings.home), "--no-cache", "--json"])
+        requests = stub.requests()
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout.strip().splitlines()[-1])
+    assert answer["status"] == "answered" and answer["answer"] == "the Lindblad master equation"
+    lindblad = paper_ids(settings)[f"naacl2024/{PAPERS[1]}"]
+    assert any(c.get("paper_id") == lindblad and c.get("page_number") for c in answer["citations"]), answer
+    system = requests[0]["body"]["messages"][0]["content"]
+    assert "text_bm25_en" in system and "metadata" in system and str(settings.home) not in system
+    without = CliRunner(env={"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""}).invoke(
+        app, ["ask", "anything", "--home", str(settings.home)])
+    assert without.exit_code == 1 and "OPENAI_BASE_URL" in without.output
+
+
+def test_mathrag_computes_through_a_formula_tool_from_the_warehouse(built, tmp_path):
+    from agent.run import ask
+    from openai_stub import start_stub
+    from paperlake.llm import ChatClient
+    from paperlake.sql_sandbox import ReadOnlyWarehouse
+    from paperlake.formulas import agent_backend
+
+    settings = built["settings"]
+    with ReadOnlyWarehouse(settings.warehouse) as warehouse:
+        layer = agent_backend(warehouse)
+        validated = [f for f in layer.tables["formulas"] if f["status"] == "validated"]
+        assert validated, "the sample papers have at least one computable formula"
+        formula = validated[0]
+        tool = layer.create_tool(formula["formula_id"])
+    names = list(tool.parameter_schema["properties"])
+    values = {name: float(i + 2) for i, name in enumerate(names)}
+    expected = tool(**values).value
+    script = [
+        f'[Thought]: find it\n[Action]:\nRetrieveMathKnowledge(query="{formula["output"]}")',
+        f'[Thought]: make a tool\n[Action]:\nCreateDynamicTool(formula_id="{formula["formula_id"]}")',
+        f'[Thought]: compute\n[Action]:\nCallTool(tool_name="{tool.name}", parameters={json.dumps(values)})',
+        f'[Thought]: done\n[Action]:\nGenerateAnswer(answer={expected})',
+    ]
+    with start_stub(script, tmp_path / "stub") as stub:
+        llm = ChatClient(base_url=stub.base_url, api_key="k", model="stub-model", cache_dir=None)
+        result = ask("Compute it.", settings, method="mathrag", llm=llm)
+        requests = stub.requests()
+    assert result.status == "answered" and float(result.answer) == pytest.approx(expected)
+    observations = " ".join(m["content"] if isinstance(m["content"], str) else "" for m in
+                            requests[-1]["body"]["messages"])
+    assert str(expected) in observations or f"{expected:g}" in observations
+
+
 def test_removing_a_paper_empties_every_store(built):
     from orchestration.run import ingest
     from paperlake.vectors.config import load_config
