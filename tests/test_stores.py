@@ -134,7 +134,7 @@ def test_ask_through_the_cli_with_a_scripted_endpoint_cites_the_real_stores(buil
     assert answer["status"] == "answered" and answer["answer"] == "the Lindblad master equation"
     lindblad = paper_ids(settings)[f"naacl2024/{PAPERS[1]}"]
     assert any(c.get("paper_id") == lindblad and c.get("page_number") for c in answer["citations"]), answer
-    system = requests[0]["body"]["messages"][0]["content"]
+    system = requests[0]["messages"][0]["content"]
     assert "text_bm25_en" in system and "metadata" in system and str(settings.home) not in system
     without = CliRunner(env={"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""}).invoke(
         app, ["ask", "anything", "--home", str(settings.home)])
@@ -170,7 +170,7 @@ def test_mathrag_computes_through_a_formula_tool_from_the_warehouse(built, tmp_p
         requests = stub.requests()
     assert result.status == "answered" and float(result.answer) == pytest.approx(expected)
     observations = " ".join(m["content"] if isinstance(m["content"], str) else "" for m in
-                            requests[-1]["body"]["messages"])
+                            requests[-1]["messages"])
     assert str(expected) in observations or f"{expected:g}" in observations
 
 
