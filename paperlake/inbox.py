@@ -81,6 +81,21 @@ def find_mineru_dir(mineru_root: Path | None, pdf_path: Path) -> Path | None:
     return None
 
 
+def source_for_pdf(pdf: Path, mineru_root: Path | None = None,
+                   manifest: dict[str, dict[str, str]] | None = None) -> PaperSource:
+    """The inbox facts of one PDF: key, volume (its folder), sha256, manifest row, MinerU outputs."""
+    pdf = Path(pdf).resolve()
+    rows = manifest if manifest is not None else read_manifest(pdf.parent)
+    return PaperSource(
+        paper_key=paper_key_for(pdf.parent.name, pdf),
+        volume=pdf.parent.name,
+        pdf_path=pdf,
+        sha256=sha256_file(pdf),
+        manifest=rows.get(pdf.name, {}),
+        mineru_dir=find_mineru_dir(mineru_root, pdf),
+    )
+
+
 def scan_inbox(inboxes: list[Path] | Path, mineru_root: Path | None = None) -> list[PaperSource]:
     """Every ``<inbox>/<volume>/*.pdf`` (case-insensitive suffix), sorted by key; hashes each file."""
     roots = [inboxes] if isinstance(inboxes, (str, Path)) else list(inboxes)
@@ -93,13 +108,6 @@ def scan_inbox(inboxes: list[Path] | Path, mineru_root: Path | None = None) -> l
             for pdf in sorted(volume_dir.iterdir()):
                 if not pdf.is_file() or pdf.suffix.lower() != ".pdf":
                     continue
-                key = paper_key_for(volume_dir.name, pdf)
-                sources[key] = PaperSource(
-                    paper_key=key,
-                    volume=volume_dir.name,
-                    pdf_path=pdf.resolve(),
-                    sha256=sha256_file(pdf),
-                    manifest=manifest.get(pdf.name, {}),
-                    mineru_dir=find_mineru_dir(mineru_root, pdf),
-                )
+                source = source_for_pdf(pdf, mineru_root, manifest)
+                sources[source.paper_key] = source
     return [sources[k] for k in sorted(sources)]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from paperlake.config import Settings
-from paperlake.inbox import PaperSource, find_mineru_dir, paper_key_for, read_manifest, scan_inbox
+from paperlake.inbox import PaperSource, paper_key_for, scan_inbox, source_for_pdf
 from paperlake.ids import sha256_file
 from paperlake.lake import Lake
 from paperlake.quality import QualityReport, validate_paper
@@ -205,9 +205,7 @@ def locate_source(paper_key: str, inboxes: list[Path], mineru_dir: Path | None) 
             continue
         for pdf in volume_dir.iterdir():
             if pdf.is_file() and pdf.suffix.lower() == ".pdf" and paper_key_for(volume, pdf) == paper_key:
-                manifest = read_manifest(volume_dir)
-                return PaperSource(paper_key, volume, pdf.resolve(), sha256_file(pdf),
-                                   manifest.get(pdf.name, {}), find_mineru_dir(mineru_dir, pdf))
+                return source_for_pdf(pdf, mineru_dir)
     return None
 
 

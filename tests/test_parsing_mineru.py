@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -14,8 +15,7 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from paperlake.ids import sha256_file
-from paperlake.inbox import PaperSource, find_mineru_dir, paper_key_for, read_manifest
+from paperlake.inbox import PaperSource, find_mineru_dir, source_for_pdf
 from paperlake.parsing import mineru_backend as mineru
 from paperlake.parsing.errors import ParseError
 
@@ -32,16 +32,8 @@ def _pdf(slug: str) -> Path:
 
 
 def _source(slug: str, mineru_dir: Path | None | str = "corpus") -> PaperSource:
-    pdf = _pdf(slug)
-    return PaperSource(
-        paper_key=paper_key_for(pdf.parent.name, pdf),
-        volume=pdf.parent.name,
-        pdf_path=pdf,
-        sha256=sha256_file(pdf),
-        manifest=read_manifest(pdf.parent).get(pdf.name, {}),
-        mineru_dir=find_mineru_dir(CORPUS / "mineru", pdf) if mineru_dir == "corpus" else mineru_dir,
-    )
-
+    source = source_for_pdf(_pdf(slug), CORPUS / "mineru")
+    return source if mineru_dir == "corpus" else dataclasses.replace(source, mineru_dir=mineru_dir)
 
 def _copy_cloud(slug: str, destination: Path) -> Path:
     shutil.copytree(CORPUS / "mineru" / slug, destination, ignore=shutil.ignore_patterns("images"))

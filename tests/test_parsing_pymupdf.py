@@ -8,8 +8,8 @@ import pymupdf
 import pytest
 import tiktoken
 
-from paperlake.ids import normalise_title, sha256_file
-from paperlake.inbox import PaperSource, paper_key_for, read_manifest
+from paperlake.ids import normalise_title
+from paperlake.inbox import PaperSource, source_for_pdf
 from paperlake.parsing.assemble import assemble
 from paperlake.parsing.blocks import Block, DocumentLayout, PageInfo, TableCell
 from paperlake.parsing.errors import ParseError
@@ -26,14 +26,7 @@ pytestmark = pytest.mark.skipif(not (CORPUS / "inbox").is_dir(), reason="the sha
 
 
 def source_for(relative: str) -> PaperSource:
-    pdf = (CORPUS / "inbox" / relative).resolve()
-    return PaperSource(
-        paper_key=paper_key_for(pdf.parent.name, pdf),
-        volume=pdf.parent.name,
-        pdf_path=pdf,
-        sha256=sha256_file(pdf),
-        manifest=read_manifest(pdf.parent).get(pdf.name, {}),
-    )
+    return source_for_pdf(CORPUS / "inbox" / relative)
 
 
 @pytest.fixture(scope="module")
