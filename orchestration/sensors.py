@@ -16,7 +16,7 @@ from paperlake.inbox import scan_inbox
 from paperlake.pipeline import parser_version, plan_ingest, resolve_backend
 
 ingest_job = dg.define_asset_job(
-    "ingest_paper", selection=dg.AssetSelection.assets(parsed_views), partitions_def=papers,
+    "ingest_paper", selection=dg.AssetSelection.assets(parsed_views),
     description="Parse one paper partition into the lake (new, changed, or removed from the inbox).",
 )
 
