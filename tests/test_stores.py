@@ -174,6 +174,29 @@ def test_mathrag_computes_through_a_formula_tool_from_the_warehouse(built, tmp_p
     assert str(expected) in observations or f"{expected:g}" in observations
 
 
+def test_eval_with_an_llm_writes_trajectories_predictions_and_reports(built, tmp_path):
+    from openai_stub import start_stub
+    from paperlake.evaluation.dataset import load_examples
+
+    settings = built["settings"]
+    data = REPO / "tests" / "data" / "airqa_sample.jsonl"
+    first, second = load_examples(data)[:2]
+    script = [f"Known answer.\n```txt\n{first.extra['gold_answer']!r}\n```",
+              "I cannot tell.\n```txt\nnot in the paper\n```"]
+    out = tmp_path / "eval"
+    with start_stub(script, tmp_path / "stub") as stub:
+        env = {"OPENAI_BASE_URL": stub.base_url, "OPENAI_API_KEY": "k", "PAPERLAKE_LLM_MODEL": "stub-model"}
+        result = CliRunner(env=env).invoke(app, ["eval", str(data), "--method", "question_only", "--limit", "2",
+                                                 "--out", str(out), "--home", str(settings.home)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.stem for p in (out / "trajectories").glob("*.json")) == sorted([first.uuid, second.uuid])
+    predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert [p["uuid"] for p in predictions] == [first.uuid, second.uuid]
+    report = json.loads((out / "report.json").read_text())
+    assert (out / "report.md").exists() and (out / "report.png").read_bytes()[:4] == b"\x89PNG"
+    assert report["overall"] == 0.5  # the gold answer scores 1, the refusal 0
+
+
 def test_removing_a_paper_empties_every_store(built):
     from orchestration.run import ingest
     from paperlake.vectors.config import load_config
