@@ -171,6 +171,9 @@ class ChatClient:
             cache_dir=settings.cache / "llm" if use_cache else None,
             prices=prices_from_env(),
         )
+        for key, variable in (("temperature", "PAPERLAKE_LLM_TEMPERATURE"), ("top_p", "PAPERLAKE_LLM_TOP_P")):
+            if os.environ.get(variable):
+                values[key] = float(os.environ[variable])
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
