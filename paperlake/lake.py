@@ -51,7 +51,7 @@ class PaperRecord:
     manifest_hash: str = ""
 
 
-def _atomic_write_bytes(path: Path, write: Any) -> None:
+def atomic_write_bytes(path: Path, write: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -66,7 +66,7 @@ def _atomic_write_bytes(path: Path, write: Any) -> None:
 
 
 def write_table_atomic(table: pa.Table, path: Path) -> None:
-    _atomic_write_bytes(path, lambda handle: pq.write_table(table, handle, compression="zstd"))
+    atomic_write_bytes(path, lambda handle: pq.write_table(table, handle, compression="zstd"))
 
 
 class Lake:
@@ -105,7 +105,7 @@ class Lake:
             manifest_hash=manifest_hash,
         )
         payload = json.dumps(asdict(record), indent=1).encode()
-        _atomic_write_bytes(self.record_path(parsed.paper_key), lambda handle: handle.write(payload))
+        atomic_write_bytes(self.record_path(parsed.paper_key), lambda handle: handle.write(payload))
         self.view_path(ERROR_VIEW, parsed.paper_key).unlink(missing_ok=True)
         return record
 

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from paperlake.formulas.graph import FormulaGraph
 from paperlake.formulas.rdf import to_turtle
 from paperlake.ids import text_hash
-from paperlake.lake import _atomic_write_bytes, write_table_atomic
+from paperlake.lake import atomic_write_bytes, write_table_atomic
 
 _S, _I, _F = pa.string(), pa.int32(), pa.float64()
 FORMULA_SCHEMAS: dict[str, pa.Schema] = {
@@ -120,9 +120,9 @@ def update_formula_graph(warehouse_con: Any, out_dir: Path, turtle_path: Path, *
         rows = [{column: row.get(column) for column in schema.names} for row in tables.get(name, [])]
         write_table_atomic(pa.Table.from_pylist(rows, schema=schema), out_dir / f"{name}.parquet")
     turtle = to_turtle(graph).encode()
-    _atomic_write_bytes(turtle_path, lambda handle: handle.write(turtle))
+    atomic_write_bytes(turtle_path, lambda handle: handle.write(turtle))
     payload = json.dumps({p: fingerprints[p] for p in by_paper}, indent=1).encode()
-    _atomic_write_bytes(state_path, lambda handle: handle.write(payload))
+    atomic_write_bytes(state_path, lambda handle: handle.write(payload))
     report.counts = graph_counts(tables)
     report.seconds = time.perf_counter() - started
     return report
