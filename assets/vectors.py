@@ -34,7 +34,8 @@ def sync_partition(paperlake: PaperlakeResource, collection: str, paper_key: str
         row = con.execute("select paper_id::varchar from metadata where paper_key = ?", [paper_key]).fetchone()
         paper_id = row[0] if row else None
         cells = collect_cells(con, paper_encodable(), [paper_id]) if paper_id else []
-    store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite")
+    # The `milvus` pool queues collection steps; the lock only waits out other processes (a `paperlake search`).
+    store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite", lock_timeout=600.0)
     try:
         previous = json.loads(ledger.read_text())["paper_id"] if ledger.exists() else None
         deleted_previous = 0

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from orchestration.instance import dagster_instance, run_tags
 from paperlake.config import Settings
 from paperlake.inbox import scan_inbox
 from paperlake.lake import Lake
@@ -61,16 +62,6 @@ def _dbt_parse(settings: Settings, env: dict[str, str]) -> None:
         raise RuntimeError(f"dbt parse failed:\n{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}")
 
 
-def dagster_instance(settings: Settings):
-    import dagster as dg
-
-    settings.dagster_home.mkdir(parents=True, exist_ok=True)
-    config = settings.dagster_home / "dagster.yaml"
-    if not config.exists():
-        config.write_text("telemetry:\n  enabled: false\n")
-    return dg.DagsterInstance.from_config(str(settings.dagster_home))
-
-
 def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, str], None] | None = None,
            rebuild_warehouse: bool = False) -> IngestSummary:
     import time
@@ -99,6 +90,7 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     )
     resources = {"paperlake": resource, "dbt": dbt_cli_resource()}
     instance = dagster_instance(settings)
+    tags = run_tags("cli")
     keys = [s.paper_key for s in plan.to_parse] + plan.removed
     known = set(instance.get_dynamic_partitions(papers.name))
     instance.add_dynamic_partitions(papers.name, [k for k in keys if k not in known])
@@ -108,7 +100,7 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     for key in keys:
         result = dg.materialize([inbox_pdf, parsed_views], partition_key=key, instance=instance,
                                 resources=resources, selection=[parsed_views], raise_on_error=False,
-                                tags={"paperlake/trigger": "cli"}, run_config=QUIET)
+                                tags=tags, run_config=QUIET)
         if key in plan.removed:
             summary.removed.append(key)
             notify(key, "removed")
@@ -130,7 +122,7 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
         with open(log_path, "w") as log, contextlib.redirect_stdout(log):  # dagster-dbt echoes dbt's log
             result = dg.materialize([parsed_views, warehouse_models], instance=instance, resources=resources,
                                     selection=[warehouse_models], raise_on_error=False,
-                                    tags={"paperlake/trigger": "cli"}, run_config=QUIET)
+                                    tags=tags, run_config=QUIET)
         if not result.success:
             raise RuntimeError(f"the warehouse build failed (dbt build); the previous warehouse is still live. "
                                f"dbt's log: {log_path}")
@@ -142,7 +134,7 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
         with open(log_path.with_name("formulas-build.log"), "w") as log, contextlib.redirect_stdout(log):
             result = dg.materialize([parsed_views, warehouse_models, formula_graph, formula_models],
                                     instance=instance, resources=resources, selection=[formula_graph, formula_models],
-                                    raise_on_error=False, tags={"paperlake/trigger": "cli"}, run_config=QUIET)
+                                    raise_on_error=False, tags=tags, run_config=QUIET)
         if not result.success:
             raise RuntimeError("the formula stage failed; the warehouse keeps its previous formula tables. "
                                f"Logs: {log_path.with_name('formulas-build.log')} and the run in the Dagster UI")
@@ -156,7 +148,7 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     for key in vector_keys:
         result = dg.materialize([parsed_views, warehouse_models, *vector_assets], partition_key=key,
                                 instance=instance, resources=resources, selection=vector_assets,
-                                raise_on_error=False, tags={"paperlake/trigger": "cli"}, run_config=QUIET)
+                                raise_on_error=False, tags=tags, run_config=QUIET)
         if not result.success:
             summary.vector_failures.append(key)
             notify(key, "vector sync failed")

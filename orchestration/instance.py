@@ -1,0 +1,111 @@
+"""The Dagster instance under ``PAPERLAKE_HOME/dagster`` and the pool limits that keep shared stores safe.
+
+Dagster runs each step in its own process and several runs at once (sensor-launched per-paper runs, backfills,
+the CLI). Three stores have exactly one writer at a time:
+
+- ``milvus``: a Milvus Lite ``.db`` is opened by one process at a time. With a file URI the pool gets one slot,
+  so Dagster queues the collection steps instead of letting them wait on (and time out of) the file lock. With
+  ``MILVUS_URI=http://…`` (``milvus-lite server`` or a Milvus server) the server serialises writes and the pool
+  is left unlimited.
+- ``warehouse``: dbt builds the side file ``warehouse.build.duckdb`` and swaps it in; two builds would race.
+- ``formulas``: the formula graph is one state merged paper by paper.
+
+A limit the user set explicitly (UI, ``dagster instance concurrency set``) is never overwritten.
+Run ``python -m orchestration.instance`` to apply the limits to ``$DAGSTER_HOME`` (``./run ui`` does).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from paperlake.config import Settings
+
+SINGLE_WRITER_POOLS = ("warehouse", "formulas")
+PID_TAG = "paperlake/pid"
+
+
+def is_server_uri(uri: str) -> bool:
+    return uri.startswith(("http://", "https://", "tcp://", "grpc://"))
+
+
+def pool_limits(settings: Settings) -> dict[str, int]:
+    limits = {pool: 1 for pool in SINGLE_WRITER_POOLS}
+    if not is_server_uri(settings.milvus_uri):
+        limits["milvus"] = 1
+    return limits
+
+
+def configure_pools(instance, settings: Settings) -> dict[str, int]:
+    """Give each single-writer pool one slot unless a limit exists already; returns the limits now in force."""
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        return {}
+    existing = storage.get_concurrency_keys()
+    for pool, slots in pool_limits(settings).items():
+        if pool not in existing:
+            storage.set_concurrency_slots(pool, slots)
+    return {pool: storage.get_concurrency_info(pool).slot_count for pool in storage.get_concurrency_keys()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def release_stale_slots(instance) -> list[str]:
+    """Free pool slots still held by runs that can no longer release them; returns those run ids.
+
+    A run that finished releases its slots; one whose process was killed (Ctrl-C twice, OOM) would hold them for
+    ever and every later run would queue behind it. CLI runs carry their pid in the ``paperlake/pid`` tag: when that
+    process is gone the run is marked failed and its slots are freed. Runs launched by the daemon are left to
+    Dagster's run monitoring."""
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        return []
+    released = []
+    for run_id in storage.get_concurrency_run_ids():
+        run = instance.get_run_by_id(run_id)
+        pid = run.tags.get(PID_TAG) if run is not None else None
+        orphaned = pid is not None and pid.isdigit() and not _alive(int(pid))
+        if run is None or run.is_finished or orphaned:
+            if orphaned and not run.is_finished:
+                instance.report_run_failed(run, f"the process that ran it (pid {pid}) is gone; its pool slots "
+                                                "were released")
+            storage.free_concurrency_slots_for_run(run_id)
+            released.append(run_id)
+    return released
+
+
+def run_tags(trigger: str) -> dict[str, str]:
+    """Tags of a run this process executes in process (the pid lets a later run free its slots if it dies)."""
+    return {"paperlake/trigger": trigger, PID_TAG: str(os.getpid())}
+
+
+def dagster_instance(settings: Settings, home: Path | None = None):
+    """The persistent instance the CLI, the tests and `dagster dev` share (telemetry off, pools configured).
+
+    ``home`` defaults to ``PAPERLAKE_HOME/dagster``."""
+    import dagster as dg
+
+    home = home or settings.dagster_home
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text("telemetry:\n  enabled: false\n")
+    instance = dg.DagsterInstance.from_config(str(home))
+    configure_pools(instance, settings)
+    release_stale_slots(instance)
+    return instance
+
+
+if __name__ == "__main__":
+    settings = Settings.from_env()
+    dagster_home = Path(os.environ["DAGSTER_HOME"]) if os.environ.get("DAGSTER_HOME") else None
+    limits = configure_pools(dagster_instance(settings, dagster_home), settings)
+    print("pool limits: " + ", ".join(f"{pool}={slots}" for pool, slots in sorted(limits.items())))
