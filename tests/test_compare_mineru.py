@@ -13,11 +13,15 @@ from paperlake.parsing.compare import combine, compare_with_mineru, format_table
 from paperlake.parsing.pymupdf_backend import parse
 
 CORPUS = Path(__file__).parents[1] / ".." / "shared" / "corpus"
-# Figures stay below the issue's 0.9 (0.75 reached): of the 44 MinerU figures missed, 11 are prompt boxes the
-# authors caption "Table N" (a table here, an image for MinerU), 15 are the small plots of two figures on one
-# page of CUTE that MinerU cuts apart by looking at pixels, 3 are plots inside one raster image, and the rest are
-# sub-plots MinerU splits or merges differently. This floor guards what the geometry-only backend reaches.
-FIGURE_RECALL_FLOOR = 0.73
+# Figures stay below the issue's 0.9 strictly (0.858 reached, precision 0.795). Of the 25 MinerU figures missed,
+# 11 are prompt boxes the authors caption "Table N" (a table here, an image for MinerU), 9 are figures of several
+# plots or panels that MinerU keeps whole while we emit one row per plot (CUTE page 4 against its own page 9,
+# where MinerU does cut the same kind of grid apart; stacked critical-difference diagrams), 4 are plots inside
+# one raster image that geometry cannot cut, and 1 is a part of a diagram MinerU boxes on its own. The secondary
+# region recall (any figure or table of ours covering the MinerU figure) reaches 0.92: the prompt boxes are found,
+# only typed by their caption. These floors guard what the geometry-only backend reaches.
+FIGURE_RECALL_FLOOR = 0.84
+FIGURE_REGION_RECALL_FLOOR = 0.9
 TABLE_RECALL_TARGET = 0.9
 MIN_PAGES_PER_CPU_SECOND = 13.0  # ≥ 5x MinerU flash (2.6 pages/s); CPU time, so other load on the box is no excuse
 
@@ -35,6 +39,17 @@ def test_compare_one_paper():
     assert scores["figures"]["recall"] == 1.0
     assert scores["sections"]["recall"] >= 0.9
     assert scores["equations"] == {"reference": 0, "found": 0, "matched": 0, "recall": None, "precision": None}
+    assert scores["figure regions"]["precision"] is None  # recall only: "found" mixes figures and tables
+    assert scores["figure regions"]["matched"] >= scores["figures"]["matched"]
+
+
+def test_region_recall_counts_prompt_boxes_the_authors_caption_as_tables():
+    """EfficientRAG sets its prompts in boxes captioned "Table N": tables here, images for MinerU. The strict figure
+    score misses them; the secondary region recall finds them under our tables."""
+    source = next(s for s in scan_inbox(CORPUS / "inbox", CORPUS / "mineru") if s.paper_key.endswith("efficientrag"))
+    scores = compare_with_mineru(parse(source), source.mineru_dir)
+    assert scores["figure regions"]["reference"] == scores["figures"]["reference"]
+    assert scores["figure regions"]["matched"] - scores["figures"]["matched"] >= 10
 
 
 def test_content_list_reader_agrees_with_the_middle_json(tmp_path):
@@ -69,5 +84,6 @@ def test_whole_corpus_against_mineru():
     print(format_table(scores))
     assert scores["tables"]["recall"] >= TABLE_RECALL_TARGET
     assert scores["figures"]["recall"] >= FIGURE_RECALL_FLOOR
+    assert scores["figure regions"]["recall"] >= max(FIGURE_REGION_RECALL_FLOOR, scores["figures"]["recall"])
     assert scores["sections"]["recall"] >= 0.9
     assert pages / cpu_seconds >= MIN_PAGES_PER_CPU_SECOND

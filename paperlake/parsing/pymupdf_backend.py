@@ -27,7 +27,7 @@ from paperlake.parsing.blocks import Block, BlockKind, DocumentLayout, PageInfo,
 from paperlake.parsing.errors import ParseError
 from paperlake.views import ParsedPaper
 
-PARSER_VERSION = "pymupdf-3"
+PARSER_VERSION = "pymupdf-4"
 BACKEND = "pymupdf"
 
 # get_text("dict") without image bytes: image boxes come from get_image_info, which is several times cheaper.
@@ -42,6 +42,10 @@ _MIN_FIGURE_SIDE = 40.0       # an uncaptioned image smaller than this is an ico
 _PANEL_GAP = 4.0              # points of white space that separate two plots of one figure
 _FINE_PANEL_GAP = 1.5         # ... or that separate plots packed tightly in a grid
 _MIN_PLOT_SIDE = 70.0         # a plot cut at the fine gap must be at least this big
+_MIN_PLOT_AREA_SIDE = 30.0    # a clip area smaller than this is a bar or a label, not a plot's axes
+_MIN_PLOT_AREA_SHARE = 0.25   # the plot areas of a figure of plots cover at least this share of it
+_FACET_GAP = 8.0              # plot areas closer than this are facets of one chart sharing its axes
+_SHARED_REACH = 0.15          # an element reaching this share across two plots' extents belongs to both
 
 _BOLD_FONT = re.compile(r"bold|medi|semibold|demi|black|heavy", re.I)
 _MATH_FONT = re.compile(
@@ -54,6 +58,7 @@ _MATH_CHARS = re.compile(
     "[=<>+±×÷¬|\u0391-\u03c9\u2190-\u21ff\u2200-\u22ff\u27c0-\u27ef\u2980-\u2aff\U0001d400-\U0001d7ff]"
 )
 _CAPTION = re.compile(r"^(Table|Tab\.|Figure|Fig\.)\s*([A-Z]?\d+)\s*[:.|]\s*")
+_SUBCAPTION = re.compile(r"^\((?:[a-z]|[ivx]{1,4})\)\s")
 _EQUATION_NUMBER = re.compile(r"^\(\s*((?:[A-Z]\.)?\d+[a-z]?(?:\.\d+)?)\s*\)$")
 _ALGORITHM_STEP = re.compile(r"^\d{1,2}:\s")  # numbered pseudo-code lines are not display equations
 _DIGIT_HEADING = re.compile(r"^(\d+(?:\.\d+){0,3})\.?\s+(\S.*)$")
@@ -196,6 +201,7 @@ class _PageContent:
     rotated_text: list[Box]
     images: list[Box]
     drawings: list[tuple[Box, bool]]  # (rect, is a visible box outline or fill)
+    clips: list[Box]  # the areas drawing was clipped to: a plot's axes, an included graphic's frame
 
 
 def _read_page(page: pymupdf.Page) -> _PageContent:
@@ -215,12 +221,15 @@ def _read_page(page: pymupdf.Page) -> _PageContent:
     drawings = []
     page_rect = page.rect
     clips: dict[int, pymupdf.Rect] = {}
+    clip_areas: set[Box] = set()
     for path in page.get_drawings(extended=True):  # extended: clip paths, since plots overdraw and clip
         level = path.get("level", 0)
         for deeper in [lvl for lvl in clips if lvl >= level]:
             del clips[deeper]  # left the group that clip belonged to
         if path["type"] == "clip":
             clips[level] = pymupdf.Rect(path["scissor"]) & clips.get(level - 1, page_rect)
+            if clips[level].width >= _MIN_PLOT_AREA_SIDE and clips[level].height >= _MIN_PLOT_AREA_SIDE:
+                clip_areas.add(tuple(round(v, 1) for v in clips[level]))
             continue
         if path["type"] not in {"f", "s", "fs"}:
             continue
@@ -234,7 +243,7 @@ def _read_page(page: pymupdf.Page) -> _PageContent:
         if invisible:
             continue
         drawings.append(((rect.x0, rect.y0, rect.x1, rect.y1), rect.width > 2 and rect.height > 2))
-    return _PageContent(page.number + 1, width, height, raw_lines, rotated, images, drawings)
+    return _PageContent(page.number + 1, width, height, raw_lines, rotated, images, drawings, sorted(clip_areas))
 
 
 def _split_stacked(spans: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -671,7 +680,7 @@ def _find_regions(lines: list[_Line], page: _PageContent, style: _DocumentStyle)
         if wanted == "table":
             pending.sort(key=lambda c: _nearest_content_gap(c, elements, claimed, captions, style))
         for caption in pending:
-            grown = _grow_region(wanted, caption, elements, claimed, captions, style, directions)
+            grown = _grow_region(wanted, caption, elements, claimed, captions, style, directions, page.clips)
             if grown:
                 placed.add(id(caption[0]))
                 regions += grown
@@ -800,7 +809,7 @@ def _nearest_content_gap(
 
 def _grow_region(
     kind: Literal["table", "figure"], caption: list[_Line], elements: list[_Element], claimed: set[int],
-    captions: list[list[_Line]], style: _DocumentStyle, directions: tuple[str, ...],
+    captions: list[list[_Line]], style: _DocumentStyle, directions: tuple[str, ...], clip_areas: list[Box],
 ) -> list[_Region]:
     above, below = _both_sides(caption, elements, claimed, captions, style, directions)
     gap_above, gap_below = _first_gap(caption, above, "up"), _first_gap(caption, below, "down")
@@ -819,8 +828,8 @@ def _grow_region(
     if kind == "figure" and _next_caption_beyond(chosen, direction, caption, table_captions, style):
         chosen = _nearer_part(chosen, direction)  # figures claim first; leave a table its rows
     claimed |= {id(e) for e in chosen}
-    panels = _split_panels(chosen) if kind == "figure" else [chosen]
-    return [
+    panels, shared = _split_panels(chosen, clip_areas) if kind == "figure" else ([chosen], [])
+    regions = [
         _Region(
             kind=kind,
             bbox=_union([e.bbox for e in panel]),
@@ -832,15 +841,155 @@ def _grow_region(
         )
         for panel in panels
     ]
+    regions[0].lines += [e.line for e in shared if e.line is not None]  # claimed by the figure, boxed by no panel
+    return regions
 
 
-def _split_panels(elements: list[_Element]) -> list[list[_Element]]:
+def _split_panels(
+    elements: list[_Element], clip_areas: list[Box]
+) -> tuple[list[list[_Element]], list[_Element]]:
     """A figure made of separate plots becomes one region per plot (each keeps the shared caption), so that a
-    question about one panel can point at it. Cuts follow white space (recursive XY-cut); pieces without
-    graphics, like a shared legend, join the panel they line up with. Plots packed closer than the panel gap
-    are cut at a finer gap only when that yields a grid of alike plots big enough to be charts."""
+    question about one panel can point at it; returns the panels and what belongs to several of them.
+
+    Plotting libraries clip each plot's data to its axes, so the innermost clip areas inside the figure mark its
+    plots even where tick labels of neighbours touch (see :func:`_panels_on_plot_areas`). Without them, cuts
+    follow white space (recursive XY-cut); pieces without graphics, like a shared legend, join the panel they
+    line up with. Plots packed closer than the panel gap are cut at a finer gap only when that yields a grid of
+    alike plots big enough to be charts."""
+    on_plot_areas = _panels_on_plot_areas(elements, clip_areas)
+    if on_plot_areas is not None:
+        return on_plot_areas
     coarse = _panels_at(elements, _PANEL_GAP, _MIN_FIGURE_SIDE) or [elements]
-    return [fine for panel in coarse for fine in (_panels_at(panel, _FINE_PANEL_GAP, _MIN_PLOT_SIDE) or [panel])]
+    panels = [fine for panel in coarse for fine in (_panels_at(panel, _FINE_PANEL_GAP, _MIN_PLOT_SIDE) or [panel])]
+    return panels, []
+
+
+def _panels_on_plot_areas(
+    elements: list[_Element], clip_areas: list[Box]
+) -> tuple[list[list[_Element]], list[_Element]] | None:
+    """One panel per plot area (an innermost clip area holding graphics), with the labels, ticks and legends on
+    its side of the cuts between plots; what belongs to several plots (a shared legend, the sub-caption under a
+    pair of plots) belongs to no single panel. None when the figure has fewer than two plot areas, when they
+    overlap or sit edge to edge, or when they cover too little of it to be what the figure is made of (a diagram
+    with a clipped screenshot in it)."""
+    box = _union([e.bbox for e in elements])
+    inside = [area for area in clip_areas if _area(_intersection(area, box)) >= 0.8 * _area(area)]
+    distinct: list[Box] = []
+    for area in sorted(inside, key=_area):
+        if not any(_box_iou(area, kept) > 0.9 for kept in distinct):
+            distinct.append(area)
+    innermost = [area for area in distinct if not any(o is not area and _contains(area, o) for o in distinct)]
+    graphics = [e for e in elements if e.line is None]
+    plots = [area for area in innermost if any(_contains(area, _center_box(e.bbox)) for e in graphics)]
+    if len(plots) < 2 or sum(_area(area) for area in plots) < _MIN_PLOT_AREA_SHARE * _area(box):
+        return None
+    if any(_area(_intersection(a, b)) > 0.1 * min(_area(a), _area(b)) or _box_gap(a, b) < _FACET_GAP
+           for i, a in enumerate(plots) for b in plots[i + 1:]):
+        return None  # overlapping clips say nothing; facets packed edge to edge share their axes: one figure
+    pieces: list[_Element] = []
+    for element in elements:  # a visual line can join the tick labels of neighbouring plots: take its spans
+        line = element.line
+        if line is not None and len(line.spans) > 1 and _belongs_to_several(element.bbox, plots):
+            pieces += [_Element(tuple(span["bbox"]), line=line) for span in line.spans]
+        else:
+            pieces.append(element)
+    shared = [e for e in pieces if _belongs_to_several(e.bbox, plots)]
+    shared_ids = {id(e) for e in shared}
+    own = [e for e in pieces if id(e) not in shared_ids]
+    return _cut_between_plots(plots, own), shared
+
+
+def _belongs_to_several(bbox: Box, plots: list[Box]) -> bool:
+    """Centred outside every plot area, and either reaching across two plots that sit side by side (or one above
+    the other), like a legend over a row of plots, or centred on the gap between two plots in the white band past
+    their ends, like the sub-caption under a pair of plots."""
+    if any(_contains(plot, _center_box(bbox)) for plot in plots):
+        return False
+    for axis in (0, 1):
+        other = 1 - axis
+        reached = [p for p in plots if min(bbox[axis + 2], p[axis + 2]) - max(bbox[axis], p[axis])
+                   > _SHARED_REACH * (p[axis + 2] - p[axis])]
+        if any(_apart(a, b, axis) for i, a in enumerate(reached) for b in reached[i + 1:]):
+            return True
+        center = (bbox[axis] + bbox[axis + 2]) / 2
+        if any(p[axis] <= center <= p[axis + 2] or _extents_overlap(bbox, p, other) for p in plots):
+            continue  # centred on a plot, or beside one: that plot's label
+        if any(a[axis + 2] <= center <= b[axis] for a in plots for b in plots):
+            return True
+    return False
+
+
+def _extents_overlap(a: Box, b: Box, axis: int) -> bool:
+    return min(a[axis + 2], b[axis + 2]) > max(a[axis], b[axis])
+
+
+def _apart(a: Box, b: Box, axis: int) -> bool:
+    return a[axis + 2] <= b[axis] or b[axis + 2] <= a[axis]
+
+
+def _cut_between_plots(plots: list[Box], elements: list[_Element]) -> list[list[_Element]]:
+    """One group of elements per plot area: the areas are split into rows or columns (whichever gives more),
+    each cut runs through the whitest stretch of the gap between them (so a y-axis label stays with the plot it
+    labels, not with the neighbour it nearly touches), and each element goes to the side its centre is on; a
+    sub-caption in the gap between two rows goes with the row above it."""
+    if len(plots) == 1:
+        return [elements]
+    best_axis, best_groups = 0, [plots]
+    for axis in (0, 1):
+        groups = _plot_bands(plots, axis)
+        if len(groups) > len(best_groups):
+            best_axis, best_groups = axis, groups
+    if len(best_groups) == 1:  # plots in a pinwheel: no straight cut separates them; the nearest plot wins
+        nearest: list[list[_Element]] = [[] for _ in plots]
+        for element in elements:
+            nearest[min(range(len(plots)), key=lambda i: _distance(element.bbox, plots[i]))].append(element)
+        return nearest
+    gaps = [
+        (max(p[best_axis + 2] for p in before), min(p[best_axis] for p in after))
+        for before, after in zip(best_groups, best_groups[1:])
+    ]
+    subcaptions = {
+        id(e) for e in elements if best_axis == 1 and e.line is not None and _SUBCAPTION.match(e.line.text)
+    }
+    plain = [e for e in elements if id(e) not in subcaptions]
+    cuts = [_whitest_cut(plain, best_axis, low, high) for low, high in gaps]
+    sides: list[list[_Element]] = [[] for _ in best_groups]
+    for element in elements:
+        center = (element.bbox[best_axis] + element.bbox[best_axis + 2]) / 2
+        if id(element) in subcaptions:  # "(b) ..." under a plot names the plot above it
+            sides[sum(1 for _, high in gaps if center > high)].append(element)
+        else:
+            sides[sum(1 for cut in cuts if center > cut)].append(element)
+    return [panel for group, side in zip(best_groups, sides) for panel in _cut_between_plots(group, side)]
+
+
+def _plot_bands(plots: list[Box], axis: int) -> list[list[Box]]:
+    """Plot areas grouped along x (axis 0) or y (axis 1) wherever no area spans the gap."""
+    bands: list[list[Box]] = []
+    reach = None
+    for plot in sorted(plots, key=lambda p: p[axis]):
+        if reach is None or plot[axis] >= reach:
+            bands.append([])
+        bands[-1].append(plot)
+        reach = plot[axis + 2] if reach is None else max(reach, plot[axis + 2])
+    return bands
+
+
+def _whitest_cut(elements: list[_Element], axis: int, low: float, high: float) -> float:
+    """The position between low and high that the fewest elements straddle, in the middle of the widest such
+    stretch."""
+    spans = [(e.bbox[axis], e.bbox[axis + 2]) for e in elements if e.bbox[axis] < high and e.bbox[axis + 2] > low]
+    stops = sorted({low, high, *(v for span in spans for v in span if low < v < high)})
+    stretches: list[list[float]] = []  # [elements straddling, start, stop], equal neighbours merged
+    for start, stop in zip(stops, stops[1:]):
+        middle = (start + stop) / 2
+        straddling = sum(1 for x0, x1 in spans if x0 < middle < x1)
+        if stretches and stretches[-1][0] == straddling:
+            stretches[-1][2] = stop
+        else:
+            stretches.append([straddling, start, stop])
+    best = min(stretches, key=lambda s: (s[0], s[1] - s[2]), default=None)
+    return (best[1] + best[2]) / 2 if best is not None else (low + high) / 2
 
 
 def _panels_at(elements: list[_Element], gap: float, min_side: float) -> list[list[_Element]]:
@@ -1625,6 +1774,31 @@ def _union(boxes: list[Box] | Any) -> Box:
 
 def _area(box: Any) -> float:
     return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
+
+
+def _intersection(a: Box, b: Box) -> Box:
+    return max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
+
+
+def _box_iou(a: Box, b: Box) -> float:
+    inter = _area(_intersection(a, b))
+    union = _area(a) + _area(b) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _contains(outer: Box, inner: Box, tolerance: float = 1.0) -> bool:
+    return (outer[0] - tolerance <= inner[0] and outer[1] - tolerance <= inner[1]
+            and inner[2] <= outer[2] + tolerance and inner[3] <= outer[3] + tolerance)
+
+
+def _box_gap(a: Box, b: Box) -> float:
+    """The white space between two boxes (0 when they touch or overlap)."""
+    return max(a[0] - b[2], b[0] - a[2], a[1] - b[3], b[1] - a[3], 0.0)
+
+
+def _center_box(box: Box) -> Box:
+    cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    return cx, cy, cx, cy
 
 
 def _overlaps(a: Box, b: Box) -> bool:
