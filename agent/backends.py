@@ -311,11 +311,12 @@ class MilvusVectors:
         ]
 
 
-def open_formula_backend(warehouse: Any) -> FormulaBackend | None:
-    """The formula graph through ``paperlake.formulas``, or None when that layer is not installed yet."""
+def open_formula_backend(warehouse: Any, milvus_uri: str | None = None) -> FormulaBackend | None:
+    """The formula graph through ``paperlake.formulas``, or None when that layer is not installed yet; with
+    ``milvus_uri`` its search uses the Milvus ``formulas`` collection when that exists."""
     try:
         from paperlake import formulas  # noqa: PLC0415 (optional layer)
     except ImportError:
         return None
     factory = getattr(formulas, "agent_backend", None)
-    return factory(warehouse) if factory else None
+    return factory(warehouse, milvus_uri) if factory else None

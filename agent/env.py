@@ -133,9 +133,10 @@ class AgentEnv:
     def close(self) -> None:
         if self.warehouse is not None:
             self.warehouse.close()
-        close_vectors = getattr(self.vectors, "close", None)
-        if close_vectors is not None:  # releases the Milvus Lite file lock for the next process
-            close_vectors()
+        for store in (self.vectors, self.formulas):
+            close = getattr(store, "close", None)
+            if close is not None:  # releases the Milvus Lite file lock for the next process
+                close()
 
     # -- text that goes to the model ------------------------------------------------------------------------------
 

@@ -53,7 +53,7 @@ def open_env(
             log.warning("vector collections unavailable: %s", problem)
             vectors = None
     if formulas == "auto":
-        formulas = open_formula_backend(warehouse)
+        formulas = open_formula_backend(warehouse, settings.milvus_uri)
     env = AgentEnv(warehouse, vectors, formulas, home=settings.home, output_format=output_format,
                    action_format=action_format, **options)
     try:

@@ -1,13 +1,20 @@
-"""Formula stage: warehouse equations → a deduplicated formula graph (Parquet tables + RDF Turtle)."""
+"""Formula stage: warehouse equations → a deduplicated formula graph (Parquet tables + RDF Turtle), and the Milvus
+``formulas`` collection over the formulas' composite descriptions."""
 
 import dagster as dg
+import pyarrow.parquet as pq
 
 from orchestration.resources import PaperlakeResource
+from paperlake.formulas.collection import FORMULA_COLLECTION, sync_formula_collection
+from paperlake.formulas.llm import formula_assistant
 from paperlake.formulas.store import FORMULA_SCHEMAS, minilm_embedder, update_formula_graph
+from paperlake.vectors.store import VectorStore
 from paperlake.warehouse import connect_read_only
 
-FORMULAS_CODE_VERSION = "formulas-1"
+FORMULAS_CODE_VERSION = "formulas-2"
+FORMULA_COLLECTION_CODE_VERSION = "formulas-collection-1"
 FORMULA_KEYS = {table: dg.AssetKey(["formulas", table]) for table in FORMULA_SCHEMAS}
+FORMULA_COLLECTION_KEY = dg.AssetKey(["vectors", FORMULA_COLLECTION])
 
 
 @dg.multi_asset(
@@ -20,17 +27,46 @@ def formula_graph(context: dg.AssetExecutionContext, paperlake: PaperlakeResourc
     """Display equations become formula entities (LaTeX → sympy → validated Python template, parameters,
     constants, provenance), merged across papers and volumes by canonical structure and by embedding similarity of
     their descriptions, with uses_constant / same_as / derived_from / specializes relations. Incremental: only
-    papers whose equations changed are re-added, and each is compared against what exists. Also writes the RDF
-    Turtle export ($PAPERLAKE_HOME/formulas/formulas.ttl)."""
+    papers whose equations changed are re-added, and each is compared against what exists. With an LLM endpoint
+    configured, it describes parameters the text left undescribed, judges the 0.8–0.9 similarity band and proposes
+    templates for LaTeX the rules reject (validated like any other). Also writes the RDF Turtle export
+    ($PAPERLAKE_HOME/formulas/formulas.ttl)."""
     settings = paperlake.settings()
+    assistant = formula_assistant(settings)
     with connect_read_only(settings.warehouse) as con:
         report = update_formula_graph(con, settings.lake / "formulas", settings.home / "formulas" / "formulas.ttl",
-                                      embed=minilm_embedder())
+                                      embed=minilm_embedder(), assistant=assistant)
     for error in report.errors[:20]:
         context.log.warning(error)
     summary = {"equations": report.equations, **report.counts, "papers_added": len(report.papers_added),
                "papers_removed": len(report.papers_removed), "papers_unchanged": report.papers_unchanged,
                "errors": len(report.errors), "seconds": round(report.seconds, 2)}
+    if assistant is not None:
+        summary.update(assistant.metadata())
     for table, key in FORMULA_KEYS.items():
         yield dg.MaterializeResult(asset_key=key, metadata=summary if table == "formulas" else {
             "rows": report.counts.get(table.replace("formula_", ""), 0)})
+
+
+@dg.asset(
+    key=FORMULA_COLLECTION_KEY, deps=[FORMULA_KEYS["formulas"], FORMULA_KEYS["formula_occurrences"]],
+    group_name="formulas", code_version=FORMULA_COLLECTION_CODE_VERSION, kinds={"milvus"}, pool="milvus",
+)
+def formula_collection(paperlake: PaperlakeResource) -> dg.MaterializeResult:
+    """Milvus collection `formulas` (dense all-MiniLM-L6-v2, cosine): one entity per formula entity, keyed by
+    formula id, over its composite description, with its label, status and occurrences (paper, page). Upserts
+    only formulas whose entity changed (new occurrence, new description), deletes formulas that left the graph;
+    embeddings come through the shared embedding cache."""
+    settings = paperlake.settings()
+    folder = settings.lake / "formulas"
+    tables = {name: pq.read_table(folder / f"{name}.parquet").to_pylist() for name in
+              ("formulas", "formula_occurrences")}
+    store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite", lock_timeout=600.0)
+    try:
+        stats = sync_formula_collection(store, tables)
+    finally:
+        store.close()
+    return dg.MaterializeResult(metadata={
+        "collection": FORMULA_COLLECTION, "entities": stats.entities, "upserted": stats.upserted,
+        "unchanged": stats.unchanged, "deleted": stats.deleted, "encoded": stats.encoded,
+        "cache_hits": stats.cache_hits, "seconds": round(stats.seconds, 3)})

@@ -6,14 +6,15 @@ import dagster as dg
 
 from assets.parse import inbox_pdf, parsed_views
 from assets.vectors import vector_assets
-from assets.formulas import formula_graph
+from assets.formulas import formula_collection, formula_graph
 from assets.warehouse import dbt_cli_resource, formula_models, warehouse_models
 from orchestration.resources import paperlake_from_env
 from orchestration.sensors import inbox_schedule, inbox_sensor, ingest_job
 
 # Everything downstream of the parse stage follows its upstream: a new, changed or removed paper (or a parser
 # version bump, which changes the parse asset's code version) re-materialises exactly what depends on it.
-downstream = dg.AssetSelection.assets(warehouse_models, formula_graph, formula_models, *vector_assets)
+downstream = dg.AssetSelection.assets(warehouse_models, formula_graph, formula_models, formula_collection,
+                                      *vector_assets)
 automation = dg.AutomationCondition.eager()
 
 
@@ -21,7 +22,7 @@ def build_definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=[inbox_pdf, parsed_views, *[
             definition.map_asset_specs(lambda spec: spec.replace_attributes(automation_condition=automation))
-            for definition in (warehouse_models, formula_graph, formula_models, *vector_assets)
+            for definition in (warehouse_models, formula_graph, formula_models, formula_collection, *vector_assets)
         ]],
         jobs=[ingest_job],
         sensors=[inbox_sensor, dg.AutomationConditionSensorDefinition(

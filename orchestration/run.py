@@ -71,7 +71,7 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     import dagster as dg
 
     from assets.parse import inbox_pdf, parsed_views
-    from assets.formulas import formula_graph
+    from assets.formulas import formula_collection, formula_graph
     from assets.vectors import unsynced_partitions, vector_assets
     from assets.warehouse import dbt_cli_resource, formula_models, warehouse_models
     from orchestration.partitions import papers
@@ -132,8 +132,9 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     if summary.warehouse_built or not (settings.lake / "formulas" / "state.json").exists():
         formulas_started = time.perf_counter()
         with open(log_path.with_name("formulas-build.log"), "w") as log, contextlib.redirect_stdout(log):
-            result = dg.materialize([parsed_views, warehouse_models, formula_graph, formula_models],
-                                    instance=instance, resources=resources, selection=[formula_graph, formula_models],
+            result = dg.materialize([parsed_views, warehouse_models, formula_graph, formula_models, formula_collection],
+                                    instance=instance, resources=resources,
+                                    selection=[formula_graph, formula_models, formula_collection],
                                     raise_on_error=False, tags=tags, run_config=QUIET)
         if not result.success:
             raise RuntimeError("the formula stage failed; the warehouse keeps its previous formula tables. "

@@ -322,8 +322,8 @@ formulas_app = typer.Typer(help="The formula graph: search, inspect and run form
 app.add_typer(formulas_app, name="formulas")
 
 
-def _formula_layer(home: Optional[Path]):
-    from paperlake.formulas.store import WarehouseFormulas, minilm_embedder
+def _formula_layer(home: Optional[Path], with_collection: bool = False):
+    from paperlake.formulas.store import WarehouseFormulas, minilm_embedder, open_formula_collection
 
     settings = _settings(home)
     try:
@@ -333,7 +333,9 @@ def _formula_layer(home: Optional[Path]):
                 names = [d[0] for d in cursor.description]
                 return [dict(zip(names, row)) for row in cursor.fetchall()]
 
-            return WarehouseFormulas.from_connection(query, embed=minilm_embedder())
+            collection = open_formula_collection(settings.milvus_uri, settings.cache / "embeddings.sqlite") \
+                if with_collection else None
+            return WarehouseFormulas.from_connection(query, embed=minilm_embedder(), collection=collection)
     except FileNotFoundError as error:
         _fail(str(error))
     except Exception as error:  # duckdb CatalogException: an older warehouse without formula tables
@@ -343,10 +345,16 @@ def _formula_layer(home: Optional[Path]):
 @formulas_app.command("search")
 def formulas_search(query: str, limit: int = typer.Option(5, "--limit", "-k"), home: Optional[Path] = HomeOption,
                     as_json: bool = typer.Option(False, "--json")) -> None:
-    """Formulas by meaning (their composite descriptions)."""
-    hits = _formula_layer(home).search_formulas(query, limit)
+    """Formulas by meaning (their composite descriptions): in the Milvus `formulas` collection when it exists,
+    else with in-process embeddings."""
+    layer = _formula_layer(home, with_collection=True)
+    try:
+        hits = layer.search_formulas(query, limit)
+    finally:
+        layer.close()
     columns = ["formula_id", "name", "status", "latex", "paper_id", "page_number", "equation_number"]
-    _print_rows(columns, [tuple(h.get(c) for c in columns) for h in hits], as_json, title=query)
+    _print_rows(columns, [tuple(h.get(c) for c in columns) for h in hits], as_json,
+                title=f"{query} (searched by {layer.searched_by})")
 
 
 @formulas_app.command("show")

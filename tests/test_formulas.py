@@ -581,3 +581,31 @@ def test_every_display_equation_of_the_corpus_goes_through():
     for formula in graph.formulas.values():
         if formula.computable:
             assert build_tool(formula).parameter_schema["properties"]
+
+
+# The glide reflection of the embedding-inversion-attack paper (emnlp2024-126, equation 1), as MinerU wrote it:
+# e'_i = e_i − 2 (e_i·l_i)/(l_i·l_i) l_i + t_i, with bold e (MinerU puts an empty \mathbf{ } before the letter).
+GLIDE_REFLECTION = (r"\mathbf { } e _ { i } ^ { \prime } = e _ { i } - 2 \cdot \frac { \mathbf { } e _ { i } \cdot "
+                    r"l _ { i } } { l _ { i } \cdot l _ { i } } \cdot l _ { i } + t _ { i } ,\tag{1}")
+
+
+def test_a_vector_formula_never_becomes_a_collapsed_scalar_template():
+    formula = only(formulas_from_equation(row(GLIDE_REFLECTION, number="1")))
+    assert formula.status == "not_computable" and formula.template is None
+    assert "cancels l_i" in formula.reason and "e_i" in formula.reason and "vectors" in formula.reason
+    assert formula.sympy_str is None and formula.canonical_key is None  # no key from the wrong tree
+    assert {parameter.name for parameter in formula.parameters} >= {"e_i", "l_i", "t_i"}
+
+
+@pytest.mark.parametrize("latex, computable", [
+    (r"s = \mathbf{u}^{\top} \mathbf{v}", False),            # a dot product
+    (r"\vec{a} \cdot \vec{b}", False),
+    (r"\mathbf{z} = \mathbf{x} \odot \mathbf{y}", False),     # element-wise product
+    (r"\|\mathbf{x}\|_{2}", False),                           # a norm
+    (r"y = \frac{a b}{b} + c", False),                        # only a vector reading explains writing this
+    (r"\mathbf{w}_{t+1} = \mathbf{w}_{t} - \eta \mathbf{g}_{t}", True),  # linear: element-wise it is right
+    (r"y = \frac{x - \mu}{\sigma}", True),
+])
+def test_vector_products_and_cancellations_are_not_scalar_templates(latex, computable):
+    formula = only(formulas_from_equation(row(latex)))
+    assert formula.computable is computable, (formula.status, formula.reason)

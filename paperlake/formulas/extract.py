@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import sympy
@@ -26,10 +26,15 @@ from paperlake.formulas.latex import (
     split_equations,
     symbols_in,
     to_sympy,
+    vector_symbols,
 )
 from paperlake.formulas.model import Formula, Occurrence, Parameter, formula_id_for, occurrence_id_for
 from paperlake.formulas.params import ParameterDescriber, describe_parameters, formula_label
-from paperlake.formulas.template import TemplateError, build_template, cross_check
+from paperlake.formulas.template import TemplateError, build_template, check_proposed_template, cross_check
+
+# ``(latex, context, why the rules refused it) -> {"output": name, "expression": python, "parameters": [names]}``;
+# raises on an unusable answer. The proposal is checked by :func:`check_proposed_template` before it is kept.
+TemplateProposer = Callable[[str, str, str], Mapping[str, Any]]
 
 _INLINE_MATH = re.compile(r"\$([^$]+)\$")
 # sympy can fail in many ways on odd trees (solve, expand, printing); a failure is recorded on the formula.
@@ -37,7 +42,8 @@ _SYMPY_ERRORS = (TypeError, ValueError, AttributeError, NotImplementedError, Rec
                  IndexError, sympy.SympifyError, sympy.PolynomialError)
 
 
-def formulas_from_equation(row: Mapping[str, Any], *, describer: ParameterDescriber | None = None) -> list[Formula]:
+def formulas_from_equation(row: Mapping[str, Any], *, describer: ParameterDescriber | None = None,
+                           proposer: TemplateProposer | None = None) -> list[Formula]:
     """All formulas of one display equation, each with one :class:`Occurrence` carrying the row's provenance."""
     latex = row.get("equation_latex") or row.get("equation_text") or ""
     before = row.get("context") or ""
@@ -47,6 +53,7 @@ def formulas_from_equation(row: Mapping[str, Any], *, describer: ParameterDescri
     defined = [dataclasses.replace(constant, paper_id=str(row.get("paper_id", "")))
                for constant in constants_defined_in(context)]
     parts = split_equations(latex) if latex.strip() else []
+    vectors = vector_symbols(latex)  # normalising each part drops the bold
     formulas = []
     for part_index, part in enumerate(parts):
         occurrence = Occurrence(
@@ -62,7 +69,7 @@ def formulas_from_equation(row: Mapping[str, Any], *, describer: ParameterDescri
             latex=part,
         )
         formula = build_formula(part, occurrence, before=before, context=context, known_symbols=known,
-                                defined=defined, describer=describer)
+                                defined=defined, describer=describer, proposer=proposer, vectors=vectors)
         if not row.get("equation_latex"):
             formula.notes.append("no LaTeX from the parser; converted the plain-text equation")
         formulas.append(formula)
@@ -71,9 +78,10 @@ def formulas_from_equation(row: Mapping[str, Any], *, describer: ParameterDescri
 
 def build_formula(latex: str, occurrence: Occurrence, *, before: str = "", context: str = "",
                   known_symbols: frozenset[str] = frozenset(), defined: list[Constant] | None = None,
-                  describer: ParameterDescriber | None = None) -> Formula:
-    """Convert, template, cross-check and describe one equation."""
-    conversion = to_sympy(latex, known_symbols)
+                  describer: ParameterDescriber | None = None, proposer: TemplateProposer | None = None,
+                  vectors: frozenset[str] | None = None) -> Formula:
+    """Convert, template, cross-check and describe one equation; LaTeX the rules reject goes to ``proposer``."""
+    conversion = to_sympy(latex, known_symbols, vectors)
     formula = Formula(formula_id="", label="", latex=latex, normalised_latex=conversion.normalised,
                       status="failed", reason=conversion.reason, conversion_step=conversion.step,
                       notes=list(conversion.notes), occurrences=[occurrence])
@@ -92,6 +100,8 @@ def build_formula(latex: str, occurrence: Occurrence, *, before: str = "", conte
     else:
         formula.status = "not_computable" if conversion.status == "not_computable" else "failed"
         formula.reason = conversion.reason
+        if formula.status == "failed" and proposer is not None:
+            _proposed_template(formula, proposer, context)
     _describe(formula, conversion, originals, context, describer, defined or [])
     own_symbols = {originals.get(parameter.name, parameter.name) for parameter in formula.parameters}
     formula.constants = standard + [constant for constant in defined or [] if constant.name in own_symbols]
@@ -127,6 +137,26 @@ def _template(formula: Formula, conversion: ConversionResult, standard: list[Con
     if mismatch is not None:
         formula.notes.append(f"not cross-checked against sympy: {mismatch}")
     return dict(template.symbol_names)
+
+
+def _proposed_template(formula: Formula, proposer: TemplateProposer, context: str) -> None:
+    """The last step of the chain: a proposed template, kept only if it passes the same checks (else the reason)."""
+    try:
+        proposal = proposer(formula.latex, context, formula.reason or "")
+        template = check_proposed_template(proposal.get("expression"), proposal.get("output"),
+                                           proposal.get("parameters") or [], symbols_in(formula.latex))
+    except TemplateError as error:
+        formula.notes.append(f"LLM template rejected: {error}")
+        return
+    except Exception as error:  # an unreachable endpoint or an unreadable answer: the formula keeps its reason
+        formula.notes.append(f"LLM template unavailable: {type(error).__name__}: {error}")
+        return
+    symbols = symbols_in(formula.latex)
+    formula.template, formula.output = template.expression, template.output
+    formula.parameters = [Parameter(name=name, latex_symbol=symbols.get(name, "")) for name in template.parameters]
+    formula.status, formula.conversion_step = "templated", "llm"
+    formula.notes.append(f"rules refused the LaTeX ({formula.reason}); {template.notes[0]}")
+    formula.reason = None
 
 
 def _describe(formula: Formula, conversion: ConversionResult, originals: Mapping[str, str], context: str,

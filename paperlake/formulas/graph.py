@@ -36,7 +36,7 @@ import sympy
 
 from paperlake.formulas.canonical import composite_description, symbol_correspondence
 from paperlake.formulas.constants import Constant
-from paperlake.formulas.extract import formulas_from_equation
+from paperlake.formulas.extract import TemplateProposer, formulas_from_equation
 from paperlake.formulas.latex import to_sympy
 from paperlake.formulas.model import (
     Formula,
@@ -71,10 +71,11 @@ class FormulaGraph:
     """Formulas, constants and relations, built incrementally from rows of the ``equations`` view."""
 
     def __init__(self, *, merge_threshold: float = 0.9, judge_threshold: float = 0.8,
-                 describer: ParameterDescriber | None = None):
+                 describer: ParameterDescriber | None = None, proposer: TemplateProposer | None = None):
         self.merge_threshold = merge_threshold
         self.judge_threshold = judge_threshold
         self.describer = describer
+        self.proposer = proposer
         self.formulas: dict[str, Formula] = {}
         self.relations: dict[str, Relation] = {}
         self._embeddings: dict[str, np.ndarray] = {}
@@ -93,7 +94,7 @@ class FormulaGraph:
         for row in rows:
             report.equations += 1
             try:
-                candidates.extend(formulas_from_equation(row, describer=self.describer))
+                candidates.extend(formulas_from_equation(row, describer=self.describer, proposer=self.proposer))
             except Exception as error:  # one malformed row must not take the paper's other equations down
                 message = (f"paper {row.get('paper_id')} equation {row.get('equation_id')}: formula extraction "
                            f"failed: {type(error).__name__}: {error}")

