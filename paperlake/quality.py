@@ -72,18 +72,20 @@ def _context() -> Any:
     return context
 
 
+@lru_cache(maxsize=None)
+def _batch_definition(view: str) -> Any:
+    """One pandas data source per view, registered once per process (each registration re-serialises the whole
+    context configuration, which used to cost more than the validations themselves)."""
+    return _context().data_sources.add_pandas(view).add_dataframe_asset(view).add_batch_definition_whole_dataframe(
+        "all")
+
+
 def _validate(view: str, frame: pd.DataFrame, expectations: list[Any]) -> list[ExpectationOutcome]:
     import great_expectations as gx
 
-    context = _context()
-    name = f"{view}_{len(context.suites.all())}"
-    batch_definition = (
-        context.data_sources.add_pandas(name).add_dataframe_asset(view).add_batch_definition_whole_dataframe("all")
-    )
-    suite = context.suites.add(gx.ExpectationSuite(name=name, expectations=expectations))
-    result = batch_definition.get_batch(batch_parameters={"dataframe": frame}).validate(suite)
-    context.suites.delete(name)
-    context.data_sources.delete(name)
+    # The suite is validated as a value, not saved: nothing accumulates in the context from paper to paper.
+    suite = gx.ExpectationSuite(name=f"{view}_checks", expectations=expectations)
+    result = _batch_definition(view).get_batch(batch_parameters={"dataframe": frame}).validate(suite)
     outcomes = []
     for item in result.results:
         observed = item.result.get("observed_value", item.result.get("unexpected_count"))
