@@ -14,7 +14,8 @@ from conftest import CORPUS_MINERU, make_inbox
 from paperlake.cli import app
 from paperlake.config import Settings
 
-PAPERS = ["emnlp2024-126-embedding-inversion-attack", "naacl2024-116-quantum-lindblad-lm"]
+# The arithmetic-mechanism paper brings a computable formula (the residual stream update) for the MathRAG test.
+PAPERS = ["emnlp2024-193-arithmetic-mechanism", "naacl2024-116-quantum-lindblad-lm"]
 REPO = Path(__file__).resolve().parents[1]
 
 
