@@ -164,9 +164,12 @@ def _symbolic_items(env: AgentEnv, task: Task, k: int) -> list[ContextItem]:
         score = " + ".join(f"cast(contains(lower({text}), ?) as integer)" for _ in terms)
         page = "page_number" if table.has("page_number") else "null"
         bbox = "bounding_box" if table.has("bounding_box") else "null"
-        where = ""
+        conditions = []
         if papers:
-            where = "where cast(ref_paper_id as varchar) in (" + ", ".join("?" for _ in papers) + ")"
+            conditions.append("cast(ref_paper_id as varchar) in (" + ", ".join("?" for _ in papers) + ")")
+        if table.has("parent_image_id"):  # a figure's panels repeat its caption: match the figure once
+            conditions.append("parent_image_id is null")
+        where = "where " + " and ".join(conditions) if conditions else ""
         selects.append(
             f"select '{table_name}' as table_name, '{','.join(text_columns)}' as column_name, "
             f"cast({table.primary_key} as varchar) as row_id, cast(ref_paper_id as varchar) as paper_id, "

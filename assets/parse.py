@@ -30,7 +30,8 @@ def inbox_pdf(context: dg.AssetExecutionContext, paperlake: PaperlakeResource) -
 def _check_specs() -> list[dg.AssetCheckSpec]:
     blocking = [
         dg.AssetCheckSpec("gx_blocking", asset=VIEW_KEYS[view], blocking=True,
-                          description="Great Expectations: the data is not broken (page count, boxes, ids, tokens).")
+                          description="Great Expectations: the data is not broken (page count, boxes, ids, tokens, "
+                                      "figure panels inside their figure).")
         for view in GATED_VIEWS
     ]
     warnings = [

@@ -14,7 +14,7 @@ from paperlake.vectors.entities import collect_cells, default_encodable
 from paperlake.vectors.store import VectorStore
 from paperlake.warehouse import connect_read_only
 
-VECTORS_CODE_VERSION = "vectors-1"
+VECTORS_CODE_VERSION = "vectors-2"  # ONNX MiniLM encoder (new fingerprint); panels encode regions only
 
 
 def paper_encodable() -> list[tuple[str, str, str]]:

@@ -3,13 +3,19 @@
 Reads the warehouse (default ``$PAPERLAKE_HOME/warehouse.duckdb``), syncs its text cells into the BM25, MiniLM and
 hybrid collections of a Milvus Lite file under the work dir, and measures:
 
-- MiniLM cells encoded per second (a fixed sample of real cells, no cache) and during the full sync;
+- MiniLM cells encoded per second per encoder variant (backend torch / onnx / onnx-int8 × max_seq_length), on a
+  fixed sample of the real cell mix and by length class (short ≤ 32 tokens, long), no cache; each variant's
+  agreement with torch (cosine per cell) and its dense retrieval quality on the labelled queries (exact search in
+  numpy over the quality views, so no collection is rebuilt per variant);
 - inserts per second (Milvus upserts + flush, vectors already computed);
-- search latency p50/p95 for BM25, dense and hybrid (RRF) on the ``chunks.text_content`` view, end to end through
-  ``paperlake.vectors.search.search`` (dense and hybrid include embedding the query), at corpus size and at a
-  synthetic size (default 100k entities: corpus texts and noised corpus vectors, same view mix);
+- search latency p50/p95 for BM25, dense and hybrid on the ``chunks.text_content`` view, end to end through
+  ``paperlake.vectors.search.search`` (dense and hybrid include embedding the query; the query embedding alone and
+  the dense search alone are reported too), at corpus size and at a synthetic size (default 100k entities: corpus
+  texts and noised corpus vectors, same view mix);
 - recall@1, recall@5 and MRR at page level on ``benchmarks/retrieval_queries.jsonl`` (query → paper file and page;
-  each query's evidence phrase is verified against the page text with PyMuPDF before use).
+  each query's evidence phrase is verified against the page text with PyMuPDF before use), for BM25, dense, the
+  configured hybrid fusion and alternatives; the fusion weight's stability is shown by a sweep and a 2-fold split
+  (weight chosen on one half of the queries, scored on the other).
 
 Until the dbt warehouse exists, ``--sample-warehouse PATH`` builds a warehouse-shaped DuckDB from the sample corpus
 (page texts from the PDFs, elements from the MinerU outputs) at PATH and reads that instead.
@@ -36,7 +42,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from paperlake.vectors.encoders import TextEncoder, encode_cached  # noqa: E402
+from paperlake.vectors.encoders import EmbeddingCache, TextEncoder, encode_cached  # noqa: E402
 from paperlake.vectors.entities import collect_cells  # noqa: E402
 from paperlake.vectors.search import search  # noqa: E402
 from paperlake.vectors.store import VectorStore, default_home, partition_name, sync_warehouse  # noqa: E402
@@ -45,14 +51,18 @@ TEXT_COLLECTIONS = ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2
 METHODS = {
     "bm25": dict(collection="text_bm25_en"),
     "dense": dict(collection="text_sentence_transformers_all_minilm_l6_v2"),
-    "hybrid_rrf": dict(collection="text_hybrid"),
-    "hybrid_weighted": dict(collection="text_hybrid", weights=[0.5, 0.5]),
+    "hybrid": dict(collection="text_hybrid"),  # the configured fusion and weights
+    "hybrid_rrf_k60_equal": dict(collection="text_hybrid", fusion="rrf", weights=[1.0, 1.0]),
+    "hybrid_milvus_rrf_k60": dict(collection="text_hybrid", fusion="milvus-rrf"),  # fused inside Milvus
 }
-LATENCY_METHODS = ("bm25", "dense", "hybrid_rrf")
-# Weighted fusion at other BM25:dense weights, measured on the same queries: a diagnostic for choosing defaults,
-# not a result (choosing weights on the evaluation set would overfit it).
-SWEEP = {f"hybrid_weighted_{w:.1f}_{1 - w:.1f}": dict(collection="text_hybrid", weights=[w, round(1 - w, 1)])
-         for w in (0.6, 0.7, 0.8, 0.9)}
+LATENCY_METHODS = ("bm25", "dense", "hybrid")
+# Convex fusion at other BM25 weights: shows how sensitive the choice is (and feeds the 2-fold check).
+SWEEP = {f"hybrid_convex_{w:.2f}": dict(collection="text_hybrid", fusion="convex", weights=[w, round(1 - w, 2)])
+         for w in (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9)}
+# Encoder variants compared for throughput, agreement and quality: (backend, max_seq_length; None = the model's 256).
+ENCODER_VARIANTS = (("torch", None), ("onnx", None), ("onnx-int8", None), ("torch", 128), ("onnx", 128),
+                    ("onnx-int8", 128))
+SHORT_TOKENS = 32
 VIEW = ("chunks", "text_content")
 QUALITY_VIEWS = (("chunks", "text_content"), ("pages", "page_content"))
 
@@ -102,87 +112,211 @@ def paper_files(con) -> dict[str, str]:
 
 
 def environment() -> dict:
+    import onnxruntime
     import torch
 
     return {
         "python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
-        "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "onnxruntime": onnxruntime.__version__,
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
     }
 
 
-def measure_encoding(store: VectorStore, cells, sample_size: int) -> dict:
-    """MiniLM throughput on a fixed sample of real cells, cold (no cache), after one warm-up batch."""
+class LoadSampler:
+    """1-minute load average every 10 s during the run: the machine's 2 cores may be shared with other work."""
+
+    def __init__(self):
+        import threading
+
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.wait(10):
+            self.samples.append(os.getloadavg()[0])
+
+    def summary(self) -> dict:
+        self._stop.set()
+        values = self.samples or [os.getloadavg()[0]]
+        return {"samples": len(values), "mean": round(statistics.mean(values), 2), "max": round(max(values), 2),
+                "note": f"{os.cpu_count()} cores; a load above that means the timings shared the CPU with other work"}
+
+
+def variant_name(backend: str, max_seq_length: int | None) -> str:
+    return f"{backend}@{max_seq_length or 'model'}"
+
+
+def make_encoder(store: VectorStore, backend: str, max_seq_length: int | None) -> TextEncoder:
     spec = store.config.encoders["all_minilm_l6_v2"]
-    encoder = TextEncoder(spec.model_id, spec.weights_path(), spec.dimension, spec.batch_size)
+    return TextEncoder(spec.model_id, spec.weights_path(), spec.dimension, spec.batch_size, backend=backend,
+                       max_seq_length=max_seq_length, onnx_dir=store.encoders.onnx_dir)
+
+
+def timed_encode(encoder: TextEncoder, texts: list[str]) -> tuple[np.ndarray, float]:
+    encoder.encode(texts[:8])  # warm-up: model load, first-call allocations
+    started = time.perf_counter()
+    vectors = encoder.encode(texts)
+    return vectors, time.perf_counter() - started
+
+
+def measure_encoding(store: VectorStore, cells, sample_size: int) -> dict:
+    """Cells/s per encoder variant on the real cell mix and per length class, and agreement with torch.
+
+    The samples are fixed (every n-th text cell) and shared by all variants; length classes are by the model's token
+    count before truncation. Agreement is the cosine per cell with torch at the same max_seq_length.
+    """
     texts = [c.text for c in cells if c.kind == "text"]
     step = max(1, len(texts) // sample_size)
-    sample = texts[::step][:sample_size]
-    encoder.encode(sample[:16])
-    started = time.perf_counter()
-    encoder.encode(sample)
-    seconds = time.perf_counter() - started
-    tokenizer = encoder._load().tokenizer
-    tokens = [min(len(tokenizer(t)["input_ids"]), encoder._load().max_seq_length) for t in sample]
-    short = [t for t in texts if len(t) <= 120][:sample_size] or sample
-    encoder.encode(short[:16])
-    started = time.perf_counter()
-    encoder.encode(short)
-    short_seconds = time.perf_counter() - started
-    return {
-        "model": spec.model_id, "sample_cells": len(sample), "seconds": round(seconds, 2),
-        "cells_per_s": round(len(sample) / seconds, 1), "tokens_per_s": round(sum(tokens) / seconds, 1),
-        "mean_tokens_per_cell": round(statistics.mean(tokens), 1),
-        "short_cells_le_120_chars": {"cells": len(short), "cells_per_s": round(len(short) / short_seconds, 1)},
+    mix = texts[::step][:sample_size]
+    counter = make_encoder(store, "torch", 512)
+    lengths = counter.token_counts(texts)
+    short = [t for t, n in zip(texts, lengths) if n <= SHORT_TOKENS]
+    long = [t for t, n in zip(texts, lengths) if n > SHORT_TOKENS]
+    short = short[::max(1, len(short) // sample_size)][:sample_size]
+    long = long[::max(1, len(long) // (sample_size // 2))][:sample_size // 2]
+    report = {
+        "model": store.config.encoders["all_minilm_l6_v2"].model_id,
+        "configured": variant_name(store.encoders.get("all_minilm_l6_v2").backend,
+                                   store.encoders.get("all_minilm_l6_v2").max_seq_length),
+        "cell_mix": {"text_cells": len(texts), "median_tokens_untruncated": int(np.median(lengths)),
+                     f"share_short_le_{SHORT_TOKENS}_tokens":
+                         round(sum(n <= SHORT_TOKENS for n in lengths) / len(texts), 3)},
+        "samples": {"mix": len(mix), f"short_le_{SHORT_TOKENS}_tokens": len(short), "long": len(long)},
+        "variants": {},
     }
+    reference: dict[int | None, np.ndarray] = {}
+    for backend, max_seq_length in ENCODER_VARIANTS:
+        encoder = make_encoder(store, backend, max_seq_length)
+        vectors, seconds = timed_encode(encoder, mix)
+        tokens = encoder.token_counts(mix)
+        entry = {
+            "mix_cells_per_s": round(len(mix) / seconds, 1), "mix_tokens_per_s": round(sum(tokens) / seconds, 1),
+            "mean_tokens_per_cell": round(statistics.mean(tokens), 1),
+        }
+        for label, sample in ((f"short_le_{SHORT_TOKENS}_tokens", short), ("long", long)):
+            _, class_seconds = timed_encode(encoder, sample)
+            entry[f"{label}_cells_per_s"] = round(len(sample) / class_seconds, 1)
+        if backend == "torch":
+            reference[max_seq_length] = vectors
+        elif max_seq_length in reference:
+            cosine = (vectors * reference[max_seq_length]).sum(axis=1)
+            entry["cosine_to_torch"] = {"min": round(float(cosine.min()), 4), "mean": round(float(cosine.mean()), 4),
+                                        "p1": round(float(np.percentile(cosine, 1)), 4)}
+        report["variants"][variant_name(backend, max_seq_length)] = entry
+    return report
 
 
 def measure_latency(store: VectorStore, queries: list[dict], repeats: int = 1) -> dict:
     results = {}
     for method in LATENCY_METHODS:
-        options = METHODS[method]
+        options = dict(METHODS[method])
+        collection = options.pop("collection")
         for q in queries[:3]:  # warm-up: index load, model load
-            search(store, q["query"], options["collection"], *VIEW, limit=5, weights=options.get("weights"))
+            search(store, q["query"], collection, *VIEW, limit=5, **options)
         samples = []
         for _ in range(repeats):
             for q in queries:
                 started = time.perf_counter()
-                search(store, q["query"], options["collection"], *VIEW, limit=5, weights=options.get("weights"))
+                search(store, q["query"], collection, *VIEW, limit=5, **options)
                 samples.append(time.perf_counter() - started)
         results[method] = percentiles(samples)
     encoder = store.encoders.get("all_minilm_l6_v2")
-    samples = []
+    samples, vectors = [], []
     for q in queries:
         started = time.perf_counter()
-        encoder.encode([q["query"]])
+        vectors.append(encoder.encode([q["query"]])[0].tolist())
         samples.append(time.perf_counter() - started)
     results["query_embedding_only"] = percentiles(samples)
+    dense = METHODS["dense"]["collection"]
+    partition = store.view_partition(dense, *VIEW)
+    samples = []
+    for vector in vectors:
+        started = time.perf_counter()
+        store.client.search(dense, data=[vector], anns_field="vector", limit=5, partition_names=[partition],
+                            output_fields=["pdf_id", "page_number", "table_name", "column_name", "primary_key", "text"])
+        samples.append(time.perf_counter() - started)
+    results["dense_search_only"] = percentiles(samples)
     return results
 
 
-def measure_quality(store: VectorStore, queries: list[dict], files: dict[str, str], methods: dict = METHODS) -> dict:
+def rank_of(pages: list[tuple[str, int]], gold: set) -> int | None:
+    pages = list(dict.fromkeys(pages))
+    return next((i for i, page in enumerate(pages, 1) if page in gold), None)
+
+
+def scores(ranks: list[int | None]) -> dict:
+    return {
+        "recall@1": round(sum(r == 1 for r in ranks) / len(ranks), 3),
+        "recall@5": round(sum(r is not None and r <= 5 for r in ranks) / len(ranks), 3),
+        "mrr": round(sum(1 / r for r in ranks if r) / len(ranks), 3),
+    }
+
+
+def gold_pages(q: dict, by_file: dict[str, str]) -> set:
+    return {(by_file.get(q["paper"]), p) for p in q["gold_pages"]}
+
+
+def query_ranks(store: VectorStore, queries: list[dict], files: dict[str, str], methods: dict) -> dict:
+    """view → method → per-query rank of the first gold page (None: not in the results)."""
     by_file = {name: pid for pid, name in files.items()}
-    quality = {}
+    ranks: dict = {}
     for table, column in QUALITY_VIEWS:
         depth = 50 if table == "chunks" else 20
-        per_view = {}
+        per_view = ranks[f"{table}.{column}"] = {}
         for method, options in methods.items():
+            options = dict(options)
+            collection = options.pop("collection")
+            per_view[method] = [
+                rank_of([(h.pdf_id, h.page_number) for h in search(store, q["query"], collection, table, column,
+                                                                    limit=depth, **options)], gold_pages(q, by_file))
+                for q in queries
+            ]
+    return ranks
+
+
+def measure_quality(ranks: dict) -> dict:
+    return {view: {method: scores(r) for method, r in per_view.items()} for view, per_view in ranks.items()}
+
+
+def two_fold(ranks: dict) -> dict:
+    """Choose the convex weight on one half of the queries (even / odd lines), score it on the other half."""
+    report = {}
+    for view, per_view in ranks.items():
+        n = len(per_view["bm25"])
+        folds = [list(range(0, n, 2)), list(range(1, n, 2))]
+        entries = []
+        for choose, held_out in ((folds[0], folds[1]), (folds[1], folds[0])):
+            def mrr(method, idx):
+                return scores([per_view[method][i] for i in idx])["mrr"]
+            best = max(SWEEP, key=lambda m: mrr(m, choose))
+            entries.append({"chosen_on_half": best, "held_out_mrr": mrr(best, held_out),
+                            "held_out_bm25_mrr": mrr("bm25", held_out), "held_out_dense_mrr": mrr("dense", held_out)})
+        report[view] = entries
+    return report
+
+
+def measure_encoder_quality(store: VectorStore, cells, queries: list[dict], files: dict[str, str],
+                            cache: EmbeddingCache) -> dict:
+    """Dense retrieval quality per encoder variant: exact cosine search in numpy over each quality view."""
+    by_file = {name: pid for pid, name in files.items()}
+    report = {}
+    for backend, max_seq_length in ENCODER_VARIANTS:
+        encoder = make_encoder(store, backend, max_seq_length)
+        query_vectors = encoder.encode([q["query"] for q in queries])
+        per_view = {}
+        for table, column in QUALITY_VIEWS:
+            view_cells = [c for c in cells if c.kind == "text" and c.table_name == table and c.column_name == column]
+            matrix = encode_cached(encoder, [c.text for c in view_cells], cache).vectors
             ranks = []
-            for q in queries:
-                pid = by_file.get(q["paper"])
-                hits = search(store, q["query"], options["collection"], table, column, limit=depth,
-                              weights=options.get("weights"))
-                pages = list(dict.fromkeys((h.pdf_id, h.page_number) for h in hits))
-                gold = {(pid, p) for p in q["gold_pages"]}
-                rank = next((i for i, page in enumerate(pages, 1) if page in gold), None)
-                ranks.append(rank)
-            per_view[method] = {
-                "recall@1": round(sum(r == 1 for r in ranks) / len(ranks), 3),
-                "recall@5": round(sum(r is not None and r <= 5 for r in ranks) / len(ranks), 3),
-                "mrr": round(sum(1 / r for r in ranks if r) / len(ranks), 3),
-            }
-        quality[f"{table}.{column}"] = per_view
-    return quality
+            for q, vector in zip(queries, query_vectors):
+                order = np.argsort(-(matrix @ vector), kind="stable")[:50]
+                ranks.append(rank_of([(view_cells[i].pdf_id, view_cells[i].page_number) for i in order],
+                                     gold_pages(q, by_file)))
+            per_view[f"{table}.{column}"] = scores(ranks)
+        report[variant_name(backend, max_seq_length)] = per_view
+    return report
 
 
 def build_synthetic(store: VectorStore, cells, size: int, seed: int = 0) -> dict:
@@ -242,6 +376,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     result: dict = {"environment": environment(), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    load = LoadSampler()
     warehouse = args.warehouse
     kind = "dbt warehouse"
     if args.sample_warehouse is not None:
@@ -275,6 +410,7 @@ def main(argv: list[str] | None = None) -> dict:
     shutil.rmtree(corpus_db, ignore_errors=True)  # a fresh index each run, so inserts are measured (the cache stays)
     with VectorStore(corpus_db, cache_path=cache_path) as store:
         result["encoding"] = measure_encoding(store, cells, args.encode_sample)
+        result["encoder_quality_dense"] = measure_encoder_quality(store, cells, queries, files, store.cache)
         with duckdb.connect(str(warehouse), read_only=True) as con:
             report = sync_warehouse(store, con, collections=TEXT_COLLECTIONS)
         if report.failures:
@@ -297,8 +433,14 @@ def main(argv: list[str] | None = None) -> dict:
     # process after a flush, and measuring while that runs would time the maintenance, not the search.
     with VectorStore(corpus_db, cache_path=cache_path) as store:
         result["corpus"]["latency_chunks_view"] = measure_latency(store, queries, args.repeats)
-        result["quality"] = measure_quality(store, queries, files)
-        result["diagnostic_weight_sweep"] = measure_quality(store, queries, files, SWEEP)
+        result["hybrid_config"] = {"fusion": store.config.fusion, "weights": list(store.config.hybrid_weights),
+                                   "rrf_k": store.config.rrf_k,
+                                   "candidates_per_route": store.config.candidates_per_route}
+        ranks = query_ranks(store, queries, files, {**METHODS, **SWEEP})
+        quality = measure_quality(ranks)
+        result["quality"] = {view: {m: quality[view][m] for m in METHODS} for view in quality}
+        result["fusion_weight_sweep"] = {view: {m: quality[view][m] for m in SWEEP} for view in quality}
+        result["fusion_two_fold"] = two_fold(ranks)
 
     if args.synthetic:
         synthetic_db = args.work_dir / "synthetic.db"
@@ -311,6 +453,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     result["targets"] = targets(result)
     result["environment"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    result["environment"]["load_average_1min_during_run"] = load.summary()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))
@@ -320,8 +463,13 @@ def main(argv: list[str] | None = None) -> dict:
 def targets(result: dict) -> dict:
     """The issue's targets, met or not, as measured."""
     corpus = result["corpus"]["latency_chunks_view"]
+    configured = result["encoding"]["variants"][result["encoding"]["configured"]]
     checks = {
-        "minilm_cells_per_s>=500": result["encoding"]["cells_per_s"] >= 500,
+        "minilm_cells_per_s>=500 (configured encoder)": {
+            "real_cell_mix": configured["mix_cells_per_s"] >= 500,
+            f"short_le_{SHORT_TOKENS}_tokens": configured[f"short_le_{SHORT_TOKENS}_tokens_cells_per_s"] >= 500,
+            "long": configured["long_cells_per_s"] >= 500,
+        },
         "corpus_p95<50ms": {m: corpus[m]["p95_ms"] < 50 for m in LATENCY_METHODS},
     }
     if "synthetic" in result:
@@ -330,7 +478,7 @@ def targets(result: dict) -> dict:
     for view, methods in result["quality"].items():
         best_single = {k: max(methods["bm25"][k], methods["dense"][k]) for k in ("recall@1", "recall@5", "mrr")}
         checks[f"hybrid>=max(bm25,dense) {view}"] = {
-            k: methods["hybrid_rrf"][k] >= best_single[k] for k in best_single
+            k: methods["hybrid"][k] >= best_single[k] for k in best_single
         }
     return checks
 

@@ -277,9 +277,11 @@ def search(
     filter_expr: str = typer.Option("", "--filter", help="Milvus boolean filter on pdf_id, page_number, "
                                     "table_name, column_name, primary_key."),
     limit: int = typer.Option(5, "--limit", "-k"),
-    hybrid: bool = typer.Option(False, "--hybrid", help="Fuse BM25 and dense results (RRF in Milvus)."),
-    weights: Optional[str] = typer.Option(None, "--weights", help="Weighted fusion instead of RRF, e.g. 0.3,0.7 "
-                                          "(BM25, dense)."),
+    hybrid: bool = typer.Option(False, "--hybrid", help="Fuse BM25 and dense results (configured fusion: "
+                                "convex combination of normalised scores, weights 0.8/0.2)."),
+    fusion: Optional[str] = typer.Option(None, "--fusion", help="convex | rrf (here) | milvus-rrf | "
+                                         "milvus-weighted (inside Milvus, hybrid_search)."),
+    weights: Optional[str] = typer.Option(None, "--weights", help="Fusion weights, e.g. 0.3,0.7 (BM25, dense)."),
     home: Optional[Path] = HomeOption,
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -297,13 +299,17 @@ def search(
         table_name, _, column_name = view.partition(".")
         if not column_name:
             _fail(f"--view takes table.column (e.g. chunks.text_content), got {view!r}")
-    fusion = [float(w) for w in weights.split(",")] if weights else None
+    try:
+        route_weights = [float(w) for w in weights.split(",")] if weights else None
+    except ValueError:
+        _fail(f"--weights takes numbers separated by commas (BM25, dense), got {weights!r}")
     try:
         store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite")
     except Exception as error:  # a lock held by a running ingest, an unreachable server, …
         _fail(f"cannot open the vector store {settings.milvus_uri}: {error}")
     try:
-        hits = run_search(store, query, name, table_name, column_name, filter_expr, limit, hybrid, fusion)
+        hits = run_search(store, query, name, table_name, column_name, filter_expr, limit, hybrid, route_weights,
+                          fusion)
     except FilterError as error:
         _fail(str(error))
     except (KeyError, ValueError) as error:

@@ -1,9 +1,9 @@
 """Great Expectations suites over one paper's parsed views: the gate between the parser and the lake.
 
 Two suites. *Blocking* expectations catch broken data (page count differs from the PDF, a box outside its page,
-duplicate or missing ids, a chunk over the token limit): a paper that fails one is not published and gets an
-``ingest_errors`` row instead. *Warning* expectations flag suspicious parses (no sections; the text cites
-"Table 3" but fewer than three tables were found) without stopping anything.
+duplicate or missing ids, a chunk over the token limit, a figure panel outside its figure): a paper that fails one
+is not published and gets an ``ingest_errors`` row instead. *Warning* expectations flag suspicious parses (no
+sections; the text cites "Table 3" but fewer than three tables were found) without stopping anything.
 These are plain functions so unit tests can call them; Dagster reports their results as asset checks.
 """
 
@@ -123,6 +123,27 @@ def _box_overflow(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows or [{"element": "none", "overflow": 0.0}])
 
 
+def _panel_overflow(images: pd.DataFrame) -> pd.DataFrame:
+    """One row per figure panel: how far (in points) its box sticks out of its whole figure's box; a panel whose
+    parent is missing, on another page or itself a panel → inf."""
+    wholes = images[images["parent_image_id"].isna()].drop_duplicates("image_id").set_index("image_id")
+    rows = []
+    for panel in images[images["parent_image_id"].notna()].itertuples():
+        name = f"images:{panel.image_id}@p{panel.page_number}"
+        if panel.parent_image_id not in wholes.index:
+            rows.append({"element": name, "overflow": float("inf")})
+            continue
+        parent = wholes.loc[panel.parent_image_id]
+        box, parent_box = (list(b) if b is not None else [] for b in (panel.bbox, parent.bbox))
+        if parent.page_number != panel.page_number or len(box) != 4 or len(parent_box) != 4:
+            rows.append({"element": name, "overflow": float("inf")})
+            continue
+        (x0, y0, w, h), (px0, py0, pw, ph) = box, parent_box
+        overflow = max(0.0, px0 - x0, py0 - y0, x0 + w - (px0 + pw), y0 + h - (py0 + ph))
+        rows.append({"element": name, "overflow": overflow})
+    return pd.DataFrame(rows)
+
+
 def validate_paper(parsed: ParsedPaper, *, pdf_page_count: int, max_chunk_tokens: int) -> QualityReport:
     import great_expectations.expectations as gxe
 
@@ -153,12 +174,25 @@ def validate_paper(parsed: ParsedPaper, *, pdf_page_count: int, max_chunk_tokens
         worst = boxes.sort_values("overflow", ascending=False).head(3)
         outcome[0].details = "worst: " + ", ".join(f"{r.element} by {r.overflow:.1f}pt" for r in worst.itertuples())
     report.blocking += outcome
+    # Blocking, not a warning: a panel is cut from its figure's own elements, so one outside its figure is a wrong
+    # link (another figure, another page), and the warehouse would hand out a panel and a figure that disagree.
+    panels = _panel_overflow(frames["images"])
+    if not panels.empty:
+        outcome = _validate("images", panels, [gxe.ExpectColumnMaxToBeBetween(column="overflow",
+                                                                               max_value=BBOX_TOLERANCE_PT)])
+        if not outcome[0].success:
+            worst = panels.sort_values("overflow", ascending=False).head(3)
+            outcome[0].details = "panels outside their figure: " + ", ".join(
+                f"{r.element} by {r.overflow:.1f}pt" for r in worst.itertuples())
+        report.blocking += outcome
 
     text = "\n".join(frames["pages"]["page_content"].fillna(""))
     report.warnings += _validate("sections", frames["sections"], [gxe.ExpectTableRowCountToBeBetween(min_value=1)])
+    # A figure of several plots is one whole figure plus its panels: only whole figures count against "Figure N".
+    elements = {"tables": frames["tables"], "images": frames["images"][frames["images"]["parent_image_id"].isna()]}
     for view, pattern in (("tables", _TABLE_MENTION), ("images", _FIGURE_MENTION)):
         cited = max((int(n) for n in pattern.findall(text)), default=0)
-        outcome = _validate(view, frames[view], [gxe.ExpectTableRowCountToBeBetween(min_value=cited)])
+        outcome = _validate(view, elements[view], [gxe.ExpectTableRowCountToBeBetween(min_value=cited)])
         outcome[0].details = f"text cites up to {view[:-1].replace('image', 'figure')} {cited}"
         report.warnings += outcome
     return report

@@ -4,7 +4,8 @@ Both parser backends produce a :class:`ParsedPaper` whose views follow these sch
 (missing columns are filled with nulls, extra columns are refused) and dbt's staging models read them.
 Bounding boxes are ``[x0, y0, w, h]`` in PDF points with a top-left origin, as doubles here (the warehouse rounds).
 Pages are numbered from 1; ``ordinal`` numbers elements within their page (sections, references, chunks: within
-the paper), from 0.
+the paper), from 0. A figure of several plots is one images row plus one row per plot (a panel): a panel's
+``parent_image_id`` is its whole figure's ``image_id`` and its ``ordinal`` numbers it within that figure.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ VIEW_SCHEMAS: dict[str, pa.Schema] = {
         [
             ("image_id", _STR), ("paper_id", _STR), ("page_number", _INT), ("page_id", _STR), ("ordinal", _INT),
             ("image_label", _STR), ("image_caption", _STR), ("bbox", _BBOX), ("image_kind", _STR),
-            ("backend", _STR),
+            ("parent_image_id", _STR), ("backend", _STR),
         ]
     ),
     "equations": pa.schema(

@@ -13,23 +13,28 @@ from paperlake.parsing.compare import combine, compare_with_mineru, format_table
 from paperlake.parsing.pymupdf_backend import parse
 
 CORPUS = Path(__file__).parents[1] / ".." / "shared" / "corpus"
-# Figures stay below the issue's 0.9 strictly (0.858 reached, precision 0.795). Of the 25 MinerU figures missed,
-# 11 are prompt boxes the authors caption "Table N" (a table here, an image for MinerU), 9 are figures of several
-# plots or panels that MinerU keeps whole while we emit one row per plot (CUTE page 4 against its own page 9,
-# where MinerU does cut the same kind of grid apart; stacked critical-difference diagrams), 4 are plots inside
-# one raster image that geometry cannot cut, and 1 is a part of a diagram MinerU boxes on its own. The secondary
-# region recall (any figure or table of ours covering the MinerU figure) reaches 0.92: the prompt boxes are found,
-# only typed by their caption. These floors guard what the geometry-only backend reaches.
-FIGURE_RECALL_FLOOR = 0.84
-FIGURE_REGION_RECALL_FLOOR = 0.9
+# Figures reach the issue's 0.9 (0.909, precision 0.741; pymupdf-4 had 0.858 / 0.795). A figure of several plots
+# is now one whole-figure row plus one row per plot, and a MinerU figure counts as found by either granularity:
+# MinerU keeps some such figures whole (CUTE page 4, the stacked critical-difference diagrams) and cuts others
+# apart (CUTE page 9). Precision counts every row of ours, so each split figure costs some: its whole and its
+# panels cannot all match. Of the 16 MinerU figures still missed, 11 are prompt boxes the authors caption
+# "Table N" (a table here, an image for MinerU), 4 are plots inside one raster image that geometry cannot cut,
+# and 1 is a part of a diagram MinerU boxes on its own. The secondary region recall (any figure or table of ours
+# covering the MinerU figure) reaches 0.972: the prompt boxes are found, only typed by their caption.
+FIGURE_RECALL_FLOOR = 0.9
+FIGURE_REGION_RECALL_FLOOR = 0.95
 TABLE_RECALL_TARGET = 0.9
 MIN_PAGES_PER_CPU_SECOND = 13.0  # ≥ 5x MinerU flash (2.6 pages/s); CPU time, so other load on the box is no excuse
 
 pytestmark = pytest.mark.skipif(not (CORPUS / "mineru").is_dir(), reason="the shared sample corpus is not mounted")
 
 
+def corpus_source(stem_end: str):
+    return next(s for s in scan_inbox(CORPUS / "inbox", CORPUS / "mineru") if s.paper_key.endswith(stem_end))
+
+
 def numerologic():
-    return next(s for s in scan_inbox(CORPUS / "inbox", CORPUS / "mineru") if s.paper_key.endswith("numerologic"))
+    return corpus_source("numerologic")
 
 
 def test_compare_one_paper():
@@ -43,10 +48,21 @@ def test_compare_one_paper():
     assert scores["figure regions"]["matched"] >= scores["figures"]["matched"]
 
 
+def test_a_mineru_figure_is_found_whole_or_as_a_panel():
+    """CUTE's Figures 2 and 4 are the same kind of 2x4 grid: MinerU keeps the first whole (one box) and cuts the
+    second into its eight plots. Our whole rows match the one, our panel rows the other; precision counts both."""
+    source = corpus_source("cute-token-understanding")
+    parsed = parse(source)
+    scores = compare_with_mineru(parsed, source.mineru_dir)["figures"]
+    wholes = sum(row["parent_image_id"] is None for row in parsed.rows("images"))
+    assert scores["recall"] == 1.0 and scores["reference"] > wholes
+    assert scores["found"] == len(parsed.rows("images")) > wholes
+
+
 def test_region_recall_counts_prompt_boxes_the_authors_caption_as_tables():
     """EfficientRAG sets its prompts in boxes captioned "Table N": tables here, images for MinerU. The strict figure
     score misses them; the secondary region recall finds them under our tables."""
-    source = next(s for s in scan_inbox(CORPUS / "inbox", CORPUS / "mineru") if s.paper_key.endswith("efficientrag"))
+    source = corpus_source("efficientrag")
     scores = compare_with_mineru(parse(source), source.mineru_dir)
     assert scores["figure regions"]["reference"] == scores["figures"]["reference"]
     assert scores["figure regions"]["matched"] - scores["figures"]["matched"] >= 10

@@ -15,6 +15,7 @@ from paperlake.quality import validate_paper
 from paperlake.views import VIEWS
 
 STEM = "emnlp2024-012-numerologic"
+PANELLED = "emnlp2024-126-embedding-inversion-attack"
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +62,63 @@ def test_suspicious_parses_only_warn(parsed):
     assert {"sections", "tables"} <= flagged
     tables = next(o for o in report.suspicious if o.view == "tables")
     assert "Table 7" in tables.details.replace("table", "Table")
+
+
+@pytest.fixture(scope="module")
+def with_panels():
+    """Inversion's Figure 1 (page 3) is two plots: a whole figure and two panels."""
+    source = next(s for s in scan_inbox([CORPUS_INBOX]) if s.paper_key.endswith(PANELLED))
+    paper = pymupdf_backend.parse(source)
+    assert any(row["parent_image_id"] for row in paper.rows("images"))
+    return paper
+
+
+def panel_check(report):
+    return [o for o in report.blocking if o.view == "images" and o.name == "expect_column_max_to_be_between"]
+
+
+def test_panels_inside_their_figure_pass(with_panels):
+    report = validate_paper(with_panels, pdf_page_count=len(with_panels.rows("pages")), max_chunk_tokens=512)
+    assert report.passed, report.summary()
+    assert [o.success for o in panel_check(report)] == [True]
+
+
+def move_panel_out(paper):
+    panel = next(row for row in paper.rows("images") if row["parent_image_id"])
+    panel["bbox"] = [panel["bbox"][0], panel["bbox"][1] + 300.0, *panel["bbox"][2:]]
+
+
+def orphan_panel(paper):
+    next(row for row in paper.rows("images") if row["parent_image_id"])["parent_image_id"] = "no-such-figure"
+
+
+def panel_of_a_panel(paper):
+    first, second = [row for row in paper.rows("images") if row["parent_image_id"]][:2]
+    second["parent_image_id"] = first["image_id"]
+
+
+@pytest.mark.parametrize("damage", [move_panel_out, orphan_panel, panel_of_a_panel])
+def test_a_panel_outside_its_figure_blocks_the_paper(with_panels, damage):
+    broken = copy.deepcopy(with_panels)
+    damage(broken)
+    report = validate_paper(broken, pdf_page_count=len(broken.rows("pages")), max_chunk_tokens=512)
+    assert not report.passed
+    (failed,) = report.failures
+    assert failed in panel_check(report) and "panels outside their figure" in failed.details
+
+
+def test_cited_figures_are_counted_as_whole_figures(parsed):
+    """Numerologic cites Figure 2 and has two figures; panels of the first do not make up for losing the second."""
+    _, paper = parsed
+    figures = {o.view: o for o in validate_paper(paper, pdf_page_count=7, max_chunk_tokens=512).warnings}
+    assert figures["images"].success and "figure 2" in figures["images"].details
+    first = paper.rows("images")[0]
+    panelled = copy.deepcopy(paper)
+    panelled.views["images"] = [first] + [
+        {**first, "image_id": f"panel-{n}", "ordinal": n, "parent_image_id": first["image_id"]} for n in range(3)]
+    report = validate_paper(panelled, pdf_page_count=7, max_chunk_tokens=512)
+    assert report.passed, report.summary()
+    assert "images" in {o.view for o in report.suspicious}
 
 
 def test_publish_writes_every_view_then_the_record(tmp_path, parsed):

@@ -1,4 +1,7 @@
-"""Figures cut into their plots (panels) by the PyMuPDF backend, on real corpus pages, plus the pure helpers."""
+"""Figures cut into their plots (panels) by the PyMuPDF backend, on real corpus pages, plus the pure helpers.
+
+A figure of several plots is one whole-figure block followed by one block per plot, each naming the whole as its
+``parent``; a figure that is not cut is a whole figure alone."""
 
 from __future__ import annotations
 
@@ -22,8 +25,21 @@ def figure_blocks(stem: str) -> tuple[Block, ...]:
     return tuple(block for block in read_layout(corpus_pdf(stem)).blocks if block.kind == "figure")
 
 
+def labelled(stem: str, page: int, label: str) -> list[Block]:
+    return [block for block in figure_blocks(stem) if block.page_number == page and block.label == label]
+
+
+def whole(stem: str, page: int, label: str) -> Block:
+    (figure,) = [block for block in labelled(stem, page, label) if block.parent is None]
+    return figure
+
+
 def panels(stem: str, page: int, label: str) -> list[Box]:
-    return [block.bbox for block in figure_blocks(stem) if block.page_number == page and block.label == label]
+    return [block.bbox for block in labelled(stem, page, label) if block.parent is not None]
+
+
+def area(box: Box) -> float:
+    return (box[2] - box[0]) * (box[3] - box[1])
 
 
 def overlap_area(a: Box, b: Box) -> float:
@@ -54,6 +70,23 @@ def test_figures_of_several_plots_become_one_panel_per_plot(stem, page, label, c
     found = panels(stem, page, label)
     assert len(found) == count
     assert_apart(found)
+    assert len(labelled(stem, page, label)) == count + 1  # and the whole figure
+
+
+def test_panels_follow_their_whole_figure_and_lie_inside_it():
+    """CUTE's Figure 4 (page 9): a 2x4 grid of bar charts is one whole figure and eight panels, all pointing at it."""
+    blocks = labelled("emnlp2024-177-cute-token-understanding", 9, "Figure 4")
+    figure = whole("emnlp2024-177-cute-token-understanding", 9, "Figure 4")
+    assert blocks[0] is figure and len(blocks) == 9
+    assert all(block.parent is figure for block in blocks[1:])
+    assert all(block.caption == figure.caption and block.caption.startswith("Figure 4") for block in blocks)
+    for block in blocks[1:]:
+        assert overlap_area(block.bbox, figure.bbox) == pytest.approx(area(block.bbox))
+    assert figure.bbox == pytest.approx(tuple(
+        f(block.bbox[i] for block in blocks[1:]) for i, f in enumerate((min, min, max, max))), abs=15)
+    positions = [i for i, block in enumerate(figure_blocks("emnlp2024-177-cute-token-understanding"))
+                 if block in blocks]
+    assert positions == list(range(positions[0], positions[0] + 9))  # the panels come right after their figure
 
 
 def test_a_plot_keeps_its_axis_labels_rather_than_losing_them_to_its_neighbour():
@@ -74,11 +107,13 @@ def test_a_sub_caption_goes_with_the_panel_above_it():
 
 def test_a_facet_grid_stays_one_figure():
     """ggplot facets share their axes and sit a few points apart: one chart, not 33."""
-    assert len(panels("emnlp2024-179-reading-time-context", 5, "Figure 1")) == 1
+    assert len(labelled("emnlp2024-179-reading-time-context", 5, "Figure 1")) == 1
+    assert panels("emnlp2024-179-reading-time-context", 5, "Figure 1") == []
 
 
 def test_plots_inside_one_raster_image_stay_one_figure():
-    assert len(panels("emnlp2024-056-adazeta", 2, "Figure 1")) == 1
+    assert len(labelled("emnlp2024-056-adazeta", 2, "Figure 1")) == 1
+    assert panels("emnlp2024-056-adazeta", 2, "Figure 1") == []
 
 
 def test_whitest_cut_takes_the_widest_empty_stretch():

@@ -8,7 +8,7 @@ import pymupdf
 import pytest
 import tiktoken
 
-from paperlake.ids import normalise_title
+from paperlake.ids import element_id, normalise_title
 from paperlake.inbox import PaperSource, source_for_pdf
 from paperlake.parsing.assemble import assemble
 from paperlake.parsing.blocks import Block, DocumentLayout, PageInfo, TableCell
@@ -187,6 +187,36 @@ def test_ids_are_deterministic(parsed):
         assert [row[key] for row in again.rows(view)] == [row[key] for row in parsed[NUMEROLOGIC].rows(view)]
 
 
+def test_a_figure_of_several_plots_is_one_whole_row_and_its_panels(parsed):
+    """Inversion's Figure 1 is two scatter plots side by side: the whole figure, then one row per plot."""
+    paper = parsed[INVERSION]
+    images = paper.rows("images")
+    wholes = [row for row in images if row["parent_image_id"] is None]
+    assert [row["image_label"] for row in wholes] == ["Figure 1", "Figure 2"]
+    figure = wholes[0]
+    panels = [row for row in images if row["parent_image_id"] == figure["image_id"]]
+    assert len(panels) == 2 and len(images) == len(wholes) + len(panels)
+    assert [panel["ordinal"] for panel in panels] == [0, 1]
+    x, y, w, h = figure["bbox"]
+    for panel in panels:
+        px, py, pw, ph = panel["bbox"]
+        assert (panel["page_number"], panel["image_caption"]) == (figure["page_number"], figure["image_caption"])
+        assert x - 0.01 <= px and px + pw <= x + w + 0.01 and y - 0.01 <= py and py + ph <= y + h + 0.01
+        assert pw * ph < 0.75 * w * h
+    # Whole figures are numbered on their page as if nothing were split; a panel is named after its figure.
+    assert [(row["ordinal"], row["image_id"]) for row in wholes] == [
+        (n, element_id(paper.paper_id, "image", 3, n)) for n in range(2)]
+    assert [panel["image_id"] for panel in panels] == [
+        element_id(paper.paper_id, "image", 3, 0, "panel", n) for n in range(2)]
+    assert len({row["image_id"] for row in images}) == len(images)
+    again = parse(source_for(INVERSION)).rows("images")
+    assert [(r["image_id"], r["parent_image_id"]) for r in again] == [
+        (r["image_id"], r["parent_image_id"]) for r in images]
+    # The text carries the caption once, not once per panel.
+    caption = figure["image_caption"]
+    assert sum(row["section_content"].count(caption) for row in paper.rows("sections") if row["section_content"]) == 1
+
+
 # ------------------------------------------------------------------------------------------------ broken files
 
 
@@ -323,6 +353,30 @@ def test_assemble_sections_tables_and_ids():
     metadata = paper.rows("metadata")[0]
     assert metadata["title_source"] == "manifest" and metadata["venue"] == "acl2023"
     assert paper.rows("references")[0]["ordinal"] == 0
+
+
+def test_assemble_links_panels_to_their_figure():
+    whole = Block("figure", 1, (10, 10, 300, 200), caption="Figure 1: Two plots.", label="Figure 1")
+    left = Block("figure", 1, (10, 10, 150, 200), caption=whole.caption, label="Figure 1", parent=whole)
+    right = Block("figure", 1, (160, 10, 300, 200), caption=whole.caption, label="Figure 1", parent=whole)
+    other = Block("figure", 1, (10, 300, 300, 400), caption="Figure 2: One plot.", label="Figure 2")
+    paper = assemble(tiny_source(), tiny_layout([whole, left, right, other]), "pymupdf", parser_version="t")
+    rows = paper.rows("images")
+    parent = [None, rows[0]["image_id"], rows[0]["image_id"], None]
+    assert [(row["ordinal"], row["parent_image_id"]) for row in rows] == list(zip([0, 0, 1, 1], parent))
+    assert rows[2]["bbox"] == [160.0, 10.0, 140.0, 190.0]
+    assert len({row["image_id"] for row in rows}) == 4
+    assert paper.rows("sections")[0]["section_content"].count("Figure 1: Two plots.") == 1
+
+
+@pytest.mark.parametrize("order", [[1, 0], [0, 2, 1]])
+def test_assemble_refuses_a_panel_without_its_figure_before_it(order):
+    whole = Block("figure", 1, (10, 10, 300, 200), caption="Figure 1: Two plots.", label="Figure 1")
+    panel = Block("figure", 1, (10, 10, 150, 200), caption=whole.caption, label="Figure 1", parent=whole)
+    elsewhere = Block("figure", 2, (10, 10, 150, 200), caption=whole.caption, label="Figure 1", parent=whole)
+    blocks = [[whole, panel, elsewhere][i] for i in order]
+    with pytest.raises(ParseError, match="vol/tiny: assemble: a panel on page"):
+        assemble(tiny_source(), tiny_layout(blocks), "pymupdf", parser_version="t")
 
 
 def test_assemble_names_the_paper_when_a_block_is_off_the_pages():

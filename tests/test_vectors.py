@@ -214,14 +214,27 @@ def test_bad_filter_raises_with_hint(synced):
         search(store, "numbers", "text_bm25_en", "chunks", "text_content", filter="paper_id == 'x'")
 
 
-def test_hybrid_search_fuses_bm25_and_dense_in_milvus(synced, sample):
+def test_hybrid_search_fuses_bm25_and_dense_routes(synced, sample):
     store, _ = synced
     _, ids = sample
     query = "reformatting technique that adds the count of digits before each number"
-    rrf = search(store, query, "text_bm25_en", "chunks", "text_content", limit=5, hybrid=True)
-    assert rrf and all(h.collection == "text_hybrid" for h in rrf)
-    assert [h.score for h in rrf] == sorted((h.score for h in rrf), reverse=True)
+    fused = search(store, query, "text_bm25_en", "chunks", "text_content", limit=5, hybrid=True)
+    assert fused and all(h.collection == "text_hybrid" for h in fused)
+    assert [h.score for h in fused] == sorted((h.score for h in fused), reverse=True)
+    assert fused[0].pdf_id == ids[NUMEROLOGIC]
+    # the configured weights favour BM25: with all the weight on one route, fusion reproduces that route's order
+    bm25 = search(store, query, "text_bm25_en", "chunks", "text_content", limit=5)
+    only_bm25 = search(store, query, "text_hybrid", "chunks", "text_content", limit=5, weights=[1.0, 0.0])
+    assert [h.primary_key for h in only_bm25] == [h.primary_key for h in bm25]
+    rrf = search(store, query, "text_hybrid", "chunks", "text_content", limit=5, fusion="rrf")
     assert rrf[0].pdf_id == ids[NUMEROLOGIC]
+    assert 0 < rrf[0].score <= sum(store.config.hybrid_weights) / (store.config.rrf_k + 1)
+    in_milvus = search(store, query, "text_hybrid", "chunks", "text_content", limit=5, fusion="milvus-rrf")
+    assert in_milvus[0].pdf_id == ids[NUMEROLOGIC] and all(h.collection == "text_hybrid" for h in in_milvus)
+    assert 0 < in_milvus[0].score <= 2 / (store.config.rrf_k + 1)  # Milvus' RRF: Σ 1/(k + rank) over two routes
+    milvus_weighted = search(store, query, "text_hybrid", "chunks", "text_content", limit=5,
+                             fusion="milvus-weighted", weights=[1.0, 0.0])
+    assert [h.primary_key for h in milvus_weighted] == [h.primary_key for h in bm25]
     weighted = search(store, query, "text_hybrid", "chunks", "text_content", limit=5, weights=[0.3, 0.7],
                       filter=f"pdf_id == '{ids[NUMEROLOGIC]}'")
     assert weighted and all(h.pdf_id == ids[NUMEROLOGIC] for h in weighted)

@@ -79,11 +79,21 @@ def _check_layout(source: PaperSource, layout: DocumentLayout) -> None:
     if not layout.pages:
         raise ParseError(source.paper_key, "assemble", "the layout has no pages")
     known_pages = {page.page_number for page in layout.pages}
+    wholes_seen: set[int] = set()
     for block in layout.blocks:
         if block.page_number not in known_pages:
             raise ParseError(
                 source.paper_key, "assemble",
                 f"a {block.kind} block is on page {block.page_number}, which the layout does not have",
+            )
+        if block.kind == "figure" and block.parent is None:
+            wholes_seen.add(id(block))
+        elif block.parent is not None and not (
+            block.kind == "figure" and id(block.parent) in wholes_seen and block.parent.page_number == block.page_number
+        ):
+            raise ParseError(
+                source.paper_key, "assemble",
+                f"a panel on page {block.page_number} does not follow its whole figure on the same page",
             )
 
 
@@ -177,7 +187,7 @@ def _split_sections(layout: DocumentLayout) -> list[_Section]:
             number, title = numbering[id(block)]
             level = block.level or (number.count(".") + 1 if number else 1)
             sections.append(_Section(title, number, level, block.page_number, []))
-        elif block.kind in _BODY_KINDS and not _repeats_caption(sections[-1].blocks, block):
+        elif block.kind in _BODY_KINDS and block.parent is None:  # a panel's caption is its whole figure's
             sections[-1].blocks.append(block)
     if preamble.title and not preamble.blocks and layout.abstract:
         abstract_block = Block(kind="abstract", page_number=layout.pages[0].page_number, bbox=(0, 0, 0, 0),
@@ -188,15 +198,6 @@ def _split_sections(layout: DocumentLayout) -> list[_Section]:
     elif preamble.title is None:  # text before any heading and no abstract: keep it, under an honest title
         preamble.title = "Front matter"
     return sections
-
-
-def _repeats_caption(section_blocks: list[Block], block: Block) -> bool:
-    """The panels of one figure arrive as several figure blocks sharing a caption; the text carries it once."""
-    previous = section_blocks[-1] if section_blocks else None
-    return (
-        block.kind == "figure" and previous is not None and previous.kind == "figure"
-        and previous.caption == block.caption and previous.label == block.label
-    )
 
 
 def _numbering(headers: list[Block]) -> dict[int, tuple[str | None, str]]:
@@ -385,6 +386,8 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
         per_page_ordinal[(kind, page_number)] = ordinal + 1
         return ordinal
 
+    # Whole figure → (its image id, its ordinal, how many panels it has so far).
+    figures: dict[int, tuple[str, int, int]] = {}
     previous_prose: Block | None = None
     awaiting_context: list[dict] = []
     for block in blocks:
@@ -403,13 +406,27 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
                 }
             )
             parsed.rows("table_cells").extend(_cell_rows(table_id, block.cells, common))
-        elif block.kind == "figure":
+        elif block.kind == "figure" and block.parent is None:
             ordinal = next_ordinal("image", page)
+            image_id = ids.element_id(paper_id, "image", page, ordinal)
+            figures[id(block)] = (image_id, ordinal, 0)
             parsed.rows("images").append(
                 {
-                    "image_id": ids.element_id(paper_id, "image", page, ordinal), "ordinal": ordinal,
-                    "image_label": block.label, "image_caption": block.caption, "image_kind": block.image_kind,
+                    "image_id": image_id, "ordinal": ordinal, "image_label": block.label,
+                    "image_caption": block.caption, "image_kind": block.image_kind, "parent_image_id": None,
                     **located,
+                }
+            )
+        elif block.kind == "figure":
+            # A panel is numbered within its figure and named after it, so whole figures keep the ids and
+            # ordinals they have when nothing is split, and a change in how a figure is cut moves no other id.
+            parent_id, parent_ordinal, panel = figures[id(block.parent)]
+            figures[id(block.parent)] = (parent_id, parent_ordinal, panel + 1)
+            parsed.rows("images").append(
+                {
+                    "image_id": ids.element_id(paper_id, "image", page, parent_ordinal, "panel", panel),
+                    "ordinal": panel, "image_label": block.label, "image_caption": block.caption,
+                    "image_kind": block.image_kind, "parent_image_id": parent_id, **located,
                 }
             )
         elif block.kind == "equation":

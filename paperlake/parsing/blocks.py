@@ -21,7 +21,8 @@ BlockKind = Literal[
     "footnote",
     "equation",         # display equation; ``latex`` when known, ``equation_number`` like "(3)"
     "table",            # ``html`` + ``cells`` + ``caption`` + ``label`` ("Table 3")
-    "figure",           # raster or vector figure; ``caption`` + ``label`` ("Figure 2"); ``image_kind``
+    "figure",           # raster or vector figure; ``caption`` + ``label`` ("Figure 2"); ``image_kind``; a panel
+                        # (one plot of a figure of several) names its whole figure in ``parent``
     "reference",        # one bibliography entry
     "page_header",
     "page_footer",
@@ -53,6 +54,9 @@ class Block:
     caption: str | None = None
     label: str | None = None
     image_kind: str | None = None  # "raster" | "vector" | "mixed"
+    # A panel's whole figure: an earlier figure block on the same page whose box holds the panel's. The whole
+    # figure is one row (for counting figures), each panel another (for finding one plot).
+    parent: Block | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

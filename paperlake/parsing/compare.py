@@ -45,7 +45,11 @@ def compare_with_mineru(pymupdf_parsed: ParsedPaper, mineru_dir: str | Path) -> 
     """Recall and precision of ``pymupdf_parsed`` against MinerU's output in ``mineru_dir``, per element type.
 
     Returns ``{type: {"reference", "found", "matched", "recall", "precision"}}`` for tables, figures, equations and
-    sections; recall/precision are None when there is nothing to divide by. A secondary ``"figure regions"``
+    sections; recall/precision are None when there is nothing to divide by. Figures are matched one to one against
+    every images row of ours, whole figures and their panels alike, since MinerU keeps some figures of several
+    plots whole and cuts others apart: a MinerU figure is found when either granularity has it. ``found`` counts
+    all those rows, so figure precision is lowered by every split figure (its whole and its panels cannot all
+    match). A secondary ``"figure regions"``
     entry only reports recall: a MinerU figure counts as found when any figure *or table* of ours covers it with
     IoU ≥ the threshold (not one-to-one). It shows how much of the strict figure shortfall is a question of
     type, as with prompt boxes their authors caption "Table N" that MinerU calls images; it never replaces the

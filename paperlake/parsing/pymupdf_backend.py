@@ -27,7 +27,7 @@ from paperlake.parsing.blocks import Block, BlockKind, DocumentLayout, PageInfo,
 from paperlake.parsing.errors import ParseError
 from paperlake.views import ParsedPaper
 
-PARSER_VERSION = "pymupdf-4"
+PARSER_VERSION = "pymupdf-5"
 BACKEND = "pymupdf"
 
 # get_text("dict") without image bytes: image boxes come from get_image_info, which is several times cheaper.
@@ -440,7 +440,8 @@ def _column_edges(
 
 @dataclass
 class _Region:
-    """A figure or table: its box, caption lines and what was found inside."""
+    """A figure or table: its box, caption lines and what was found inside; a figure of several plots also has
+    one region per plot (its panels, each inside the figure's box)."""
 
     kind: Literal["table", "figure"]
     bbox: Box
@@ -450,6 +451,7 @@ class _Region:
     has_image: bool = False
     has_drawing: bool = False
     cells: list[TableCell] = field(default_factory=list)
+    panels: list[_Region] = field(default_factory=list)
 
     @property
     def caption(self) -> str | None:
@@ -681,9 +683,9 @@ def _find_regions(lines: list[_Line], page: _PageContent, style: _DocumentStyle)
             pending.sort(key=lambda c: _nearest_content_gap(c, elements, claimed, captions, style))
         for caption in pending:
             grown = _grow_region(wanted, caption, elements, claimed, captions, style, directions, page.clips)
-            if grown:
+            if grown is not None:
                 placed.add(id(caption[0]))
-                regions += grown
+                regions.append(grown)
     for caption in captions:
         if id(caption[0]) not in placed:
             for line in caption:
@@ -810,7 +812,7 @@ def _nearest_content_gap(
 def _grow_region(
     kind: Literal["table", "figure"], caption: list[_Line], elements: list[_Element], claimed: set[int],
     captions: list[list[_Line]], style: _DocumentStyle, directions: tuple[str, ...], clip_areas: list[Box],
-) -> list[_Region]:
+) -> _Region | None:
     above, below = _both_sides(caption, elements, claimed, captions, style, directions)
     gap_above, gap_below = _first_gap(caption, above, "up"), _first_gap(caption, below, "down")
     contested_above = above and _next_caption_beyond(above, "up", caption, captions, style)
@@ -822,34 +824,35 @@ def _grow_region(
     else:
         chosen = above if _content_weight(above) >= _content_weight(below) else below
     if not chosen:
-        return []
+        return None
     direction = "up" if chosen is above else "down"
     table_captions = [other for other in captions if _caption_kind(other) == "table"]
     if kind == "figure" and _next_caption_beyond(chosen, direction, caption, table_captions, style):
         chosen = _nearer_part(chosen, direction)  # figures claim first; leave a table its rows
     claimed |= {id(e) for e in chosen}
-    panels, shared = _split_panels(chosen, clip_areas) if kind == "figure" else ([chosen], [])
-    regions = [
-        _Region(
-            kind=kind,
-            bbox=_union([e.bbox for e in panel]),
-            caption_lines=caption,
-            label=_caption_label(caption),
-            lines=[e.line for e in panel if e.line is not None],
-            has_image=any(e.is_image for e in panel),
-            has_drawing=any(e.line is None and not e.is_image for e in panel),
-        )
-        for panel in panels
-    ]
-    regions[0].lines += [e.line for e in shared if e.line is not None]  # claimed by the figure, boxed by no panel
-    return regions
+    region = _region_of(kind, caption, chosen)
+    panels = _split_panels(chosen, clip_areas) if kind == "figure" else []
+    if len(panels) >= 2:
+        region.panels = [_region_of(kind, caption, panel) for panel in panels]
+    return region
 
 
-def _split_panels(
-    elements: list[_Element], clip_areas: list[Box]
-) -> tuple[list[list[_Element]], list[_Element]]:
-    """A figure made of separate plots becomes one region per plot (each keeps the shared caption), so that a
-    question about one panel can point at it; returns the panels and what belongs to several of them.
+def _region_of(kind: Literal["table", "figure"], caption: list[_Line], elements: list[_Element]) -> _Region:
+    return _Region(
+        kind=kind,
+        bbox=_union([e.bbox for e in elements]),
+        caption_lines=caption,
+        label=_caption_label(caption),
+        lines=[e.line for e in elements if e.line is not None],
+        has_image=any(e.is_image for e in elements),
+        has_drawing=any(e.line is None and not e.is_image for e in elements),
+    )
+
+
+def _split_panels(elements: list[_Element], clip_areas: list[Box]) -> list[list[_Element]]:
+    """The plots of a figure made of separate plots, each a panel (a row of its own, under the whole figure's,
+    sharing its caption), so that a question about one plot can point at it; one panel (all the elements) when
+    the figure is not cut. What belongs to several plots (a shared legend) is in no panel, only in the whole.
 
     Plotting libraries clip each plot's data to its axes, so the innermost clip areas inside the figure mark its
     plots even where tick labels of neighbours touch (see :func:`_panels_on_plot_areas`). Without them, cuts
@@ -860,13 +863,10 @@ def _split_panels(
     if on_plot_areas is not None:
         return on_plot_areas
     coarse = _panels_at(elements, _PANEL_GAP, _MIN_FIGURE_SIDE) or [elements]
-    panels = [fine for panel in coarse for fine in (_panels_at(panel, _FINE_PANEL_GAP, _MIN_PLOT_SIDE) or [panel])]
-    return panels, []
+    return [fine for panel in coarse for fine in (_panels_at(panel, _FINE_PANEL_GAP, _MIN_PLOT_SIDE) or [panel])]
 
 
-def _panels_on_plot_areas(
-    elements: list[_Element], clip_areas: list[Box]
-) -> tuple[list[list[_Element]], list[_Element]] | None:
+def _panels_on_plot_areas(elements: list[_Element], clip_areas: list[Box]) -> list[list[_Element]] | None:
     """One panel per plot area (an innermost clip area holding graphics), with the labels, ticks and legends on
     its side of the cuts between plots; what belongs to several plots (a shared legend, the sub-caption under a
     pair of plots) belongs to no single panel. None when the figure has fewer than two plot areas, when they
@@ -893,10 +893,8 @@ def _panels_on_plot_areas(
             pieces += [_Element(tuple(span["bbox"]), line=line) for span in line.spans]
         else:
             pieces.append(element)
-    shared = [e for e in pieces if _belongs_to_several(e.bbox, plots)]
-    shared_ids = {id(e) for e in shared}
-    own = [e for e in pieces if id(e) not in shared_ids]
-    return _cut_between_plots(plots, own), shared
+    own = [e for e in pieces if not _belongs_to_several(e.bbox, plots)]
+    return _cut_between_plots(plots, own)
 
 
 def _belongs_to_several(bbox: Box, plots: list[Box]) -> bool:
@@ -1564,7 +1562,7 @@ class _StructureBuilder:
                 page_blocks += self._paragraph_blocks(paragraph)
                 paragraph = None
             if isinstance(item, _Region):
-                page_blocks.append(_region_block(item, number))
+                page_blocks += _region_blocks(item, number)
             elif isinstance(item, _Equation):
                 page_blocks.append(Block(kind="equation", page_number=number, bbox=item.bbox,
                                          text=_equation_text(item.lines), equation_number=item.number))
@@ -1732,13 +1730,19 @@ def _page_text_of(block: Block) -> str:
     return block.text
 
 
-def _region_block(region: _Region, page_number: int) -> Block:
+def _region_blocks(region: _Region, page_number: int) -> list[Block]:
+    """A table, or a figure followed by its panels (each pointing back at it)."""
     if region.kind == "table":
-        return Block(kind="table", page_number=page_number, bbox=region.bbox, cells=region.cells,
-                     caption=region.caption, label=region.label)
+        return [Block(kind="table", page_number=page_number, bbox=region.bbox, cells=region.cells,
+                      caption=region.caption, label=region.label)]
+    whole = _figure_block(region, page_number, parent=None)
+    return [whole, *(_figure_block(panel, page_number, parent=whole) for panel in region.panels)]
+
+
+def _figure_block(region: _Region, page_number: int, parent: Block | None) -> Block:
     image_kind = "mixed" if region.has_image and region.has_drawing else "raster" if region.has_image else "vector"
     return Block(kind="figure", page_number=page_number, bbox=region.bbox, caption=region.caption,
-                 label=region.label, image_kind=image_kind)
+                 label=region.label, image_kind=image_kind, parent=parent)
 
 
 def _author_names(lines: list[_Line]) -> list[str]:

@@ -21,6 +21,23 @@ _REPO_DEFAULT = Path(__file__).resolve().parents[2] / "schemas" / "collections.y
 VECTOR_KINDS = ("bm25", "dense")
 MODALITIES = ("text", "image")
 ENCODER_KINDS = ("sentence_transformers", "open_clip")
+TEXT_BACKENDS = ("torch", "onnx", "onnx-int8")
+FUSIONS = ("convex", "rrf", "milvus-rrf", "milvus-weighted")  # milvus-*: fused inside Milvus (hybrid_search)
+
+
+def default_home() -> Path:
+    """``$PAPERLAKE_HOME`` (default ``data``): warehouse, Milvus file, caches."""
+    return Path(os.environ.get("PAPERLAKE_HOME", "data"))
+
+
+def model_cache_dir() -> Path:
+    """Where derived model files (ONNX exports of the configured encoders) are kept: ``$PAPERLAKE_MODEL_CACHE``,
+    default ``~/.cache/paperlake`` (``$XDG_CACHE_HOME/paperlake``). They are keyed by the weights' digest, so every
+    PAPERLAKE_HOME on the machine shares one export instead of paying ~15 s per home."""
+    if os.environ.get("PAPERLAKE_MODEL_CACHE"):
+        return Path(os.environ["PAPERLAKE_MODEL_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "paperlake"
 
 
 class ConfigError(ValueError):
@@ -40,6 +57,8 @@ class EncoderSpec:
     weights_env: str | None = None
     open_clip_model: str | None = None
     dpi: int = 144
+    backend: str = "torch"
+    max_seq_length: int | None = None
 
     def weights_path(self, environ: Mapping[str, str] | None = None) -> Path | None:
         """Local path of the weights, or None when they are not on this machine."""
@@ -107,6 +126,8 @@ class VectorConfig:
     hybrid_collection: str = "text_hybrid"
     rrf_k: int = 60
     candidates_per_route: int = 50
+    fusion: str = "convex"
+    hybrid_weights: tuple[float, ...] = ()
     source: str = ""
 
     def collection(self, name: str) -> CollectionSpec:
@@ -162,13 +183,23 @@ def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> VectorConfig
         hybrid_collection=hybrid.get("collection", "text_hybrid"),
         rrf_k=int(hybrid.get("rrf_k", 60)),
         candidates_per_route=int(hybrid.get("candidates_per_route", 50)),
+        fusion=hybrid.get("fusion", "convex"),
+        hybrid_weights=tuple(float(w) for w in hybrid.get("weights") or ()),
         source=source,
     )
+    if config.fusion not in FUSIONS:
+        raise ConfigError(f"{source}: hybrid.fusion must be one of {FUSIONS}, got {config.fusion!r}")
+    if any(w < 0 for w in config.hybrid_weights) or (config.hybrid_weights and not sum(config.hybrid_weights)):
+        raise ConfigError(f"{source}: hybrid.weights must be non-negative and not all zero")
     if not 0 < config.text_max_bytes <= 65535:
         raise ConfigError(f"{source}: text_max_bytes must be within 1..65535 (Milvus VARCHAR limit)")
     if config.hybrid_collection and config.hybrid_collection in names:
-        if not config.collection(config.hybrid_collection).is_hybrid:
+        hybrid_spec = config.collection(config.hybrid_collection)
+        if not hybrid_spec.is_hybrid:
             raise ConfigError(f"{source}: hybrid collection {config.hybrid_collection} needs a bm25 and a dense field")
+        if config.hybrid_weights and len(config.hybrid_weights) != len(hybrid_spec.vectors):
+            raise ConfigError(f"{source}: hybrid.weights needs one weight per vector field of "
+                              f"{config.hybrid_collection} ({', '.join(v.field for v in hybrid_spec.vectors)})")
     return config
 
 
@@ -181,6 +212,13 @@ def _parse_encoder(name: str, body: Mapping[str, Any]) -> EncoderSpec:
         raise ConfigError(f"encoder {name}: weights needs exactly one of `package` or `env`")
     if kind == "open_clip" and not body.get("open_clip_model"):
         raise ConfigError(f"encoder {name}: open_clip encoders need `open_clip_model` (e.g. ViT-B-32)")
+    backend = body.get("backend", "torch")
+    if backend not in TEXT_BACKENDS or (kind != "sentence_transformers" and backend != "torch"):
+        raise ConfigError(f"encoder {name}: backend must be one of {TEXT_BACKENDS} "
+                          "(the onnx ones only for sentence_transformers)")
+    max_seq_length = body.get("max_seq_length")
+    if max_seq_length is not None and not 8 <= int(max_seq_length) <= 512:
+        raise ConfigError(f"encoder {name}: max_seq_length must be within 8..512 tokens")
     return EncoderSpec(
         name=name,
         kind=kind,
@@ -191,6 +229,8 @@ def _parse_encoder(name: str, body: Mapping[str, Any]) -> EncoderSpec:
         weights_env=weights.get("env"),
         open_clip_model=body.get("open_clip_model"),
         dpi=int(body.get("dpi", 144)),
+        backend=backend,
+        max_seq_length=None if max_seq_length is None else int(max_seq_length),
     )
 
 

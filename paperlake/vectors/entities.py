@@ -131,7 +131,8 @@ def collect_cells(
 
     ``page_number`` is 1-based: elements take their page through ``ref_page_id``; metadata rows are page 1; sections
     take the first of ``page_numbers``; a missing page falls back to 1. Image cells (a ``bounding_box`` column) carry
-    the box and the paper's PDF path, resolved against ``pdf_root`` when relative.
+    the box and the paper's PDF path, resolved against ``pdf_root`` when relative. Panel rows of a split figure
+    (``images.parent_image_id`` set) give image cells only: their text repeats the whole figure's.
     """
     by_table: dict[str, list[tuple[str, str]]] = {}
     for table, column, kind in encodable if encodable is not None else default_encodable():
@@ -205,13 +206,18 @@ def _table_cells(
     page_sql, join = _page_expression(table, columns)
     where, params = _paper_filter(pdf_column, papers)
     selected = ", ".join(f't."{column}"' for column, _ in wanted)
+    # A figure split into panels has one row per panel beside the whole figure's row, repeating its caption: the
+    # panels' text is the figure's, encoded once on the whole figure; their regions are encoded as images.
+    panel_sql = "t.parent_image_id is not null" if "parent_image_id" in columns else "false"
     sql = (
-        f"select cast({pdf_column} as varchar), {page_sql}, cast(t.\"{key}\" as varchar), {selected} "
+        f"select cast({pdf_column} as varchar), {page_sql}, cast(t.\"{key}\" as varchar), {panel_sql}, {selected} "
         f'from "{table}" t {join} {where} order by 1, 3'
     )
     cells = []
-    for pdf_id, page_number, row_id, *values in con.execute(sql, params).fetchall():
+    for pdf_id, page_number, row_id, is_panel, *values in con.execute(sql, params).fetchall():
         for (column, kind), value in zip(wanted, values):
+            if is_panel and kind == "text":
+                continue
             cell = _make_cell(pdf_id, int(page_number), table, column, row_id, kind, value, pdfs, max_text_bytes)
             if cell is not None:
                 cells.append(cell)

@@ -4,12 +4,19 @@ Scores are reported larger-is-better whatever the backend returns, and results k
 - BM25: Milvus Lite returns the BM25 score negated as a distance (a Milvus server returns it positive); we report
   ``abs(distance)``, the BM25 score itself.
 - COSINE / IP: the similarity as returned. L2: the negated distance.
-- hybrid: the fused score Milvus returns (RRF: Σ 1/(k + rank); weighted: Σ wᵢ·normalised scoreᵢ).
+- hybrid: the fused score (see below).
 
-Hybrid search runs inside Milvus (``hybrid_search``) on a collection that holds both a BM25 and a dense field
-(``text_hybrid``): RRF with k from the config by default, or Milvus' WeightedRanker when ``weights`` are given
-(Milvus' RRF takes no weights). ``hybrid=True`` on a single-vector collection searches the configured hybrid
-collection instead, and each hit names the collection that answered.
+Hybrid search runs on a collection that holds both a BM25 and a dense field of the same cells (``text_hybrid``):
+each route returns its top ``candidates_per_route`` in Milvus, and the two lists are fused here, because neither
+Milvus ranker fits routes of unequal strength. RRF takes no weights, and WeightedRanker normalises BM25 with
+arctan, which squeezes the top BM25 scores together so that even a 0.9/0.1 weighting let the weaker dense route
+reorder them (measured on the labelled queries). The default, ``convex``, is a convex combination of the routes'
+scores min-max normalised within this query's candidates (Σ wᵢ·(sᵢ − minᵢ)/(maxᵢ − minᵢ); a cell a route did
+not return gets 0 from it), with weights from the config; ``rrf`` is weighted reciprocal rank fusion,
+Σ wᵢ/(k + rankᵢ). ``milvus-rrf`` and ``milvus-weighted`` fuse inside Milvus with ``hybrid_search`` (RRFRanker(k),
+which takes no weights, or WeightedRanker(weights)): the same result a Milvus server would compute, kept for
+comparison and for deployments that want the fusion server-side. ``hybrid=True`` on a single-vector collection searches the configured hybrid collection
+instead, and each hit names the collection that answered.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import Sequence
 
 from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
 
-from paperlake.vectors.config import CollectionSpec, VectorFieldSpec
+from paperlake.vectors.config import FUSIONS, CollectionSpec, VectorFieldSpec
 from paperlake.vectors.filters import FilterError, quote_literal, validate_filter
 from paperlake.vectors.store import VectorStore
 
@@ -63,8 +70,13 @@ def search(
     limit: int = 5,
     hybrid: bool = False,
     weights: Sequence[float] | None = None,
+    fusion: str | None = None,
 ) -> list[Hit]:
-    """Top ``limit`` entities of ``collection`` for ``query``, restricted to the view and the (validated) filter."""
+    """Top ``limit`` entities of ``collection`` for ``query``, restricted to the view and the (validated) filter.
+
+    On a hybrid collection, ``fusion`` (``convex`` | ``rrf`` | ``milvus-rrf`` | ``milvus-weighted``) and ``weights`` (one per vector field) override the
+    configured ones.
+    """
     if not query or not query.strip():
         raise ValueError("empty query")
     if limit <= 0:
@@ -77,14 +89,11 @@ def search(
     if weights is not None and len(weights) != len(spec.vectors):
         raise ValueError(f"{spec.name} fuses {len(spec.vectors)} routes "
                          f"({', '.join(v.field for v in spec.vectors)}); got {len(weights)} weights")
+    fusion = fusion or store.config.fusion
+    if fusion not in FUSIONS:
+        raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
 
     clauses = [f"({validated})"] if (validated := validate_filter(filter)) else []
-    if table_name is not None:
-        clauses.insert(0, f"table_name == {quote_literal(table_name)}")
-    if column_name is not None:
-        clauses.insert(1 if table_name is not None else 0, f"column_name == {quote_literal(column_name)}")
-    expression = " and ".join(clauses)
-
     if not store.client.has_collection(spec.name):
         return []
     store.load(spec.name)
@@ -93,28 +102,70 @@ def search(
         partition = store.view_partition(spec.name, table_name, column_name, create=False)
         if partition is None:
             return []
-        partitions = [partition]
+        partitions = [partition]  # holds exactly this view, so no view predicate: Milvus Lite evaluates it per row
+    else:
+        if column_name is not None:
+            clauses.insert(0, f"column_name == {quote_literal(column_name)}")
+        if table_name is not None:
+            clauses.insert(0, f"table_name == {quote_literal(table_name)}")
+    expression = " and ".join(clauses)
 
     output_fields = list(_output_fields(spec))
     if spec.is_hybrid:
         depth = max(store.config.candidates_per_route, limit)
-        requests = [
-            AnnSearchRequest(data=[_query_vector(store, v, query)], anns_field=v.field, param={}, limit=depth,
-                             expr=expression or None)
-            for v in spec.vectors
-        ]
-        ranker = WeightedRanker(*weights) if weights is not None else RRFRanker(store.config.rrf_k)
-        results = store.client.hybrid_search(spec.name, requests, ranker, limit=limit, output_fields=output_fields,
-                                             partition_names=partitions)
-        metric = "fused"
-    else:
-        vector = spec.vectors[0]
-        results = store.client.search(
-            spec.name, data=[_query_vector(store, vector, query)], anns_field=vector.field, filter=expression,
-            limit=limit, output_fields=output_fields, partition_names=partitions,
-        )
-        metric = vector.metric
-    return [_hit(spec, metric, raw) for raw in (results[0] if results else [])]
+        if weights is None:
+            weights = store.config.hybrid_weights or [1.0] * len(spec.vectors)
+        if fusion.startswith("milvus-"):
+            requests = [AnnSearchRequest(data=[_query_vector(store, v, query)], anns_field=v.field, param={},
+                                         limit=depth, expr=expression or None) for v in spec.vectors]
+            ranker = RRFRanker(store.config.rrf_k) if fusion == "milvus-rrf" else WeightedRanker(*weights)
+            found = store.client.hybrid_search(spec.name, requests, ranker, limit=limit, output_fields=output_fields,
+                                               partition_names=partitions)
+            return [_hit(spec, "fused", raw) for raw in (found[0] if found else [])]
+        raw_hits: dict[str, dict] = {}
+        routes = []
+        for vector in spec.vectors:
+            found = store.client.search(spec.name, data=[_query_vector(store, vector, query)], anns_field=vector.field,
+                                        filter=expression, limit=depth, output_fields=output_fields,
+                                        partition_names=partitions)
+            route = []
+            for raw in found[0] if found else []:
+                raw_hits.setdefault(str(raw["id"]), raw)
+                route.append((str(raw["id"]), _score(vector.metric, float(raw["distance"]))))
+            routes.append(route)
+        fused = fuse(routes, weights, fusion, store.config.rrf_k)[:limit]
+        return [_hit(spec, "fused", {**raw_hits[key], "distance": score}) for key, score in fused]
+    vector = spec.vectors[0]
+    results = store.client.search(
+        spec.name, data=[_query_vector(store, vector, query)], anns_field=vector.field, filter=expression,
+        limit=limit, output_fields=output_fields, partition_names=partitions,
+    )
+    return [_hit(spec, vector.metric, raw) for raw in (results[0] if results else [])]
+
+
+def fuse(routes: Sequence[Sequence[tuple[str, float]]], weights: Sequence[float], fusion: str = "convex",
+         rrf_k: int = 60) -> list[tuple[str, float]]:
+    """Fuse ranked routes, each a best-first list of (id, larger-is-better score), into (id, fused score), best first.
+
+    ``convex``: Σ wᵢ·(sᵢ − minᵢ)/(maxᵢ − minᵢ) over the route's own list (a route whose scores are all equal gives
+    each of its hits 1); ``rrf``: Σ wᵢ/(rrf_k + rankᵢ). An id a route did not return gets nothing from it. Ties keep
+    the order of first appearance, routes taken in field order.
+    """
+    if fusion not in ("convex", "rrf"):
+        raise ValueError(f"client-side fusion is convex or rrf, got {fusion!r}")
+    scores: dict[str, float] = {}
+    for weight, route in zip(weights, routes):
+        if not route:
+            continue
+        low = min(score for _, score in route)
+        high = max(score for _, score in route)
+        for rank, (key, score) in enumerate(route, 1):
+            if fusion == "rrf":
+                part = weight / (rrf_k + rank)
+            else:
+                part = weight * ((score - low) / (high - low) if high > low else 1.0)
+            scores[key] = scores.get(key, 0.0) + part
+    return sorted(scores.items(), key=lambda item: -item[1])
 
 
 def _output_fields(spec: CollectionSpec) -> tuple[str, ...]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 import time
 from collections import defaultdict
@@ -26,7 +25,7 @@ from typing import Iterable, Sequence
 
 from pymilvus import DataType, Function, FunctionType, MilvusClient
 
-from paperlake.vectors.config import CollectionSpec, VectorConfig, load_config
+from paperlake.vectors.config import CollectionSpec, VectorConfig, default_home, load_config
 from paperlake.vectors.encoders import EmbeddingCache, EncoderRegistry, encode_cached, render_region
 from paperlake.vectors.entities import Cell, Encodable, collect_cells
 from paperlake.vectors.filters import quote_literal, validate_filter
@@ -99,12 +98,16 @@ def partition_name(table: str, column: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", f"{table}__{column}")
 
 
-def default_home() -> Path:
-    return Path(os.environ.get("PAPERLAKE_HOME", "data"))
-
-
 def _is_server_uri(uri: str) -> bool:
     return uri.startswith(("http://", "https://", "tcp://", "grpc://", "unix:"))
+
+
+def _default_cache_dir(uri: str) -> Path:
+    """``cache/`` beside a Milvus Lite file (its home: PAPERLAKE_HOME/milvus.db → PAPERLAKE_HOME/cache), so a store
+    opened by path alone never writes into another home's cache; for a server, ``$PAPERLAKE_HOME/cache``."""
+    if _is_server_uri(uri):
+        return default_home() / "cache"
+    return Path(uri).expanduser().resolve().parent / "cache"
 
 
 class VectorStore:
@@ -125,10 +128,11 @@ class VectorStore:
     ):
         self.uri = str(uri)
         self.config = config or load_config()
-        self.encoders = encoders or EncoderRegistry(self.config, allow_random_clip=allow_random_clip)
         if cache is None and use_cache:
-            cache = EmbeddingCache(cache_path or default_home() / "cache" / "embeddings.sqlite")
+            cache = EmbeddingCache(cache_path or _default_cache_dir(self.uri) / "embeddings.sqlite")
         self.cache = cache
+        # exported ONNX graphs are shared by every home on the machine (config.model_cache_dir)
+        self.encoders = encoders or EncoderRegistry(self.config, allow_random_clip=allow_random_clip)
         self._guard: FileLockGuard | None = None
         self.db_path: Path | None = None
         if _is_server_uri(self.uri):
@@ -188,7 +192,7 @@ class VectorStore:
                 encoder_spec = self.config.encoders[vector.encoder]
                 encoder = self.encoders.get(vector.encoder)
                 extra = f"@{encoder_spec.dpi}dpi" if encoder_spec.kind == "open_clip" else ""
-                parts.append(f"{encoder_spec.kind}:{encoder.model_id}{extra}")
+                parts.append(f"{encoder_spec.kind}:{encoder.cache_key}{extra}")
         return "|".join(parts)
 
     def ensure_collections(

@@ -14,6 +14,7 @@ final as (
         page_number,
         image_label,
         image_kind,
+        parent_image_id,
         backend
     from images
 )

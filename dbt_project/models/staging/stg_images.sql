@@ -13,6 +13,7 @@ renamed as (
         image_caption,
         bbox,
         image_kind,
+        parent_image_id::uuid as parent_image_id,
         backend
     from source
 )
