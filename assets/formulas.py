@@ -7,11 +7,11 @@ import pyarrow.parquet as pq
 from orchestration.resources import PaperlakeResource
 from paperlake.formulas.collection import FORMULA_COLLECTION, sync_formula_collection
 from paperlake.formulas.llm import formula_assistant
-from paperlake.formulas.store import FORMULA_SCHEMAS, minilm_embedder, update_formula_graph
+from paperlake.formulas.store import EXTRACTOR_VERSION, FORMULA_SCHEMAS, minilm_embedder, update_formula_graph
 from paperlake.vectors.store import VectorStore
 from paperlake.warehouse import connect_read_only
 
-FORMULAS_CODE_VERSION = "formulas-2"
+FORMULAS_CODE_VERSION = EXTRACTOR_VERSION
 FORMULA_COLLECTION_CODE_VERSION = "formulas-collection-1"
 FORMULA_KEYS = {table: dg.AssetKey(["formulas", table]) for table in FORMULA_SCHEMAS}
 FORMULA_COLLECTION_KEY = dg.AssetKey(["vectors", FORMULA_COLLECTION])

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -19,9 +21,10 @@ from typing import Callable
 from orchestration.instance import dagster_instance, run_tags
 from paperlake.config import Settings
 from paperlake.inbox import scan_inbox
-from paperlake.lake import Lake
+from paperlake.formulas.store import formula_graph_outdated
+from paperlake.lake import Lake, atomic_write_bytes
 from paperlake.pipeline import IngestPlan, plan_ingest
-from paperlake.warehouse import DBT_PROJECT_DIR, dbt_env
+from paperlake.warehouse import DBT_PROJECT_DIR, connect_read_only, dbt_env
 
 
 # The terminal shows a progress bar; the full event log is in the Dagster instance (and the UI).
@@ -60,6 +63,41 @@ def _dbt_parse(settings: Settings, env: dict[str, str]) -> None:
                                text=True, timeout=600)
     if completed.returncode != 0:
         raise RuntimeError(f"dbt parse failed:\n{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}")
+
+
+def dbt_fingerprint() -> str:
+    """Digest of the dbt project's models, tests and macros: a change rebuilds the warehouse on the next ingest."""
+    digest = hashlib.sha256()
+    for path in sorted(DBT_PROJECT_DIR.rglob("*")):
+        if path.is_file() and path.suffix in (".sql", ".yml", ".yaml") and not {"target", "logs", "dbt_packages"} \
+                & set(path.relative_to(DBT_PROJECT_DIR).parts):
+            digest.update(path.relative_to(DBT_PROJECT_DIR).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def vectors_fingerprint() -> str:
+    """The vector stage's code version plus the collection config: a change re-syncs every paper (cells whose
+    encoder fingerprint is unchanged are still not re-encoded)."""
+    from assets.vectors import VECTORS_CODE_VERSION, vector_assets
+    from paperlake.vectors.config import default_config_path
+
+    active = ",".join(sorted(definition.key.path[-1] for definition in vector_assets))
+    return hashlib.sha256(f"{VECTORS_CODE_VERSION}\n{active}\n".encode() + default_config_path().read_bytes()
+                          ).hexdigest()[:16]
+
+
+def _stage_versions(settings: Settings) -> dict[str, str]:
+    path = settings.home / "stages.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _record_stage(settings: Settings, stage: str, version: str) -> None:
+    versions = {**_stage_versions(settings), stage: version}
+    payload = json.dumps(versions, indent=1).encode()
+    atomic_write_bytes(settings.home / "stages.json", lambda handle: handle.write(payload))
 
 
 def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, str], None] | None = None,
@@ -117,7 +155,9 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
 
     log_path = settings.home / "logs" / "dbt-build.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    if keys or rebuild_warehouse or not settings.warehouse.exists():
+    stages = _stage_versions(settings)
+    dbt_version = dbt_fingerprint()
+    if keys or rebuild_warehouse or not settings.warehouse.exists() or stages.get("warehouse") != dbt_version:
         dbt_started = time.perf_counter()
         with open(log_path, "w") as log, contextlib.redirect_stdout(log):  # dagster-dbt echoes dbt's log
             result = dg.materialize([parsed_views, warehouse_models], instance=instance, resources=resources,
@@ -127,9 +167,10 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
             raise RuntimeError(f"the warehouse build failed (dbt build); the previous warehouse is still live. "
                                f"dbt's log: {log_path}")
         summary.warehouse_built = True
+        _record_stage(settings, "warehouse", dbt_version)
         summary.step_seconds["warehouse"] = time.perf_counter() - dbt_started
 
-    if summary.warehouse_built or not (settings.lake / "formulas" / "state.json").exists():
+    if summary.warehouse_built or formula_graph_outdated(settings.lake / "formulas"):
         formulas_started = time.perf_counter()
         with open(log_path.with_name("formulas-build.log"), "w") as log, contextlib.redirect_stdout(log):
             result = dg.materialize([parsed_views, warehouse_models, formula_graph, formula_models, formula_collection],
@@ -144,6 +185,10 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     vectors_started = time.perf_counter()
     collections = [definition.key.path[-1] for definition in vector_assets]
     vector_keys = sorted(set(keys) | unsynced_partitions(resource, collections)) if settings.warehouse.exists() else []
+    vectors_version = vectors_fingerprint()
+    if settings.warehouse.exists() and stages.get("vectors") != vectors_version:  # new encoder or code: every paper
+        with connect_read_only(settings.warehouse) as con:
+            vector_keys = sorted(set(vector_keys) | {k for (k,) in con.execute("select paper_key from metadata").fetchall()})
     known = set(instance.get_dynamic_partitions(papers.name))
     instance.add_dynamic_partitions(papers.name, [k for k in vector_keys if k not in known])
     for key in vector_keys:
@@ -153,6 +198,8 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
         if not result.success:
             summary.vector_failures.append(key)
             notify(key, "vector sync failed")
+    if settings.warehouse.exists() and not summary.vector_failures:
+        _record_stage(settings, "vectors", vectors_version)
     summary.step_seconds["vectors"] = time.perf_counter() - vectors_started
     for key in summary.removed:  # every store has forgotten the paper: its partition can go
         instance.delete_dynamic_partition(papers.name, key)

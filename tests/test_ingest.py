@@ -138,6 +138,27 @@ class TestIncremental:
         assert len(plan.to_parse) == 2 and not plan.unchanged
 
 
+    def test_changed_stage_code_redoes_only_that_stage(self, state, monkeypatch):
+        """Upgrading paperlake (new dbt models, formula rules or encoder) redoes exactly the stages that changed."""
+        import orchestration.run as run_module
+        from paperlake.formulas import store as formula_store
+
+        settings = state["settings"]
+        monkeypatch.setattr(run_module, "dbt_fingerprint", lambda: "models-edited")
+        before = parse_materializations(settings)
+        summary = run(state)
+        assert summary.warehouse_built and summary.published == [] and "formulas" in summary.step_seconds
+        assert parse_materializations(settings) == before  # the lake was not touched
+        summary = run(state)
+        assert not summary.warehouse_built and "formulas" not in summary.step_seconds
+
+        monkeypatch.setattr(formula_store, "EXTRACTOR_VERSION", formula_store.EXTRACTOR_VERSION + "-new")
+        assert formula_store.formula_graph_outdated(settings.lake / "formulas")
+        summary = run(state)
+        assert not summary.warehouse_built and "formulas" in summary.step_seconds
+        assert not formula_store.formula_graph_outdated(settings.lake / "formulas")
+
+
 def test_definitions_form_one_graph_from_inbox_to_marts(dbt_manifest):
     from orchestration.definitions import defs
 

@@ -87,6 +87,23 @@ def graph_counts(tables: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
     }
 
 
+# Bump when extraction, conversion or merging changes what a paper's equations become: the next update rebuilds the
+# graph from every paper instead of only the changed ones.
+EXTRACTOR_VERSION = "formulas-3"
+EXTRACTOR_KEY = "__extractor_version__"
+
+
+def formula_graph_outdated(out_dir: Path) -> bool:
+    """True when the graph was never built or was built by other extraction rules."""
+    state_path = out_dir / "state.json"
+    if not state_path.exists():
+        return True
+    try:
+        return json.loads(state_path.read_text()).get(EXTRACTOR_KEY) != EXTRACTOR_VERSION
+    except (OSError, ValueError):
+        return True
+
+
 def update_formula_graph(warehouse_con: Any, out_dir: Path, turtle_path: Path, *,
                          embed: Callable[[list[str]], np.ndarray] | None = None,
                          judge: Callable[[Any, Any], bool] | None = None,
@@ -110,6 +127,8 @@ def update_formula_graph(warehouse_con: Any, out_dir: Path, turtle_path: Path, *
                     for paper, rows in by_paper.items()}
     state_path = out_dir / "state.json"
     state = json.loads(state_path.read_text()) if state_path.exists() else {}
+    if state.pop(EXTRACTOR_KEY, None) != EXTRACTOR_VERSION:  # new extraction rules: rebuild from every paper
+        state = {}
     previous = _read_tables(out_dir)
     graph = FormulaGraph.from_rows(previous) if previous and state else FormulaGraph()
     if not (previous and state):
@@ -133,7 +152,8 @@ def update_formula_graph(warehouse_con: Any, out_dir: Path, turtle_path: Path, *
         write_table_atomic(pa.Table.from_pylist(rows, schema=schema), out_dir / f"{name}.parquet")
     turtle = to_turtle(graph).encode()
     atomic_write_bytes(turtle_path, lambda handle: handle.write(turtle))
-    payload = json.dumps({p: fingerprints[p] for p in by_paper}, indent=1).encode()
+    payload = json.dumps({EXTRACTOR_KEY: EXTRACTOR_VERSION, **{p: fingerprints[p] for p in by_paper}},
+                         indent=1).encode()
     atomic_write_bytes(state_path, lambda handle: handle.write(payload))
     report.counts = graph_counts(tables)
     report.seconds = time.perf_counter() - started
