@@ -15,7 +15,10 @@ hybrid collections of a Milvus Lite file under the work dir, and measures:
 - recall@1, recall@5 and MRR at page level on ``benchmarks/retrieval_queries.jsonl`` (query → paper file and page;
   each query's evidence phrase is verified against the page text with PyMuPDF before use), for BM25, dense, the
   configured hybrid fusion and alternatives; the fusion weight's stability is shown by a sweep and a 2-fold split
-  (weight chosen on one half of the queries, scored on the other).
+  (weight chosen on one half of the queries, scored on the other), and hybrid's MRR difference to the better single
+  route comes with a 95% paired-bootstrap interval;
+- the compute behind the encoding figures: FLOPs per token of the model, GFLOP/s each variant achieved, and what
+  500 cells/s on the real cell mix would need.
 
 Until the dbt warehouse exists, ``--sample-warehouse PATH`` builds a warehouse-shaped DuckDB from the sample corpus
 (page texts from the PDFs, elements from the MinerU outputs) at PATH and reads that instead.
@@ -241,6 +244,51 @@ def measure_latency(store: VectorStore, queries: list[dict], repeats: int = 1) -
     return results
 
 
+def compute_ceiling(encoding: dict, model_dir: str | Path) -> dict:
+    """How far 500 cells/s on the real cell mix is from what this machine computes, in FLOPs.
+
+    A BERT encoder costs about 2·L·(4h² + 2h·i) FLOPs per token in its dense layers plus 4·L·h·n in attention
+    (n tokens in the sequence), from the model's config.json. The measured tokens/s of each variant times that gives
+    the GFLOP/s it achieved; 500 cells/s at the mix's mean tokens per cell needs the ``required`` figure.
+    """
+    config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    layers, hidden, inner = config["num_hidden_layers"], config["hidden_size"], config["intermediate_size"]
+    report: dict = {"model": {"layers": layers, "hidden": hidden, "intermediate": inner}, "variants": {}}
+    for name, entry in encoding["variants"].items():
+        tokens = entry["mean_tokens_per_cell"]
+        per_token = 2 * layers * (4 * hidden ** 2 + 2 * hidden * inner) + 4 * layers * hidden * tokens
+        achieved = entry["mix_tokens_per_s"] * per_token / 1e9
+        required = 500 * tokens * per_token / 1e9
+        report["variants"][name] = {
+            "mflops_per_token": round(per_token / 1e6, 1), "achieved_gflops": round(achieved, 1),
+            "required_gflops_for_500_cells_per_s": round(required, 1),
+            "shortfall_factor": round(required / achieved, 1) if achieved else None,
+        }
+    return report
+
+
+def paired_bootstrap(ranks: dict, method: str = "hybrid", samples: int = 4000, seed: int = 0) -> dict:
+    """Per view: MRR of ``method`` minus the better single route's, with a 95% paired-bootstrap interval.
+
+    With ~50 queries one query moving from rank 1 to rank 2 shifts MRR by 0.01, so the point difference alone
+    does not say whether hybrid is really worse or better; the interval does.
+    """
+    rng = np.random.default_rng(seed)
+    report = {}
+    for view, per_view in ranks.items():
+        reciprocal = {m: np.array([1 / r if r else 0.0 for r in per_view[m]]) for m in ("bm25", "dense", method)}
+        best = max(("bm25", "dense"), key=lambda m: reciprocal[m].mean())
+        diff = reciprocal[method] - reciprocal[best]
+        draws = rng.integers(0, len(diff), size=(samples, len(diff)))
+        means = diff[draws].mean(axis=1)
+        report[view] = {
+            "better_single_route": best, "mrr_difference": round(float(diff.mean()), 3),
+            "ci95": [round(float(np.percentile(means, 2.5)), 3), round(float(np.percentile(means, 97.5)), 3)],
+            "queries_better": int((diff > 0).sum()), "queries_worse": int((diff < 0).sum()),
+        }
+    return report
+
+
 def rank_of(pages: list[tuple[str, int]], gold: set) -> int | None:
     pages = list(dict.fromkeys(pages))
     return next((i for i, page in enumerate(pages, 1) if page in gold), None)
@@ -410,6 +458,7 @@ def main(argv: list[str] | None = None) -> dict:
     shutil.rmtree(corpus_db, ignore_errors=True)  # a fresh index each run, so inserts are measured (the cache stays)
     with VectorStore(corpus_db, cache_path=cache_path) as store:
         result["encoding"] = measure_encoding(store, cells, args.encode_sample)
+        result["encoding_compute"] = compute_ceiling(result["encoding"], store.encoders.get("all_minilm_l6_v2").path)
         result["encoder_quality_dense"] = measure_encoder_quality(store, cells, queries, files, store.cache)
         with duckdb.connect(str(warehouse), read_only=True) as con:
             report = sync_warehouse(store, con, collections=TEXT_COLLECTIONS)
@@ -441,6 +490,7 @@ def main(argv: list[str] | None = None) -> dict:
         result["quality"] = {view: {m: quality[view][m] for m in METHODS} for view in quality}
         result["fusion_weight_sweep"] = {view: {m: quality[view][m] for m in SWEEP} for view in quality}
         result["fusion_two_fold"] = two_fold(ranks)
+        result["hybrid_vs_better_route"] = paired_bootstrap(ranks)
 
     if args.synthetic:
         synthetic_db = args.work_dir / "synthetic.db"

@@ -76,14 +76,19 @@ def dbt_fingerprint() -> str:
 
 
 def vectors_fingerprint() -> str:
-    """The vector stage's code version plus the collection config: a change re-syncs every paper (cells whose
-    encoder fingerprint is unchanged are still not re-encoded)."""
+    """The vector stage's code version plus what of the collection config shapes entities: a change re-syncs every
+    paper (cells whose encoder fingerprint is unchanged are still not re-encoded). Search-time settings (the
+    ``hybrid`` block: fusion, weights, candidates) and comments do not count."""
+    import yaml
+
     from assets.vectors import VECTORS_CODE_VERSION, vector_assets
     from paperlake.vectors.config import default_config_path
 
     active = ",".join(sorted(definition.key.path[-1] for definition in vector_assets))
-    return hashlib.sha256(f"{VECTORS_CODE_VERSION}\n{active}\n".encode() + default_config_path().read_bytes()
-                          ).hexdigest()[:16]
+    config = yaml.safe_load(default_config_path().read_text(encoding="utf-8")) or {}
+    config.pop("hybrid", None)
+    canonical = json.dumps(config, sort_keys=True, default=str)
+    return hashlib.sha256(f"{VECTORS_CODE_VERSION}\n{active}\n{canonical}".encode()).hexdigest()[:16]
 
 
 def _stage_versions(settings: Settings) -> dict[str, str]:

@@ -45,6 +45,25 @@ def make_inbox(root: Path, stems: list[str], *, with_manifest: bool = True) -> P
     return inbox
 
 
+def ingest_sample(root: Path, stems: list[str]) -> dict:
+    """Ingest copies of some corpus papers (with their MinerU outputs) into ``root/home``, every stage on a Milvus
+    Lite file; asserts that each paper was published and synced. Returns the inbox, settings, summary and the
+    paper_key → paper_id map of the warehouse."""
+    import duckdb
+
+    from orchestration.run import ingest
+    from paperlake.config import Settings
+
+    inbox = make_inbox(root, stems)
+    settings = Settings.from_env(home=root / "home", backend="auto", mineru_dir=CORPUS_MINERU,
+                                 milvus_uri=str(root / "home" / "milvus.db"))
+    summary = ingest([inbox], settings)
+    assert len(summary.published) == len(stems) and not summary.vector_failures, summary
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        ids = dict(con.execute("select paper_key, paper_id::varchar from metadata").fetchall())
+    return {"inbox": inbox, "settings": settings, "summary": summary, "ids": ids}
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _corpus_present() -> None:
     if not CORPUS_INBOX.is_dir():

@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from conftest import CORPUS_MINERU, make_inbox
+from conftest import CORPUS_MINERU, ingest_sample
 from paperlake.config import Settings
 
 PAPERS = ["emnlp2024-126-embedding-inversion-attack", "naacl2024-116-quantum-lindblad-lm"]
@@ -24,17 +24,7 @@ DAGSTER = str(Path(sys.executable).with_name("dagster"))
 
 @pytest.fixture(scope="module")
 def ingested(tmp_path_factory: pytest.TempPathFactory, dbt_manifest: Path) -> dict:
-    from orchestration.run import ingest
-
-    root = tmp_path_factory.mktemp("concurrency")
-    inbox = make_inbox(root, PAPERS)
-    settings = Settings.from_env(home=root / "home", backend="auto", mineru_dir=CORPUS_MINERU,
-                                 milvus_uri=str(root / "home" / "milvus.db"))
-    summary = ingest([inbox], settings)
-    assert len(summary.published) == 2 and not summary.vector_failures, summary
-    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
-        ids = dict(con.execute("select paper_key, paper_id::varchar from metadata").fetchall())
-    return {"settings": settings, "ids": ids}
+    return ingest_sample(tmp_path_factory.mktemp("concurrency"), PAPERS)
 
 
 def expected_counts(settings: Settings, paper_id: str) -> dict[str, int]:

@@ -232,3 +232,28 @@ def test_parse_asset_as_a_function(tmp_path, dbt_manifest):
     assert {tuple(e.asset_key.path) for e in materialized} == {("parsed", v) for v in (*VIEWS, "ingest_errors")}
     assert all(e.metadata["backend"] == "mineru" for e in materialized)  # outputs present → auto picks MinerU
     assert checks and all(c.passed for c in checks if c.check_name == "gx_blocking")
+
+
+def test_vector_fingerprint_follows_entity_settings_not_search_settings(tmp_path, monkeypatch):
+    """Changing how search fuses (or a comment) must not re-sync every paper; changing an encoder must."""
+    import yaml
+
+    from orchestration.run import vectors_fingerprint
+    from paperlake.vectors.config import CONFIG_ENV, default_config_path
+
+    original = default_config_path().read_text(encoding="utf-8")
+    config = yaml.safe_load(original)
+    path = tmp_path / "collections.yaml"
+    monkeypatch.setenv(CONFIG_ENV, str(path))
+    path.write_text(original, encoding="utf-8")
+    base = vectors_fingerprint()
+
+    path.write_text("# a new comment\n" + original, encoding="utf-8")
+    assert vectors_fingerprint() == base
+    searched = {**config, "hybrid": {**config["hybrid"], "weights": [0.5, 0.5], "candidates_per_route": 7}}
+    path.write_text(yaml.safe_dump(searched), encoding="utf-8")
+    assert vectors_fingerprint() == base
+
+    encoders = {**config["encoders"], "all_minilm_l6_v2": {**config["encoders"]["all_minilm_l6_v2"], "max_seq_length": 128}}
+    path.write_text(yaml.safe_dump({**config, "encoders": encoders}), encoding="utf-8")
+    assert vectors_fingerprint() != base

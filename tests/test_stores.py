@@ -10,7 +10,7 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from conftest import CORPUS_MINERU, make_inbox
+from conftest import ingest_sample
 from paperlake.cli import app
 from paperlake.config import Settings
 
@@ -21,15 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory, dbt_manifest: Path) -> dict:
-    from orchestration.run import ingest
-
-    root = tmp_path_factory.mktemp("stores")
-    inbox = make_inbox(root, PAPERS)
-    settings = Settings.from_env(home=root / "home", backend="auto", mineru_dir=CORPUS_MINERU,
-                                 milvus_uri=str(root / "home" / "milvus.db"))
-    summary = ingest([inbox], settings)
-    assert len(summary.published) == 2 and not summary.vector_failures, summary
-    return {"inbox": inbox, "settings": settings, "summary": summary}
+    return ingest_sample(tmp_path_factory.mktemp("stores"), PAPERS)
 
 
 def cli(settings: Settings, *args: str):

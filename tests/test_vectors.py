@@ -429,7 +429,7 @@ def test_file_lock_guard_times_out_with_a_clear_error(tmp_path):
         assert store.client.has_collection("text_bm25_en")
 
 
-def test_benchmark_queries_are_verified_against_the_pdfs():
+def _retrieval_benchmark():
     import importlib.util
     from pathlib import Path
 
@@ -437,7 +437,39 @@ def test_benchmark_queries_are_verified_against_the_pdfs():
     spec = importlib.util.spec_from_file_location("benchmark_retrieval", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return script, module
+
+
+def test_benchmark_queries_are_verified_against_the_pdfs():
+    script, module = _retrieval_benchmark()
     queries = module.load_queries(script.with_name("retrieval_queries.jsonl"), CORPUS)
     assert len(queries) >= 40
     assert len({q["paper"] for q in queries}) == 19
     assert all(q["page"] in q["gold_pages"] for q in queries)
+
+
+def test_benchmark_compares_hybrid_to_the_better_route_with_a_paired_interval():
+    _, module = _retrieval_benchmark()
+    # ranks of the first gold page per query; None = not found
+    bm25 = [1, 2, 1, None, 3, 1, 2, 1]
+    report = module.paired_bootstrap({"v": {"bm25": bm25, "dense": [2, 5, None, None, 4, 3, 1, 2], "hybrid": bm25}})
+    assert report["v"]["better_single_route"] == "bm25"
+    assert report["v"]["mrr_difference"] == 0 and report["v"]["ci95"] == [0, 0]
+    worse = module.paired_bootstrap({"v": {"bm25": bm25, "dense": [None] * 8, "hybrid": [2, 2, 2, None, 3, 2, 2, 2]}})
+    low, high = worse["v"]["ci95"]
+    assert low < high < 0 and worse["v"]["queries_worse"] == 4 and worse["v"]["queries_better"] == 0
+
+
+def test_benchmark_states_the_compute_an_encoding_target_needs(tmp_path):
+    import json
+
+    _, module = _retrieval_benchmark()
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"num_hidden_layers": 6, "hidden_size": 384, "intermediate_size": 1536}), encoding="utf-8")
+    encoding = {"variants": {"onnx@model": {"mean_tokens_per_cell": 100.0, "mix_tokens_per_s": 2000.0}}}
+    entry = module.compute_ceiling(encoding, tmp_path)["variants"]["onnx@model"]
+    per_token = 2 * 6 * (4 * 384 ** 2 + 2 * 384 * 1536) + 4 * 6 * 384 * 100  # dense layers + attention
+    assert entry["mflops_per_token"] == round(per_token / 1e6, 1)
+    assert entry["achieved_gflops"] == round(2000 * per_token / 1e9, 1)
+    # 500 cells/s of 100 tokens is 25x the 2000 tokens/s measured
+    assert entry["shortfall_factor"] == 25.0

@@ -125,7 +125,7 @@ class VectorConfig:
     text_max_bytes: int = 65535
     hybrid_collection: str = "text_hybrid"
     rrf_k: int = 60
-    candidates_per_route: int = 50
+    candidates_per_route: int = 20
     fusion: str = "convex"
     hybrid_weights: tuple[float, ...] = ()
     source: str = ""
@@ -182,7 +182,7 @@ def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> VectorConfig
         text_max_bytes=int(raw.get("text_max_bytes", 65535)),
         hybrid_collection=hybrid.get("collection", "text_hybrid"),
         rrf_k=int(hybrid.get("rrf_k", 60)),
-        candidates_per_route=int(hybrid.get("candidates_per_route", 50)),
+        candidates_per_route=int(hybrid.get("candidates_per_route", 20)),
         fusion=hybrid.get("fusion", "convex"),
         hybrid_weights=tuple(float(w) for w in hybrid.get("weights") or ()),
         source=source,

@@ -122,19 +122,23 @@ def search(
             found = store.client.hybrid_search(spec.name, requests, ranker, limit=limit, output_fields=output_fields,
                                                partition_names=partitions)
             return [_hit(spec, "fused", raw) for raw in (found[0] if found else [])]
-        raw_hits: dict[str, dict] = {}
+        # Each route returns ids and scores only (one light field: Milvus Lite assembles every output field of every
+        # candidate in Python, so fetching the text of 2 x depth candidates cost more than both searches); the fused
+        # top ``limit`` are then fetched by primary key.
         routes = []
         for vector in spec.vectors:
             found = store.client.search(spec.name, data=[_query_vector(store, vector, query)], anns_field=vector.field,
-                                        filter=expression, limit=depth, output_fields=output_fields,
+                                        filter=expression, limit=depth, output_fields=["pdf_id"],
                                         partition_names=partitions)
-            route = []
-            for raw in found[0] if found else []:
-                raw_hits.setdefault(str(raw["id"]), raw)
-                route.append((str(raw["id"]), _score(vector.metric, float(raw["distance"]))))
-            routes.append(route)
+            routes.append([(str(raw["id"]), _score(vector.metric, float(raw["distance"])))
+                           for raw in (found[0] if found else [])])
         fused = fuse(routes, weights, fusion, store.config.rrf_k)[:limit]
-        return [_hit(spec, "fused", {**raw_hits[key], "distance": score}) for key, score in fused]
+        if not fused:
+            return []
+        rows = {str(row["id"]): row for row in store.client.get(spec.name, ids=[key for key, _ in fused],
+                                                                 output_fields=output_fields)}
+        # a cell deleted between the two calls (a concurrent re-sync) is dropped rather than reported without fields
+        return [_hit(spec, "fused", {**rows[key], "distance": score}) for key, score in fused if key in rows]
     vector = spec.vectors[0]
     results = store.client.search(
         spec.name, data=[_query_vector(store, vector, query)], anns_field=vector.field, filter=expression,
