@@ -9,8 +9,9 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 import pytest
+import yaml
 
-from paperlake.vectors.config import ConfigError, load_config, parse_config
+from paperlake.vectors.config import ConfigError, default_config_path, load_config, parse_config
 from paperlake.vectors.encoders import EmbeddingCache, EncoderRegistry, TextEncoder, encode_cached, onnx_model_path
 from paperlake.vectors.entities import collect_cells
 from paperlake.vectors.sample_warehouse import build_sample_warehouse
@@ -128,6 +129,41 @@ def test_convex_fusion_normalises_each_route():
     scaled = dict(fuse([[(k, s * 100) for k, s in bm25], dense], [0.8, 0.2]))
     assert scaled == pytest.approx(fused)
     assert [k for k, _ in fuse([bm25, dense], [0.2, 0.8])][0] == "c"
+
+
+def test_fusion_scales_each_hit_of_a_route():
+    bm25 = [("a", 30.0), ("b", 20.0), ("c", 10.0)]
+    dense = [("c", 0.9), ("d", 0.8), ("a", 0.5)]
+    fused = dict(fuse([bm25, dense], [0.8, 0.2], scales=[None, {"c": 0.25, "d": 1.0}]))
+    assert fused == pytest.approx({"a": 0.8, "b": 0.4, "c": 0.2 * 0.25, "d": 0.2 * 0.75})
+    rrf = dict(fuse([bm25, dense], [1.0, 1.0], "rrf", rrf_k=10, scales=[{"a": 0.5}, None]))
+    assert rrf["a"] == pytest.approx(0.5 / 11 + 1 / 13)
+
+
+def test_hybrid_routes_are_checked():
+    config = load_config()
+    assert config.hybrid_routes == ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2")
+    raw = yaml.safe_load(default_config_path().read_text(encoding="utf-8"))
+    for routes, message in ((["text_bm25_en"], "one per vector field"),
+                            (["text_sentence_transformers_all_minilm_l6_v2", "text_bm25_en"], "must hold one bm25"),
+                            (["text_bm25_en", "no_such_collection"], "one per vector field")):
+        with pytest.raises(ConfigError, match=message):
+            parse_config({**raw, "hybrid": {**raw["hybrid"], "routes": routes}})
+
+
+def test_seen_fractions_match_whole_text_tokenisation(onnx_dir):
+    """The prefix shortcut gives the window end that tokenising the whole cell gives, on both backends."""
+    texts = ["A short caption.", "", "word " * 5000, "xy " * 10000, "digits 1234567890 " * 400]
+    results = []
+    for encoder in (minilm("onnx", onnx_dir, None), minilm("torch", None, None)):
+        fractions = encoder.seen_fractions(texts)
+        assert fractions[:2] == [1.0, 1.0]
+        model = encoder._load()
+        for text, fraction in zip(texts[2:], fractions[2:]):
+            end, full = encoder._window_ends(model, [text])[0]  # the whole text, no prefix
+            assert full and fraction == pytest.approx(end / len(text.rstrip())) and 0 < fraction < 1
+        results.append(fractions)
+    assert results[0] == pytest.approx(results[1])
 
 
 def test_rrf_fusion_uses_ranks_and_weights():

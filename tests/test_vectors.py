@@ -242,6 +242,38 @@ def test_hybrid_search_fuses_bm25_and_dense_routes(synced, sample):
         search(store, query, "text_hybrid", "chunks", "text_content", weights=[1.0])
 
 
+def test_hybrid_routes_and_coverage_weighting(synced, sample, monkeypatch):
+    """The configured routes make hybrid's BM25 route the BM25 search itself; without them the hybrid collection's
+    own fields answer; coverage weighting only ever lowers dense contributions, by the share of the cell seen."""
+    import dataclasses
+
+    store, _ = synced
+    _, ids = sample
+    query = "reformatting technique that adds the count of digits before each number"
+    assert store.config.hybrid_routes == ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2")
+    searched = []
+    original = store.client.search
+    monkeypatch.setattr(store.client, "search", lambda name, **kw: searched.append(name) or original(name, **kw))
+    routed = search(store, query, "text_hybrid", "pages", "page_content", limit=5)
+    assert searched == list(store.config.hybrid_routes) and routed[0].pdf_id == ids[NUMEROLOGIC]
+    searched.clear()
+    monkeypatch.setattr(store, "config", dataclasses.replace(store.config, hybrid_routes=()))
+    own = search(store, query, "text_hybrid", "pages", "page_content", limit=5)
+    assert searched == ["text_hybrid", "text_hybrid"] and own[0].pdf_id == ids[NUMEROLOGIC]
+
+    searched.clear()
+    weighted = dataclasses.replace(store.config, hybrid_routes=("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2"),
+                                   coverage_weighting=True)
+    monkeypatch.setattr(store, "config", weighted)
+    only_dense = search(store, query, "text_hybrid", "pages", "page_content", limit=5, weights=[0.0, 1.0])
+    plain = {h.primary_key: h.score for h in search(store, query, "text_sentence_transformers_all_minilm_l6_v2",
+                                                    "pages", "page_content", limit=20)}
+    encoder = store.encoders.get("all_minilm_l6_v2")
+    for hit in only_dense:  # min-max normalised dense score x the share of the page MiniLM saw
+        share = encoder.seen_fractions([hit.text])[0]
+        assert 0 < share < 1 and hit.score <= share + 1e-9 and hit.primary_key in plain
+
+
 def test_describe_lists_models_views_and_counts(synced):
     store, _ = synced
     described = {d["name"]: d for d in describe_collections(store)}

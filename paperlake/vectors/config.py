@@ -128,6 +128,8 @@ class VectorConfig:
     candidates_per_route: int = 20
     fusion: str = "convex"
     hybrid_weights: tuple[float, ...] = ()
+    hybrid_routes: tuple[str, ...] = ()
+    coverage_weighting: bool = False
     source: str = ""
 
     def collection(self, name: str) -> CollectionSpec:
@@ -185,6 +187,8 @@ def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> VectorConfig
         candidates_per_route=int(hybrid.get("candidates_per_route", 20)),
         fusion=hybrid.get("fusion", "convex"),
         hybrid_weights=tuple(float(w) for w in hybrid.get("weights") or ()),
+        hybrid_routes=tuple(str(name) for name in hybrid.get("routes") or ()),
+        coverage_weighting=bool(hybrid.get("coverage_weighting", False)),
         source=source,
     )
     if config.fusion not in FUSIONS:
@@ -200,6 +204,17 @@ def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> VectorConfig
         if config.hybrid_weights and len(config.hybrid_weights) != len(hybrid_spec.vectors):
             raise ConfigError(f"{source}: hybrid.weights needs one weight per vector field of "
                               f"{config.hybrid_collection} ({', '.join(v.field for v in hybrid_spec.vectors)})")
+        if config.hybrid_routes:
+            # routes stand in for the hybrid collection's own fields, one each, in the same order
+            if len(config.hybrid_routes) != len(hybrid_spec.vectors) or not set(config.hybrid_routes) <= set(names):
+                raise ConfigError(f"{source}: hybrid.routes must name {len(hybrid_spec.vectors)} configured "
+                                  f"collections, one per vector field of {config.hybrid_collection}")
+            for route, own in zip(config.hybrid_routes, hybrid_spec.vectors):
+                vectors = config.collection(route).vectors
+                if len(vectors) != 1 or (vectors[0].kind, vectors[0].encoder) != (own.kind, own.encoder):
+                    raise ConfigError(f"{source}: hybrid route {route} must hold one {own.kind} vector"
+                                      f"{' from ' + own.encoder if own.encoder else ''}, like "
+                                      f"{config.hybrid_collection}.{own.field}")
     return config
 
 

@@ -124,6 +124,35 @@ class TextEncoder:
         limit = model.max_seq_length
         return [min(len(ids), limit) for ids in model.tokenizer(list(texts))["input_ids"]]
 
+    def seen_fractions(self, texts: Sequence[str]) -> list[float]:
+        """Share of each text (in characters, up to the end of the last token kept) that fits in the model's window:
+        1.0 for a text the vector covers whole, ~0.25 for a 1,000-token page under a 256-token window.
+
+        Only a prefix of 8 characters per window token is tokenized (tokenizing whole pages would cost more than the
+        search): when the prefix already fills the window, the end of the window is the same as in the whole text;
+        otherwise the whole text is tokenized."""
+        model = self._load()
+        texts = list(texts)
+        window = model.tokenizer.truncation["max_length"] if isinstance(model, OnnxTextModel) else model.max_seq_length
+        prefix = 8 * window
+        ends = self._window_ends(model, [text[:prefix] for text in texts])
+        for i, (text, (end, full)) in enumerate(zip(texts, ends)):
+            if len(text) > prefix and not full:
+                ends[i] = self._window_ends(model, [text])[0]
+        return [min(1.0, end / len(text.rstrip())) if text.strip() else 1.0 for text, (end, _) in zip(texts, ends)]
+
+    @staticmethod
+    def _window_ends(model, texts: list[str]) -> list[tuple[int, bool]]:
+        """(character offset where the model's window ends, whether the window is full) per text."""
+        if isinstance(model, OnnxTextModel):
+            window = model.tokenizer.truncation["max_length"]
+            return [(max((end for _, end in e.offsets), default=0), len(e.ids) >= window)
+                    for e in model.tokenizer.encode_batch(texts)]
+        encoded = model.tokenizer(texts, truncation=True, max_length=model.max_seq_length,
+                                  return_offsets_mapping=True)
+        return [(max((end for _, end in offsets), default=0), len(offsets) >= model.max_seq_length)
+                for offsets in encoded["offset_mapping"]]
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)

@@ -6,8 +6,10 @@ Scores are reported larger-is-better whatever the backend returns, and results k
 - COSINE / IP: the similarity as returned. L2: the negated distance.
 - hybrid: the fused score (see below).
 
-Hybrid search runs on a collection that holds both a BM25 and a dense field of the same cells (``text_hybrid``):
-each route returns its top ``candidates_per_route`` in Milvus, and the two lists are fused here, because neither
+Hybrid search fuses a BM25 and a dense route over the same cells. The client-side fusions search the configured
+route collections (``text_bm25_en`` and the MiniLM collection: Milvus Lite keeps BM25 statistics per segment, so
+this makes the BM25 route exactly the BM25 search), or the two fields of ``text_hybrid`` when those are not live;
+each route returns its top ``candidates_per_route`` ids, and the two lists are fused here, because neither
 Milvus ranker fits routes of unequal strength. RRF takes no weights, and WeightedRanker normalises BM25 with
 arctan, which squeezes the top BM25 scores together so that even a 0.9/0.1 weighting let the weaker dense route
 reorder them (measured on the labelled queries). The default, ``convex``, is a convex combination of the routes'
@@ -15,8 +17,9 @@ scores min-max normalised within this query's candidates (Σ wᵢ·(sᵢ − min
 not return gets 0 from it), with weights from the config; ``rrf`` is weighted reciprocal rank fusion,
 Σ wᵢ/(k + rankᵢ). ``milvus-rrf`` and ``milvus-weighted`` fuse inside Milvus with ``hybrid_search`` (RRFRanker(k),
 which takes no weights, or WeightedRanker(weights)): the same result a Milvus server would compute, kept for
-comparison and for deployments that want the fusion server-side. ``hybrid=True`` on a single-vector collection searches the configured hybrid collection
-instead, and each hit names the collection that answered.
+comparison and for deployments that want the fusion server-side; they search ``text_hybrid``. ``hybrid=True`` on a
+single-vector collection searches the configured hybrid collection instead, and each hit names the collection that
+answered (the hybrid one for fused hits).
 """
 
 from __future__ import annotations
@@ -124,19 +127,38 @@ def search(
             return [_hit(spec, "fused", raw) for raw in (found[0] if found else [])]
         # Each route returns ids and scores only (one light field: Milvus Lite assembles every output field of every
         # candidate in Python, so fetching the text of 2 x depth candidates cost more than both searches); the fused
-        # top ``limit`` are then fetched by primary key.
-        routes = []
-        for vector in spec.vectors:
-            found = store.client.search(spec.name, data=[_query_vector(store, vector, query)], anns_field=vector.field,
-                                        filter=expression, limit=depth, output_fields=["pdf_id"],
-                                        partition_names=partitions)
-            routes.append([(str(raw["id"]), _score(vector.metric, float(raw["distance"])))
-                           for raw in (found[0] if found else [])])
-        fused = fuse(routes, weights, fusion, store.config.rrf_k)[:limit]
-        if not fused:
-            return []
-        rows = {str(row["id"]): row for row in store.client.get(spec.name, ids=[key for key, _ in fused],
-                                                                 output_fields=output_fields)}
+        # top ``limit`` are then fetched by primary key, which every collection shares.
+        pairs = _routes(store, spec)
+        routes: list[list[tuple[str, float]]] = [[] for _ in pairs]
+        scales: list = [None] * len(pairs)
+        sources = []
+        for index, (route_spec, vector) in enumerate(pairs):
+            route_partitions = partitions
+            if partitions is not None:
+                route_partition = store.view_partition(route_spec.name, table_name, column_name, create=False)
+                if route_partition is None:
+                    continue
+                route_partitions = [route_partition]
+            store.load(route_spec.name)
+            seen = vector.kind == "dense" and store.config.coverage_weighting and route_spec.modality == "text"
+            found = store.client.search(route_spec.name, data=[_query_vector(store, vector, query)],
+                                        anns_field=vector.field, filter=expression, limit=depth,
+                                        output_fields=["text"] if seen else ["pdf_id"],
+                                        partition_names=route_partitions)
+            raws = found[0] if found else []
+            routes[index] = [(str(raw["id"]), _score(vector.metric, float(raw["distance"]))) for raw in raws]
+            if seen and raws:
+                texts = [(raw.get("entity", raw).get("text") or "") for raw in raws]
+                fractions = store.encoders.get(vector.encoder).seen_fractions(texts)
+                scales[index] = {str(raw["id"]): fraction for raw, fraction in zip(raws, fractions)}
+            sources.append(route_spec.name)
+        fused = fuse(routes, weights, fusion, store.config.rrf_k, scales)[:limit]
+        rows: dict[str, dict] = {}
+        for source in dict.fromkeys(sources):
+            missing = [key for key, _ in fused if key not in rows]
+            if missing:
+                rows.update((str(row["id"]), row) for row in store.client.get(source, ids=missing,
+                                                                               output_fields=output_fields))
         # a cell deleted between the two calls (a concurrent re-sync) is dropped rather than reported without fields
         return [_hit(spec, "fused", {**rows[key], "distance": score}) for key, score in fused if key in rows]
     vector = spec.vectors[0]
@@ -148,17 +170,20 @@ def search(
 
 
 def fuse(routes: Sequence[Sequence[tuple[str, float]]], weights: Sequence[float], fusion: str = "convex",
-         rrf_k: int = 60) -> list[tuple[str, float]]:
+         rrf_k: int = 60, scales: Sequence[dict[str, float] | None] | None = None) -> list[tuple[str, float]]:
     """Fuse ranked routes, each a best-first list of (id, larger-is-better score), into (id, fused score), best first.
 
     ``convex``: Σ wᵢ·(sᵢ − minᵢ)/(maxᵢ − minᵢ) over the route's own list (a route whose scores are all equal gives
-    each of its hits 1); ``rrf``: Σ wᵢ/(rrf_k + rankᵢ). An id a route did not return gets nothing from it. Ties keep
-    the order of first appearance, routes taken in field order.
+    each of its hits 1); ``rrf``: Σ wᵢ/(rrf_k + rankᵢ). An id a route did not return gets nothing from it.
+    ``scales`` (one per route, or None) multiplies a route's contribution per id: coverage weighting passes the share
+    of each cell the dense encoder saw, so a vector of a page's first quarter speaks for a quarter of the page. Ties
+    keep the order of first appearance, routes taken in field order.
     """
     if fusion not in ("convex", "rrf"):
         raise ValueError(f"client-side fusion is convex or rrf, got {fusion!r}")
+    scales = list(scales) if scales is not None else [None] * len(routes)
     scores: dict[str, float] = {}
-    for weight, route in zip(weights, routes):
+    for weight, route, scale in zip(weights, routes, scales):
         if not route:
             continue
         low = min(score for _, score in route)
@@ -168,8 +193,23 @@ def fuse(routes: Sequence[Sequence[tuple[str, float]]], weights: Sequence[float]
                 part = weight / (rrf_k + rank)
             else:
                 part = weight * ((score - low) / (high - low) if high > low else 1.0)
+            if scale is not None:
+                part *= scale.get(key, 1.0)
             scores[key] = scores.get(key, 0.0) + part
     return sorted(scores.items(), key=lambda item: -item[1])
+
+
+def _routes(store: VectorStore, spec: CollectionSpec) -> list[tuple[CollectionSpec, VectorFieldSpec]]:
+    """The (collection, vector field) searched for each of a hybrid collection's fields: the configured route
+    collections when they are all live here (so the BM25 route is exactly what a BM25 search returns: Milvus Lite
+    keeps BM25 statistics per segment, and two collections of the same cells can score them differently), else the
+    hybrid collection's own fields."""
+    names = store.config.hybrid_routes
+    if names and spec.name == store.config.hybrid_collection:
+        specs = [store.config.collection(name) for name in names]
+        if all(store.is_available(s) and store.client.has_collection(s.name) for s in specs):
+            return [(s, s.vectors[0]) for s in specs]
+    return [(spec, vector) for vector in spec.vectors]
 
 
 def _output_fields(spec: CollectionSpec) -> tuple[str, ...]:
