@@ -8,11 +8,13 @@ from orchestration.resources import PaperlakeResource
 from paperlake.formulas.collection import FORMULA_COLLECTION, sync_formula_collection
 from paperlake.formulas.llm import formula_assistant
 from paperlake.formulas.store import EXTRACTOR_VERSION, FORMULA_SCHEMAS, minilm_embedder, update_formula_graph
+from paperlake.failpoints import fault_point
+from paperlake.freshness import (FORMULA_COLLECTION_CODE_VERSION, SYNCED_PROPERTY, formula_collection_inputs,
+                                 formula_dir, turtle_path)
 from paperlake.vectors.store import VectorStore
 from paperlake.warehouse import connect_read_only
 
 FORMULAS_CODE_VERSION = EXTRACTOR_VERSION
-FORMULA_COLLECTION_CODE_VERSION = "formulas-collection-1"
 FORMULA_KEYS = {table: dg.AssetKey(["formulas", table]) for table in FORMULA_SCHEMAS}
 FORMULA_COLLECTION_KEY = dg.AssetKey(["vectors", FORMULA_COLLECTION])
 
@@ -34,8 +36,8 @@ def formula_graph(context: dg.AssetExecutionContext, paperlake: PaperlakeResourc
     settings = paperlake.settings()
     assistant = formula_assistant(settings)
     with connect_read_only(settings.warehouse) as con:
-        report = update_formula_graph(con, settings.lake / "formulas", settings.home / "formulas" / "formulas.ttl",
-                                      embed=minilm_embedder(), assistant=assistant)
+        report = update_formula_graph(con, formula_dir(settings), turtle_path(settings), embed=minilm_embedder(),
+                                      assistant=assistant)
     for error in report.errors[:20]:
         context.log.warning(error)
     summary = {"equations": report.equations, **report.counts, "papers_added": len(report.papers_added),
@@ -58,12 +60,14 @@ def formula_collection(paperlake: PaperlakeResource) -> dg.MaterializeResult:
     only formulas whose entity changed (new occurrence, new description), deletes formulas that left the graph;
     embeddings come through the shared embedding cache."""
     settings = paperlake.settings()
-    folder = settings.lake / "formulas"
-    tables = {name: pq.read_table(folder / f"{name}.parquet").to_pylist() for name in
+    inputs = formula_collection_inputs(settings)  # before reading: a graph that changes meanwhile stays stale
+    tables = {name: pq.read_table(formula_dir(settings) / f"{name}.parquet").to_pylist() for name in
               ("formulas", "formula_occurrences")}
     store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite", lock_timeout=600.0)
     try:
         stats = sync_formula_collection(store, tables)
+        fault_point("formula_collection.synced")
+        store.client.alter_collection_properties(FORMULA_COLLECTION, properties={SYNCED_PROPERTY: inputs})
     finally:
         store.close()
     return dg.MaterializeResult(metadata={

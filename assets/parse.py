@@ -6,11 +6,11 @@ import dagster as dg
 from orchestration.partitions import papers
 from orchestration.resources import PaperlakeResource
 from paperlake.lake import ERROR_VIEW
-from paperlake.pipeline import ingest_paper, locate_source
+from paperlake.pipeline import ingest_paper, locate_source, parse_code_version
 from paperlake.quality import QualityReport
 from paperlake.views import VIEWS
 
-PARSE_CODE_VERSION = "parse-1"
+PARSE_CODE_VERSION = parse_code_version()
 INBOX_KEY = dg.AssetKey(["inbox", "pdf"])
 VIEW_KEYS = {view: dg.AssetKey(["parsed", view]) for view in (*VIEWS, ERROR_VIEW)}
 GATED_VIEWS = ("pages", "metadata", "chunks", "tables", "images", "equations")

@@ -12,15 +12,41 @@ from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtC
 from orchestration.resources import PaperlakeResource
 from paperlake.formulas.store import ensure_formula_contract
 from paperlake.lake import Lake
-from paperlake.warehouse import DBT_PROJECT_DIR, dbt_env, prepare_build, publish_build
+from paperlake.failpoints import fault_point
+from paperlake.freshness import formula_model_inputs, warehouse_inputs
+from paperlake.warehouse import DBT_PROJECT_DIR, dbt_digest, dbt_env, prepare_build, publish_build
 
 DBT_PROJECT = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
 DBT_PROJECT.prepare_if_dev()
 DBT_EXECUTABLE = str(Path(sys.executable).with_name("dbt"))
 
 
+def dbt_cli_resource() -> DbtCliResource:
+    return DbtCliResource(project_dir=DBT_PROJECT, profiles_dir=str(DBT_PROJECT_DIR), dbt_executable=DBT_EXECUTABLE)
+
+
+def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: PaperlakeResource, stage: str):
+    """dbt build into the side file, then record the inputs and swap it in. The inputs are read before dbt runs:
+    a lake or graph that changes during the build leaves a record naming the older state, so the next check sees
+    the change and builds again (never the other way round)."""
+    settings = paperlake.settings()
+    Lake(settings.lake).ensure_contract()
+    ensure_formula_contract(settings.lake / "formulas")
+    inputs = warehouse_inputs(settings) if stage == "warehouse" else formula_model_inputs(settings)
+    prepare_build(settings.warehouse)
+    os.environ.update(dbt_env(settings.lake, settings.warehouse))
+    for event in dbt.cli(["build"], context=context).stream():
+        fault_point(f"{stage}.dbt_event")
+        yield event
+    fault_point(f"{stage}.before_swap")
+    publish_build(settings.warehouse, stage, inputs)
+    fault_point(f"{stage}.after_swap")
+
+
 class PaperlakeDbtTranslator(DagsterDbtTranslator):
-    """Lake sources are the parse assets (``[parsed, <view>]``); models read ``[staging|warehouse, <name>]``."""
+    """Lake sources are the parse assets (``[parsed, <view>]``); models read ``[staging|warehouse, <name>]``. A
+    model's code version is the digest of the dbt files its build depends on, the same digest the warehouse records
+    (``paperlake.freshness``), so the UI and `paperlake ingest` agree on what a project change makes stale."""
 
     def get_asset_spec(self, manifest: Mapping[str, Any], unique_id: str, project: DbtProject | None) -> dg.AssetSpec:
         spec = super().get_asset_spec(manifest, unique_id, project)
@@ -33,19 +59,8 @@ class PaperlakeDbtTranslator(DagsterDbtTranslator):
             return spec.replace_attributes(key=dg.AssetKey([stage, props["name"]]), group_name=stage)
         return spec
 
-
-def dbt_cli_resource() -> DbtCliResource:
-    return DbtCliResource(project_dir=DBT_PROJECT, profiles_dir=str(DBT_PROJECT_DIR), dbt_executable=DBT_EXECUTABLE)
-
-
-def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: PaperlakeResource):
-    settings = paperlake.settings()
-    Lake(settings.lake).ensure_contract()
-    ensure_formula_contract(settings.lake / "formulas")
-    prepare_build(settings.warehouse)
-    os.environ.update(dbt_env(settings.lake, settings.warehouse))
-    yield from dbt.cli(["build"], context=context).stream()
-    publish_build(settings.warehouse)
+    def get_code_version(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
+        return dbt_digest("formulas" if "formulas" in (dbt_resource_props.get("tags") or []) else "warehouse")
 
 
 TRANSLATOR = PaperlakeDbtTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=True))
@@ -56,7 +71,7 @@ TRANSLATOR = PaperlakeDbtTranslator(settings=DagsterDbtTranslatorSettings(enable
 def warehouse_models(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: PaperlakeResource):
     """Build the NeuSym-RAG warehouse from the lake into a side file, run dbt's tests, and swap it in only if
     everything passed, so readers never see a half-built or failing warehouse."""
-    yield from _build(context, dbt, paperlake)
+    yield from _build(context, dbt, paperlake, "warehouse")
 
 
 @dbt_assets(manifest=DBT_PROJECT.manifest_path, project=DBT_PROJECT, dagster_dbt_translator=TRANSLATOR,
@@ -64,4 +79,4 @@ def warehouse_models(context: dg.AssetExecutionContext, dbt: DbtCliResource, pap
 def formula_models(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: PaperlakeResource):
     """The formula graph's tables in the warehouse (formulas, parameters, constants, occurrences, relations),
     built and swapped in the same way after the formula stage."""
-    yield from _build(context, dbt, paperlake)
+    yield from _build(context, dbt, paperlake, "formula_models")

@@ -1,34 +1,33 @@
-"""The one entry point: composes every area's definitions and applies cross-cutting policy once."""
+"""The one entry point: composes every area's definitions and applies cross-cutting policy once.
+
+What is stale is decided in one place (``paperlake.freshness``, ``paperlake.vectors.ledger``,
+``paperlake.pipeline.needs_parse``) and acted on by the sensors here and by `paperlake ingest` alike, through the
+same named jobs. The assets' code versions come from the same digests (parser versions, the dbt project, the formula
+extractor, the vector stage's fingerprint), so the UI's "code version changed" marks agree with what will rebuild.
+"""
 
 from __future__ import annotations
 
 import dagster as dg
 
+from assets.formulas import formula_collection, formula_graph
 from assets.parse import inbox_pdf, parsed_views
 from assets.vectors import vector_assets
-from assets.formulas import formula_collection, formula_graph
 from assets.warehouse import dbt_cli_resource, formula_models, warehouse_models
-from orchestration.resources import paperlake_from_env
-from orchestration.sensors import inbox_schedule, inbox_sensor, ingest_job
-
-# Everything downstream of the parse stage follows its upstream: a new, changed or removed paper (or a parser
-# version bump, which changes the parse asset's code version) re-materialises exactly what depends on it.
-downstream = dg.AssetSelection.assets(warehouse_models, formula_graph, formula_models, formula_collection,
-                                      *vector_assets)
-automation = dg.AutomationCondition.eager()
+from orchestration.jobs import JOBS
+from orchestration.resources import PaperlakeResource, paperlake_from_env
+from orchestration.sensors import inbox_schedule, inbox_sensor, stores_sensor
 
 
-def build_definitions() -> dg.Definitions:
+def build_definitions(paperlake: PaperlakeResource | None = None) -> dg.Definitions:
+    """The whole graph; ``paperlake`` overrides the environment's resource (the CLI passes its own inbox/home)."""
     return dg.Definitions(
-        assets=[inbox_pdf, parsed_views, *[
-            definition.map_asset_specs(lambda spec: spec.replace_attributes(automation_condition=automation))
-            for definition in (warehouse_models, formula_graph, formula_models, formula_collection, *vector_assets)
-        ]],
-        jobs=[ingest_job],
-        sensors=[inbox_sensor, dg.AutomationConditionSensorDefinition(
-            "downstream_automation", target=downstream, minimum_interval_seconds=30)],
+        assets=[inbox_pdf, parsed_views, warehouse_models, formula_graph, formula_models, formula_collection,
+                *vector_assets],
+        jobs=JOBS,
+        sensors=[inbox_sensor, stores_sensor],
         schedules=[inbox_schedule],
-        resources={"paperlake": paperlake_from_env(), "dbt": dbt_cli_resource()},
+        resources={"paperlake": paperlake or paperlake_from_env(), "dbt": dbt_cli_resource()},
     )
 
 

@@ -1,34 +1,46 @@
-"""`paperlake ingest`: the same asset graph as the Dagster UI, materialised in process, paper by paper.
+"""`paperlake ingest`: the Definitions' named jobs, executed in process, for exactly what is stale.
 
 The run history goes to the Dagster instance under ``PAPERLAKE_HOME/dagster``, so `dagster dev` with the same
-``DAGSTER_HOME`` shows what the CLI did. Only papers the plan selects are parsed; the warehouse is rebuilt only
-when something changed (or is missing).
+``DAGSTER_HOME`` shows what the CLI did. Only papers the plan selects are parsed; every store downstream is rebuilt
+only when :mod:`paperlake.freshness` finds it stale, by the same rules the stores sensor applies.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from orchestration.instance import dagster_instance, run_tags
 from paperlake.config import Settings
+from paperlake.freshness import formula_staleness, warehouse_staleness
 from paperlake.inbox import scan_inbox
-from paperlake.formulas.store import formula_graph_outdated
-from paperlake.lake import Lake, atomic_write_bytes
+from paperlake.lake import Lake
 from paperlake.pipeline import IngestPlan, plan_ingest
-from paperlake.warehouse import DBT_PROJECT_DIR, connect_read_only, dbt_env
+from paperlake.vectors.ledger import delete_orphans, read_ledger, stale_papers
+from paperlake.warehouse import DBT_PROJECT_DIR, dbt_env
 
 
-# The terminal shows a progress bar; the full event log is in the Dagster instance (and the UI).
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# The terminal shows a progress bar and one line per failure; the full event log is in the Dagster instance (UI).
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+
+@dataclass
+class StageFailure:
+    """One failed paper or stage of an ingest: what `paperlake ingest` prints, one line each."""
+
+    stage: str
+    reason: str
+    paper_key: str | None = None
+
+    def line(self) -> str:
+        return f"{self.paper_key + ': ' if self.paper_key else ''}{self.stage}: {self.reason}"
 
 
 @dataclass
@@ -38,8 +50,17 @@ class IngestSummary:
     failed: dict[str, str] = field(default_factory=dict)
     removed: list[str] = field(default_factory=list)
     warehouse_built: bool = False
+    stale: dict[str, str] = field(default_factory=dict)
+    formulas_built: list[str] = field(default_factory=list)
+    vectors_synced: list[str] = field(default_factory=list)
     vector_failures: list[str] = field(default_factory=list)
+    orphans_deleted: int = 0
+    failures: list[StageFailure] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
 
 
 def prepare_dbt_manifest(settings: Settings) -> Path:
@@ -65,58 +86,54 @@ def _dbt_parse(settings: Settings, env: dict[str, str]) -> None:
         raise RuntimeError(f"dbt parse failed:\n{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}")
 
 
-def dbt_fingerprint() -> str:
-    """Digest of the dbt project's models, tests and macros: a change rebuilds the warehouse on the next ingest."""
-    digest = hashlib.sha256()
-    for path in sorted(DBT_PROJECT_DIR.rglob("*")):
-        if path.is_file() and path.suffix in (".sql", ".yml", ".yaml") and not {"target", "logs", "dbt_packages"} \
-                & set(path.relative_to(DBT_PROJECT_DIR).parts):
-            digest.update(path.relative_to(DBT_PROJECT_DIR).as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+def failure_reason(result) -> str:
+    """The innermost error of a failed run's failed steps, on one line (the stack traces stay in the instance)."""
+    reasons = []
+    for event in result.all_events:
+        if not event.is_step_failure:
+            continue
+        error = event.step_failure_data.error
+        while error is not None and error.cause is not None:
+            error = error.cause
+        message = (error.message if error is not None else "unknown error").strip().splitlines()
+        reasons.append(f"{event.step_key}: {message[-1] if message else 'unknown error'}")
+    return "; ".join(reasons) or "the run failed; see it in the Dagster UI"
 
 
-def vectors_fingerprint() -> str:
-    """The vector stage's code version plus what of the collection config shapes entities: a change re-syncs every
-    paper (cells whose encoder fingerprint is unchanged are still not re-encoded). Search-time settings (the
-    ``hybrid`` block: fusion, weights, candidates) and comments do not count."""
-    import yaml
+class _Runner:
+    """Executes the Definitions' named jobs in this process, against the persistent instance."""
 
-    from assets.vectors import VECTORS_CODE_VERSION, vector_assets
-    from paperlake.vectors.config import default_config_path
+    def __init__(self, defs, instance, settings: Settings):
+        self.defs, self.instance, self.settings = defs, instance, settings
+        self.log_dir = settings.home / "logs"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
 
-    active = ",".join(sorted(definition.key.path[-1] for definition in vector_assets))
-    config = yaml.safe_load(default_config_path().read_text(encoding="utf-8")) or {}
-    config.pop("hybrid", None)
-    canonical = json.dumps(config, sort_keys=True, default=str)
-    return hashlib.sha256(f"{VECTORS_CODE_VERSION}\n{active}\n{canonical}".encode()).hexdigest()[:16]
-
-
-def _stage_versions(settings: Settings) -> dict[str, str]:
-    path = settings.home / "stages.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _record_stage(settings: Settings, stage: str, version: str) -> None:
-    versions = {**_stage_versions(settings), stage: version}
-    payload = json.dumps(versions, indent=1).encode()
-    atomic_write_bytes(settings.home / "stages.json", lambda handle: handle.write(payload))
+    def run(self, job_name: str, *, partition_key: str | None = None, asset_selection=None, log: str | None = None):
+        tags = run_tags("cli")
+        if partition_key:
+            tags["paperlake/volume"] = partition_key.partition("/")[0]
+        job = self.defs.resolve_job_def(job_name)
+        with contextlib.ExitStack() as stack:
+            if log:  # dagster-dbt echoes dbt's log to stdout
+                stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(self.log_dir / log, "w"))))
+            return job.execute_in_process(instance=self.instance, partition_key=partition_key,
+                                          asset_selection=asset_selection, raise_on_error=False, tags=tags,
+                                          run_config=QUIET)
 
 
 def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, str], None] | None = None,
            rebuild_warehouse: bool = False) -> IngestSummary:
-    import time
-
+    """Bring every store up to date with the inbox: parse what changed, then rebuild exactly the stores that are
+    stale by :mod:`paperlake.freshness` (which reads each store's own record of what it was built from), so a
+    run killed at any point is repaired by the next one. Never raises for a failed paper or stage: each becomes a
+    :class:`StageFailure` of the summary."""
     started = time.perf_counter()
-    prepare_dbt_manifest(settings)
+    prepare_dbt_manifest(settings)  # before the dbt assets are imported
     import dagster as dg
 
-    from assets.parse import inbox_pdf, parsed_views
-    from assets.formulas import formula_collection, formula_graph
-    from assets.vectors import unsynced_partitions, vector_assets
-    from assets.warehouse import dbt_cli_resource, formula_models, warehouse_models
+    from assets.vectors import vector_assets
+    from orchestration.definitions import build_definitions
+    from orchestration.jobs import FORMULA_ASSETS
     from orchestration.partitions import papers
     from orchestration.resources import PaperlakeResource
 
@@ -131,82 +148,109 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
         mineru_dir=str(settings.mineru_dir) if settings.mineru_dir else None, backend=settings.backend,
         max_chunk_tokens=settings.max_chunk_tokens,
     )
-    resources = {"paperlake": resource, "dbt": dbt_cli_resource()}
     instance = dagster_instance(settings)
-    tags = run_tags("cli")
-    keys = [s.paper_key for s in plan.to_parse] + plan.removed
-    known = set(instance.get_dynamic_partitions(papers.name))
-    instance.add_dynamic_partitions(papers.name, [k for k in keys if k not in known])
+    runner = _Runner(build_definitions(resource), instance, settings)
+    keys = plan.removed + [s.paper_key for s in plan.to_parse]  # a removed paper frees its id first
+    _add_partitions(instance, papers.name, keys)
     summary.step_seconds["plan"] = time.perf_counter() - started
 
-    parse_started = time.perf_counter()
+    stage_started = time.perf_counter()
     for key in keys:
-        result = dg.materialize([inbox_pdf, parsed_views], partition_key=key, instance=instance,
-                                resources=resources, selection=[parsed_views], raise_on_error=False,
-                                tags=tags, run_config=QUIET)
-        if key in plan.removed:
+        result = runner.run("ingest_paper", partition_key=key)
+        if not result.success:
+            summary.failed[key] = failure_reason(result)
+            summary.failures.append(StageFailure("parse", summary.failed[key], key))
+            notify(key, "run failed")
+        elif key in plan.removed:
             summary.removed.append(key)
             notify(key, "removed")
-        elif not result.success:
-            summary.failed[key] = "the Dagster run failed; see the run's logs in the Dagster UI"
-            notify(key, "run failed")
         elif (error := lake.error(key)) is not None:
             summary.failed[key] = f"{error['stage']}: {error['reason']}"
+            summary.failures.append(StageFailure(error["stage"], error["reason"], key))
             notify(key, f"failed at {error['stage']}")
         else:
             summary.published.append(key)
             notify(key, "parsed")
-    summary.step_seconds["parse"] = time.perf_counter() - parse_started
+    summary.step_seconds["parse"] = time.perf_counter() - stage_started
 
-    log_path = settings.home / "logs" / "dbt-build.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    stages = _stage_versions(settings)
-    dbt_version = dbt_fingerprint()
-    if keys or rebuild_warehouse or not settings.warehouse.exists() or stages.get("warehouse") != dbt_version:
-        dbt_started = time.perf_counter()
-        with open(log_path, "w") as log, contextlib.redirect_stdout(log):  # dagster-dbt echoes dbt's log
-            result = dg.materialize([parsed_views, warehouse_models], instance=instance, resources=resources,
-                                    selection=[warehouse_models], raise_on_error=False,
-                                    tags=tags, run_config=QUIET)
+    stage_started = time.perf_counter()
+    reason = warehouse_staleness(settings) or ("asked for (--rebuild-warehouse)" if rebuild_warehouse else None)
+    if reason:
+        summary.stale["warehouse"] = reason
+        result = runner.run("build_warehouse", log="dbt-build.log")
         if not result.success:
-            raise RuntimeError(f"the warehouse build failed (dbt build); the previous warehouse is still live. "
-                               f"dbt's log: {log_path}")
+            summary.failures.append(StageFailure("warehouse", f"{failure_reason(result)} (the previous warehouse is "
+                                                              f"still live; dbt's log: {runner.log_dir / 'dbt-build.log'})"))
+            summary.step_seconds["total"] = time.perf_counter() - started
+            return summary
         summary.warehouse_built = True
-        _record_stage(settings, "warehouse", dbt_version)
-        summary.step_seconds["warehouse"] = time.perf_counter() - dbt_started
+    summary.step_seconds["warehouse"] = time.perf_counter() - stage_started
+    if not settings.warehouse.exists():
+        summary.step_seconds["total"] = time.perf_counter() - started
+        return summary
 
-    if summary.warehouse_built or formula_graph_outdated(settings.lake / "formulas"):
-        formulas_started = time.perf_counter()
-        with open(log_path.with_name("formulas-build.log"), "w") as log, contextlib.redirect_stdout(log):
-            result = dg.materialize([parsed_views, warehouse_models, formula_graph, formula_models, formula_collection],
-                                    instance=instance, resources=resources,
-                                    selection=[formula_graph, formula_models, formula_collection],
-                                    raise_on_error=False, tags=tags, run_config=QUIET)
-        if not result.success:
-            raise RuntimeError("the formula stage failed; the warehouse keeps its previous formula tables. "
-                               f"Logs: {log_path.with_name('formulas-build.log')} and the run in the Dagster UI")
-        summary.step_seconds["formulas"] = time.perf_counter() - formulas_started
-
-    vectors_started = time.perf_counter()
+    stage_started = time.perf_counter()
     collections = [definition.key.path[-1] for definition in vector_assets]
-    vector_keys = sorted(set(keys) | unsynced_partitions(resource, collections)) if settings.warehouse.exists() else []
-    vectors_version = vectors_fingerprint()
-    if settings.warehouse.exists() and stages.get("vectors") != vectors_version:  # new encoder or code: every paper
-        with connect_read_only(settings.warehouse) as con:
-            vector_keys = sorted(set(vector_keys) | {k for (k,) in con.execute("select paper_key from metadata").fetchall()})
-    known = set(instance.get_dynamic_partitions(papers.name))
-    instance.add_dynamic_partitions(papers.name, [k for k in vector_keys if k not in known])
-    for key in vector_keys:
-        result = dg.materialize([parsed_views, warehouse_models, *vector_assets], partition_key=key,
-                                instance=instance, resources=resources, selection=vector_assets,
-                                raise_on_error=False, tags=tags, run_config=QUIET)
-        if not result.success:
+    with _open_store(settings) as store:
+        formulas = formula_staleness(settings, store if collection_available_here(store) else None)
+        vectors = stale_papers(settings, store, collections)
+        summary.orphans_deleted = delete_orphans(store, vectors)
+    summary.step_seconds["check"] = time.perf_counter() - stage_started
+
+    stage_started = time.perf_counter()
+    if formulas:
+        summary.stale |= {f"formula {part}": why for part, why in formulas.items()}
+        selection = [key for part in formulas for key in FORMULA_ASSETS[part].keys]
+        result = runner.run("build_formulas", asset_selection=selection, log="formulas-build.log")
+        if result.success:
+            summary.formulas_built = sorted(formulas)
+        else:
+            summary.failures.append(StageFailure("formulas", failure_reason(result)))
+    summary.step_seconds["formulas"] = time.perf_counter() - stage_started
+
+    stage_started = time.perf_counter()
+    _add_partitions(instance, papers.name, list(vectors.stale))
+    for key, stale in sorted(vectors.stale.items()):
+        selection = [dg.AssetKey(["vectors", collection]) for collection in sorted(stale)]
+        result = runner.run("sync_vectors", partition_key=key, asset_selection=selection)
+        if result.success:
+            summary.vectors_synced.append(key)
+        else:
             summary.vector_failures.append(key)
+            summary.failures.append(StageFailure("vectors", failure_reason(result), key))
             notify(key, "vector sync failed")
-    if settings.warehouse.exists() and not summary.vector_failures:
-        _record_stage(settings, "vectors", vectors_version)
-    summary.step_seconds["vectors"] = time.perf_counter() - vectors_started
-    for key in summary.removed:  # every store has forgotten the paper: its partition can go
-        instance.delete_dynamic_partition(papers.name, key)
+    summary.step_seconds["vectors"] = time.perf_counter() - stage_started
+
+    _forget_partitions(instance, papers.name, settings, lake, {s.paper_key for s in sources}, collections)
     summary.step_seconds["total"] = time.perf_counter() - started
     return summary
+
+
+def collection_available_here(store) -> bool:
+    from paperlake.formulas.collection import FORMULA_ENCODER
+
+    return store.encoders.available(FORMULA_ENCODER)
+
+
+@contextlib.contextmanager
+def _open_store(settings: Settings):
+    from paperlake.vectors.store import VectorStore
+
+    store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite", lock_timeout=600.0)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _add_partitions(instance, name: str, keys: list[str]) -> None:
+    known = set(instance.get_dynamic_partitions(name))
+    instance.add_dynamic_partitions(name, [key for key in keys if key not in known])
+
+
+def _forget_partitions(instance, name: str, settings: Settings, lake: Lake, present: set[str],
+                       collections: list[str]) -> None:
+    """A partition goes once no store knows its paper: not in the inbox, the lake or any collection's records."""
+    synced = set().union(*(read_ledger(settings.home, collection).keys() for collection in collections))
+    for key in set(instance.get_dynamic_partitions(name)) - present - lake.paper_keys() - synced:
+        instance.delete_dynamic_partition(name, key)

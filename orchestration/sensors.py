@@ -1,24 +1,34 @@
-"""Noticing inbox changes: a sensor (every minute) and a schedule (nightly sweep for new volumes).
+"""Noticing what is stale: the inbox (a sensor every minute and a nightly schedule) and the stores downstream.
 
-Both reconcile the inbox with the lake through :func:`paperlake.pipeline.plan_ingest`: new, changed (sha256) and
-parser-bumped papers get a parse run for their partition; papers whose file left the inbox get one too (the parse
-asset removes them); a partition is deleted only once the lake has forgotten the paper. Run keys carry the file's
-hash and the parser version, so a paper is never parsed twice for the same content.
+The inbox sensor and schedule reconcile the inbox with the lake through :func:`paperlake.pipeline.plan_ingest`:
+new, changed (sha256) and parser-bumped papers get a parse run for their partition; papers whose file left the
+inbox get one too (the parse asset removes them); a partition is deleted only once the lake has forgotten the paper.
+Run keys carry the file's hash and the parser version, so a paper is never parsed twice for the same content.
+
+The stores sensor asks :mod:`paperlake.freshness` and :mod:`paperlake.vectors.ledger` what is stale, the same
+functions `paperlake ingest` asks, and launches the named jobs upstream first: the warehouse once no parse run is in
+flight, then the formula assets and the vector partitions once the warehouse is current. A store that a dead run
+left half-done, or that someone deleted, is stale by the same rules and is rebuilt. A stage whose inputs did not
+change is attempted at most ``MAX_ATTEMPTS`` times (a deterministic failure is not retried every minute).
 """
 
+import hashlib
+import json
 
 import dagster as dg
 
-from assets.parse import parsed_views
+from assets.vectors import vector_assets
+from orchestration.jobs import FORMULA_ASSETS, build_formulas, build_warehouse, ingest_paper, sync_vectors
 from orchestration.partitions import papers
 from orchestration.resources import PaperlakeResource
 from paperlake.inbox import scan_inbox
 from paperlake.pipeline import parser_version, plan_ingest, resolve_backend
 
-ingest_job = dg.define_asset_job(
-    "ingest_paper", selection=dg.AssetSelection.assets(parsed_views),
-    description="Parse one paper partition into the lake (new, changed, or removed from the inbox).",
-)
+ingest_job = ingest_paper
+MAX_ATTEMPTS = 3
+INPUTS_TAG = "paperlake/inputs"
+IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+             dg.DagsterRunStatus.STARTED]
 
 
 def reconcile(paperlake: PaperlakeResource, existing: set[str]) -> tuple[list[dg.RunRequest], list[str], list[str]]:
@@ -68,3 +78,78 @@ def inbox_schedule(context: dg.ScheduleEvaluationContext, paperlake: PaperlakeRe
     for key in to_delete:
         context.instance.delete_dynamic_partition(papers.name, key)
     return requests or dg.SkipReason("inbox and lake agree")
+
+
+def _in_flight(instance: dg.DagsterInstance) -> set[str]:
+    return {run.job_name for run in instance.get_runs(dg.RunsFilter(statuses=IN_FLIGHT))}
+
+
+def _request(instance: dg.DagsterInstance, job_name: str, reason: str, inputs: object, **kwargs) -> dg.RunRequest | None:
+    """A run request whose run key names the inputs and the attempt; None once MAX_ATTEMPTS runs failed on them."""
+    digest = hashlib.sha256(json.dumps([job_name, inputs], sort_keys=True, default=str).encode()).hexdigest()[:16]
+    failed = len(instance.get_runs(dg.RunsFilter(tags={INPUTS_TAG: digest},
+                                                 statuses=[dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED])))
+    if failed >= MAX_ATTEMPTS:
+        return None
+    return dg.RunRequest(job_name=job_name, run_key=f"{job_name}:{digest}:{failed}",
+                         tags={INPUTS_TAG: digest, "paperlake/reason": reason[:200]}, **kwargs)
+
+
+def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) -> tuple[list[dg.RunRequest], str]:
+    """Run requests for the stale stores, upstream first, and a note on what was found."""
+    from paperlake.freshness import formula_staleness, warehouse_inputs, warehouse_staleness
+    from paperlake.vectors.ledger import stale_papers
+    from paperlake.vectors.server import StoreLockedError
+    from paperlake.vectors.store import VectorStore
+
+    settings = paperlake.settings()
+    active = _in_flight(instance)
+    if ingest_paper.name in active:
+        return [], "parse runs in flight"
+    if reason := warehouse_staleness(settings):
+        if build_warehouse.name in active:
+            return [], f"warehouse build in flight ({reason})"
+        request = _request(instance, build_warehouse.name, reason, warehouse_inputs(settings))
+        return ([request] if request else []), f"warehouse: {reason}"
+    if build_warehouse.name in active or build_formulas.name in active:
+        return [], "warehouse or formula build in flight"
+    try:
+        store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite", lock_timeout=1.0)
+    except StoreLockedError:
+        return [], "the Milvus Lite file is busy"
+    try:
+        formulas = formula_staleness(settings, store)
+        collections = [definition.key.path[-1] for definition in vector_assets]
+        vectors = stale_papers(settings, store, collections) if sync_vectors.name not in active else None
+    finally:
+        store.close()
+    requests = []
+    notes = []
+    if formulas:
+        selection = [key for part in formulas for key in FORMULA_ASSETS[part].keys]
+        request = _request(instance, build_formulas.name, "; ".join(formulas.values()),
+                           [sorted(formulas), warehouse_inputs(settings)], asset_selection=selection)
+        requests += [request] if request else []
+        notes.append(f"formulas: {', '.join(sorted(formulas))}")
+    if vectors is not None:
+        for key, stale in sorted(vectors.stale.items()):
+            selection = [dg.AssetKey(["vectors", collection]) for collection in sorted(stale)]
+            request = _request(instance, sync_vectors.name, "; ".join(sorted(set(stale.values()))),
+                               [key, sorted(stale), warehouse_inputs(settings)], partition_key=key,
+                               asset_selection=selection)
+            requests += [request] if request else []
+        notes.append(f"vectors: {len(vectors.stale)} paper(s)")
+    return requests, "; ".join(notes) or "every store is current"
+
+
+@dg.sensor(jobs=[build_warehouse, build_formulas, sync_vectors], minimum_interval_seconds=30,
+           default_status=dg.DefaultSensorStatus.RUNNING)
+def stores_sensor(context: dg.SensorEvaluationContext, paperlake: PaperlakeResource) -> dg.SensorResult:
+    """Stale stores (by the same rules as `paperlake ingest`) → runs of build_warehouse, build_formulas and
+    sync_vectors, upstream first."""
+    requests, note = plan_store_runs(paperlake, context.instance)
+    keys = {request.partition_key for request in requests if request.partition_key}
+    known = set(context.instance.get_dynamic_partitions(papers.name))
+    missing = sorted(keys - known)
+    return dg.SensorResult(run_requests=requests, skip_reason=None if requests else note,
+                           dynamic_partitions_requests=[papers.build_add_request(missing)] if missing else [])

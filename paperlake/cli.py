@@ -84,12 +84,21 @@ def ingest(
         summary = run_ingest([p.resolve() for p in inboxes], settings, progress=notify,
                              rebuild_warehouse=rebuild_warehouse)
     console.print(f"[bold]plan:[/] {summary.plan.summary()}")
-    console.print(f"parsed {len(summary.published)}, failed {len(summary.failed)}, removed {len(summary.removed)}; "
-                  f"warehouse {'rebuilt' if summary.warehouse_built else 'unchanged'} "
+    console.print(f"parsed {len(summary.published)}, failed {len(summary.failures)}, removed {len(summary.removed)}; "
+                  f"warehouse {'rebuilt' if summary.warehouse_built else 'unchanged'}; "
+                  f"formulas {', '.join(summary.formulas_built) or 'unchanged'}; "
+                  f"vectors {len(summary.vectors_synced)} paper(s) synced "
                   f"({summary.step_seconds.get('total', 0):.1f}s)")
-    for key, reason in summary.failed.items():
-        err.print(f"[yellow]failed[/] {key}: {reason}")
-    status(home=settings.home, as_json=False)
+    for stage, reason in summary.stale.items():
+        console.print(f"  rebuilt {stage}: {reason}")
+    if summary.orphans_deleted:
+        console.print(f"  deleted {summary.orphans_deleted} vector entities of papers no store knows any more")
+    for failure in summary.failures:
+        err.print(f"[yellow]failed[/] {failure.line()}", soft_wrap=True)
+    if settings.warehouse.exists():
+        status(home=settings.home, as_json=False)
+    if not summary.ok:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -8,6 +8,7 @@ reading page 1, so it is computed by the parser, not here.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -50,8 +51,18 @@ class PaperSource:
         return title or None
 
 
+def _key_part(name: str) -> str:
+    """A file or folder name as a key part: itself when it is already safe (letters, digits, ``._-``, no ``..``, no
+    leading dot), else a safe spelling plus ``~`` and 8 hex digits of the name's hash. ``~`` never survives the
+    spelling, so two different names never share a key (``col a`` and ``col-a`` are ``col-a~…`` and ``col-a``)."""
+    safe = re.sub(r"\.{2,}", ".", _KEY_UNSAFE.sub("-", name)).lstrip(".") or "paper"
+    if safe == name:
+        return name
+    return f"{safe}~{hashlib.sha256(name.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
+
+
 def paper_key_for(volume: str, pdf_path: Path) -> str:
-    return f"{_KEY_UNSAFE.sub('-', volume)}/{_KEY_UNSAFE.sub('-', pdf_path.stem)}"
+    return f"{_key_part(volume)}/{_key_part(pdf_path.stem)}"
 
 
 def read_manifest(volume_dir: Path) -> dict[str, dict[str, str]]:

@@ -7,10 +7,16 @@ views through globs; a zero-row contract file per view (``lake/<view>/_contract/
 and column types valid even before the first paper arrives.
 
 A paper that failed has no view files, only ``lake/ingest_errors/<volume>/<stem>.parquet``.
+
+Removal runs in the opposite order (views first, the record last), so a process killed half-way leaves a record
+and the next ingest finishes the removal. View files without a record (a publish or a removal cut short) count as
+a known paper too (:meth:`Lake.paper_keys`), so they are re-parsed or removed, never left for dbt's globs.
+:meth:`Lake.digest` names the lake's current state: the warehouse records the digest it was built from.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -23,6 +29,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from paperlake.failpoints import fault_point
 from paperlake.views import VIEW_SCHEMAS, VIEWS, ParsedPaper, to_arrow
 
 ERROR_VIEW = "ingest_errors"
@@ -30,7 +37,7 @@ ERROR_SCHEMA = pa.schema(
     [
         ("paper_key", pa.string()), ("paper_id", pa.string()), ("volume", pa.string()), ("file_name", pa.string()),
         ("pdf_path", pa.string()), ("sha256", pa.string()), ("stage", pa.string()), ("reason", pa.string()), ("parser_version", pa.string()), ("manifest_hash", pa.string()),
-        ("occurred_at", pa.timestamp("us", tz="UTC")),
+        ("occurred_at", pa.timestamp("us", tz="UTC")), ("duplicate_of", pa.string()),
     ]
 )
 RECORDS_DIR = "_papers"
@@ -94,6 +101,7 @@ class Lake:
         tables = {view: to_arrow(view, parsed.rows(view)) for view in VIEWS}
         for view, table in tables.items():
             write_table_atomic(table, self.view_path(view, parsed.paper_key))
+            fault_point("lake.view_written")
         record = PaperRecord(
             paper_key=parsed.paper_key,
             paper_id=parsed.paper_id,
@@ -112,21 +120,24 @@ class Lake:
     def record_error(
         self, paper_key: str, *, stage: str, reason: str, volume: str, pdf_path: str, sha256: str | None,
         paper_id: str | None = None, parser_version: str | None = None, manifest_hash: str | None = None,
+        duplicate_of: str | None = None,
     ) -> None:
         """The paper's failure as data. Its views are removed: a failed paper has no partial rows."""
         self.remove_views(paper_key)
         row = {
             "paper_key": paper_key, "paper_id": paper_id, "volume": volume, "file_name": Path(pdf_path).name,
             "pdf_path": str(pdf_path), "sha256": sha256, "stage": stage, "reason": reason, "parser_version": parser_version, "manifest_hash": manifest_hash,
-            "occurred_at": datetime.now(timezone.utc),
+            "occurred_at": datetime.now(timezone.utc), "duplicate_of": duplicate_of,
         }
         self.ensure_contract()
         write_table_atomic(pa.Table.from_pylist([row], schema=ERROR_SCHEMA), self.view_path(ERROR_VIEW, paper_key))
 
     def remove_views(self, paper_key: str) -> None:
-        self.record_path(paper_key).unlink(missing_ok=True)
+        """The views first, the record last: a kill in between leaves a record, and the key stays known."""
         for view in VIEWS:
             self.view_path(view, paper_key).unlink(missing_ok=True)
+            fault_point("lake.view_removed")
+        self.record_path(paper_key).unlink(missing_ok=True)
 
     def remove_paper(self, paper_key: str) -> None:
         """Everything the lake holds for a paper, its error included (the file left the inbox)."""
@@ -154,16 +165,36 @@ class Lake:
         rows = pq.read_table(path).to_pylist()
         return rows[0] if rows else None
 
+    def _files(self, folder: str, suffix: str) -> Iterator[tuple[str, Path]]:
+        """(paper key, path) of the lake's files in one folder; contract files and temporary siblings skipped."""
+        base = self.root / folder
+        if not base.exists():
+            return
+        for path in base.rglob(f"*{suffix}"):
+            if CONTRACT_DIR in path.parts or path.name.startswith("."):
+                continue
+            yield path.relative_to(base).with_suffix("").as_posix(), path
+
     def paper_keys(self) -> set[str]:
-        """Keys with a record or an error: everything the lake knows about."""
-        keys: set[str] = set()
-        for base, suffix in ((self.root / RECORDS_DIR, ".json"), (self.root / ERROR_VIEW, ".parquet")):
-            if base.exists():
-                for path in base.rglob(f"*{suffix}"):
-                    if CONTRACT_DIR in path.parts or path.name.startswith("."):
-                        continue
-                    keys.add(path.relative_to(base).with_suffix("").as_posix())
+        """Keys with a record, an error or any view file: everything the lake knows about."""
+        keys = {key for key, _ in self._files(RECORDS_DIR, ".json")}
+        for folder in (ERROR_VIEW, *VIEWS):
+            keys.update(key for key, _ in self._files(folder, ".parquet"))
         return keys
+
+    def digest(self) -> str:
+        """The lake's state as dbt reads it: every view, error, record and contract file (path, size, mtime).
+        Every write is an atomic replace, so any change of content changes this digest."""
+        entries = []
+        for folder in (RECORDS_DIR, ERROR_VIEW, *VIEWS):
+            base = self.root / folder
+            if not base.exists():
+                continue
+            for path in base.rglob("*"):
+                if path.is_file() and not path.name.startswith("."):
+                    stat = path.stat()
+                    entries.append(f"{path.relative_to(self.root).as_posix()}\t{stat.st_size}\t{stat.st_mtime_ns}")
+        return hashlib.sha256("\n".join(sorted(entries)).encode()).hexdigest()[:16]
 
     def records(self) -> Iterator[PaperRecord]:
         for key in sorted(self.paper_keys()):

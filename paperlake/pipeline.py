@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from paperlake.config import Settings
-from paperlake.inbox import PaperSource, paper_key_for, scan_inbox, source_for_pdf
+from paperlake.inbox import PaperSource, paper_key_for, read_manifest, scan_inbox, source_for_pdf
 from paperlake.ids import sha256_file
 from paperlake.lake import Lake
 from paperlake.quality import QualityReport, validate_paper
@@ -28,9 +28,9 @@ BACKENDS = ("auto", "pymupdf", "mineru")
 class IngestError(Exception):
     """A paper that cannot be ingested, with where and why (the lake's ``ingest_errors`` row)."""
 
-    def __init__(self, paper_key: str, stage: str, reason: str):
+    def __init__(self, paper_key: str, stage: str, reason: str, duplicate_of: str | None = None):
         super().__init__(f"{paper_key}: {stage}: {reason}")
-        self.paper_key, self.stage, self.reason = paper_key, stage, reason
+        self.paper_key, self.stage, self.reason, self.duplicate_of = paper_key, stage, reason, duplicate_of
 
 
 def parser_version(backend: str) -> str:
@@ -39,6 +39,12 @@ def parser_version(backend: str) -> str:
     else:
         from paperlake.parsing.pymupdf_backend import PARSER_VERSION
     return PARSER_VERSION
+
+
+def parse_code_version() -> str:
+    """Both parsers' versions: the parse asset's code version, so a bump of either marks the parse stale in the UI
+    exactly as :func:`needs_parse` re-parses the papers that backend produced."""
+    return f"parse:pymupdf={parser_version('pymupdf')};mineru={parser_version('mineru')}"
 
 
 def resolve_backend(source: PaperSource, requested: str) -> str:
@@ -95,17 +101,49 @@ def parse_source(source: PaperSource, backend: str, settings: Settings) -> Parse
         raise IngestError(source.paper_key, error.stage, error.reason) from error
 
 
-def duplicate_of(source: PaperSource, inboxes: list[Path]) -> str | None:
-    """The key of an identical file that sorts before this one (it wins), if any. Compares sizes first."""
+def keep_rank(source: PaperSource) -> tuple[int, int, str]:
+    """Which of identical files is kept: the one the volume's manifest lists (it carries the AirQA title and venue),
+    then the older file, then the first key."""
+    return (0 if source.manifest else 1, source.pdf_path.stat().st_mtime_ns, source.paper_key)
+
+
+def keep_reason(kept: PaperSource, other: PaperSource) -> str:
+    if kept.manifest and not other.manifest:
+        return "it is listed in the volume's manifest"
+    if keep_rank(kept)[1] < keep_rank(other)[1]:
+        return "it is the older file"
+    return "its key sorts first"
+
+
+def duplicate_of(source: PaperSource, inboxes: list[Path]) -> tuple[str, str] | None:
+    """(key of the identical file that is kept instead of this one, why), if any. Compares sizes first."""
     size = source.pdf_path.stat().st_size
     for root in inboxes:
-        for pdf in sorted(Path(root).glob("*/*")):
-            if pdf.suffix.lower() != ".pdf" or not pdf.is_file() or pdf.resolve() == source.pdf_path:
-                continue
-            key = paper_key_for(pdf.parent.name, pdf)
-            if key < source.paper_key and pdf.stat().st_size == size and sha256_file(pdf) == source.sha256:
-                return key
+        for volume_dir in sorted(p for p in Path(root).iterdir() if p.is_dir() and not p.name.startswith(".")):
+            manifest = None
+            for pdf in sorted(volume_dir.iterdir()):
+                if pdf.suffix.lower() != ".pdf" or not pdf.is_file() or pdf.resolve() == source.pdf_path:
+                    continue
+                if pdf.stat().st_size != size or sha256_file(pdf) != source.sha256:
+                    continue
+                manifest = read_manifest(volume_dir) if manifest is None else manifest
+                other = source_for_pdf(pdf, None, manifest)
+                if keep_rank(other) < keep_rank(source):
+                    return other.paper_key, keep_reason(other, source)
     return None
+
+
+def duplicate_groups(sources: list[PaperSource]) -> dict[str, str]:
+    """key of every file that an identical, preferred file (:func:`keep_rank`) replaces → the kept file's key."""
+    by_hash: dict[str, list[PaperSource]] = {}
+    for source in sources:
+        by_hash.setdefault(source.sha256, []).append(source)
+    losers = {}
+    for group in by_hash.values():
+        if len(group) > 1:
+            kept, *others = sorted(group, key=keep_rank)
+            losers.update({other.paper_key: kept.paper_key for other in others})
+    return losers
 
 
 @dataclass
@@ -119,6 +157,7 @@ class PaperOutcome:
     counts: dict[str, int] = field(default_factory=dict)
     stage: str | None = None
     reason: str | None = None
+    duplicate_of: str | None = None
     quality: QualityReport | None = None
 
 
@@ -129,8 +168,10 @@ def ingest_paper(source: PaperSource, lake: Lake, settings: Settings, *, backend
     chosen = resolve_backend(source, backend or settings.backend)
     outcome = PaperOutcome(source.paper_key, "failed", backend=chosen)
     try:
-        if inboxes and (original := duplicate_of(source, inboxes)):
-            raise IngestError(source.paper_key, "identity", f"duplicate file: identical to {original}")
+        if inboxes and (duplicate := duplicate_of(source, inboxes)):
+            kept, why = duplicate
+            raise IngestError(source.paper_key, "identity", f"duplicate file: identical to {kept}, which is kept "
+                                                            f"because {why}", duplicate_of=kept)
         check_integrity(source)
         parsed = parse_source(source, chosen, settings)
         outcome.paper_id = parsed.paper_id
@@ -138,7 +179,7 @@ def ingest_paper(source: PaperSource, lake: Lake, settings: Settings, *, backend
             if record.paper_id == parsed.paper_id and record.paper_key != source.paper_key:
                 raise IngestError(source.paper_key, "identity",
                                   f"paper id {parsed.paper_id} already belongs to {record.paper_key} "
-                                  "(same title and venue)")
+                                  "(same title and venue)", duplicate_of=record.paper_key)
         outcome.pages = pdf_page_count(source.pdf_path)
         report = validate_paper(parsed, pdf_page_count=outcome.pages, max_chunk_tokens=settings.max_chunk_tokens)
         outcome.quality = report
@@ -147,7 +188,7 @@ def ingest_paper(source: PaperSource, lake: Lake, settings: Settings, *, backend
         record = lake.publish(parsed, source.sha256, parser_version(chosen), source.manifest_hash)
         outcome.status, outcome.counts = "published", record.row_counts
     except IngestError as error:
-        outcome.stage, outcome.reason = error.stage, error.reason
+        outcome.stage, outcome.reason, outcome.duplicate_of = error.stage, error.reason, error.duplicate_of
     except Exception as error:  # a parser bug must not take the other papers down; keep the evidence
         outcome.stage = "parse"
         outcome.reason = f"{type(error).__name__}: {error} | {traceback.format_exc(limit=3).splitlines()[-3:]}"
@@ -155,7 +196,7 @@ def ingest_paper(source: PaperSource, lake: Lake, settings: Settings, *, backend
         lake.record_error(
             source.paper_key, stage=outcome.stage or "parse", reason=outcome.reason or "unknown",
             volume=source.volume, pdf_path=str(source.pdf_path), sha256=source.sha256, paper_id=outcome.paper_id,
-            parser_version=parser_version(chosen), manifest_hash=source.manifest_hash,
+            parser_version=parser_version(chosen), manifest_hash=source.manifest_hash, duplicate_of=outcome.duplicate_of,
         )
     outcome.seconds = time.perf_counter() - started
     return outcome
@@ -188,10 +229,23 @@ def needs_parse(source: PaperSource, lake: Lake, settings: Settings, backend: st
 
 
 def plan_ingest(sources: list[PaperSource], lake: Lake, settings: Settings, backend: str | None = None) -> IngestPlan:
+    """What the parse stage must do. Besides new and changed files: a kept copy of identical files whose lake
+    state says otherwise (it was the duplicate, or the other copy was ingested), and a paper refused as a duplicate
+    of one that is gone. Removals come first in ``to_parse``'s caller, then the files that become duplicates, so
+    a paper id is free again before its new owner is parsed."""
     present = {source.paper_key for source in sources}
+    losers = duplicate_groups(sources)
     to_parse, unchanged = [], []
     for source in sources:
-        (to_parse if needs_parse(source, lake, settings, backend) else unchanged).append(source)
+        error = lake.error(source.paper_key)
+        kept_by = (error or {}).get("duplicate_of")
+        recheck = (
+            (source.paper_key in losers and (error is None or kept_by != losers[source.paper_key]))
+            or (source.paper_key not in losers and error is not None and error.get("stage") == "identity"
+                and (kept_by not in present or lake.record(kept_by) is None))
+        )
+        (to_parse if recheck or needs_parse(source, lake, settings, backend) else unchanged).append(source)
+    to_parse.sort(key=lambda source: (source.paper_key not in losers, source.paper_key))
     removed = sorted(lake.paper_keys() - present)
     return IngestPlan(to_parse, unchanged, removed)
 

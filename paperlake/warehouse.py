@@ -5,10 +5,17 @@ DuckDB allows one writer per file and nobody else while it writes. dbt therefore
 replaces ``warehouse.duckdb`` with ``os.replace``; readers (``paperlake sql``, the agent, the vector and formula
 assets) open the live file read-only and never meet a lock, even mid-build. A reader holding the old file keeps
 reading the old snapshot until it reconnects.
+
+Each build records what it was built from (the dbt project's digest, the lake's or the formula graph's digest) in
+``_paperlake.builds`` inside the side file, before the swap: the record and the tables it describes are replaced by
+one ``os.replace``, so a process killed at any line leaves either the old warehouse with its old record or the new
+one with its new record, never a record that claims more than the file holds (see ``paperlake.freshness``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 from contextlib import contextmanager
@@ -18,6 +25,25 @@ from typing import Iterator
 import duckdb
 
 DBT_PROJECT_DIR = Path(__file__).resolve().parents[1] / "dbt_project"
+BUILDS_TABLE = "_paperlake.builds"
+_DBT_SKIPPED = {"target", "logs", "dbt_packages"}
+
+
+def dbt_digest(part: str) -> str:
+    """Digest of the dbt files that shape one build: ``warehouse`` (everything but ``models/formulas``) or
+    ``formulas`` (``models/formulas``); both include the macros, ``dbt_project.yml`` and the profile."""
+    if part not in ("warehouse", "formulas"):
+        raise ValueError(f"unknown dbt part {part!r}")
+    digest = hashlib.sha256(part.encode())
+    for path in sorted(DBT_PROJECT_DIR.rglob("*")):
+        relative = path.relative_to(DBT_PROJECT_DIR)
+        if not path.is_file() or path.suffix not in (".sql", ".yml", ".yaml") or _DBT_SKIPPED & set(relative.parts):
+            continue
+        in_formulas = relative.parts[:2] == ("models", "formulas")
+        if relative.parts[0] == "models" and in_formulas != (part == "formulas"):
+            continue
+        digest.update(relative.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
 
 
 def build_path(warehouse: Path) -> Path:
@@ -44,12 +70,34 @@ def prepare_build(warehouse: Path) -> Path:
     return target
 
 
-def publish_build(warehouse: Path) -> None:
-    """Swap the side file in. dbt has closed it; checkpoint so no WAL is left behind."""
+def publish_build(warehouse: Path, stage: str, inputs: dict[str, str]) -> None:
+    """Record what the side file was built from, then swap it in. dbt has closed it; checkpoint so no WAL is left
+    behind."""
     target = build_path(warehouse)
     with duckdb.connect(str(target)) as con:
+        con.execute("create schema if not exists _paperlake")
+        con.execute(f"create table if not exists {BUILDS_TABLE} (stage varchar primary key, inputs varchar, "
+                    "built_at timestamptz)")
+        con.execute(f"insert or replace into {BUILDS_TABLE} values (?, ?, now())",
+                    [stage, json.dumps(inputs, sort_keys=True)])
         con.execute("checkpoint")
     os.replace(target, warehouse)
+
+
+def recorded_builds(warehouse: Path) -> dict[str, dict[str, str]]:
+    """stage → the inputs its last build recorded; empty when the warehouse (or the record) is missing or unreadable."""
+    try:
+        with connect_read_only(warehouse) as con:
+            rows = con.execute(f"select stage, inputs from {BUILDS_TABLE}").fetchall()
+    except (FileNotFoundError, duckdb.Error):
+        return {}
+    builds = {}
+    for stage, inputs in rows:
+        try:
+            builds[stage] = json.loads(inputs)
+        except ValueError:
+            continue
+    return builds
 
 
 @contextmanager

@@ -28,8 +28,8 @@ def ingested(tmp_path_factory: pytest.TempPathFactory, dbt_manifest: Path) -> di
 
 
 def expected_counts(settings: Settings, paper_id: str) -> dict[str, int]:
-    from assets.vectors import paper_encodable, vector_assets
-    from paperlake.vectors.entities import collect_cells
+    from assets.vectors import vector_assets
+    from paperlake.vectors.entities import collect_cells, default_encodable as paper_encodable
 
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         texts = sum(cell.kind == "text" for cell in collect_cells(con, paper_encodable(), [paper_id]))

@@ -140,23 +140,29 @@ class TestIncremental:
 
     def test_changed_stage_code_redoes_only_that_stage(self, state, monkeypatch):
         """Upgrading paperlake (new dbt models, formula rules or encoder) redoes exactly the stages that changed."""
-        import orchestration.run as run_module
+        from paperlake import freshness
         from paperlake.formulas import store as formula_store
 
         settings = state["settings"]
-        monkeypatch.setattr(run_module, "dbt_fingerprint", lambda: "models-edited")
+        digest = freshness.dbt_digest
+        monkeypatch.setattr(freshness, "dbt_digest", lambda part: "models-edited" if part == "warehouse" else digest(part))
         before = parse_materializations(settings)
         summary = run(state)
-        assert summary.warehouse_built and summary.published == [] and "formulas" in summary.step_seconds
+        assert summary.warehouse_built and summary.published == [] and "dbt" in summary.stale["warehouse"]
+        assert summary.formulas_built == []  # the same equations: the graph and its models are current
         assert parse_materializations(settings) == before  # the lake was not touched
         summary = run(state)
-        assert not summary.warehouse_built and "formulas" not in summary.step_seconds
+        assert not summary.warehouse_built and not summary.formulas_built and not summary.vectors_synced
 
         monkeypatch.setattr(formula_store, "EXTRACTOR_VERSION", formula_store.EXTRACTOR_VERSION + "-new")
-        assert formula_store.formula_graph_outdated(settings.lake / "formulas")
+        with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+            assert formula_store.formula_graph_staleness(con, settings.lake / "formulas",
+                                                         settings.home / "formulas" / "formulas.ttl")
         summary = run(state)
-        assert not summary.warehouse_built and "formulas" in summary.step_seconds
-        assert not formula_store.formula_graph_outdated(settings.lake / "formulas")
+        assert not summary.warehouse_built and summary.formulas_built == ["collection", "graph", "models"]
+        with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+            assert not formula_store.formula_graph_staleness(con, settings.lake / "formulas",
+                                                             settings.home / "formulas" / "formulas.ttl")
 
 
 def test_definitions_form_one_graph_from_inbox_to_marts(dbt_manifest):
@@ -238,7 +244,7 @@ def test_vector_fingerprint_follows_entity_settings_not_search_settings(tmp_path
     """Changing how search fuses (or a comment) must not re-sync every paper; changing an encoder must."""
     import yaml
 
-    from orchestration.run import vectors_fingerprint
+    from paperlake.vectors.ledger import stage_fingerprint as vectors_fingerprint
     from paperlake.vectors.config import CONFIG_ENV, default_config_path
 
     original = default_config_path().read_text(encoding="utf-8")

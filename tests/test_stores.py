@@ -36,7 +36,7 @@ def paper_ids(settings: Settings) -> dict[str, str]:
 
 
 def test_each_collection_holds_one_entity_per_non_empty_encodable_cell(built):
-    from assets.vectors import paper_encodable
+    from paperlake.vectors.entities import default_encodable as paper_encodable
     from paperlake.vectors.config import load_config
     from paperlake.vectors.entities import collect_cells
     from paperlake.vectors.store import VectorStore
@@ -97,7 +97,7 @@ def test_second_ingest_reencodes_nothing(built):
 
     summary = ingest([built["inbox"]], built["settings"])
     assert summary.plan.to_parse == [] and not summary.warehouse_built
-    assert summary.step_seconds.get("formulas") is None  # nothing changed: the formula stage did not run
+    assert not summary.formulas_built and not summary.vectors_synced  # nothing changed: no stage ran
 
 
 def test_retrieval_only_eval_runs_offline(built):

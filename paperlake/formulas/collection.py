@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -25,6 +26,8 @@ from pymilvus import DataType
 
 from paperlake.vectors.encoders import encode_cached
 from paperlake.vectors.filters import OPERATORS, validate_filter
+from paperlake.vectors.store import (INCARNATION_PROPERTY, SchemaMismatchError, create_collection_if_absent,
+                                      ensure_indexes)
 
 FORMULA_COLLECTION = "formulas"
 FORMULA_ENCODER = "all_minilm_l6_v2"
@@ -112,29 +115,36 @@ def collection_available(store: Any) -> bool:
 
 
 def ensure_formula_collection(store: Any) -> None:
-    """Create the collection (schema, indexes) when missing, and load it."""
+    """Make the collection exist with its indexes and incarnation, and load it; safe against a concurrent writer
+    creating it at the same moment and against a writer killed half-way (see ``VectorStore.ensure_collections``)."""
     client = store.client
-    if not client.has_collection(FORMULA_COLLECTION):
-        dimension = store.config.encoders[FORMULA_ENCODER].dimension
-        schema = client.create_schema(auto_id=False, enable_dynamic_field=False,
-                                      description=FORMULA_COLLECTION_DESCRIPTION)
-        schema.add_field("id", DataType.VARCHAR, max_length=_VARCHAR["id"], is_primary=True)
-        for name in ("formula_id", "label", "status", "pdf_id"):
-            schema.add_field(name, DataType.VARCHAR, max_length=_VARCHAR[name])
-        schema.add_field("page_number", DataType.INT64)
-        for name in ("table_name", "column_name", "primary_key"):
-            schema.add_field(name, DataType.VARCHAR, max_length=_VARCHAR[name])
-        schema.add_field("paper_ids", DataType.JSON)
-        schema.add_field("occurrences", DataType.JSON)
-        schema.add_field("text", DataType.VARCHAR, max_length=_TEXT_MAX_BYTES)
-        schema.add_field("text_hash", DataType.VARCHAR, max_length=_VARCHAR["text_hash"])
-        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
-        index_params = client.prepare_index_params()
-        index_params.add_index("vector", index_type="AUTOINDEX", metric_type="COSINE")
-        for scalar in ("pdf_id", "status", "page_number"):
-            index_params.add_index(scalar, index_type="INVERTED")
-        client.create_collection(FORMULA_COLLECTION, schema=schema)
-        client.create_index(FORMULA_COLLECTION, index_params, sync=False)  # Milvus Lite cannot poll index state
+    dimension = store.config.encoders[FORMULA_ENCODER].dimension
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=False, description=FORMULA_COLLECTION_DESCRIPTION)
+    schema.add_field("id", DataType.VARCHAR, max_length=_VARCHAR["id"], is_primary=True)
+    for name in ("formula_id", "label", "status", "pdf_id"):
+        schema.add_field(name, DataType.VARCHAR, max_length=_VARCHAR[name])
+    schema.add_field("page_number", DataType.INT64)
+    for name in ("table_name", "column_name", "primary_key"):
+        schema.add_field(name, DataType.VARCHAR, max_length=_VARCHAR[name])
+    schema.add_field("paper_ids", DataType.JSON)
+    schema.add_field("occurrences", DataType.JSON)
+    schema.add_field("text", DataType.VARCHAR, max_length=_TEXT_MAX_BYTES)
+    schema.add_field("text_hash", DataType.VARCHAR, max_length=_VARCHAR["text_hash"])
+    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
+    index_params = client.prepare_index_params()
+    index_params.add_index("vector", index_type="AUTOINDEX", metric_type="COSINE")
+    for scalar in ("pdf_id", "status", "page_number"):
+        index_params.add_index(scalar, index_type="INVERTED")
+    create_collection_if_absent(client, FORMULA_COLLECTION, schema)
+    fields = {f["name"]: f for f in client.describe_collection(FORMULA_COLLECTION)["fields"]}
+    have = int((fields.get("vector", {}).get("params") or {}).get("dim", 0))
+    if have != dimension:
+        raise SchemaMismatchError(f"collection {FORMULA_COLLECTION}.vector is {have}-d, the encoder gives "
+                                  f"{dimension}-d; drop the collection to rebuild it")
+    ensure_indexes(client, FORMULA_COLLECTION, index_params)
+    properties = client.describe_collection(FORMULA_COLLECTION).get("properties") or {}
+    if INCARNATION_PROPERTY not in properties:
+        client.alter_collection_properties(FORMULA_COLLECTION, properties={INCARNATION_PROPERTY: uuid.uuid4().hex})
     store.load(FORMULA_COLLECTION)
 
 

@@ -9,6 +9,7 @@ formula actions from the warehouse tables.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -22,6 +23,7 @@ import pyarrow.parquet as pq
 
 from paperlake.formulas.graph import FormulaGraph
 from paperlake.formulas.rdf import to_turtle
+from paperlake.failpoints import fault_point
 from paperlake.ids import text_hash
 from paperlake.lake import atomic_write_bytes, write_table_atomic
 
@@ -90,18 +92,64 @@ def graph_counts(tables: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
 # Bump when extraction, conversion or merging changes what a paper's equations become: the next update rebuilds the
 # graph from every paper instead of only the changed ones.
 EXTRACTOR_VERSION = "formulas-3"
-EXTRACTOR_KEY = "__extractor_version__"
+STATE_NAME = "state.json"
 
 
-def formula_graph_outdated(out_dir: Path) -> bool:
-    """True when the graph was never built or was built by other extraction rules."""
-    state_path = out_dir / "state.json"
-    if not state_path.exists():
-        return True
+def equation_fingerprints(warehouse_con: Any) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
+    """The warehouse's display equations by paper id, and a fingerprint of each paper's equation rows."""
+    cursor = warehouse_con.execute(EQUATIONS_SQL)
+    names = [d[0] for d in cursor.description]
+    by_paper: dict[str, list[dict[str, Any]]] = {}
+    for row in cursor.fetchall():
+        record = dict(zip(names, row))
+        by_paper.setdefault(record["paper_id"], []).append(record)
+    fingerprints = {paper: text_hash(json.dumps(rows, sort_keys=True, default=str)) for paper, rows in by_paper.items()}
+    return by_paper, fingerprints
+
+
+def _file_digest(path: Path) -> str | None:
     try:
-        return json.loads(state_path.read_text()).get(EXTRACTOR_KEY) != EXTRACTOR_VERSION
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _output_paths(out_dir: Path, turtle_path: Path) -> dict[str, Path]:
+    return {**{name: out_dir / f"{name}.parquet" for name in FORMULA_SCHEMAS}, "turtle": turtle_path}
+
+
+def read_graph_state(out_dir: Path, turtle_path: Path) -> dict[str, Any] | None:
+    """The graph's state when it is whole: written by these extraction rules, and every output file exactly the one
+    the state recorded (its sha256). None otherwise: never built, built by other rules, or a build cut short (the
+    state is written last, after every output, so a kill in between leaves outputs the state does not vouch for)."""
+    try:
+        state = json.loads((out_dir / STATE_NAME).read_text())
     except (OSError, ValueError):
-        return True
+        return None
+    if not isinstance(state, dict) or state.get("extractor_version") != EXTRACTOR_VERSION:
+        return None
+    files = state.get("files") or {}
+    for name, path in _output_paths(out_dir, turtle_path).items():
+        if files.get(name) is None or files.get(name) != _file_digest(path):
+            return None
+    return state
+
+
+def graph_digest(out_dir: Path) -> str | None:
+    """Names the graph's current state (the state file vouches for every output): downstream builds record it."""
+    digest = _file_digest(out_dir / STATE_NAME)
+    return digest[:16] if digest else None
+
+
+def formula_graph_staleness(warehouse_con: Any, out_dir: Path, turtle_path: Path) -> str | None:
+    """Why the graph must be updated from the warehouse, or None when it is up to date."""
+    state = read_graph_state(out_dir, turtle_path)
+    if state is None:
+        return "no complete formula graph (never built, other extraction rules, or a build cut short)"
+    _, fingerprints = equation_fingerprints(warehouse_con)
+    built = state.get("papers") or {}
+    changed = sorted(p for p in fingerprints.keys() | built.keys() if fingerprints.get(p) != built.get(p))
+    return f"equations changed in {len(changed)} paper(s)" if changed else None
 
 
 def update_formula_graph(warehouse_con: Any, out_dir: Path, turtle_path: Path, *,
@@ -112,32 +160,21 @@ def update_formula_graph(warehouse_con: Any, out_dir: Path, turtle_path: Path, *
 
     ``assistant`` (a :class:`~paperlake.formulas.llm.FormulaAssistant`, when an LLM is configured) describes
     undescribed parameters, proposes templates for LaTeX the rules reject, and is the gray-zone judge unless
-    ``judge`` is given.
+    ``judge`` is given. Crash-consistent: the outputs are written first and the state file last, with the sha256 of
+    each output; a graph whose files do not match its state is rebuilt from every paper.
     """
     started = time.perf_counter()
     report = FormulaBuildReport()
-    cursor = warehouse_con.execute(EQUATIONS_SQL)
-    names = [d[0] for d in cursor.description]
-    by_paper: dict[str, list[dict[str, Any]]] = {}
-    for row in cursor.fetchall():
-        record = dict(zip(names, row))
-        by_paper.setdefault(record["paper_id"], []).append(record)
+    by_paper, fingerprints = equation_fingerprints(warehouse_con)
     report.equations = sum(len(rows) for rows in by_paper.values())
-    fingerprints = {paper: text_hash(json.dumps(rows, sort_keys=True, default=str))
-                    for paper, rows in by_paper.items()}
-    state_path = out_dir / "state.json"
-    state = json.loads(state_path.read_text()) if state_path.exists() else {}
-    if state.pop(EXTRACTOR_KEY, None) != EXTRACTOR_VERSION:  # new extraction rules: rebuild from every paper
-        state = {}
-    previous = _read_tables(out_dir)
-    graph = FormulaGraph.from_rows(previous) if previous and state else FormulaGraph()
-    if not (previous and state):
-        state = {}
+    state = read_graph_state(out_dir, turtle_path)
+    built: dict[str, str] = dict(state.get("papers") or {}) if state else {}
+    graph = FormulaGraph.from_rows(_read_tables(out_dir)) if state else FormulaGraph()
     if assistant is not None:
         graph.describer, graph.proposer = assistant.describe_parameters, assistant.propose_template
         judge = judge or assistant.same_formula
-    changed = sorted(p for p in by_paper if state.get(p) != fingerprints[p])
-    report.papers_removed = sorted(p for p in state if p not in by_paper)
+    changed = sorted(p for p in by_paper if built.get(p) != fingerprints[p])
+    report.papers_removed = sorted(p for p in built if p not in by_paper)
     report.papers_unchanged = len(by_paper) - len(changed)
     for paper in [*report.papers_removed, *changed]:
         graph.remove_paper(paper)
@@ -150,11 +187,14 @@ def update_formula_graph(warehouse_con: Any, out_dir: Path, turtle_path: Path, *
     for name, schema in FORMULA_SCHEMAS.items():
         rows = [{column: row.get(column) for column in schema.names} for row in tables.get(name, [])]
         write_table_atomic(pa.Table.from_pylist(rows, schema=schema), out_dir / f"{name}.parquet")
+        fault_point("formulas.table_written")
     turtle = to_turtle(graph).encode()
     atomic_write_bytes(turtle_path, lambda handle: handle.write(turtle))
-    payload = json.dumps({EXTRACTOR_KEY: EXTRACTOR_VERSION, **{p: fingerprints[p] for p in by_paper}},
-                         indent=1).encode()
-    atomic_write_bytes(state_path, lambda handle: handle.write(payload))
+    files = {name: _file_digest(path) for name, path in _output_paths(out_dir, turtle_path).items()}
+    payload = json.dumps({"extractor_version": EXTRACTOR_VERSION, "files": files,
+                          "papers": {p: fingerprints[p] for p in sorted(by_paper)}}, indent=1).encode()
+    fault_point("formulas.before_state")
+    atomic_write_bytes(out_dir / STATE_NAME, lambda handle: handle.write(payload))
     report.counts = graph_counts(tables)
     report.seconds = time.perf_counter() - started
     return report
@@ -210,8 +250,8 @@ def open_formula_collection(milvus_uri: str, cache_path: Path | None = None, loc
 
 
 __all__ = ["FORMULA_SCHEMAS", "FormulaBuildReport", "WarehouseFormulas", "agent_backend", "asdict",
-           "ensure_formula_contract", "graph_counts", "minilm_embedder", "open_formula_collection",
-           "update_formula_graph"]
+           "ensure_formula_contract", "equation_fingerprints", "formula_graph_staleness", "graph_counts",
+           "graph_digest", "minilm_embedder", "open_formula_collection", "read_graph_state", "update_formula_graph"]
 
 
 class WarehouseFormulas:

@@ -18,12 +18,14 @@ import json
 import logging
 import re
 import time
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from pymilvus import DataType, Function, FunctionType, MilvusClient
+from pymilvus import DataType, Function, FunctionType, MilvusClient, MilvusException
+from pymilvus.milvus_client.index import IndexParams
 
 from paperlake.vectors.config import CollectionSpec, VectorConfig, default_home, load_config
 from paperlake.vectors.encoders import EmbeddingCache, EncoderRegistry, encode_cached, render_region
@@ -34,6 +36,7 @@ from paperlake.vectors.server import FileLockGuard
 log = logging.getLogger(__name__)
 
 SPEC_PROPERTY = "paperlake.spec"
+INCARNATION_PROPERTY = "paperlake.incarnation"
 SCALAR_FIELDS = ("pdf_id", "page_number", "table_name", "column_name", "primary_key")
 OUTPUT_FIELDS = ("id", *SCALAR_FIELDS, "text", "bbox")
 _WRITE_BATCH = 500
@@ -108,6 +111,36 @@ def _default_cache_dir(uri: str) -> Path:
     if _is_server_uri(uri):
         return default_home() / "cache"
     return Path(uri).expanduser().resolve().parent / "cache"
+
+
+def create_collection_if_absent(client: MilvusClient, name: str, schema) -> bool:
+    """Create the collection unless it exists; True when this call created it. Two writers that both saw it
+    missing (concurrent steps against one Milvus server) both succeed: the loser's "already exists" is success,
+    and the caller checks that the existing schema is the one it wants."""
+    if client.has_collection(name):
+        return False
+    try:
+        client.create_collection(name, schema=schema)
+    except MilvusException:
+        if client.has_collection(name):
+            return False
+        raise
+    return True
+
+
+def ensure_indexes(client: MilvusClient, name: str, index_params) -> None:
+    """Create each index of ``index_params`` whose field has none yet (a writer killed between creating the
+    collection and its indexes left it without them; a concurrent writer may be creating them right now)."""
+    existing = set(client.list_indexes(name))
+    for index in index_params:
+        if index.field_name in existing or index.index_name in existing:
+            continue
+        try:
+            # sync=False: pymilvus would otherwise poll index state with AllocTimestamp, which Milvus Lite lacks.
+            client.create_index(name, IndexParams([index]), sync=False)
+        except MilvusException:
+            if index.field_name not in set(client.list_indexes(name)):
+                raise
 
 
 class VectorStore:
@@ -198,17 +231,31 @@ class VectorStore:
     def ensure_collections(
         self, specs: Iterable[CollectionSpec | str] | None = None, *, recreate: bool = False
     ) -> list[str]:
-        """Create missing collections (schema, BM25 function, indexes) and load them; returns their names."""
+        """Make each collection exist with its schema, indexes and recorded spec, and load it; returns the names.
+
+        Safe against concurrent writers and against a crash half-way: every piece (collection, each index, the spec
+        property, the incarnation) is created only if absent, a lost creation race counts as success once the
+        schema checks out, and a collection left without its indexes or properties by a killed writer is completed.
+        """
         names = []
         for spec in self._specs(specs):
             if recreate and self.client.has_collection(spec.name):
                 self.client.drop_collection(spec.name)
                 self._loaded.discard(spec.name)
                 self._partitions.pop(spec.name, None)
-            if self.client.has_collection(spec.name):
-                self._check_schema(spec)
-            else:
-                self._create(spec)
+            schema, index_params = self._schema(spec)
+            create_collection_if_absent(self.client, spec.name, schema)
+            self._check_schema(spec)
+            ensure_indexes(self.client, spec.name, index_params)
+            properties = self.client.describe_collection(spec.name).get("properties") or {}
+            missing = {}
+            if SPEC_PROPERTY not in properties:
+                missing[SPEC_PROPERTY] = json.dumps(self._spec_record(spec))
+            if INCARNATION_PROPERTY not in properties:
+                missing[INCARNATION_PROPERTY] = uuid.uuid4().hex
+            if missing:
+                self.client.alter_collection_properties(spec.name, properties=missing)
+            self._partitions[spec.name] = set(self.client.list_partitions(spec.name))
             self.load(spec.name)
             names.append(spec.name)
         return names
@@ -218,7 +265,7 @@ class VectorStore:
             return self.active_specs()
         return [self.config.collection(s) if isinstance(s, str) else s for s in specs]
 
-    def _create(self, spec: CollectionSpec) -> None:
+    def _schema(self, spec: CollectionSpec):
         schema = self.client.create_schema(auto_id=False, enable_dynamic_field=False, description=spec.description)
         schema.add_field("id", DataType.VARCHAR, max_length=64, is_primary=True)
         schema.add_field("pdf_id", DataType.VARCHAR, max_length=64)
@@ -244,11 +291,16 @@ class VectorStore:
                                    params=dict(vector.index_params))
         for scalar in ("pdf_id", "table_name", "column_name", "page_number"):
             index_params.add_index(scalar, index_type="INVERTED")
-        self.client.create_collection(spec.name, schema=schema)
-        # sync=False: pymilvus would otherwise poll index state with AllocTimestamp, which Milvus Lite lacks.
-        self.client.create_index(spec.name, index_params, sync=False)
-        self.client.alter_collection_properties(spec.name, properties={SPEC_PROPERTY: json.dumps(self._spec_record(spec))})
-        self._partitions[spec.name] = set(self.client.list_partitions(spec.name))
+        return schema, index_params
+
+    def incarnation(self, name: str) -> str | None:
+        """A token drawn when the collection was created: a collection dropped and recreated (by hand, or a new
+        Milvus Lite file) has another, so sync records made against the old one no longer count. None when the
+        collection does not exist."""
+        if not self.client.has_collection(name):
+            return None
+        properties = self.client.describe_collection(name).get("properties") or {}
+        return properties.get(INCARNATION_PROPERTY)
 
     def _spec_record(self, spec: CollectionSpec) -> dict:
         return {

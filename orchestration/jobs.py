@@ -1,0 +1,28 @@
+"""The named jobs: what the Runs page says ran. `paperlake ingest` and the sensors launch exactly these."""
+
+import dagster as dg
+
+from assets.formulas import formula_collection, formula_graph
+from assets.parse import parsed_views
+from assets.vectors import vector_assets
+from assets.warehouse import formula_models, warehouse_models
+
+ingest_paper = dg.define_asset_job(
+    "ingest_paper", selection=dg.AssetSelection.assets(parsed_views),
+    description="Parse one paper partition into the lake (new, changed, or removed from the inbox).",
+)
+build_warehouse = dg.define_asset_job(
+    "build_warehouse", selection=dg.AssetSelection.assets(warehouse_models),
+    description="dbt build of the warehouse marts from the lake, into a side file swapped in when every test passed.",
+)
+build_formulas = dg.define_asset_job(
+    "build_formulas", selection=dg.AssetSelection.assets(formula_graph, formula_models, formula_collection),
+    description="The formula graph from the warehouse's equations, its dbt models, and the Milvus formulas "
+                "collection (each step only when stale).",
+)
+sync_vectors = dg.define_asset_job(
+    "sync_vectors", selection=dg.AssetSelection.assets(*vector_assets),
+    description="One paper's entities in each Milvus collection made exactly its warehouse cells.",
+)
+JOBS = [ingest_paper, build_warehouse, build_formulas, sync_vectors]
+FORMULA_ASSETS = {"graph": formula_graph, "models": formula_models, "collection": formula_collection}

@@ -1,0 +1,104 @@
+"""One definition of stale, read from the stores themselves, for `paperlake ingest` and the Dagster sensors alike.
+
+Each stage records what it was built from *inside or beside its outputs, after they are durable*, and a stage is
+stale when that record is missing or names other inputs than the current ones:
+
+| stage | inputs | where the record lives |
+|---|---|---|
+| parse (per paper) | file sha256, manifest row, backend, parser version | the lake record, written after every view |
+| warehouse | dbt project digest, lake digest | ``_paperlake.builds`` in the warehouse, swapped in with it |
+| formula graph | extractor version, each paper's equation rows | ``state.json``, written last, with each output's sha256 |
+| formula models | dbt formula models' digest, formula graph digest | ``_paperlake.builds`` |
+| formulas collection | formula graph digest, collection code version | the collection's ``paperlake.synced`` property |
+| vector collections (per paper) | the paper's expected entities | ``vectors/<collection>/<key>.json`` + the collection |
+
+A process killed at any line leaves each record either absent, or describing outputs that are there: the next
+ingest redoes exactly what is stale, whatever a dead run meant to do. A store removed by hand has no record, so it
+is stale too. The parse stage's rule is :func:`paperlake.pipeline.needs_parse`; the vector stage's is
+:func:`paperlake.vectors.ledger.stale_papers`; the rest is here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from paperlake.config import Settings
+from paperlake.formulas.store import formula_graph_staleness, graph_digest
+from paperlake.lake import Lake
+from paperlake.warehouse import connect_read_only, dbt_digest, recorded_builds
+
+SYNCED_PROPERTY = "paperlake.synced"
+FORMULA_COLLECTION_CODE_VERSION = "formulas-collection-1"
+
+
+def formula_dir(settings: Settings):
+    return settings.lake / "formulas"
+
+
+def turtle_path(settings: Settings):
+    return settings.home / "formulas" / "formulas.ttl"
+
+
+def warehouse_inputs(settings: Settings) -> dict[str, str]:
+    return {"dbt": dbt_digest("warehouse"), "lake": Lake(settings.lake).digest()}
+
+
+def formula_model_inputs(settings: Settings) -> dict[str, str]:
+    return {"dbt": dbt_digest("formulas"), "graph": graph_digest(formula_dir(settings)) or "none"}
+
+
+def formula_collection_inputs(settings: Settings) -> str:
+    return json.dumps({"code": FORMULA_COLLECTION_CODE_VERSION, "graph": graph_digest(formula_dir(settings))},
+                      sort_keys=True)
+
+
+def _differs(built: dict[str, str] | None, wanted: dict[str, str], what: str) -> str | None:
+    if built is None:
+        return f"no {what} build recorded in the warehouse"
+    changed = sorted(key for key in wanted if built.get(key) != wanted[key])
+    return f"{', '.join(changed)} changed since the last {what} build" if changed else None
+
+
+def warehouse_staleness(settings: Settings) -> str | None:
+    """Why dbt must rebuild the warehouse's marts, or None."""
+    if not settings.warehouse.exists():
+        return "no warehouse"
+    return _differs(recorded_builds(settings.warehouse).get("warehouse"), warehouse_inputs(settings), "warehouse")
+
+
+def formula_staleness(settings: Settings, store: Any | None) -> dict[str, str]:
+    """Which formula assets are stale and why: ``graph``, ``models``, ``collection`` (a stale graph makes both
+    downstream ones stale). Needs a warehouse; ``store`` (a VectorStore, or None when the collection's encoder is
+    unavailable here) is read for the collection's record."""
+    if not settings.warehouse.exists():
+        return {}
+    with connect_read_only(settings.warehouse) as con:
+        graph = formula_graph_staleness(con, formula_dir(settings), turtle_path(settings))
+    if graph:
+        stale = {"graph": graph, "models": "the formula graph changes", "collection": "the formula graph changes"}
+        return stale if store is not None else {k: v for k, v in stale.items() if k != "collection"}
+    stale = {}
+    models = _differs(recorded_builds(settings.warehouse).get("formula_models"), formula_model_inputs(settings),
+                      "formula models")
+    if models:
+        stale["models"] = models
+    if store is not None and (collection := formula_collection_staleness(settings, store)):
+        stale["collection"] = collection
+    return stale
+
+
+def formula_collection_staleness(settings: Settings, store: Any) -> str | None:
+    from paperlake.formulas.collection import FORMULA_COLLECTION, formula_entities
+    from paperlake.formulas.store import _read_tables
+
+    client = store.client
+    if not client.has_collection(FORMULA_COLLECTION):
+        return "no formulas collection"
+    properties = client.describe_collection(FORMULA_COLLECTION).get("properties") or {}
+    if properties.get(SYNCED_PROPERTY) != formula_collection_inputs(settings):
+        return "not synced with the current formula graph"
+    expected = len(formula_entities(_read_tables(formula_dir(settings))))
+    if store.count(FORMULA_COLLECTION) != expected:
+        return f"entity count differs from the graph's {expected} formulas"
+    return None

@@ -1,0 +1,205 @@
+"""Which cells each collection holds for each paper: the vector stage's sync records and its definition of stale.
+
+A paper's entities in a collection are *fresh* when they are exactly the entities its warehouse cells call for:
+same ids, same ``text_hash`` (the encoder fingerprint and the encoded content). :func:`expected_digest` names that
+set; a sync writes it, with the paper id and the collection's incarnation, to ``<home>/vectors/<collection>/<paper
+key>.json`` only after Milvus has flushed the entities, so a record never claims a sync that did not finish.
+
+:func:`stale_papers` compares the records with the warehouse (new, changed, re-identified or departed papers) and
+with the collection itself: a collection dropped or recreated (another incarnation), or whose entity count differs
+from what the records add up to (entities deleted by hand, a record lost), is scanned entity by entity, and the
+papers whose stored entities differ from their expected ones are stale. Entities of papers that no record and no
+warehouse row knows (``orphans``) are returned for deletion.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from paperlake.failpoints import fault_point
+from paperlake.lake import atomic_write_bytes
+from paperlake.vectors.config import default_config_path, load_config
+from paperlake.vectors.entities import Cell, collect_cells, default_encodable
+
+# Bump when what a paper's entities are made of changes without the config changing (new cells, new fields).
+VECTORS_CODE_VERSION = "vectors-2"
+
+
+def stage_fingerprint() -> str:
+    """The vector stage's code version, its active collections and what of their config shapes entities: the
+    assets' code version. Search-time settings (the ``hybrid`` block) and comments do not count."""
+    config = load_config()
+    active = ",".join(sorted(spec.name for spec in config.active_collections()))
+    raw = yaml.safe_load(default_config_path().read_text(encoding="utf-8")) or {}
+    raw.pop("hybrid", None)
+    canonical = json.dumps(raw, sort_keys=True, default=str)
+    return hashlib.sha256(f"{VECTORS_CODE_VERSION}\n{active}\n{canonical}".encode()).hexdigest()[:16]
+
+
+def ledger_path(home: Path, collection: str, paper_key: str) -> Path:
+    return home / "vectors" / collection / f"{paper_key}.json"
+
+
+def read_ledger(home: Path, collection: str) -> dict[str, dict[str, Any]]:
+    """paper key → its sync record; unreadable records count as missing (the paper is synced again)."""
+    root = home / "vectors" / collection
+    records: dict[str, dict[str, Any]] = {}
+    if not root.exists():
+        return records
+    for path in root.rglob("*.json"):
+        if path.name.startswith("."):
+            continue
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            record = {}
+        records[path.relative_to(root).with_suffix("").as_posix()] = record if isinstance(record, dict) else {}
+    return records
+
+
+def _digest(pairs: Iterable[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(pairs)).encode()).hexdigest()[:32]
+
+
+def expected_hashes(store: Any, collection: str, cells: Iterable[Cell]) -> dict[str, str]:
+    """entity id → text_hash the paper's cells call for in ``collection``."""
+    from paperlake.vectors.store import _text_hash
+
+    spec = store.config.collection(collection)
+    fingerprint = store.fingerprint(spec)
+    return {cell.entity_id: _text_hash(fingerprint, cell.content_key) for cell in cells if cell.kind == spec.modality}
+
+
+def expected_digest(store: Any, collection: str, cells: Iterable[Cell]) -> tuple[str, int]:
+    hashes = expected_hashes(store, collection, cells)
+    return _digest(f"{key}:{value}" for key, value in hashes.items()), len(hashes)
+
+
+def sync_paper_key(settings: Any, collection: str, paper_key: str) -> dict[str, Any]:
+    """Make ``collection`` hold exactly the warehouse cells of the paper behind ``paper_key`` (none, if it left the
+    warehouse; the entities of the paper id it was last synced as go too), then record the sync."""
+    from paperlake.vectors.store import VectorStore
+    from paperlake.warehouse import connect_read_only
+
+    ledger = ledger_path(settings.home, collection, paper_key)
+    with connect_read_only(settings.warehouse) as con:
+        row = con.execute("select paper_id::varchar from metadata where paper_key = ?", [paper_key]).fetchone()
+        paper_id = row[0] if row else None
+        cells = collect_cells(con, default_encodable(), [paper_id]) if paper_id else []
+    try:
+        previous = json.loads(ledger.read_text()).get("paper_id") if ledger.exists() else None
+    except (OSError, ValueError):
+        previous = None
+    # The `milvus` pool queues collection steps; the lock only waits out other processes (a `paperlake search`).
+    store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite", lock_timeout=600.0)
+    try:
+        deleted_previous = 0
+        if previous and previous != paper_id:  # removed, or re-identified (new title): drop the old entities
+            deleted_previous = sum(store.delete_paper(previous, [collection]).values())
+            fault_point("vectors.previous_deleted")
+        if paper_id is None:
+            ledger.unlink(missing_ok=True)
+            return {"status": "removed", "deleted": deleted_previous, "entities": 0}
+        report = store.sync_paper(paper_id, cells, [collection])
+        fault_point("vectors.synced")
+        stats = report.collections[collection]
+        entities = store.count(collection, f"pdf_id == '{paper_id}'")
+        digest, expected = expected_digest(store, collection, cells)
+        incarnation = store.incarnation(collection)
+    finally:
+        store.close()
+    payload = json.dumps({"paper_id": paper_id, "digest": digest, "entities": entities,
+                          "incarnation": incarnation}).encode()
+    atomic_write_bytes(ledger, lambda handle: handle.write(payload))
+    return {"status": "synced", "paper_id": paper_id, "entities": entities, "expected": expected,
+            "cells": len(cells), "encoded": stats.encoded, "skipped_unchanged": stats.unchanged,
+            "deleted": stats.deleted + deleted_previous, "seconds": round(report.seconds, 3)}
+
+
+@dataclass
+class VectorPlan:
+    """What the vector stage must do: paper key → {collection: why}, and entities no paper owns any more."""
+
+    stale: dict[str, dict[str, str]] = field(default_factory=dict)
+    orphans: dict[str, list[str]] = field(default_factory=dict)  # collection → paper ids
+
+    def mark(self, paper_key: str, collection: str, reason: str) -> None:
+        self.stale.setdefault(paper_key, {}).setdefault(collection, reason)
+
+    @property
+    def empty(self) -> bool:
+        return not self.stale and not any(self.orphans.values())
+
+
+def _stored_hashes(store: Any, collection: str) -> dict[str, dict[str, str]]:
+    """pdf id → {entity id: text_hash} of everything in the collection (the slow path, after a count mismatch)."""
+    store.load(collection)
+    by_paper: dict[str, dict[str, str]] = {}
+    iterator = store.client.query_iterator(collection, batch_size=4096, filter="",
+                                           output_fields=["id", "pdf_id", "text_hash"])
+    try:
+        while batch := iterator.next():
+            for row in batch:
+                by_paper.setdefault(row["pdf_id"], {})[row["id"]] = row["text_hash"]
+    finally:
+        iterator.close()
+    return by_paper
+
+
+def stale_papers(settings: Any, store: Any, collections: list[str]) -> VectorPlan:
+    """The vector stage's plan, from the warehouse, the sync records and the collections themselves."""
+    from paperlake.warehouse import connect_read_only
+
+    plan = VectorPlan()
+    if not settings.warehouse.exists():
+        return plan
+    with connect_read_only(settings.warehouse) as con:
+        papers = dict(con.execute("select paper_key, paper_id::varchar from metadata").fetchall())
+        cells_by_paper: dict[str, list[Cell]] = {}
+        for cell in collect_cells(con, default_encodable()):
+            cells_by_paper.setdefault(cell.pdf_id, []).append(cell)
+    for collection in collections:
+        records = read_ledger(settings.home, collection)
+        incarnation = store.incarnation(collection)
+        expected = {key: expected_digest(store, collection, cells_by_paper.get(pid, [])) for key, pid in papers.items()}
+        for key, paper_id in papers.items():
+            record = records.get(key)
+            if record is None:
+                plan.mark(key, collection, "never synced")
+            elif record.get("paper_id") != paper_id:
+                plan.mark(key, collection, "the file now holds another paper")
+            elif incarnation is None or record.get("incarnation") != incarnation:
+                plan.mark(key, collection, "the collection was dropped or recreated")
+            elif record.get("digest") != expected[key][0]:
+                plan.mark(key, collection, "its cells changed")
+        for key in records.keys() - papers.keys():
+            plan.mark(key, collection, "left the warehouse")
+        if incarnation is None:
+            continue
+        if store.count(collection) == sum(int(record.get("entities") or 0) for record in records.values()):
+            continue
+        # Entities that no record explains: compare every paper's stored entities with its expected ones.
+        stored = _stored_hashes(store, collection)
+        owners = {pid: key for key, pid in papers.items()}
+        for key, paper_id in papers.items():
+            hashes = stored.get(paper_id, {})
+            if _digest(f"{k}:{v}" for k, v in hashes.items()) != expected[key][0]:
+                plan.mark(key, collection, "its stored entities differ from its cells")
+        departed = {records[k].get("paper_id") for k in records.keys() - papers.keys()}
+        plan.orphans[collection] = sorted(pid for pid in stored if pid not in owners and pid not in departed)
+    return plan
+
+
+def delete_orphans(store: Any, plan: VectorPlan) -> int:
+    """Delete the entities of papers that neither the warehouse nor any sync record knows (a store edited by hand)."""
+    deleted = 0
+    for collection, paper_ids in plan.orphans.items():
+        for paper_id in paper_ids:
+            deleted += store.delete_paper(paper_id, [collection]).get(collection, 0)
+    return deleted
