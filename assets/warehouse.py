@@ -2,6 +2,7 @@
 
 
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, Mapping
@@ -14,7 +15,7 @@ from paperlake.formulas.store import ensure_formula_contract
 from paperlake.lake import Lake
 from paperlake.failpoints import fault_point
 from paperlake.freshness import formula_model_inputs, warehouse_inputs
-from paperlake.warehouse import DBT_PROJECT_DIR, dbt_digest, dbt_env, prepare_build, publish_build
+from paperlake.warehouse import DBT_PROJECT_DIR, dbt_digest, dbt_env, dbt_target_path, prepare_build, publish_build
 
 DBT_PROJECT = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
 DBT_PROJECT.prepare_if_dev()
@@ -35,7 +36,9 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: Pa
     inputs = warehouse_inputs(settings) if stage == "warehouse" else formula_model_inputs(settings)
     prepare_build(settings.warehouse)
     os.environ.update(dbt_env(settings.lake, settings.warehouse))
-    for event in dbt.cli(["build"], context=context).stream():
+    target = dbt_target_path(settings.home, stage)
+    shutil.rmtree(target, ignore_errors=True)
+    for event in dbt.cli(["build"], context=context, target_path=target).stream():
         fault_point(f"{stage}.dbt_event")
         yield event
     fault_point(f"{stage}.before_swap")

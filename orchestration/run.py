@@ -23,7 +23,7 @@ from paperlake.freshness import formula_staleness, warehouse_staleness
 from paperlake.inbox import scan_inbox
 from paperlake.lake import Lake
 from paperlake.pipeline import IngestPlan, plan_ingest
-from paperlake.vectors.ledger import delete_orphans, read_ledger, stale_papers
+from paperlake.vectors.ledger import VectorPlan, delete_orphans, read_ledger, stale_papers
 from paperlake.warehouse import DBT_PROJECT_DIR, dbt_env
 
 
@@ -191,10 +191,18 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
 
     stage_started = time.perf_counter()
     collections = [definition.key.path[-1] for definition in vector_assets]
-    with _open_store(settings) as store:
-        formulas = formula_staleness(settings, store if collection_available_here(store) else None)
-        vectors = stale_papers(settings, store, collections)
-        summary.orphans_deleted = delete_orphans(store, vectors)
+    try:
+        with _open_store(settings) as store:
+            formulas = formula_staleness(settings, store if collection_available_here(store) else None)
+            vectors = stale_papers(settings, store, collections)
+            summary.orphans_deleted = delete_orphans(store, vectors)
+    except Exception as error:  # Milvus unreachable or its file held elsewhere: what needs it waits for the next run
+        message = " ".join(str(error).split())[:300]
+        summary.failures.append(StageFailure("vectors", f"cannot open the vector store at {settings.milvus_uri} "
+                                                        f"({type(error).__name__}: {message}); no collection was "
+                                                        "checked or synced"))
+        formulas = formula_staleness(settings, None)
+        vectors = VectorPlan()
     summary.step_seconds["check"] = time.perf_counter() - stage_started
 
     stage_started = time.perf_counter()

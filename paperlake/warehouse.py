@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
@@ -26,24 +27,42 @@ import duckdb
 
 DBT_PROJECT_DIR = Path(__file__).resolve().parents[1] / "dbt_project"
 BUILDS_TABLE = "_paperlake.builds"
-_DBT_SKIPPED = {"target", "logs", "dbt_packages"}
+
+
+def _dbt_sources() -> list[Path]:
+    """The files a dbt build's result depends on: models, macros, data tests, the project file and the profile."""
+    files = [DBT_PROJECT_DIR / "dbt_project.yml", DBT_PROJECT_DIR / "profiles.yml"]
+    for folder in ("models", "macros", "tests"):
+        files += [p for p in (DBT_PROJECT_DIR / folder).rglob("*") if p.suffix in (".sql", ".yml", ".yaml")]
+    return sorted(p for p in files if p.is_file())
 
 
 def dbt_digest(part: str) -> str:
     """Digest of the dbt files that shape one build: ``warehouse`` (everything but ``models/formulas``) or
-    ``formulas`` (``models/formulas``); both include the macros, ``dbt_project.yml`` and the profile."""
+    ``formulas`` (``models/formulas``); both include the macros, data tests, ``dbt_project.yml`` and the profile."""
     if part not in ("warehouse", "formulas"):
         raise ValueError(f"unknown dbt part {part!r}")
+    files = _dbt_sources()
+    signature = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+    return _dbt_digest(part, signature)
+
+
+@lru_cache(maxsize=8)
+def _dbt_digest(part: str, signature: tuple) -> str:
     digest = hashlib.sha256(part.encode())
-    for path in sorted(DBT_PROJECT_DIR.rglob("*")):
-        relative = path.relative_to(DBT_PROJECT_DIR)
-        if not path.is_file() or path.suffix not in (".sql", ".yml", ".yaml") or _DBT_SKIPPED & set(relative.parts):
-            continue
+    for name, _, _ in signature:
+        relative = Path(name).relative_to(DBT_PROJECT_DIR)
         in_formulas = relative.parts[:2] == ("models", "formulas")
         if relative.parts[0] == "models" and in_formulas != (part == "formulas"):
             continue
-        digest.update(relative.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        digest.update(relative.as_posix().encode() + b"\0" + Path(name).read_bytes() + b"\0")
     return digest.hexdigest()[:16]
+
+
+def dbt_target_path(home: Path, stage: str) -> Path:
+    """dbt's target folder for one build stage of one home, emptied before each build (dagster-dbt would otherwise
+    leave a new folder per run inside the project)."""
+    return home / "dbt-target" / stage
 
 
 def build_path(warehouse: Path) -> Path:

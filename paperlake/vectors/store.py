@@ -27,6 +27,7 @@ from typing import Iterable, Sequence
 from pymilvus import DataType, Function, FunctionType, MilvusClient, MilvusException
 from pymilvus.milvus_client.index import IndexParams
 
+from paperlake.failpoints import fault_point
 from paperlake.vectors.config import CollectionSpec, VectorConfig, default_home, load_config
 from paperlake.vectors.encoders import EmbeddingCache, EncoderRegistry, encode_cached, render_region
 from paperlake.vectors.entities import Cell, Encodable, collect_cells
@@ -428,6 +429,7 @@ class VectorStore:
         for partition, part_rows in by_partition.items():
             for start in range(0, len(part_rows), _WRITE_BATCH):
                 self.client.upsert(spec.name, part_rows[start:start + _WRITE_BATCH], partition_name=partition)
+        fault_point("vectors.upserted")
         for start in range(0, len(stale), _WRITE_BATCH):
             self.client.delete(spec.name, ids=stale[start:start + _WRITE_BATCH])
         if rows or stale:
