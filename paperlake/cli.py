@@ -84,11 +84,11 @@ def ingest(
         summary = run_ingest([p.resolve() for p in inboxes], settings, progress=notify,
                              rebuild_warehouse=rebuild_warehouse)
     console.print(f"[bold]plan:[/] {summary.plan.summary()}")
-    console.print(f"parsed {len(summary.published)}, failed {len(summary.failures)}, removed {len(summary.removed)}; "
+    console.print(f"parsed {len(summary.published)}, removed {len(summary.removed)}; "
                   f"warehouse {'rebuilt' if summary.warehouse_built else 'unchanged'}; "
                   f"formulas {', '.join(summary.formulas_built) or 'unchanged'}; "
-                  f"vectors {len(summary.vectors_synced)} paper(s) synced "
-                  f"({summary.step_seconds.get('total', 0):.1f}s)")
+                  f"vectors {len(summary.vectors_synced)} paper(s) synced; "
+                  f"{len(summary.failures)} failure(s) ({summary.step_seconds.get('total', 0):.1f}s)")
     for stage, reason in summary.stale.items():
         console.print(f"  rebuilt {stage}: {reason}")
     if summary.orphans_deleted:
@@ -145,23 +145,33 @@ def status(home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False
 
 
 @app.command()
-def sql(query: str = typer.Argument(..., help="A SQL query over the warehouse (read-only)."),
+def sql(query: str = typer.Argument(..., help="One reading SQL statement over the warehouse (SELECT/WITH, DESCRIBE, "
+                                              "SHOW, SUMMARIZE, EXPLAIN, catalogue PRAGMAs)."),
         home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False, "--json"),
-        limit: int = typer.Option(1000, "--limit", help="At most this many rows are printed.")) -> None:
-    """Query the warehouse read-only (works while an ingest is writing)."""
-    import duckdb
+        limit: int = typer.Option(1000, "--limit", min=1, max=1_000_000, help="At most this many rows come back."),
+        timeout: float = typer.Option(30.0, "--timeout", min=0.1, max=3600,
+                                      help="Seconds for running and fetching the query."),
+        max_bytes: int = typer.Option(16_000_000, "--max-bytes", min=1000, max=2_000_000_000,
+                                      help="At most this much result data comes back (long values are cut).")) -> None:
+    """Query the warehouse read-only, in the same sandbox as the agent: no writes, no file or network access, one
+    statement, bounded time, memory and result size (works while an ingest is writing)."""
+    from paperlake.sql_sandbox import ReadOnlyWarehouse, SQLFailed, SQLRefused, SQLTimeout
 
     settings = _settings(home)
     try:
-        with connect_read_only(settings.warehouse) as con:
-            cursor = con.execute(query)
-            columns = [d[0] for d in cursor.description or []]
-            rows = cursor.fetchmany(limit)
+        with ReadOnlyWarehouse(settings.warehouse, timeout=timeout, max_rows=limit, max_bytes=max_bytes) as warehouse:
+            result = warehouse.query(query)
     except FileNotFoundError as error:
         _fail(str(error))
-    except duckdb.Error as error:
-        _fail(f"{type(error).__name__}: {error}")
-    _print_rows(columns, rows, as_json)
+    except SQLRefused as error:
+        _fail(f"refused: {error}")
+    except SQLTimeout as error:
+        _fail(f"{error} (raise it with --timeout)")
+    except (SQLFailed, RuntimeError) as error:
+        _fail(str(error))
+    _print_rows(result.columns, result.rows, as_json)
+    if result.note:
+        err.print(f"[yellow]note:[/] {result.note}", soft_wrap=True)
 
 
 def main() -> None:  # pragma: no cover - console entry

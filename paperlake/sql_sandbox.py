@@ -1,15 +1,36 @@
-"""A read-only, bounded DuckDB connection for SQL written by a model.
+"""The one SQL sandbox for every surface that runs SQL nobody vetted: the agent's RetrieveFromDatabase and the
+``paperlake sql`` command alike.
 
-Three fences, each enough on its own for the common attacks and together for the rest:
-the file is opened ``read_only`` with external access disabled and the configuration locked (no ``read_csv`` of
-host files, no ``ATTACH``/``INSTALL``, no ``SET`` to undo any of it); DuckDB's own parser must see exactly one
-statement of a reading kind (SELECT/WITH/FROM, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN of those, and the catalogue
-PRAGMAs); and every query runs under a wall-clock timeout (a timer thread interrupts the connection) with a row cap.
+Fences, each enough on its own for the common attacks and together for the rest:
+
+- **statement whitelist**: DuckDB's own parser must see exactly one statement of a reading kind (SELECT/WITH/FROM,
+  DESCRIBE, SHOW, SUMMARIZE, EXPLAIN of those, and the catalogue PRAGMAs);
+- **no file or network access**: the file is opened ``read_only`` with external access disabled, extension
+  autoloading off and the configuration locked (no ``read_csv``/``read_text``/``glob`` of host files, no
+  ``ATTACH``/``INSTALL``/``LOAD``, no ``SET`` to undo any of it);
+- **bounded cost, in a separate process**: queries run in a worker process (``python -m paperlake.sql_sandbox``)
+  whose address space is capped (``RLIMIT_AS``) above DuckDB's own ``memory_limit``, because some work is not
+  accounted by DuckDB's buffer manager (``repeat('x', 1500000000)`` builds a 1.5 GB string whatever
+  ``memory_limit`` says, and is not interruptible while it does). The worker interrupts its query at the time limit;
+  the parent kills the worker if it has not answered shortly after, and starts a new one for the next query. The
+  limit covers executing *and* fetching: rows are fetched in batches and the result is capped in rows and in bytes
+  inside the worker (a cell larger than what is left of the byte budget is cut, with ``truncated`` and a note), so
+  neither process ever holds more than the cap of result data, and formatting downstream works on bounded values.
+
+The worker answers over its stdin/stdout pipes (length-prefixed pickles: the two ends are the same program) and
+exits when its stdin closes, so a parent that dies takes its worker with it.
 """
 
 from __future__ import annotations
 
+import os
+import pickle
 import re
+import select
+import signal
+import struct
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,14 +57,21 @@ class SQLFailed(RuntimeError):
     """DuckDB rejected an allowed statement (unknown column, type error, ...); the message is DuckDB's."""
 
 
+class SQLTooLarge(SQLFailed):
+    """The query needed more memory than the sandbox allows."""
+
+
 @dataclass
 class QueryResult:
     columns: list[str]
     types: list[str]
     rows: list[tuple[Any, ...]]
-    truncated: bool = False
+    truncated: bool = False  # rows or bytes were cut: ``note`` says which
     elapsed: float = 0.0
     row_cap: int = 0
+    byte_cap: int = 0
+    cut_bytes: bool = False  # the byte cap cut the result (a cell, or the rows after it)
+    note: str = ""
 
     def records(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row)) for row in self.rows]
@@ -85,86 +113,304 @@ def check_statement(sql: str) -> str:
     )
 
 
+# DuckDB's own limit, and the worker's address space: DuckDB's limit plus room for Python, the DuckDB library,
+# thread stacks and one batch of fetched rows. Measured: a 30M-row DISTINCT under a 1 GB memory_limit peaks at
+# ~630 MB RSS; the worker idles at ~80 MB.
+MEMORY_LIMIT = "1GB"
+ADDRESS_SPACE = 3 * 2**30
+MAX_ROWS = 1000
+MAX_BYTES = 4_000_000  # result data, summed over cells (strings by characters, blobs by bytes, scalars 16)
+TIMEOUT = 30.0
+_GRACE = 3.0  # how long past the time limit the parent waits for the worker's own interrupt before killing it
+_FETCH_BATCH = 64
+
+
 @dataclass
 class ReadOnlyWarehouse:
-    """The warehouse file opened for reading by untrusted SQL. Use as a context manager or call :meth:`close`."""
+    """The warehouse file opened for reading by untrusted SQL. Use as a context manager or call :meth:`close`.
+
+    ``timeout`` bounds execution and fetching; ``max_rows`` and ``max_bytes`` bound what comes back (per query,
+    ``max_rows`` may be given to :meth:`query`); ``memory_limit`` is DuckDB's, ``address_space`` the worker's."""
 
     path: Path
-    timeout: float = 30.0
-    max_rows: int = 1000
-    memory_limit: str = "2GB"
+    timeout: float = TIMEOUT
+    max_rows: int = MAX_ROWS
+    max_bytes: int = MAX_BYTES
+    memory_limit: str = MEMORY_LIMIT
+    address_space: int = ADDRESS_SPACE
     threads: int = 2
-    _connection: duckdb.DuckDBPyConnection | None = field(default=None, init=False, repr=False)
+    _worker: subprocess.Popen | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
 
-    @property
-    def connection(self) -> duckdb.DuckDBPyConnection:
-        if self._connection is None:
-            if not self.path.exists():
-                raise FileNotFoundError(f"warehouse {self.path.name} does not exist; run the ingest first")
-            config = {
-                "enable_external_access": False,
-                "autoinstall_known_extensions": False,
-                "autoload_known_extensions": False,
-                "memory_limit": self.memory_limit,
-                "threads": self.threads,
-                "lock_configuration": True,
-            }
-            try:
-                self._connection = duckdb.connect(str(self.path), read_only=True, config=config)
-            except duckdb.IOException as error:
-                raise RuntimeError(
-                    f"warehouse {self.path.name} cannot be opened for reading (is an ingest writing it?): "
-                    f"{_first_line(error)}"
-                ) from error
-        return self._connection
-
     def query(self, sql: str, params: Sequence[Any] | None = None, max_rows: int | None = None) -> QueryResult:
-        """Run one checked reading statement; at most ``max_rows`` rows come back (``truncated`` says if more)."""
+        """Run one checked reading statement; at most ``max_rows`` rows and ``max_bytes`` of data come back
+        (``truncated`` and ``note`` say what was cut)."""
         check_statement(sql)
-        cap = self.max_rows if max_rows is None else max_rows
+        request = {"sql": sql, "params": list(params) if params is not None else None,
+                   "max_rows": self.max_rows if max_rows is None else max_rows, "max_bytes": self.max_bytes,
+                   "timeout": self.timeout}
         with self._lock:
-            connection = self.connection
-            timer = threading.Timer(self.timeout, connection.interrupt)
-            timer.daemon = True
+            worker = self._start()
             started = time.monotonic()
-            timer.start()
             try:
-                cursor = connection.execute(sql, list(params) if params is not None else None)
-                description = cursor.description or []
-                rows = cursor.fetchmany(cap + 1) if description else []
-            except duckdb.InterruptException as error:
-                raise SQLTimeout(f"query interrupted after {self.timeout:g} s (the time limit)") from error
-            except duckdb.PermissionException as error:
-                raise SQLRefused(f"refused by the sandbox: {_first_line(error)}") from error
-            except duckdb.Error as error:
-                if not timer.is_alive() and time.monotonic() - started >= self.timeout:
-                    raise SQLTimeout(f"query interrupted after {self.timeout:g} s (the time limit)") from error
-                raise SQLFailed(_first_line(error)) from error
-            finally:
-                timer.cancel()
-        return QueryResult(
-            columns=[d[0] for d in description],
-            types=[str(d[1]) for d in description],
-            rows=[tuple(r) for r in rows[:cap]],
-            truncated=len(rows) > cap,
-            elapsed=time.monotonic() - started,
-            row_cap=cap,
-        )
+                _send(worker.stdin, request)
+                answer = _receive(worker.stdout, deadline=started + self.timeout + _GRACE)
+            except TimeoutError:
+                self._stop(kill=True)
+                raise SQLTimeout(f"query stopped after {self.timeout:g} s (the time limit); its worker did not "
+                                 "answer the interrupt and was restarted") from None
+            except (EOFError, BrokenPipeError, OSError):
+                code = self._stop(kill=True)
+                raise SQLTooLarge(f"the query's worker died ({_exit_text(code)}); most likely the query needed "
+                                  f"more than the sandbox's {self.address_space / 2**30:g} GB of memory") from None
+        kind = answer.pop("error", None)
+        if kind is not None:
+            raise {"refused": SQLRefused, "timeout": SQLTimeout, "memory": SQLTooLarge,
+                   "failed": SQLFailed}[kind](answer["message"])
+        return QueryResult(**answer)
+
+    def _start(self) -> subprocess.Popen:
+        if self._worker is not None and self._worker.poll() is None:
+            return self._worker
+        if not self.path.exists():
+            raise FileNotFoundError(f"warehouse {self.path.name} does not exist; run the ingest first")
+        config = {"path": str(self.path), "memory_limit": self.memory_limit, "threads": self.threads,
+                  "address_space": self.address_space}
+        env = {key: value for key, value in os.environ.items() if key != "MILVUS_URI"}  # (paperlake's __init__)
+        worker = subprocess.Popen([sys.executable, "-m", "paperlake.sql_sandbox"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True)
+        try:
+            _send(worker.stdin, config)
+            opened = _receive(worker.stdout, deadline=time.monotonic() + 60)
+        except (TimeoutError, EOFError, BrokenPipeError, OSError) as error:
+            _kill(worker)
+            raise RuntimeError(f"the SQL sandbox's worker did not start ({type(error).__name__})") from None
+        if opened.get("error"):
+            _kill(worker)
+            raise RuntimeError(opened["message"])
+        self._worker = worker
+        return worker
+
+    def _stop(self, kill: bool = False) -> int | None:
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return None
+        if kill:
+            return _kill(worker)
+        try:
+            worker.stdin.close()  # the worker exits when its stdin closes
+            return worker.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            return _kill(worker)
+        finally:
+            if worker.stdout:
+                worker.stdout.close()
 
     def close(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+        with self._lock:
+            self._stop()
 
     def __enter__(self) -> "ReadOnlyWarehouse":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def __del__(self) -> None:  # a forgotten close must not leave a worker behind
+        worker = getattr(self, "_worker", None)
+        if worker is not None and worker.poll() is None:
+            _kill(worker)
+
+
+def _kill(worker: subprocess.Popen) -> int | None:
+    try:
+        worker.kill()
+    except OSError:
+        pass
+    try:
+        return worker.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "it did not exit"
+    if code < 0:
+        return f"killed by {signal.Signals(-code).name}"
+    return f"exit {code}"
+
+
+def _send(pipe, message: dict) -> None:
+    payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    pipe.write(struct.pack(">Q", len(payload)) + payload)
+    pipe.flush()
+
+
+def _receive(pipe, deadline: float | None = None) -> dict:
+    header = _read_exactly(pipe, 8, deadline)
+    return pickle.loads(_read_exactly(pipe, struct.unpack(">Q", header)[0], deadline))
+
+
+def _read_exactly(pipe, size: int, deadline: float | None) -> bytes:
+    chunks: list[bytes] = []
+    fd = pipe.fileno()
+    while size:
+        if deadline is not None:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+# -- the worker ---------------------------------------------------------------------------------------------------
+
+
+def _serve(stdin, stdout) -> None:
+    """Open the warehouse under the configured limits, then answer queries until stdin closes."""
+    import resource
+
+    config = _receive(stdin)
+    try:
+        limit = int(config["address_space"])
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        connection = duckdb.connect(config["path"], read_only=True, config={
+            "enable_external_access": False,
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "memory_limit": config["memory_limit"],
+            "threads": int(config["threads"]),
+            "lock_configuration": True,
+        })
+    except duckdb.IOException as error:
+        _send(stdout, {"error": "failed", "message": f"warehouse {Path(config['path']).name} cannot be opened for "
+                                                     f"reading (is an ingest writing it?): {_first_line(error)}"})
+        return
+    except Exception as error:  # noqa: BLE001 - reported to the parent, which raises it
+        _send(stdout, {"error": "failed", "message": f"{type(error).__name__}: {_first_line(error)}"})
+        return
+    _send(stdout, {"opened": True})
+    while True:
+        try:
+            request = _receive(stdin)
+        except EOFError:
+            return
+        _send(stdout, _answer(connection, request))
+
+
+def _answer(connection: duckdb.DuckDBPyConnection, request: dict) -> dict:
+    timeout = float(request["timeout"])
+    timer = threading.Timer(timeout, connection.interrupt)
+    timer.daemon = True
+    started = time.monotonic()
+    timer.start()
+    try:
+        cursor = connection.execute(request["sql"], request["params"])
+        description = cursor.description or []
+        rows, truncated, cut_bytes = _fetch(cursor, int(request["max_rows"]), int(request["max_bytes"]),
+                                            started + timeout) if description else ([], False, False)
+    except (duckdb.InterruptException, TimeoutError):
+        return {"error": "timeout", "message": f"query interrupted after {timeout:g} s (the time limit)"}
+    except duckdb.PermissionException as error:
+        return {"error": "refused", "message": f"refused by the sandbox: {_first_line(error)}"}
+    except duckdb.OutOfMemoryException as error:
+        return {"error": "memory", "message": f"the query needs more memory than the sandbox allows: "
+                                              f"{_first_line(error)}"}
+    except MemoryError:
+        return {"error": "memory", "message": "the query's result needs more memory than the sandbox allows"}
+    except duckdb.Error as error:
+        if not timer.is_alive() and time.monotonic() - started >= timeout:
+            return {"error": "timeout", "message": f"query interrupted after {timeout:g} s (the time limit)"}
+        return {"error": "failed", "message": _first_line(error)}
+    except Exception as error:  # noqa: BLE001 - a value Python cannot hold (a date out of range, ...)
+        return {"error": "failed", "message": f"{type(error).__name__}: {_first_line(error)}"}
+    finally:
+        timer.cancel()
+    cap, budget = int(request["max_rows"]), int(request["max_bytes"])
+    notes = []
+    if truncated:
+        notes.append(f"more than {cap} rows: the first {cap} are shown")
+    if cut_bytes:
+        notes.append(f"the result was cut at {budget:,} bytes of data (select fewer rows or columns, or shorten long "
+                     "values with left(column, n))")
+    return {"columns": [d[0] for d in description], "types": [str(d[1]) for d in description], "rows": rows,
+            "truncated": truncated or cut_bytes, "elapsed": time.monotonic() - started, "row_cap": cap,
+            "byte_cap": budget, "cut_bytes": cut_bytes, "note": "; ".join(notes)}
+
+
+def _fetch(cursor, cap: int, budget: int, deadline: float) -> tuple[list[tuple], bool, bool]:
+    """Rows in batches until ``cap`` rows, ``budget`` bytes or the deadline; (rows, more rows exist, bytes cut)."""
+    rows: list[tuple] = []
+    used = 0
+    while len(rows) <= cap:
+        if time.monotonic() > deadline:
+            raise TimeoutError
+        batch = cursor.fetchmany(min(_FETCH_BATCH, cap + 1 - len(rows)))
+        if not batch:
+            return rows, False, False
+        for row in batch:
+            if len(rows) == cap:
+                return rows, True, False
+            cells = []
+            for value in row:
+                value, size, cut = _fit(value, budget - used)
+                used += size
+                cells.append(value)
+                if cut:
+                    rows.append(tuple(cells) + (None,) * (len(row) - len(cells)))
+                    return rows, False, True
+            rows.append(tuple(cells))
+    return rows[:cap], True, False
+
+
+_SCALAR = 16
+_ELLIPSIS = "…"
+
+
+def _fit(value: Any, budget: int) -> tuple[Any, int, bool]:
+    """``value`` cut to at most ``budget`` (its size, whether it was cut). Strings count characters, blobs bytes,
+    containers their items, anything else a fixed 16."""
+    if isinstance(value, str):
+        if len(value) <= budget:
+            return value, len(value), False
+        return value[:max(budget, 0)] + _ELLIPSIS, max(budget, 0), True
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        if len(value) <= budget:
+            return value, len(value), False
+        return bytes(value[:max(budget, 0)]), max(budget, 0), True
+    if isinstance(value, (list, tuple)):
+        items, used = [], 0
+        for item in value:
+            item, size, cut = _fit(item, budget - used)
+            used += size
+            items.append(item)
+            if cut:
+                return type(value)(items), used, True
+        return type(value)(items), used, False
+    if isinstance(value, dict):
+        out, used = {}, 0
+        for key, item in value.items():
+            key, key_size, key_cut = _fit(key, budget - used)
+            used += key_size
+            if key_cut:
+                return out, used, True
+            item, size, cut = _fit(item, budget - used)
+            used += size
+            out[key] = item
+            if cut:
+                return out, used, True
+        return out, used, False
+    if _SCALAR > budget:
+        return None, 0, True
+    return value, _SCALAR, False
 
 
 def _first_line(error: BaseException) -> str:
@@ -176,3 +422,7 @@ def _first_line(error: BaseException) -> str:
         if line.strip():
             kept.append(line.strip())
     return " ".join(kept) or type(error).__name__
+
+
+if __name__ == "__main__":  # the worker: python -m paperlake.sql_sandbox
+    _serve(sys.stdin.buffer, sys.stdout.buffer)

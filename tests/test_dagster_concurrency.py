@@ -1,7 +1,10 @@
 """Two Dagster partition materialisations of the vector assets at once, as the sensor or a backfill launches them:
 separate `dagster asset materialize` processes, each running its collection steps in separate processes (Dagster's
-multiprocess executor). With a Milvus Lite file the `milvus` pool serialises the steps; with a `milvus-lite server`
-on 127.0.0.1 they write concurrently. Either way: no lock error, and exactly each paper's cells end up stored."""
+multiprocess executor). With a Milvus Lite file the steps hold the file one at a time: the store's file lock makes
+that so (the `milvus` pool only spares them the wait: Dagster's SQLite storage checks for a free slot and then claims
+it in two statements, so two runs claiming at the same instant can both get the single slot — a fresh-clone run saw
+two steps overlap by 0.9 s); with a `milvus-lite server` on 127.0.0.1 they write concurrently. Either way: no lock
+error, and exactly each paper's cells end up stored."""
 
 from __future__ import annotations
 
@@ -66,27 +69,18 @@ def materialize_concurrently(settings: Settings, dagster_home: Path, keys: list[
     return results
 
 
-def step_windows(instance, run_ids: list[str]) -> list[tuple[float, float, str]]:
-    """(start, end, step) of each step's compute: from STEP_START to its asset materialization, which the step
-    reports once its Milvus writes are flushed. STEP_SUCCESS comes later, after Dagster's own bookkeeping, and the
-    pool slot can already be free by then (a CI run saw the next step start 0.9 s before it)."""
+def store_holds(instance, run_ids: list[str]) -> list[tuple[float, float, str]]:
+    """(from, until, step) of each step's hold on the Milvus Lite file, as the step reports it in its
+    materialization's metadata (wall-clock instants: the steps run in different processes)."""
     import dagster as dg
 
-    windows = []
+    holds = []
     for run_id in run_ids:
-        starts, ends = {}, {}
-        for record in instance.all_logs(run_id, of_type={dg.DagsterEventType.STEP_START,
-                                                          dg.DagsterEventType.ASSET_MATERIALIZATION,
-                                                          dg.DagsterEventType.STEP_SUCCESS}):
-            kind = record.dagster_event.event_type
-            if kind == dg.DagsterEventType.STEP_START:
-                starts[record.step_key] = record.timestamp
-            elif kind == dg.DagsterEventType.ASSET_MATERIALIZATION:
-                ends.setdefault(record.step_key, record.timestamp)
-            else:
-                windows.append((starts[record.step_key], ends.get(record.step_key, record.timestamp),
-                                f"{run_id[:8]}:{record.step_key}"))
-    return sorted(windows)
+        for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+            metadata = record.dagster_event.event_specific_data.materialization.metadata
+            holds.append((metadata["store_held_from"].value, metadata["store_held_until"].value,
+                          f"{run_id[:8]}:{record.step_key}"))
+    return sorted(holds)
 
 
 def check_runs(instance, results: list[tuple[int, str]], settings: Settings, ids: dict[str, str]) -> list[str]:
@@ -118,10 +112,10 @@ def test_two_partition_runs_share_a_milvus_lite_file_through_the_pool(ingested):
     assert instance.event_log_storage.get_concurrency_info("milvus").slot_count == 1
     results = materialize_concurrently(settings, settings.dagster_home, sorted(ingested["ids"]))
     runs = check_runs(instance, results, settings, ingested["ids"])
-    windows = step_windows(instance, runs)
-    assert len(windows) == 2 * len(expected_counts(settings, next(iter(ingested["ids"].values()))))
-    for (_, end, first), (start, _, second) in zip(windows, windows[1:]):
-        assert end <= start, f"{first} and {second} wrote the Milvus Lite file at the same time"
+    holds = store_holds(instance, runs)
+    assert len(holds) == 2 * len(expected_counts(settings, next(iter(ingested["ids"].values()))))
+    for (_, until, first), (since, _, second) in zip(holds, holds[1:]):
+        assert until <= since, f"{first} and {second} held the Milvus Lite file at the same time"
 
 
 def test_two_partition_runs_write_concurrently_through_a_milvus_lite_server(ingested, tmp_path):

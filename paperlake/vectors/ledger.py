@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -96,8 +97,12 @@ def sync_paper_key(settings: Any, collection: str, paper_key: str) -> dict[str, 
         previous = json.loads(ledger.read_text()).get("paper_id") if ledger.exists() else None
     except (OSError, ValueError):
         previous = None
-    # The `milvus` pool queues collection steps; the lock only waits out other processes (a `paperlake search`).
+    # The `milvus` pool queues collection steps so that they seldom wait here; what makes writes to a Milvus Lite
+    # file exclusive is the store's file lock (Dagster's SQLite storage can hand one pool slot to two runs that claim
+    # it at the same instant), so the wait is long and the hold is reported.
+    waited = time.time()
     store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite", lock_timeout=600.0)
+    held_from = time.time()
     try:
         deleted_previous = 0
         if previous and previous != paper_id:  # removed, or re-identified (new title): drop the old entities
@@ -114,12 +119,15 @@ def sync_paper_key(settings: Any, collection: str, paper_key: str) -> dict[str, 
         incarnation = store.incarnation(collection)
     finally:
         store.close()
+        held_until = time.time()
     payload = json.dumps({"paper_id": paper_id, "digest": digest, "entities": entities,
                           "incarnation": incarnation}).encode()
     atomic_write_bytes(ledger, lambda handle: handle.write(payload))
     return {"status": "synced", "paper_id": paper_id, "entities": entities, "expected": expected,
             "cells": len(cells), "encoded": stats.encoded, "skipped_unchanged": stats.unchanged,
-            "deleted": stats.deleted + deleted_previous, "seconds": round(report.seconds, 3)}
+            "deleted": stats.deleted + deleted_previous, "seconds": round(report.seconds, 3),
+            "store_wait_seconds": round(held_from - waited, 3), "store_held_from": held_from,
+            "store_held_until": held_until}
 
 
 @dataclass
