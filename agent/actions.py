@@ -1,16 +1,20 @@
 """The agent's actions: NeuSym-RAG's five (plus ClassicRetrieve) and MathRAG's formula workflow.
 
 Each action is a dataclass whose docstring and field metadata *are* the action space the prompt shows, so the
-prompt cannot drift from the code. Actions never raise on bad input from the model: every problem becomes an error
-observation (a JSON object with the error type, the message and, where there is one, the next valid step).
+prompt cannot drift from the code. Actions never raise on bad input from the model: every parameter is checked into
+its declared type when the action is built (:class:`~agent.formats.ActionParseError` otherwise), and every problem
+while running becomes an error observation (a JSON object with the error type, the message and, where there is one,
+the next valid step). :func:`run_action` is the one way to run an action for the model: whatever it raises becomes
+an observation too, and the observation's text is cut to ``MAX_OBSERVATION_CHARS``.
 """
 
 from __future__ import annotations
 
-import ast
 import inspect
 import json
+import logging
 import math
+import re
 import uuid
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, get_type_hints
@@ -18,10 +22,27 @@ from typing import Any, ClassVar, get_type_hints
 from agent.backends import InvalidFilter, quote_filter_list, tool_outcome, validate_filter
 from agent.env import AgentEnv
 from agent.evidence import Evidence, snippet
-from agent.formats import ActionParseError, ParsedAction, TextValue, format_table, jsonable, render_action
+from agent.formats import (
+    MAX_OBSERVATION_CHARS,
+    ActionParseError,
+    ParsedAction,
+    TextValue,
+    check_size,
+    clip_text,
+    decode_json,
+    format_table,
+    jsonable,
+    literal_value,
+    preview,
+    render_action,
+)
 from paperlake.sql_sandbox import SQLFailed, SQLRefused, SQLTimeout
 
+log = logging.getLogger(__name__)
 MAX_VECTOR_LIMIT = 50
+MAX_SEARCH_TERMS = 10
+MAX_WHOLE_NUMBER_DIGITS = 18  # whole-number parameters (pages, limits) fit a 64-bit integer
+_DIGITS = re.compile(r"[+-]?[0-9]+")
 
 
 @dataclass
@@ -41,6 +62,31 @@ def error(error_type: str, message: str, next_step: str | None = None) -> Observ
     if next_step:
         payload["next_valid_step"] = next_step
     return Observation(json.dumps(payload, ensure_ascii=False), False, error_type, next_step)
+
+
+def describe(problem: BaseException) -> str:
+    """An unexpected exception as one short line for the model."""
+    return f"{type(problem).__name__}: {clip_text(' '.join(str(problem).split()), 300)}"
+
+
+def bounded(observation: Observation) -> Observation:
+    """The observation with its text cut to ``MAX_OBSERVATION_CHARS``, saying so."""
+    if len(observation.text) <= MAX_OBSERVATION_CHARS:
+        return observation
+    cut = len(observation.text) - MAX_OBSERVATION_CHARS
+    observation.text = (f"{observation.text[:MAX_OBSERVATION_CHARS]}\n[Note: the observation was cut at "
+                        f"{MAX_OBSERVATION_CHARS} characters ({cut} characters cut); ask for less at a time]")
+    return observation
+
+
+def run_action(action: "Action", env: AgentEnv) -> Observation:
+    """Run an action for the model: a failure of a backend or of the action itself is the model's observation,
+    never the end of the run."""
+    try:
+        return bounded(action.execute(env))
+    except Exception as problem:
+        log.exception("action %s failed", action.action_name())
+        return error("internal_error", f"{action.action_name()} failed: {describe(problem)}")
 
 
 @dataclass(frozen=True)
@@ -94,7 +140,8 @@ class Action:
 
     @classmethod
     def build(cls, parsed: ParsedAction) -> "Action":
-        """Check names, count and types of the parameters, coercing the obvious (``"5"`` for an int)."""
+        """Check names, count and types of the parameters, coercing the obvious (``"5"`` for an int); anything else
+        is an :class:`ActionParseError` for the model."""
         params = cls.params()
         by_name = {p.name: p for p in params}
         values: dict[str, Any] = {}
@@ -105,11 +152,11 @@ class Action:
         for name, value in parsed.keywords.items():
             if name not in by_name:
                 raise ActionParseError(
-                    f"{cls.action_name()} has no parameter {name!r}; its parameters are "
+                    f"{cls.action_name()} has no parameter {preview(name)}; its parameters are "
                     f"{', '.join(p.name for p in params)}"
                 )
             if name in values:
-                raise ActionParseError(f"{cls.action_name()}: parameter {name!r} is given twice")
+                raise ActionParseError(f"{cls.action_name()}: parameter {preview(name)} is given twice")
             values[name] = value
         missing = [p.name for p in params if p.required and p.name not in values]
         if missing:
@@ -146,50 +193,71 @@ class Action:
 
 
 def _coerce(action: str, param: Param, value: Any) -> Any:
+    """``value`` as the parameter's declared type, or an :class:`ActionParseError` naming the parameter."""
     annotation = param.annotation
     origin = getattr(annotation, "__origin__", annotation)
-    where = f"{action}: parameter {param.name!r}"
+    where = f"{action}: {param.name}"
     if annotation is Any:
         if isinstance(value, TextValue):
             try:
-                return ast.literal_eval(value.strip())
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                return literal_value(value.strip(), where)
+            except ActionParseError:
+                raise
+            except ValueError:  # not a literal: the text itself is the value
                 return str(value)
+        check_size(value, where)
         return value
     if origin is str:
         if isinstance(value, str):
             return str(value)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
-        raise ActionParseError(f"{where} must be a string")
+        raise ActionParseError(f"{where} must be a string, got {preview(value)}")
     if origin is int:
-        if isinstance(value, bool):
-            raise ActionParseError(f"{where} must be a whole number")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value.strip())
-        raise ActionParseError(f"{where} must be a whole number, got {value!r}")
+        return _whole_number(where, value)
     if origin in (list, dict):
         if isinstance(value, str):
             text = value.strip()
             if not text:
                 return [] if origin is list else {}
             try:
-                value = json.loads(text)
+                value = decode_json(text, where)
             except json.JSONDecodeError:
                 try:
-                    value = ast.literal_eval(text)
-                except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                    raise ActionParseError(f"{where} must be a {origin.__name__} literal") from None
+                    value = literal_value(text, where)
+                except ActionParseError:
+                    raise
+                except ValueError:
+                    raise ActionParseError(
+                        f"{where} must be a {origin.__name__} literal, got {preview(text)}"
+                    ) from None
         if origin is list and isinstance(value, tuple):
             value = list(value)
         if not isinstance(value, origin):
-            raise ActionParseError(f"{where} must be a {origin.__name__}")
+            raise ActionParseError(f"{where} must be a {origin.__name__}, got {preview(value)}")
+        check_size(value, where)
         return value
-    return value
+    raise TypeError(f"{where}: parameters of type {param.type_name} are not supported")
+
+
+def _whole_number(where: str, value: Any) -> int:
+    """Integers, integral floats and ASCII digit strings, of at most ``MAX_WHOLE_NUMBER_DIGITS`` digits."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    elif isinstance(value, str) and _DIGITS.fullmatch(value.strip()):
+        text = value.strip()
+        if len(text.lstrip("+-")) > MAX_WHOLE_NUMBER_DIGITS:  # before int(): a long digit string is costly
+            raise _too_many_digits(where)
+        value = int(text)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) < 10**MAX_WHOLE_NUMBER_DIGITS:
+            return value
+        raise _too_many_digits(where)
+    raise ActionParseError(f"{where} must be a whole number, got {preview(value)}")
+
+
+def _too_many_digits(where: str) -> ActionParseError:
+    return ActionParseError(f"{where} must be a whole number of at most {MAX_WHOLE_NUMBER_DIGITS} digits")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -219,8 +287,10 @@ class RetrieveFromDatabase(Action):
             return error("sql_timeout", f"{problem}; narrow the query (WHERE on ref_paper_id, LIMIT)")
         except SQLFailed as problem:
             return error("sql_error", str(problem))
+        cut_bytes = getattr(result, "cut_bytes", False)  # the sandbox's byte cap: its note says so, not "more rows"
         formatted = format_table(
-            result.columns, result.rows, env.output_format, env.max_rows, env.max_tokens, result.truncated
+            result.columns, result.rows, env.output_format, env.max_rows, env.max_tokens,
+            result.truncated and not cut_bytes, [result.note] if cut_bytes else (),
         )
         shown = result.rows[: formatted.shown_rows]
         return Observation(
@@ -340,6 +410,8 @@ class ViewImage(Action):
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
         {"paper_id": "00000000-0000-0000-0000-000000000000", "page_number": 3, "bounding_box": [72, 90, 451, 210]},
     )
+    MAX_POINTS: ClassVar[float] = 14_400.0  # the largest PDF page (200 inches): no real box reaches past it
+    _file_hashes: ClassVar[dict[tuple[str, int, int], str]] = {}  # (path, mtime_ns, size) -> sha256
 
     def execute(self, env: AgentEnv) -> Observation:
         try:
@@ -348,16 +420,23 @@ class ViewImage(Action):
             return error("invalid_parameter", f"paper_id must be a paper's UUID, got {self.paper_id!r}")
         if canonical != str(self.paper_id).strip().lower():
             return error("invalid_parameter", f"paper_id must be a paper's UUID, got {self.paper_id!r}")
+        if not isinstance(self.page_number, int) or isinstance(self.page_number, bool):
+            return error("invalid_parameter", f"page_number must be a whole number, got {self.page_number!r}")
         if self.page_number < 1:
             return error("invalid_parameter", "page_number starts at 1")
         box = self.bounding_box
         if box and (
-            len(box) != 4
+            not isinstance(box, (list, tuple))
+            or len(box) != 4
             or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in box)
-            or box[2] <= 0
-            or box[3] <= 0
         ):
-            return error("invalid_parameter", "bounding_box must be [x0, y0, w, h] with w > 0 and h > 0, or []")
+            return error("invalid_parameter", "bounding_box must be [x0, y0, w, h] (four finite numbers), or []")
+        if box and not all(abs(v) <= self.MAX_POINTS for v in box):
+            return error("invalid_parameter", f"bounding_box values are PDF points and lie within ±{self.MAX_POINTS:g}"
+                         f" (the largest PDF page), got [{', '.join(f'{v:.4g}' for v in box)}]")
+        if box and (box[2] < 1 or box[3] < 1):
+            return error("invalid_parameter", f"bounding_box must be at least 1 x 1 points, "
+                         f"got w={box[2]:.4g}, h={box[3]:.4g}")
         if env.warehouse is None:
             return error("unavailable", "no warehouse is open")
         located = env.pdf_path(canonical)
@@ -369,6 +448,18 @@ class ViewImage(Action):
         if path.suffix.lower() != ".pdf" or not path.is_file():
             return error("not_found", f"the PDF of paper {canonical} is not available on this machine")
         try:
+            recorded = env.query("select sha256 from metadata where cast(paper_id as varchar) = ?", [canonical],
+                                 max_rows=1).rows
+            found = self._sha256(path)
+        except (SQLFailed, SQLTimeout) as problem:
+            return error("unavailable", f"cannot read the sha256 of paper {canonical} from the warehouse: {problem}")
+        except OSError:
+            return error("not_found", f"the PDF of paper {canonical} is not available on this machine")
+        # a warehouse built by the pipeline always records it (dbt tests metadata.sha256 not_null)
+        if recorded and recorded[0][0] and str(recorded[0][0]).lower() != found:
+            return error("file_changed", f"the PDF of paper {canonical} on this machine is not the file that was "
+                         "ingested (its sha256 differs); re-ingest it before viewing its pages")
+        try:
             png, shown = render_region(path, self.page_number, list(box), env.image_dpi, env.image_max_pixels)
         except ValueError as problem:
             return error("invalid_parameter", str(problem))
@@ -379,6 +470,20 @@ class ViewImage(Action):
             images=[png],
             evidence=[evidence],
         )
+
+    @classmethod
+    def _sha256(cls, path: Any) -> str:
+        """The file's sha256, hashed once per (path, mtime, size): viewing more pages of a paper does not re-read it."""
+        import hashlib  # noqa: PLC0415
+
+        stat = path.stat()
+        key = (str(path), stat.st_mtime_ns, stat.st_size)
+        if key not in cls._file_hashes:
+            if len(cls._file_hashes) >= 1024:
+                cls._file_hashes.clear()
+            with open(path, "rb") as handle:
+                cls._file_hashes[key] = hashlib.file_digest(handle, "sha256").hexdigest()
+        return cls._file_hashes[key]
 
 
 def render_region(path: Any, page_number: int, box: list[float], dpi: int, max_pixels: int) -> tuple[bytes, list]:
@@ -459,6 +564,9 @@ class RetrieveMathKnowledge(Action):
     def execute(self, env: AgentEnv) -> Observation:
         if env.formulas is None:
             return error("unavailable", "no formula graph is available here")
+        if len(self.search_terms) > MAX_SEARCH_TERMS:
+            return error("invalid_parameter",
+                         f"give at most {MAX_SEARCH_TERMS} search_terms, got {len(self.search_terms)}")
         terms = [str(t) for t in self.search_terms if str(t).strip()]
         if not self.query.strip() and not terms:
             return error("invalid_parameter", "give a query or search_terms")
@@ -563,9 +671,9 @@ class CallTool(Action):
                 env.step("CallTool", tool_name=sorted(env.tools)[0], parameters={}),
             )
         try:
-            outcome = tool_outcome(tool(**self.parameters))
-        except TypeError as problem:
-            return error("tool_error", f"{self.tool_name}: {problem}")
+            outcome = tool_outcome(tool(**{str(name): value for name, value in self.parameters.items()}))
+        except (TypeError, ValueError, ArithmeticError) as problem:
+            return error("tool_error", f"{self.tool_name}: {describe(problem)}")
         if not outcome.ok:
             return error("tool_error", f"{self.tool_name}: {outcome.error}")
         return Observation(f"{self.tool_name}({json.dumps(jsonable(self.parameters))}) = {outcome.value!r}")

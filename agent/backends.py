@@ -7,7 +7,6 @@ them: a filter is a boolean expression over the entity fields every collection c
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
@@ -103,135 +102,18 @@ def tool_outcome(result: Any) -> ToolOutcome:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Filter validation: a recursive-descent reader of Milvus boolean expressions over FILTER_FIELDS.
-
-_TOKEN = re.compile(
-    r"\s*(?:(?P<number>-?\d+(?:\.\d+)?)|(?P<string>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")"
-    r"|(?P<op>==|!=|>=|<=|>|<|&&|\|\||!|\(|\)|\[|\]|,)|(?P<word>[A-Za-z_][A-Za-z0-9_]*))"
-)
-_MAX_FILTER_LENGTH = 4000
+# Filter validation: one parser for every surface, paperlake.vectors.filters (iterative, depth- and size-limited).
 
 
 def validate_filter(expression: str) -> str:
-    """Return the filter unchanged if valid (empty is valid), else raise :class:`InvalidFilter` saying why."""
-    if expression is None or not str(expression).strip():
-        return ""
-    text = str(expression)
-    if len(text) > _MAX_FILTER_LENGTH:
-        raise InvalidFilter(f"filter is longer than {_MAX_FILTER_LENGTH} characters")
-    tokens = _tokenize(text)
-    reader = _FilterReader(tokens)
-    reader.expression()
-    if reader.position != len(tokens):
-        raise InvalidFilter(f"unexpected {tokens[reader.position][1]!r} in filter")
-    return text
+    """The filter, normalised, if valid (empty is valid), else :class:`InvalidFilter` saying why in one line."""
+    from paperlake.vectors.filters import FilterError
+    from paperlake.vectors.filters import validate_filter as validate
 
-
-def _tokenize(text: str) -> list[tuple[str, str]]:
-    tokens: list[tuple[str, str]] = []
-    position = 0
-    while position < len(text):
-        if text[position:].strip() == "":
-            break
-        match = _TOKEN.match(text, position)
-        if not match or match.end() == position:
-            raise InvalidFilter(f"cannot read the filter at {text[position:position + 20]!r}")
-        kind = match.lastgroup or ""
-        value = match.group(kind)
-        if kind == "word" and value.lower() in {"and", "or", "not", "in", "like", "true", "false"}:
-            kind, value = "op", value.lower()
-        tokens.append((kind, value))
-        position = match.end()
-    if not tokens:
-        raise InvalidFilter("empty filter")
-    return tokens
-
-
-class _FilterReader:
-    def __init__(self, tokens: list[tuple[str, str]]) -> None:
-        self.tokens = tokens
-        self.position = 0
-        self.depth = 0
-
-    def peek(self) -> tuple[str, str] | None:
-        return self.tokens[self.position] if self.position < len(self.tokens) else None
-
-    def take(self, *values: str) -> str | None:
-        token = self.peek()
-        if token and token[0] == "op" and token[1] in values:
-            self.position += 1
-            return token[1]
-        return None
-
-    def expect(self, value: str) -> None:
-        if not self.take(value):
-            found = self.peek()
-            raise InvalidFilter(f"expected {value!r} but found {found[1] if found else 'the end'!r}")
-
-    def expression(self) -> None:
-        self.depth += 1
-        if self.depth > 50:
-            raise InvalidFilter("filter nests too deeply")
-        self.conjunction()
-        while self.take("or", "||"):
-            self.conjunction()
-        self.depth -= 1
-
-    def conjunction(self) -> None:
-        self.negation()
-        while self.take("and", "&&"):
-            self.negation()
-
-    def negation(self) -> None:
-        if self.take("not", "!"):
-            self.negation()
-            return
-        if self.take("("):
-            self.expression()
-            self.expect(")")
-            return
-        self.comparison()
-
-    def comparison(self) -> None:
-        token = self.peek()
-        if not token or token[0] != "word":
-            raise InvalidFilter(f"expected a field name ({', '.join(FILTER_FIELDS)}), found {token[1] if token else 'the end'!r}")
-        name = token[1]
-        if name not in FILTER_FIELDS:
-            raise InvalidFilter(f"unknown field {name!r}; filter on {', '.join(FILTER_FIELDS)}")
-        self.position += 1
-        kind = FILTER_FIELDS[name]
-        if self.take("not"):
-            self.expect("in")
-            self.value_list(name, kind)
-        elif self.take("in"):
-            self.value_list(name, kind)
-        elif self.take("like"):
-            if kind is not str:
-                raise InvalidFilter(f"'like' needs a string field, {name} is a number")
-            self.literal(name, str)
-        elif self.take("==", "!=", ">", ">=", "<", "<="):
-            self.literal(name, kind)
-        else:
-            found = self.peek()
-            raise InvalidFilter(f"expected an operator after {name}, found {found[1] if found else 'the end'!r}")
-
-    def value_list(self, name: str, kind: type) -> None:
-        self.expect("[")
-        self.literal(name, kind)
-        while self.take(","):
-            self.literal(name, kind)
-        self.expect("]")
-
-    def literal(self, name: str, kind: type) -> None:
-        token = self.peek()
-        if token is None:
-            raise InvalidFilter(f"missing value for {name}")
-        if kind is int and (token[0] != "number" or "." in token[1]):
-            raise InvalidFilter(f"{name} compares with whole numbers, not {token[1]!r}")
-        if kind is str and token[0] != "string":
-            raise InvalidFilter(f"{name} compares with quoted strings, not {token[1]!r}")
-        self.position += 1
+    try:
+        return validate(expression, fields=FILTER_FIELDS)
+    except FilterError as problem:
+        raise InvalidFilter(" ".join(str(problem).split())) from None
 
 
 def quote_filter_list(values: Sequence[str]) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Sequence
 
 from agent.backends import CollectionInfo, FormulaBackend, FormulaTool, VectorBackend
 from agent.evidence import Evidence, snippet
-from agent.formats import OUTPUT_FORMATS, cell_text, format_table, render_action
+from agent.formats import MAX_COLUMNS, OUTPUT_FORMATS, cell_text, clip_value, format_table, render_action
 from paperlake.sql_sandbox import QueryResult, ReadOnlyWarehouse
 
 PREFERRED_TEXT_COLLECTIONS = (
@@ -27,6 +27,7 @@ PREFERRED_TEXT_COLLECTIONS = (
 )
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~<>-])/(?:[\w.@+-]+/)+[\w.@+-]*")
 _MAX_IDS_PER_LOOKUP = 500
+_EVIDENCE_CELL_CHARS = 300  # an evidence snippet is 300 characters: more of a cell is never read
 
 
 @dataclass(frozen=True)
@@ -268,7 +269,8 @@ class AgentEnv:
                 bbox = tuple(record["bounding_box"])
             if paper_id is None and row_id is None:
                 continue
-            text = " | ".join(cell_text(record[c]) for c in content if record.get(c) is not None)
+            text = " | ".join(cell_text(clip_value(record[c], _EVIDENCE_CELL_CHARS)[0])
+                              for c in content[:MAX_COLUMNS] if record.get(c) is not None)
             evidence.append(
                 Evidence(
                     paper_id=paper_id,

@@ -5,6 +5,10 @@ exceed the per-call prompt budget; only the most recent images are re-sent). Eac
 ``max_completion_tokens``; the run stops with ``budget_exhausted`` once ``token_budget`` tokens are spent. Running
 out of turns is reported as such (``turns_exhausted``, no answer): the last observation is never passed off as an
 answer. An answer carries citations chosen from the evidence the turns showed (see :mod:`agent.evidence`).
+
+Only the LLM endpoint failing (:class:`~paperlake.llm.LLMError`) ends a run early: whatever the model writes, an
+action that cannot be read or fails while running costs it a turn and comes back as an error observation. A
+response is kept in the history cut to ``MAX_RESPONSE_CHARS`` (a longer one is refused as an action anyway).
 """
 
 from __future__ import annotations
@@ -13,10 +17,18 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from agent.actions import Action, Observation, error
+from agent.actions import Action, Observation, bounded, describe, error, run_action
 from agent.env import AgentEnv
 from agent.evidence import Citation, Evidence, select_citations
-from agent.formats import ActionParseError, count_tokens, parse_action, strip_response
+from agent.formats import (
+    MAX_RESPONSE_CHARS,
+    ActionParseError,
+    clip_text,
+    count_tokens,
+    jsonable,
+    parse_action,
+    strip_response,
+)
 from agent.prompt import system_prompt, task_prompt
 from agent.task import Task
 from paperlake.llm import ChatClient, LLMError, Usage
@@ -62,7 +74,7 @@ class Turn:
 class AgentResult:
     question: str
     method: str
-    status: str  # answered | turns_exhausted | budget_exhausted | llm_error | no_answer
+    status: str  # answered | turns_exhausted | budget_exhausted | llm_error | no_answer | error
     answer: Any = None
     citations: list[Citation] = field(default_factory=list)
     trajectory: list[Turn] = field(default_factory=list)
@@ -163,13 +175,15 @@ class ReActLoop:
         self, index: int, response: str, thought: str, action: Action | None, action_text: str | None,
         observation: Observation, usage: Usage | None = None, seeded: bool = False,
     ) -> Turn:
+        observation = bounded(observation)
+        response = clip_text(response, MAX_RESPONSE_CHARS)
         turn = Turn(
             index=index,
             response=response,
             thought=thought,
             action_type=action.action_name() if action else None,
             action=action_text,
-            parameters=action.arguments() if action else None,
+            parameters=jsonable(action.arguments()) if action else None,
             observation=self.env.redact(observation.text),
             ok=observation.ok,
             error_type=observation.error_type,
@@ -222,20 +236,23 @@ class ReActLoop:
             self.usage.add(reply.usage)
             response = strip_response(reply.text)
             action: Action | None = None
+            action_text: str | None = None
             thought = ""
+            hint = f"[Thought]: ... then [Action]: one of {', '.join(names)} in {self.action_format} format"
             try:
                 parsed = parse_action(response, self.action_format, names)
                 thought = parsed.thought
                 action = self.actions[parsed.action_type].build(parsed)
+                action_text = action.render(self.action_format)
             except ActionParseError as problem:
-                observation = error(
-                    "parse_error", str(problem),
-                    f"[Thought]: ... then [Action]: one of {', '.join(names)} in {self.action_format} format",
-                )
+                action, observation = None, error("parse_error", str(problem), hint)
+            except Exception as problem:  # a reader's bug costs the model a turn, not the run
+                log.exception("could not read the model's action")
+                action = None
+                observation = error("parse_error", f"the action could not be read ({describe(problem)})", hint)
             else:
-                observation = self._execute(action)
-            self._record(index, response, thought, action, action.render(self.action_format) if action else None,
-                         observation, reply.usage)
+                observation = run_action(action, self.env)
+            self._record(index, response, thought, action, action_text, observation, reply.usage)
             if observation.is_answer:
                 status, answer = "answered", observation.answer
                 break
@@ -244,10 +261,3 @@ class ReActLoop:
             question=self.task.question, method=self.method, status=status, answer=answer, citations=citations,
             trajectory=self.trajectory, usage=self.usage, error=failure, uuid=self.task.uuid,
         )
-
-    def _execute(self, action: Action) -> Observation:
-        try:
-            return action.execute(self.env)
-        except Exception as problem:  # a backend failure is the model's observation, not the end of the run
-            log.exception("action %s failed", action.action_name())
-            return error("internal_error", f"{action.action_name()} failed: {type(problem).__name__}: {problem}")

@@ -30,12 +30,23 @@ from agent.actions import (
     Observation,
     RetrieveFromDatabase,
     RetrieveFromVectorstore,
+    describe,
     error,
+    run_action,
 )
 from agent.backends import BackendUnavailable, quote_filter_list
 from agent.env import AgentEnv
 from agent.evidence import Evidence, snippet
-from agent.formats import ActionParseError, count_tokens, parse_action, strip_response, truncate_tokens
+from agent.formats import (
+    MAX_RESPONSE_CHARS,
+    ActionParseError,
+    clip_text,
+    count_tokens,
+    jsonable,
+    parse_action,
+    strip_response,
+    truncate_tokens,
+)
 from agent.loop import AgentResult, LoopConfig, ReActLoop, Turn, cite
 from agent.prompt import SYSTEM_ROLE, action_space, database_schema, task_prompt, vectorstore_schema
 from agent.task import Task
@@ -466,12 +477,16 @@ def _two_stage(
     try:
         parsed = parse_action(response, action_format, [a.action_name() for a in spec.stage_one])
         action = {a.action_name(): a for a in spec.stage_one}[parsed.action_type].build(parsed)
-        observation = action.execute(env)
     except ActionParseError as problem:
         observation = error("parse_error", str(problem))
-    trajectory.append(Turn(1, response, action_type=action.action_name() if action else None,
+    except Exception as problem:  # a reader's bug leaves the first retrieval to answer from
+        observation = error("parse_error", f"the action could not be read ({describe(problem)})")
+    else:
+        observation = run_action(action, env)
+    trajectory.append(Turn(1, clip_text(response, MAX_RESPONSE_CHARS),
+                           action_type=action.action_name() if action else None,
                            action=action.render(action_format) if action else None,
-                           parameters=action.arguments() if action else None,
+                           parameters=jsonable(action.arguments()) if action else None,
                            observation=env.redact(observation.text), ok=observation.ok,
                            error_type=observation.error_type, evidence=observation.evidence))
     context = context_text(env, items)
@@ -492,12 +507,12 @@ def _seed_action(spec: Method, task: Task, env: AgentEnv, k: int) -> tuple[Actio
     papers = env.scope_paper_ids
     if spec.name == "iterative_classic_rag":
         action: Action = ClassicRetrieve(task.question, k)
-        return action, action.execute(env)
+        return action, run_action(action, env)
     if RetrieveFromVectorstore in spec.actions and env.vectors is not None and env.classic_collection():
         scope = f"pdf_id in {quote_filter_list(papers)}" if papers else ""
         action = RetrieveFromVectorstore(task.question, env.classic_collection() or "", "chunks", "text_content",
                                          scope, k)
-        return action, action.execute(env)
+        return action, run_action(action, env)
     if RetrieveFromDatabase in spec.actions and env.warehouse is not None:
         terms = keywords(task.question)
         if not terms:
@@ -510,7 +525,7 @@ def _seed_action(spec: Method, task: Task, env: AgentEnv, k: int) -> tuple[Actio
             f"ORDER BY ({' + '.join('cast(contains(lower(text_content), ' + _sql_string(t) + ') as integer)' for t in terms)}) DESC, "
             f"ref_paper_id, page_number LIMIT {k}"
         )
-        return action, action.execute(env)
+        return action, run_action(action, env)
     return None
 
 

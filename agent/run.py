@@ -1,6 +1,8 @@
 """Entry points for the CLI and the evaluation harness: ``ask``, ``answer``, ``retrieval_only``.
 
 ``ask`` checks the LLM configuration before touching any store, so a missing endpoint is one clear line.
+``ask`` and ``answer`` never raise once a question runs: a run that fails comes back as a result with status
+``error`` and the reason, so an evaluation records the failed question and goes on to the next.
 ``retrieval_only`` needs no LLM: it runs each method's deterministic first retrieval and measures whether the
 gold answer (or, for retrieval questions, the gold paper) is in what came back.
 """
@@ -13,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from agent.actions import describe
 from agent.backends import BackendUnavailable, open_formula_backend, open_vector_backend
 from agent.env import AgentEnv
 from agent.evidence import answer_needles, contains_needle
@@ -93,13 +96,20 @@ def ask(
     config = config or LoopConfig(max_turns=max_turns)
     task = Task(question, answer_format or DEFAULT_ANSWER_FORMAT, anchor_pdf=papers, conference=list(conference or []))
     with open_env(settings, output_format, action_format) as env:
-        return run_method(method, task, env, llm, action_format, config)
+        return answer(task, env, llm, method, action_format, config)
 
 
 def answer(example: Any, env: AgentEnv, llm: ChatClient, method: str = "neusym_rag",
            action_format: str = "markdown", config: LoopConfig | None = None) -> AgentResult:
     """One evaluation example through one method, in an environment the caller keeps open across examples."""
-    return run_method(method, example, env, llm, action_format, config)
+    try:
+        return run_method(method, example, env, llm, action_format, config)
+    except Exception as problem:  # one question's failure is recorded with it and never stops the others
+        log.exception("question %s failed", _example_field(example, "uuid"))
+        return AgentResult(
+            question=str(_example_field(example, "question") or ""), method=method, status="error",
+            error=describe(problem), uuid=_example_field(example, "uuid"),
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------------

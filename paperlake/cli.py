@@ -10,8 +10,10 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from paperlake.config import Settings
 from paperlake.warehouse import connect_read_only
@@ -23,7 +25,8 @@ err = Console(stderr=True)
 
 
 def _fail(message: str, code: int = 1) -> None:
-    err.print(f"[bold red]error:[/] {message}")
+    """One line whatever the terminal's width; the message (often quoting the user's input) is never read as markup."""
+    err.print(f"[bold red]error:[/] {escape(' '.join(str(message).split()))}", soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -37,9 +40,9 @@ def _print_rows(columns: list[str], rows: list[tuple], as_json: bool, title: str
         return
     table = Table(title=title, show_lines=False)
     for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*["" if v is None else str(v) for v in row])
+        table.add_column(Text(str(column)), overflow="fold")
+    for row in rows:  # cells as Text: a value like "[/x]" is data, not rich markup
+        table.add_row(*[Text("" if v is None else str(v)) for v in row])
     console.print(table)
 
 
@@ -294,8 +297,10 @@ def search(
                                              "with --hybrid: the BM25+dense hybrid collection)."),
     view: Optional[str] = typer.Option(None, "--view", help="Restrict to one warehouse view, table.column."),
     filter_expr: str = typer.Option("", "--filter", help="Milvus boolean filter on pdf_id, page_number, "
-                                    "table_name, column_name, primary_key."),
-    limit: int = typer.Option(5, "--limit", "-k"),
+                                    "table_name, column_name, primary_key: == != < > <= >= in [...] not in [...], "
+                                    "like 'abc%' (strings), and or not, parentheses; e.g. \"pdf_id == '<id>' and "
+                                    "page_number <= 3\"."),
+    limit: int = typer.Option(5, "--limit", "-k", min=1, max=16384),
     hybrid: bool = typer.Option(False, "--hybrid", help="Fuse BM25 and dense results (configured fusion: "
                                 "convex combination of normalised scores, weights 0.8/0.2)."),
     fusion: Optional[str] = typer.Option(None, "--fusion", help="convex | rrf (here) | milvus-rrf | "
@@ -305,11 +310,18 @@ def search(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Vector search over the Milvus collections; larger scores are better, whatever the backend returns."""
+    import logging
+    import math
+
     from paperlake.vectors.config import load_config
-    from paperlake.vectors.filters import FilterError
+    from paperlake.vectors.filters import FilterError, validate_filter
+    from paperlake.vectors.search import SearchFailed
     from paperlake.vectors.search import search as run_search
     from paperlake.vectors.store import VectorStore
 
+    fail = _fail
+    for library in ("pymilvus", "milvus_lite"):  # their error logs would repeat, with a traceback, what fail() says
+        logging.getLogger(library).setLevel(logging.CRITICAL)
     settings = _settings(home)
     config = load_config()
     name = collection or (config.hybrid_collection if hybrid else "text_sentence_transformers_all_minilm_l6_v2")
@@ -317,30 +329,44 @@ def search(
     if view:
         table_name, _, column_name = view.partition(".")
         if not column_name:
-            _fail(f"--view takes table.column (e.g. chunks.text_content), got {view!r}")
+            fail(f"--view takes table.column (e.g. chunks.text_content), got {view!r}")
     try:
         route_weights = [float(w) for w in weights.split(",")] if weights else None
     except ValueError:
-        _fail(f"--weights takes numbers separated by commas (BM25, dense), got {weights!r}")
+        fail(f"--weights takes numbers separated by commas (BM25, dense), got {weights!r}")
+    if route_weights and not all(math.isfinite(w) and w >= 0 for w in route_weights):
+        fail(f"--weights must be finite and not negative, got {weights!r}")
+    try:
+        validate_filter(filter_expr)  # a bad filter is reported before any store is opened
+    except FilterError as error:
+        fail(str(error))
+    if settings.milvus_uri.endswith(".db") and not Path(settings.milvus_uri).expanduser().exists():
+        fail(f"nothing has been ingested into {settings.home} yet (no vector store at {settings.milvus_uri}); "
+             "run `paperlake ingest` first")
     try:
         store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite")
     except Exception as error:  # a lock held by a running ingest, an unreachable server, …
-        _fail(f"cannot open the vector store {settings.milvus_uri}: {error}")
+        fail(f"cannot open the vector store {settings.milvus_uri}: {' '.join(str(error).split())}")
     try:
+        if not any(store.client.has_collection(spec.name) for spec in store.active_specs()):
+            fail(f"nothing has been ingested into the vector store {settings.milvus_uri} yet; "
+                 "run `paperlake ingest` first")
         hits = run_search(store, query, name, table_name, column_name, filter_expr, limit, hybrid, route_weights,
                           fusion)
     except FilterError as error:
-        _fail(str(error))
-    except (KeyError, ValueError) as error:
-        _fail(str(error))
+        fail(str(error))
+    except KeyError as error:
+        fail(str(error.args[0]) if error.args else repr(error))
+    except (ValueError, SearchFailed) as error:
+        fail(str(error))
     finally:
         store.close()
     columns = ["score", "pdf_id", "page_number", "table_name", "column_name", "primary_key", "content"]
     rows = [(round(h.score, 4), h.pdf_id, h.page_number, h.table_name, h.column_name, h.primary_key,
              h.text if h.text is not None else h.bbox) for h in hits]
     if not as_json:
-        rows = [(*row[:-1], (str(row[-1]) or "")[:160]) for row in rows]
-    _print_rows(columns, rows, as_json, title=f"{name}: {query}")
+        rows = [tuple(escape(str(v)) for v in (*row[:-1], (str(row[-1]) or "")[:160])) for row in rows]
+    _print_rows(columns, rows, as_json, title=escape(f"{name}: {query}"))
 
 
 formulas_app = typer.Typer(help="The formula graph: search, inspect and run formula tools.", no_args_is_help=True)

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from paperlake.cli import app
 from paperlake.sql_sandbox import ReadOnlyWarehouse, SQLFailed, SQLRefused, SQLTimeout, SQLTooLarge
-from test_agent_fixtures import build_warehouse
+from test_agent_fixtures import build_warehouse, env  # noqa: F401 (fixture)
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +104,14 @@ def test_the_cli_still_answers_reading_queries(home: Path) -> None:
     assert result.exit_code == 0 and '"n": 2' in result.output
     result = cli_sql(home, "select * from range(10)", "--limit", "3", "--json")
     assert result.exit_code == 0 and result.output.count('"range"') == 3 and "more than 3 rows" in result.output
+
+
+def test_the_agent_is_told_the_byte_cap_cut_the_result(env) -> None:  # noqa: F811
+    from agent.actions import RetrieveFromDatabase
+
+    observation = RetrieveFromDatabase("select repeat('x', 5000000) as s").execute(env)
+    assert observation.ok and "cut at 4,000,000 bytes" in observation.text
+    assert "more than" not in observation.text and len(observation.text) < 60_000
 
 
 # -- fuzz --------------------------------------------------------------------------------------------------------

@@ -51,12 +51,25 @@ class FormulaTool:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 return ToolResult(False, error=f"parameter {name!r} must be a number, got {type(value).__name__} "
                                                f"{value!r}")
-            if not math.isfinite(value):
-                return ToolResult(False, error=f"parameter {name!r} must be finite, got {value!r}")
+            if not _finite(value):
+                return ToolResult(False, error=f"parameter {name!r} must be a finite number of at most ±1.8e308, "
+                                               f"got {_preview(value)}")
         try:
             return ToolResult(True, value=safe_eval(self.expression, {**self.constants, **values}))
-        except SafeEvalError as error:
+        except (SafeEvalError, ArithmeticError, ValueError) as error:
             return ToolResult(False, error=f"{self.output} = {self.expression} cannot be evaluated: {error}")
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond a float's range
+        return False
+
+
+def _preview(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}…({len(text)} characters)"
 
 
 def tool_name(formula: Formula) -> str:

@@ -20,6 +20,9 @@ which takes no weights, or WeightedRanker(weights)): the same result a Milvus se
 comparison and for deployments that want the fusion server-side; they search ``text_hybrid``. ``hybrid=True`` on a
 single-vector collection searches the configured hybrid collection instead, and each hit names the collection that
 answered (the hybrid one for fused hits).
+
+A filter is validated before Milvus sees it (see ``filters``); whatever Milvus still refuses or fails on is raised as
+:class:`SearchFailed`, one line naming the collection, never as a raw ``MilvusException``.
 """
 
 from __future__ import annotations
@@ -27,13 +30,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
+from pymilvus import AnnSearchRequest, MilvusException, RRFRanker, WeightedRanker
 
 from paperlake.vectors.config import FUSIONS, CollectionSpec, VectorFieldSpec
 from paperlake.vectors.filters import FilterError, quote_literal, validate_filter
 from paperlake.vectors.store import VectorStore
 
-__all__ = ["FilterError", "Hit", "search"]
+__all__ = ["FilterError", "Hit", "SearchFailed", "search"]
+
+_MAX_REASON_CHARS = 300
+
+
+class SearchFailed(RuntimeError):
+    """Milvus refused or failed a search; the message is one line naming the collection and Milvus' reason."""
+
 
 @dataclass(frozen=True)
 class Hit:
@@ -78,10 +88,26 @@ def search(
     """Top ``limit`` entities of ``collection`` for ``query``, restricted to the view and the (validated) filter.
 
     On a hybrid collection, ``fusion`` (``convex`` | ``rrf`` | ``milvus-rrf`` | ``milvus-weighted``) and ``weights`` (one per vector field) override the
-    configured ones.
+    configured ones. Raises :class:`FilterError` for a bad filter, :class:`SearchFailed` when Milvus fails.
     """
+    try:
+        return _search(store, query, collection, table_name, column_name, filter, limit, hybrid, weights, fusion)
+    except MilvusException as problem:
+        reason = " ".join(str(problem.message or problem).split())
+        if len(reason) > _MAX_REASON_CHARS:
+            reason = reason[:_MAX_REASON_CHARS - 1] + "…"
+        raise SearchFailed(f"Milvus failed the search of {collection}: {reason}") from problem
+
+
+def _search(store: VectorStore, query: str, collection: str, table_name: str | None, column_name: str | None,
+            filter: str, limit: int, hybrid: bool, weights: Sequence[float] | None, fusion: str | None) -> list[Hit]:
     if not query or not query.strip():
         raise ValueError("empty query")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as problem:
+        raise ValueError(f"the query is not valid Unicode at character {problem.start + 1} "
+                         "(an unpaired surrogate: undecodable input bytes)") from None
     if limit <= 0:
         raise ValueError("limit must be positive")
     spec = store.config.collection(collection)
