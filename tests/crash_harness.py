@@ -147,6 +147,7 @@ def build_references(tmp_path_factory: pytest.TempPathFactory) -> dict:
             shutil.rmtree(root, ignore_errors=True)
             one = make_inbox(root / "one", [FIRST])
             both = make_inbox(root / "both", [FIRST, SECOND])
+            assert both == root / "both" / "inbox"
             must_ingest(root / "home-one", one)
             must_ingest(root / "home-both", both)
             done.write_text(json.dumps({"one": snapshot(root / "home-one"), "both": snapshot(root / "home-both")}))
@@ -155,7 +156,8 @@ def build_references(tmp_path_factory: pytest.TempPathFactory) -> dict:
         for key, value in state.items():
             if key.startswith("milvus."):
                 state[key] = [tuple(row) for row in value]
-    return {**states, "home_one": root / "home-one", "home_both": root / "home-both", "inbox_both": root / "both"}
+    return {**states, "home_one": root / "home-one", "home_both": root / "home-both",
+            "inbox_both": root / "both" / "inbox"}  # where make_inbox(root / "both", ...) puts it
 
 
 def add_paper(inbox: Path, stem: str) -> None:
