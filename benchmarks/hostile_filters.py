@@ -21,6 +21,7 @@ import random
 import sys
 import time
 import tracemalloc
+from pathlib import Path
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -216,9 +217,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "hostile_filters.json")
     args = parser.parse_args()
     report = fuzz_filters(args.seconds, args.seed)
-    print(json.dumps(report.to_dict(), indent=2, ensure_ascii=True))
+    text = json.dumps({"seconds": args.seconds, "seed": args.seed, **report.to_dict()}, indent=2, ensure_ascii=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(text)
     if report.crashed or report.search_failed:
         sys.exit(1)
 
