@@ -1,0 +1,117 @@
+"""Parse fidelity per element class against ground truth by construction, detectors side by side.
+
+Detectors, all run here on the same PDFs:
+- ``paperlake``: the default parser (:mod:`paperlake.parsing.pymupdf_backend`), whole pipeline to views;
+- ``layout``: PyMuPDF's layout model alone (``page.get_layout()``: ``table``, ``picture``, ``formula`` boxes);
+- ``mineru``: MinerU's flash tier, when ``--mineru`` names its executable (its own venv; see benchmarks/ingest.py).
+
+Scores come from :func:`paperlake.parsing.gold.score`: recall/precision per class (IoU ≥ 0.5, same page, one to
+one), caption label attached to the right element, exact table cell grids, equation LaTeX equal to the gold
+source (normalised-equal or sympy-equivalent). Pages per second are timed per detector.
+
+Run: ``python benchmarks/parse_fidelity.py [--gold tests/data/synthetic] [--detectors paperlake layout]
+[--docs syn-001 ...] [--out benchmarks/results/parse_fidelity.json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pymupdf
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from paperlake.parsing.gold import Detection, GoldDocument, detections_from_parsed, load_gold, score  # noqa: E402
+
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "parse_fidelity.json"
+_LAYOUT_CLASSES = {"table": "tables", "picture": "figures", "formula": "equations"}
+
+
+def run_paperlake(document: GoldDocument) -> list[Detection]:
+    from paperlake.inbox import PaperSource
+    from paperlake.parsing.pymupdf_backend import parse
+
+    source = PaperSource(paper_key=document.doc, volume="synthetic", pdf_path=document.pdf, sha256="0" * 64)
+    return detections_from_parsed(parse(source), "paperlake")
+
+
+def run_layout(document: GoldDocument) -> list[Detection]:
+    import pymupdf.layout  # noqa: F401  (activates the ONNX layout model)
+
+    found = []
+    with pymupdf.open(document.pdf) as pdf:
+        for page in pdf:
+            page.get_layout()
+            for x0, y0, x1, y1, kind in page.layout_information or []:
+                if kind in _LAYOUT_CLASSES:
+                    found.append(Detection(_LAYOUT_CLASSES[kind], page.number + 1, (x0, y0, x1, y1),
+                                           detector="layout"))
+    return found
+
+
+DETECTORS = {"paperlake": run_paperlake, "layout": run_layout}
+
+
+def latex_equal(gold: str, ours: str) -> bool:
+    from latex import sympy_equivalent  # benchmarks/latex.py
+
+    from paperlake.latex_glyphs import normalize_latex
+
+    if normalize_latex(gold) == normalize_latex(ours):
+        return True
+    equivalent, _ = sympy_equivalent(gold, ours)
+    return bool(equivalent)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gold", type=Path, default=ROOT / "tests" / "data" / "synthetic")
+    parser.add_argument("--detectors", nargs="+", default=list(DETECTORS), choices=list(DETECTORS))
+    parser.add_argument("--docs", nargs="*")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--show", type=int, default=8, help="failures listed per class in the printout")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    documents = [d for d in load_gold(args.gold) if not args.docs or d.doc in args.docs]
+    pages = sum(len(d.pages) for d in documents)
+    results: dict[str, Any] = {"gold": str(args.gold), "documents": len(documents), "pages": pages, "detectors": {}}
+    for name in args.detectors:
+        detect = DETECTORS[name]
+        detect(documents[0])  # warm-up: imports, models
+        started = time.perf_counter()
+        found = {document.doc: detect(document) for document in documents}
+        seconds = time.perf_counter() - started
+        scores = score(documents, found, latex_equal if name == "paperlake" else None)
+        scores["seconds"] = round(seconds, 2)
+        scores["pages_per_second"] = round(pages / seconds, 2)
+        results["detectors"][name] = scores
+        print(f"\n== {name}: {pages} pages in {seconds:.1f}s = {pages / seconds:.1f} pages/s")
+        for kind in ("tables", "figures", "equations"):
+            s = scores[kind]
+            print(f"{kind:<10} gold {s['gold']:>4} found {s['found']:>4} matched {s['matched']:>4} "
+                  f"recall {s['recall']} precision {s['precision']} (ignored {s['ignored']})")
+            for line in s["misses"][:args.show]:
+                print(f"    miss   {line}")
+            for line in s["false_alarms"][:args.show]:
+                print(f"    extra  {line}")
+        c, g = scores["captions"], scores["table_grids"]
+        print(f"captions right {c['right']}/{c['gold']} = {c['right_of_gold']} (of matched {c['right_of_matched']})")
+        print(f"table grids exact {g['exact']}/{g['gold']} = {g['exact_of_gold']} (of matched {g['exact_of_matched']})")
+        if "equation_latex" in scores:
+            e = scores["equation_latex"]
+            print(f"equation LaTeX equal {e['equal']}/{e['matched']} = {e['equal_of_matched']}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
