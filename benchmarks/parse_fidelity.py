@@ -23,7 +23,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import pymupdf
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))

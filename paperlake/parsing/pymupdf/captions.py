@@ -1,0 +1,58 @@
+"""Captions: which lines start a "Table N" / "Figure N" caption, which lines continue it, and its kind and label."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from paperlake.parsing.pymupdf.page import _column_box, _DocumentStyle, _Line
+
+_CAPTION = re.compile(r"^(Table|Tab\.|Figure|Fig\.)\s*([A-Z]?\d+)\s*[:.|]\s*")
+_SUBCAPTION = re.compile(r"^\((?:[a-z]|[ivx]{1,4})\)\s")
+
+
+def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
+    """Lines starting "Table 3:" / "Figure 2." at a paragraph start, with the lines that continue them."""
+    ordered = sorted(lines, key=lambda l: (l.column, l.bbox[1]))
+    captions = []
+    used: set[int] = set()
+    for i, line in enumerate(ordered):
+        if id(line) in used or line.role in {"footer", "header"} or not _CAPTION.match(line.text):
+            continue
+        left, right = _column_box(style, line.column)
+        centred = abs((line.bbox[0] + line.bbox[2]) / 2 - (left + right) / 2) < 20
+        if line.bbox[0] > left + 25 and not centred and line.column != "full":
+            continue
+        if i > 0 and _continues_prose(ordered[i - 1], line):
+            continue  # "... as shown in / Figure 11. In particular ..." is a sentence, not a caption
+        caption = [line]
+        for follower in ordered[i + 1:]:
+            last = caption[-1]
+            if follower.column != line.column or follower.bbox[1] - last.bbox[3] > 0.45 * last.size:
+                break
+            if abs(follower.size - line.size) > 0.6 or follower.bbox[1] < last.bbox[3] - 0.5 * last.height:
+                break
+            if _CAPTION.match(follower.text):
+                break
+            caption.append(follower)
+        used |= {id(part) for part in caption}
+        captions.append(caption)
+    return captions
+
+
+def _continues_prose(previous: _Line, line: _Line) -> bool:
+    return (
+        previous.column == line.column and previous.role == "body" and abs(previous.size - line.size) < 0.5
+        and 0 <= line.bbox[1] - previous.bbox[3] <= 0.3 * line.size
+        and not previous.text.rstrip().endswith((".", ":"))
+    )
+
+
+def _caption_kind(caption: list[_Line]) -> Literal["table", "figure"]:
+    return "table" if _CAPTION.match(caption[0].text).group(1).startswith("Tab") else "figure"
+
+
+def _caption_label(caption: list[_Line]) -> str:
+    """ "Table 3" / "Figure 2", whatever the caption's own spelling ("Tab. 3", "Fig. 2")."""
+    number = _CAPTION.match(caption[0].text).group(2)
+    return f"{'Table' if _caption_kind(caption) == 'table' else 'Figure'} {number}"

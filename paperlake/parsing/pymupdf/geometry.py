@@ -1,0 +1,78 @@
+"""Boxes: ``(x0, y0, x1, y1)`` in PDF points, origin top-left, and the measures the layout rules take of them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Box = tuple[float, float, float, float]
+
+
+def _union(boxes: list[Box] | Any) -> Box:
+    boxes = list(boxes)
+    return (
+        min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes)
+    )
+
+
+def _area(box: Any) -> float:
+    return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
+
+
+def _intersection(a: Box, b: Box) -> Box:
+    return max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
+
+
+def _box_iou(a: Box, b: Box) -> float:
+    inter = _area(_intersection(a, b))
+    union = _area(a) + _area(b) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _contains(outer: Box, inner: Box, tolerance: float = 1.0) -> bool:
+    return (outer[0] - tolerance <= inner[0] and outer[1] - tolerance <= inner[1]
+            and inner[2] <= outer[2] + tolerance and inner[3] <= outer[3] + tolerance)
+
+
+def _box_gap(a: Box, b: Box) -> float:
+    """The white space between two boxes (0 when they touch or overlap)."""
+    return max(a[0] - b[2], b[0] - a[2], a[1] - b[3], b[1] - a[3], 0.0)
+
+
+def _center_box(box: Box) -> Box:
+    cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    return cx, cy, cx, cy
+
+
+def _overlaps(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] + 2 and b[1] - 2 < a[3]
+
+
+def _distance(a: Box, b: Box) -> float:
+    dx = max(0.0, b[0] - a[2], a[0] - b[2])
+    dy = max(0.0, b[1] - a[3], a[1] - b[3])
+    return dx + dy
+
+
+def _projections_overlap(a: Box, b: Box) -> bool:
+    x_overlap = min(a[2], b[2]) - max(a[0], b[0])
+    y_overlap = min(a[3], b[3]) - max(a[1], b[1])
+    return x_overlap > 0.5 * (a[2] - a[0]) or y_overlap > 0.5 * (a[3] - a[1])
+
+
+def _within_extent(bbox: Box, left: float, right: float) -> bool:
+    """Mostly inside the column (or page) span; a vertical rule has no width, so only its position counts."""
+    overlap = min(bbox[2], right + 10) - max(bbox[0], left - 10)
+    return overlap >= 0 and overlap >= 0.8 * (bbox[2] - bbox[0])
+
+
+def _vertical_gap(a: Box, b: Box) -> float:
+    return max(a[1] - b[3], b[1] - a[3], 0.0)
+
+
+def _horizontal_gap(a: Box, b: Box) -> float:
+    return max(a[0] - b[2], b[0] - a[2], 0.0)
+
+
+def _inside_any(bbox: Box, areas: list[Box]) -> bool:
+    cx, cy = (bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2
+    return any(a[0] - 1 <= cx <= a[2] + 1 and a[1] - 1 <= cy <= a[3] + 1 for a in areas)

@@ -1,0 +1,245 @@
+"""Floats: how far each table and figure reaches from its caption (which side, which graphics and text), and which
+uncaptioned images are figures."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from paperlake.parsing.blocks import TableCell
+from paperlake.parsing.pymupdf.captions import _caption_kind, _caption_label, _captions
+from paperlake.parsing.pymupdf.geometry import Box, _area, _inside_any, _union, _within_extent
+from paperlake.parsing.pymupdf.page import (
+    _BOTTOM_MARGIN_SHARE,
+    _column_box,
+    _DocumentStyle,
+    _join_lines,
+    _Line,
+    _PageContent,
+)
+from paperlake.parsing.pymupdf.panels import _MIN_FIGURE_SIDE, _Element, _split_panels
+
+_FLOAT_GAP = 20.0             # points: the widest gap between two parts of one figure or table
+_CAPTION_GAP = 26.0           # points: the widest gap between a caption and its figure or table
+
+_DIGIT_HEADING = re.compile(r"^(\d+(?:\.\d+){0,3})\.?\s+(\S.*)$")
+
+
+@dataclass
+class _Region:
+    """A figure or table: its box, caption lines and what was found inside; a figure of several plots also has
+    one region per plot (its panels, each inside the figure's box)."""
+
+    kind: Literal["table", "figure"]
+    bbox: Box
+    caption_lines: list[_Line]
+    label: str | None
+    lines: list[_Line] = field(default_factory=list)
+    has_image: bool = False
+    has_drawing: bool = False
+    cells: list[TableCell] = field(default_factory=list)
+    panels: list[_Region] = field(default_factory=list)
+
+    @property
+    def caption(self) -> str | None:
+        return _join_lines(self.caption_lines) or None
+
+    @property
+    def outer_bbox(self) -> Box:
+        return _union([self.bbox, *(line.bbox for line in self.caption_lines)])
+
+
+def _find_regions(lines: list[_Line], page: _PageContent, style: _DocumentStyle) -> list[_Region]:
+    """Tables and figures, each grown from its caption over the graphics and non-body text next to it."""
+    captions = _captions(lines, style)
+    caption_ids = {id(line) for caption in captions for line in caption}
+    elements = [_Element(line.bbox, line=line) for line in lines if id(line) not in caption_ids]
+    elements += [_Element(box, is_image=True) for box in page.images]
+    elements += [_Element(rect) for rect, _ in page.drawings]
+    elements += [_Element(box) for box in page.rotated_text]
+    claimed: set[int] = set()
+    regions = []
+    # Figure captions sit under their figure almost always, table captions on either side: figures claim what is
+    # above them first, so a table whose caption is on top cannot grow down into the figure below it.
+    # Tables go in order of how close their content sits, so a caption between two tables gets the nearer one.
+    passes: list[tuple[Literal["table", "figure"], tuple[str, ...]]] = [
+        ("figure", ("up",)), ("table", ("up", "down")), ("figure", ("down",))
+    ]
+    placed: set[int] = set()
+    for wanted, directions in passes:
+        pending = [c for c in captions if _caption_kind(c) == wanted and id(c[0]) not in placed]
+        if wanted == "table":
+            pending.sort(key=lambda c: _nearest_content_gap(c, elements, claimed, captions, style))
+        for caption in pending:
+            grown = _grow_region(wanted, caption, elements, claimed, captions, style, directions, page.clips)
+            if grown is not None:
+                placed.add(id(caption[0]))
+                regions.append(grown)
+    for caption in captions:
+        if id(caption[0]) not in placed:
+            for line in caption:
+                line.role = "caption"
+    regions += _uncaptioned_figures(page, regions, style)
+    return regions
+
+
+def _both_sides(
+    caption: list[_Line], elements: list[_Element], claimed: set[int], captions: list[list[_Line]],
+    style: _DocumentStyle, directions: tuple[str, ...] = ("up", "down"),
+) -> tuple[list[_Element], list[_Element]]:
+    """What a caption could claim above and below it, within its column (or the page width)."""
+    caption_box = _union([line.bbox for line in caption])
+    left, right = _column_box(style, style.column_of(caption_box))
+    candidates = [e for e in elements if id(e) not in claimed and _within_extent(e.bbox, left, right)]
+    other_boxes = [_union([l.bbox for l in other]) for other in captions if other is not caption]
+    other_boxes = [box for box in other_boxes if min(box[2], right) - max(box[0], left) > 0]
+    above = _collect(candidates, caption_box, "up", [b[3] for b in other_boxes]) if "up" in directions else []
+    below = _collect(candidates, caption_box, "down", [b[1] for b in other_boxes]) if "down" in directions else []
+    return (above if _substantive(above) else []), (below if _substantive(below) else [])
+
+
+def _substantive(taken: list[_Element]) -> bool:
+    """Text, an image or a real shape: a lone rule (a footnote separator, an underline) is not a float."""
+    return any(e.line is not None or e.is_image or _area(e.bbox) > 100 for e in taken)
+
+
+def _next_caption_beyond(
+    taken: list[_Element], direction: str, caption: list[_Line], captions: list[list[_Line]], style: _DocumentStyle
+) -> bool:
+    """Whether another caption sits right past the far end of this content, i.e. the content is probably its."""
+    box = _union([e.bbox for e in taken])
+    for other in captions:
+        if other is caption:
+            continue
+        other_box = _union([line.bbox for line in other])
+        if min(other_box[2], box[2]) - max(other_box[0], box[0]) <= 0:
+            continue
+        gap = box[1] - other_box[3] if direction == "up" else other_box[1] - box[3]
+        if 0 <= gap <= _CAPTION_GAP:
+            return True
+    return False
+
+
+def _nearer_part(taken: list[_Element], direction: str) -> list[_Element]:
+    """Content that runs up to a table's caption is shared: keep what lies before its widest internal gap, the
+    rest belongs to that table (a figure under a table whose caption is on top)."""
+    ordered = sorted(taken, key=lambda e: -e.bbox[3] if direction == "up" else e.bbox[1])
+    edge = ordered[0].bbox[1] if direction == "up" else ordered[0].bbox[3]
+    widest, cut = 0.0, len(ordered)
+    for index, element in enumerate(ordered[1:], start=1):
+        gap = edge - element.bbox[3] if direction == "up" else element.bbox[1] - edge
+        if gap > widest:
+            widest, cut = gap, index
+        edge = min(edge, element.bbox[1]) if direction == "up" else max(edge, element.bbox[3])
+    return ordered[:cut] if widest >= 6 else taken
+
+
+def _first_gap(caption: list[_Line], taken: list[_Element], direction: str) -> float:
+    if not taken:
+        return float("inf")
+    caption_box = _union([line.bbox for line in caption])
+    if direction == "up":
+        return caption_box[1] - max(e.bbox[3] for e in taken)
+    return min(e.bbox[1] for e in taken) - caption_box[3]
+
+
+def _nearest_content_gap(
+    caption: list[_Line], elements: list[_Element], claimed: set[int], captions: list[list[_Line]],
+    style: _DocumentStyle,
+) -> float:
+    above, below = _both_sides(caption, elements, claimed, captions, style)
+    return min(_first_gap(caption, above, "up"), _first_gap(caption, below, "down"))
+
+
+def _grow_region(
+    kind: Literal["table", "figure"], caption: list[_Line], elements: list[_Element], claimed: set[int],
+    captions: list[list[_Line]], style: _DocumentStyle, directions: tuple[str, ...], clip_areas: list[Box],
+) -> _Region | None:
+    above, below = _both_sides(caption, elements, claimed, captions, style, directions)
+    gap_above, gap_below = _first_gap(caption, above, "up"), _first_gap(caption, below, "down")
+    contested_above = above and _next_caption_beyond(above, "up", caption, captions, style)
+    contested_below = below and _next_caption_beyond(below, "down", caption, captions, style)
+    if above and below and contested_above != contested_below:
+        chosen = below if contested_above else above  # the other side's content has its own caption
+    elif abs(gap_above - gap_below) >= 3:
+        chosen = above if gap_above < gap_below else below
+    else:
+        chosen = above if _content_weight(above) >= _content_weight(below) else below
+    if not chosen:
+        return None
+    direction = "up" if chosen is above else "down"
+    table_captions = [other for other in captions if _caption_kind(other) == "table"]
+    if kind == "figure" and _next_caption_beyond(chosen, direction, caption, table_captions, style):
+        chosen = _nearer_part(chosen, direction)  # figures claim first; leave a table its rows
+    claimed |= {id(e) for e in chosen}
+    region = _region_of(kind, caption, chosen)
+    panels = _split_panels(chosen, clip_areas) if kind == "figure" else []
+    if len(panels) >= 2:
+        region.panels = [_region_of(kind, caption, panel) for panel in panels]
+    return region
+
+
+def _region_of(kind: Literal["table", "figure"], caption: list[_Line], elements: list[_Element]) -> _Region:
+    return _Region(
+        kind=kind,
+        bbox=_union([e.bbox for e in elements]),
+        caption_lines=caption,
+        label=_caption_label(caption),
+        lines=[e.line for e in elements if e.line is not None],
+        has_image=any(e.is_image for e in elements),
+        has_drawing=any(e.line is None and not e.is_image for e in elements),
+    )
+
+
+def _collect(candidates: list[_Element], caption_box: Box, direction: str, other_captions: list[float]
+             ) -> list[_Element]:
+    """Walk away from the caption, taking elements until a gap wider than a float's or running body text."""
+    if direction == "up":
+        side = [e for e in candidates if e.bbox[3] <= caption_box[1] + 2]
+        side.sort(key=lambda e: -e.bbox[3])
+        limit = max((y for y in other_captions if y <= caption_box[1]), default=-1.0)
+    else:
+        side = [e for e in candidates if e.bbox[1] >= caption_box[3] - 2]
+        side.sort(key=lambda e: e.bbox[1])
+        limit = min((y for y in other_captions if y >= caption_box[3]), default=1e9)
+    edge = caption_box[1] if direction == "up" else caption_box[3]
+    taken: list[_Element] = []
+    for element in side:
+        gap = edge - element.bbox[3] if direction == "up" else element.bbox[1] - edge
+        if gap > (_FLOAT_GAP if taken else _CAPTION_GAP):
+            break
+        beyond_caption = element.bbox[1] < limit if direction == "up" else element.bbox[3] > limit
+        if beyond_caption:
+            continue
+        line = element.line
+        inside = gap < 0  # within the height the figure already covers, e.g. a legend inside the axes
+        if line is not None and (line.role in {"footer", "header"} or line.role == "body" and not inside):
+            break
+        if line is not None and _looks_like_heading(line) and not inside:
+            break
+        taken.append(element)
+        edge = min(edge, element.bbox[1]) if direction == "up" else max(edge, element.bbox[3])
+    return taken
+
+
+def _content_weight(elements: list[_Element]) -> float:
+    return sum((e.bbox[2] - e.bbox[0]) * (e.bbox[3] - e.bbox[1]) for e in elements if e.line is not None) + len(
+        elements
+    )
+
+
+def _uncaptioned_figures(page: _PageContent, regions: list[_Region], style: _DocumentStyle) -> list[_Region]:
+    """Large raster images that no caption claimed are figures too (without a caption)."""
+    covered = [region.bbox for region in regions]
+    figures = []
+    for box in page.images:
+        big = box[2] - box[0] >= _MIN_FIGURE_SIDE and box[3] - box[1] >= _MIN_FIGURE_SIDE
+        if big and not _inside_any(box, covered) and box[1] < _BOTTOM_MARGIN_SHARE * page.height:
+            figures.append(_Region("figure", box, [], None, has_image=True))
+            covered.append(box)
+    return figures
+
+
+def _looks_like_heading(line: _Line) -> bool:
+    return line.bold_share >= 0.9 and bool(_DIGIT_HEADING.match(line.text)) and len(line.text) < 80
