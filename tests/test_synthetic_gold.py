@@ -25,7 +25,7 @@ SYNTHETIC = Path(__file__).parent / "data" / "synthetic"
 FLOORS = {
     ("tables", "recall"): 0.85, ("tables", "precision"): 0.90,
     ("figures", "recall"): 0.65, ("figures", "precision"): 0.80,
-    ("equations", "recall"): 0.60, ("equations", "precision"): 0.40,
+    ("equations", "recall"): 0.97, ("equations", "precision"): 0.97,
 }
 CAPTION_FLOOR = 0.85
 GRID_FLOOR = 0.35

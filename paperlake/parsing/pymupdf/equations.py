@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +13,9 @@ import pymupdf
 from paperlake.parsing.blocks import DocumentLayout
 from paperlake.parsing.pymupdf.captions import _CAPTION
 from paperlake.parsing.pymupdf.geometry import Box, _horizontal_gap, _union, _vertical_gap
-from paperlake.parsing.pymupdf.page import _TEXT_FLAGS, Column, _column_box, _DocumentStyle, _Line, _PageContent
+from paperlake.parsing.pymupdf.page import (
+    _MATH_CHARS, _MATH_FONT, _TEXT_FLAGS, Column, _column_box, _DocumentStyle, _Line, _PageContent,
+)
 from paperlake.parsing.pymupdf.regions import _looks_like_heading
 
 _EQUATION_NUMBER = re.compile(r"^\(\s*((?:[A-Z]\.)?\d+[a-z]?(?:\.\d+)?)\s*\)$")
@@ -30,8 +33,11 @@ class _Equation:
 
 
 def _find_equations(lines: list[_Line], page: _PageContent, style: _DocumentStyle) -> list[_Equation]:
-    """Display equations, one per row of a multi-line display: math lines set apart from the text, the pieces
-    on their baseline, the parts of their fractions, and the "(N)" at the column's right edge."""
+    """Display equations: math lines set apart from the text (seeds), joined into rows (pieces on one baseline,
+    the parts of a fraction), grown by the pieces stacked against them (limits, denominators in fonts that read as
+    text), and the rows of one display (``aligned``, ``align*``, ``cases``: rows a line gap apart) joined into one
+    block with at most one "(N)". Rows that each carry their own number (``align``, ``gather``) stay separate
+    equations, and a row without a number joins the numbered row above it, as a continued equation does."""
     numbers = [line for line in lines if _EQUATION_NUMBER.match(line.text) and not line.role]
     number_ids = {id(line) for line in numbers}
     free = [
@@ -39,7 +45,8 @@ def _find_equations(lines: list[_Line], page: _PageContent, style: _DocumentStyl
         if id(line) not in number_ids and line.role not in _NOT_EQUATION_ROLES and not _ALGORITHM_STEP.match(line.text)
     ]
     body = [line for line in lines if line.role == "body"]
-    candidates = [line for line in free if _is_display_math(line, style) and not _within_text_line(line, body)]
+    free = [line for line in free if not _within_text_line(line, body)]
+    candidates = [line for line in free if _is_display_math(line, style)]
     for number in numbers:  # a numbered display whose text happens to use few math glyphs
         if not any(_same_row(number, line) for line in candidates):
             candidates += [
@@ -54,16 +61,112 @@ def _find_equations(lines: list[_Line], page: _PageContent, style: _DocumentStyl
         column = style.column_of(box)
         row += [line for line in free if id(line) not in taken and _beside(line, box, column)]
         taken |= {id(line) for line in row}
+    _grow_rows(rows, [line for line in free if id(line) not in taken], style)
     equations = []
-    for row in sorted(rows, key=lambda r: _union([line.bbox for line in r])[1]):
-        box = _union([line.bbox for line in row])
-        attached = [n for n in numbers if box[1] - 2 <= (n.bbox[1] + n.bbox[3]) / 2 <= box[3] + 2
-                    and _horizontal_gap(n.bbox, box) < 0.6 * page.width]
+    for block in _display_blocks(rows, numbers, style):
+        box = _union([line.bbox for line in block])
+        attached = _numbers_of(box, numbers, page)
         number = _EQUATION_NUMBER.match(attached[-1].text).group(1) if attached else None
-        for line in row:
+        for line in block:
             line.role = "equation"
-        equations.append(_Equation(box, row, attached, f"({number})" if number else None))
+        equations.append(_Equation(box, block, attached, f"({number})" if number else None))
     return equations
+
+
+def _numbers_of(box: Box, numbers: list[_Line], page: _PageContent) -> list[_Line]:
+    return [n for n in numbers if box[1] - 2 <= (n.bbox[1] + n.bbox[3]) / 2 <= box[3] + 2
+            and _horizontal_gap(n.bbox, box) < 0.6 * page.width]
+
+
+def _grow_rows(rows: list[list[_Line]], rest: list[_Line], style: _DocumentStyle) -> None:
+    """Short pieces stacked tight against a row (a sum's limits, a denominator, a lone script) join it: a display
+    is set apart from the text by a display skip, far wider than the gaps inside it."""
+    reach = 0.5 * style.body_size
+    changed = True
+    while changed and rest:
+        changed = False
+        for line in list(rest):
+            piece = _math_evidence(line) >= 0.1 or len(line.text.strip()) <= 30
+            if not piece or _prose_words(line) >= 3 or _is_code(line) or _looks_like_heading(line):
+                continue
+            near = []
+            for row in rows:
+                box = _core_box(row)
+                x_overlap = min(box[2], line.bbox[2]) - max(box[0], line.bbox[0])
+                gap = _vertical_gap(box, _core_box([line]))
+                if x_overlap > 0.5 * min(line.width, box[2] - box[0]) and gap <= reach:
+                    near.append((gap, row))
+            if near:
+                min(near, key=lambda pair: pair[0])[1].append(line)
+                rest.remove(line)
+                changed = True
+
+
+def _joins(a: tuple[Box, list[_Line], int], b: tuple[Box, list[_Line], int], gap_limit: float,
+           style: _DocumentStyle) -> bool:
+    """Two blocks are rows of one display: one below the other and overlapping horizontally, at most a line gap
+    apart, or side by side on one baseline (the left-hand side beside a fraction); at most one number between them."""
+    (upper, _, own_upper), (lower, _, own_lower) = sorted((a, b), key=lambda block: block[0][1])
+    if own_upper + own_lower > 1 or not _columns_meet(style.column_of(upper), style.column_of(lower)):
+        return False
+    x_overlap = min(upper[2], lower[2]) - max(upper[0], lower[0])
+    if x_overlap > 0 and lower[1] - upper[3] <= gap_limit:
+        return True
+    return any(
+        outer[1] - 2 <= (inner[1] + inner[3]) / 2 <= outer[3] + 2 and _horizontal_gap(outer, inner) < 40
+        for outer, inner in ((upper, lower), (lower, upper))
+    )
+
+
+def _columns_meet(a: Column, b: Column) -> bool:
+    """A display in one column, or one that a page-wide piece (its box straddles the gutter) belongs to."""
+    return a == b or "full" in (a, b)
+
+
+def _baseline(line: _Line) -> float:
+    return max(span["origin"][1] for span in line.spans)
+
+
+def _core_box(lines: list[_Line]) -> Box:
+    """The lines' box from their glyphs' baselines and sizes: PyMuPDF's line boxes take the font's ascender and
+    descender, which some fonts (and accents) make several lines tall, so gaps between display rows vanish."""
+    spans = [span for line in lines for span in line.spans]
+    return (
+        min(span["bbox"][0] for span in spans),
+        min(span["origin"][1] - 0.75 * span["size"] for span in spans),
+        max(span["bbox"][2] for span in spans),
+        max(span["origin"][1] + 0.25 * span["size"] for span in spans),
+    )
+
+
+def _display_blocks(rows: list[list[_Line]], numbers: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
+    """Rows of one display joined top to bottom: same column, overlapping horizontally, at most a line gap
+    apart, and the block keeps at most one equation number of its own rows."""
+    gap_limit = 0.8 * style.body_size
+    ordered = sorted(rows, key=lambda row: _union([line.bbox for line in row])[1])
+    owner: dict[int, int] = {}  # number -> the nearest row on its baseline band (two columns: the one beside it)
+    for n_index, number in enumerate(numbers):
+        middle = _baseline(number) - 0.3 * number.size
+        near = [(round(_horizontal_gap(box, number.bbox)), abs(middle - (box[1] + box[3]) / 2), r_index)
+                for r_index, row in enumerate(ordered)
+                for box in [_core_box(row)] if box[1] - 1 <= middle <= box[3] + 1]
+        if near:
+            owner[n_index] = min(near)[2]
+    blocks: list[tuple[Box, list[_Line], int]] = []  # box, lines, own numbers
+    for r_index, row in enumerate(ordered):
+        own = sum(1 for row_index in owner.values() if row_index == r_index)
+        blocks.append((_core_box(row), list(row), own))
+    merged = True
+    while merged:  # join any two blocks of one display until none is left to join
+        merged = False
+        for i, j in itertools.combinations(range(len(blocks)), 2):
+            if _joins(blocks[i], blocks[j], gap_limit, style):
+                (box_i, lines_i, own_i), (box_j, lines_j, own_j) = blocks[i], blocks[j]
+                blocks[i] = (_union([box_i, box_j]), lines_i + lines_j, own_i + own_j)
+                del blocks[j]
+                merged = True
+                break
+    return [lines for _, lines, _ in blocks]
 
 
 def _within_text_line(line: _Line, body: list[_Line]) -> bool:
@@ -134,7 +237,7 @@ def _same_equation_row(upper: _Line, lower: _Line, bars: list[Box]) -> bool:
     if overlap >= 0.5 * min(upper.height, lower.height) and _horizontal_gap(upper.bbox, lower.bbox) < 80:
         return True
     x_overlap = min(upper.bbox[2], lower.bbox[2]) - max(upper.bbox[0], lower.bbox[0])
-    if x_overlap <= 0 or lower.bbox[1] - upper.bbox[3] > 3:
+    if x_overlap <= 0 or lower.bbox[1] - upper.bbox[3] > 0.6 * max(upper.size, lower.size):
         return False
     return any(
         upper.bbox[3] - 3 <= bar[1] <= lower.bbox[1] + 3
@@ -155,9 +258,67 @@ def _same_row(a: _Line, b: _Line) -> bool:
 def _is_display_math(line: _Line, style: _DocumentStyle) -> bool:
     left, right = _column_box(style, line.column)
     indented = line.bbox[0] - left >= 12 and right - line.bbox[2] >= 12
-    if line.math_share >= 0.6 and len(line.text) >= 3:
+    evidence = _math_evidence(line)
+    if _prose_words(line) >= 4 or _is_code(line):  # a sentence with inline math in a list or a frame; a listing
+        return False
+    if evidence >= 0.6 and len(line.text) >= 3:
         return True
-    return indented and line.math_share >= 0.3 and not _CAPTION.match(line.text)
+    if _CAPTION.match(line.text):
+        return False
+    return indented and (evidence >= 0.3 or (evidence >= 0.15 and bool(_RELATION.search(line.text))))
+
+
+_WORD = re.compile(r"[A-Za-z]{3,}")
+_MATH_WORDS = frozenset(
+    "exp log ln max min arg argmax argmin sup inf lim sin cos tan tanh sigmoid softmax det diag trace tr var cov "
+    "mod gcd sgn sign relu gelu avg mean std err out".split()
+)
+
+
+def _prose_words(line: _Line) -> int:
+    """Words of three or more letters in text fonts that are not the names of functions: a sentence has many,
+    a formula few ("max", "softmax", a one-word subscript)."""
+    return sum(
+        1 for span in line.spans if not _MATH_FONT.match(span["font"])
+        for word in _WORD.findall(span["text"]) if word.lower() not in _MATH_WORDS
+    )
+
+
+def _is_code(line: _Line) -> bool:
+    """Mostly set in a monospaced font: a code listing's ``x = f(y)`` is not a display equation."""
+    mono = sum(
+        len(span["text"].strip()) for span in line.spans
+        if span["flags"] & _MONOSPACED or _MONOSPACED_FONT.search(span["font"])
+    )
+    return mono >= 0.5 * max(1, sum(len(span["text"].strip()) for span in line.spans))
+
+
+_RELATION = re.compile(r"[=<>≤≥≈≡∝∈→↦]|:=")
+_ITALIC, _MONOSPACED = 2, 8  # PyMuPDF span flags
+# Many embedded fonts do not set the monospaced flag: know the common typewriter families by name.
+_MONOSPACED_FONT = re.compile(
+    r"mono|courier|consol|inconsolata|typewriter|cmtt|sfmono|menlo|nimbusmon|txtt|lmtt|beramono|firacode|"
+    r"sourcecode|jetbrains",
+    re.I,
+)
+
+
+def _math_evidence(line: _Line) -> float:
+    """The share of a line's glyphs that read as math: math fonts and symbols (as ``math_share``), plus what
+    text fonts set in math too: italic one- or two-letter spans (variables in a Times or Palatino paper) and
+    scripts well below the line's size."""
+    math = weights = 0
+    for span in line.spans:
+        text = span["text"].strip()
+        weight = len(text)
+        weights += weight
+        if _MATH_FONT.match(span["font"]):
+            math += weight
+        elif (span["flags"] & _ITALIC and weight <= 2) or (span["size"] < 0.8 * line.size and weight <= 4):
+            math += weight
+        else:
+            math += len(_MATH_CHARS.findall(span["text"]))
+    return min(1.0, max(math / max(weights, 1), line.math_share))
 
 
 def _equation_text(lines: list[_Line]) -> str:
