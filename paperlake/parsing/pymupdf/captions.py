@@ -26,9 +26,14 @@ def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
         if i > 0 and _continues_prose(ordered[i - 1], line):
             continue  # "... as shown in / Figure 11. In particular ..." is a sentence, not a caption
         caption = [line]
-        for follower in ordered[i + 1:]:
+        followers = sorted(
+            (other for other in lines if other.bbox[1] > line.bbox[1] and id(other) not in used
+             and (other.column == line.column or line.column == "full" and _under(other, line))),
+            key=lambda other: other.bbox[1],
+        )
+        for follower in followers:
             last = caption[-1]
-            if follower.column != line.column or follower.bbox[1] - last.bbox[3] > 0.45 * last.size:
+            if follower.bbox[1] - last.bbox[3] > 0.45 * last.size:
                 break
             if abs(follower.size - line.size) > 0.6 or follower.bbox[1] < last.bbox[3] - 0.5 * last.height:
                 break
@@ -38,6 +43,11 @@ def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
         used |= {id(part) for part in caption}
         captions.append(caption)
     return captions
+
+
+def _under(line: _Line, caption_line: _Line) -> bool:
+    """A short last line of a page-wide caption reads as one column's: it starts under the caption's start."""
+    return abs(line.bbox[0] - caption_line.bbox[0]) <= 3 and line.bbox[2] <= caption_line.bbox[2] + 3
 
 
 def _continues_prose(previous: _Line, line: _Line) -> bool:

@@ -108,6 +108,12 @@ def _next_caption_beyond(
     taken: list[_Element], direction: str, caption: list[_Line], captions: list[list[_Line]], style: _DocumentStyle
 ) -> bool:
     """Whether another caption sits right past the far end of this content, i.e. the content is probably its."""
+    return _caption_beyond(taken, direction, caption, captions) is not None
+
+
+def _caption_beyond(
+    taken: list[_Element], direction: str, caption: list[_Line], captions: list[list[_Line]]
+) -> list[_Line] | None:
     box = _union([e.bbox for e in taken])
     for other in captions:
         if other is caption:
@@ -117,8 +123,22 @@ def _next_caption_beyond(
             continue
         gap = box[1] - other_box[3] if direction == "up" else other_box[1] - box[3]
         if 0 <= gap <= _CAPTION_GAP:
-            return True
-    return False
+            return other
+    return None
+
+
+def _runs_into_caption(
+    chosen: list[_Element], direction: str, caption: list[_Line], captions: list[list[_Line]],
+    elements: list[_Element], claimed: set[int], style: _DocumentStyle,
+) -> bool:
+    """The content runs up to another caption that has nothing of its own on its far side: part of the content is
+    that caption's (a table under a figure, ``Table 1`` on top and ``Table 2`` under two stacked tables). A caption
+    with its own float beyond it (a table above its caption) only happens to sit near."""
+    other = _caption_beyond(chosen, direction, caption, captions)
+    if other is None:
+        return False
+    other_above, other_below = _both_sides(other, elements, claimed | {id(e) for e in chosen}, captions, style)
+    return not (other_below if direction == "down" else other_above)
 
 
 def _nearer_part(taken: list[_Element], direction: str) -> list[_Element]:
@@ -170,8 +190,13 @@ def _grow_region(
         return None
     direction = "up" if chosen is above else "down"
     table_captions = [other for other in captions if _caption_kind(other) == "table"]
-    if kind == "figure" and _next_caption_beyond(chosen, direction, caption, table_captions, style):
-        chosen = _nearer_part(chosen, direction)  # figures claim first; leave a table its rows
+    if kind == "figure" and _runs_into_caption(chosen, direction, caption, table_captions, elements, claimed, style):
+        nearer = _nearer_part(chosen, direction)  # figures claim first; leave a table its rows
+        if len(nearer) == len(chosen) and directions == ("up",):
+            return None  # all of it runs up to a table's caption: the table's; try below this caption later
+        chosen = nearer
+    elif kind == "table" and _runs_into_caption(chosen, direction, caption, captions, elements, claimed, style):
+        chosen = _nearer_part(chosen, direction)
     claimed |= {id(e) for e in chosen}
     region = _region_of(kind, caption, chosen)
     panels = _split_panels(chosen, clip_areas) if kind == "figure" else []
