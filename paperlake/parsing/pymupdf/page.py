@@ -283,8 +283,10 @@ def _find_gutter(page: _PageContent, body_size: float) -> float | None:
 
 
 def _is_single_column(page: _PageContent, body_size: float, gutter: float) -> bool:
-    """A page without a clean gutter of its own is one-column if running text crosses the paper's gutter."""
-    lines = _text_lines(page, body_size)
+    """A page without a clean gutter of its own is one-column if running text crosses the paper's gutter. Text in
+    a drawn frame (a page-wide prompt box) is a float's, not the page's running text."""
+    frames = [rect for rect, is_box in page.drawings if is_box and rect[2] - rect[0] > 40 and rect[3] - rect[1] > 20]
+    lines = [line for line in _text_lines(page, body_size) if not _inside_any(line.bbox, frames)]
     return sum(1 for line in lines if line.bbox[0] < gutter - 5 and line.bbox[2] > gutter + 5) >= 5
 
 

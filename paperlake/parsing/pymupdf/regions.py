@@ -3,13 +3,16 @@ uncaptioned images are figures."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from paperlake.parsing.blocks import TableCell
 from paperlake.parsing.pymupdf.captions import _caption_kind, _caption_label, _captions
-from paperlake.parsing.pymupdf.geometry import Box, _area, _inside_any, _union, _within_extent
+from paperlake.parsing.pymupdf.geometry import (
+    Box, _area, _box_gap, _contains, _inside_any, _intersection, _union, _within_extent,
+)
 from paperlake.parsing.pymupdf.page import (
     _BOTTOM_MARGIN_SHARE,
     _column_box,
@@ -127,6 +130,32 @@ def _caption_beyond(
     return None
 
 
+def _close_at_frame(
+    chosen: list[_Element], caption: list[_Line], direction: str, style: _DocumentStyle
+) -> list[_Element]:
+    """A framed float (a prompt box, a listing in a frame; stacked frames too) ends where its frames end: text
+    beyond the last frame, however close (a reference list, a heading), is not the float's. Graphics beyond it
+    are: the frame is then one part of a larger figure. Frames are drawn boxes at least 60% of the column wide,
+    so a flowchart's nodes are not; the content next to the caption must be framed for the rule to apply."""
+    caption_box = _union([line.bbox for line in caption])
+    left, right = _column_box(style, style.column_of(caption_box))
+    frames = [e.bbox for e in chosen if e.line is None and not e.is_image and _is_frame(e.bbox, right - left)]
+    if not frames:
+        return chosen
+    ordered = sorted(chosen, key=lambda e: -e.bbox[3] if direction == "up" else e.bbox[1])
+    kept = []
+    for element in ordered:
+        if not any(_contains(frame, element.bbox, 2.0) for frame in frames):
+            # text past the frames ends the float; graphics past them mean the frame is one part of a figure
+            return kept if kept and element.line is not None else chosen
+        kept.append(element)
+    return chosen
+
+
+def _is_frame(box: Box, column_width: float) -> bool:
+    return box[2] - box[0] >= 0.6 * column_width and box[3] - box[1] >= 20
+
+
 def _runs_into_caption(
     chosen: list[_Element], direction: str, caption: list[_Line], captions: list[list[_Line]],
     elements: list[_Element], claimed: set[int], style: _DocumentStyle,
@@ -137,7 +166,8 @@ def _runs_into_caption(
     other = _caption_beyond(chosen, direction, caption, captions)
     if other is None:
         return False
-    other_above, other_below = _both_sides(other, elements, claimed | {id(e) for e in chosen}, captions, style)
+    # What the other caption holds already counts as its own: a placed caption is no contender.
+    other_above, other_below = _both_sides(other, elements, {id(e) for e in chosen}, captions, style)
     return not (other_below if direction == "down" else other_above)
 
 
@@ -178,8 +208,8 @@ def _grow_region(
 ) -> _Region | None:
     above, below = _both_sides(caption, elements, claimed, captions, style, directions)
     gap_above, gap_below = _first_gap(caption, above, "up"), _first_gap(caption, below, "down")
-    contested_above = above and _next_caption_beyond(above, "up", caption, captions, style)
-    contested_below = below and _next_caption_beyond(below, "down", caption, captions, style)
+    contested_above = above and _runs_into_caption(above, "up", caption, captions, elements, claimed, style)
+    contested_below = below and _runs_into_caption(below, "down", caption, captions, elements, claimed, style)
     if above and below and contested_above != contested_below:
         chosen = below if contested_above else above  # the other side's content has its own caption
     elif abs(gap_above - gap_below) >= 3:
@@ -197,6 +227,7 @@ def _grow_region(
         chosen = nearer
     elif kind == "table" and _runs_into_caption(chosen, direction, caption, captions, elements, claimed, style):
         chosen = _nearer_part(chosen, direction)
+    chosen = _close_at_frame(chosen, caption, direction, style)
     claimed |= {id(e) for e in chosen}
     region = _region_of(kind, caption, chosen)
     panels = _split_panels(chosen, clip_areas) if kind == "figure" else []
@@ -266,5 +297,95 @@ def _uncaptioned_figures(page: _PageContent, regions: list[_Region], style: _Doc
     return figures
 
 
+_APPENDIX_HEADING = re.compile(r"^[A-Z](?:\.\d+){0,3}\.?\s+[A-Z]\S*")  # "C Quantitative Analysis", "B.2 Data"
+
+
 def _looks_like_heading(line: _Line) -> bool:
-    return line.bold_share >= 0.9 and bool(_DIGIT_HEADING.match(line.text)) and len(line.text) < 80
+    numbered = _DIGIT_HEADING.match(line.text) or _APPENDIX_HEADING.match(line.text)
+    return line.bold_share >= 0.9 and bool(numbered) and len(line.text) < 80
+
+
+# ------------------------------------------------------------------------------------------------ diagrams
+
+_DIAGRAM_LINK_GAP = 12.0   # points: drawn parts of one diagram (nodes, the edges between them) are this close
+_DIAGRAM_LABEL_REACH = 6.0  # points: a node's label sits on or right beside its drawing
+_MIN_DIAGRAM_PARTS = 3
+_MIN_DIAGRAM_WIDTH, _MIN_DIAGRAM_HEIGHT = 40.0, 10.0
+
+
+def _uncaptioned_diagrams(
+    page: _PageContent, regions: list[_Region], equation_boxes: list[Box], free: list[_Line], body_size: float
+) -> list[_Region]:
+    """Vector drawings no caption claimed (a tree, a flowchart, an example drawn in the text flow) are figures
+    too: drawn parts a few points apart form one diagram, and the free text on them (node labels) is its text.
+    What is not a diagram: rules alone (a table's or a footnote's lines, all horizontal or vertical), drawing
+    under running text (a shaded paragraph, highlighted words), a fraction bar or a root's sign in an equation,
+    and anything a region already holds."""
+    taken = [region.bbox for region in regions] + equation_boxes
+    parts = [
+        rect for rect, _ in page.drawings
+        if not any(_contains(area, rect, 2.0) for area in taken) and _area(rect) < 0.5 * page.width * page.height
+    ]
+    body = [line for line in free if line.role == "body"]
+    labels = [  # node labels: free text at most the body's size, not a heading (bold and larger)
+        line for line in free if not line.role and not _looks_like_heading(line) and line.size <= body_size + 0.5
+    ]
+    found: list[tuple[Box, list[_Line], list[Box]]] = []
+    for cluster in _link(parts, _DIAGRAM_LINK_GAP):
+        box = _union(cluster)
+        if any(_area(_intersection(box, line.bbox)) > 0.3 * _area(line.bbox) for line in body):
+            continue  # running text over the drawing: a shaded paragraph, not a diagram
+        found.append((box, [], cluster))
+    # Labels join the drawing they sit on, and parts that labels connect (a tree's subtrees) join each other.
+    changed = True
+    while changed:
+        changed = False
+        for index, (box, inside, rects) in enumerate(found):
+            reach = (box[0] - 2 * _DIAGRAM_LABEL_REACH, box[1] - _DIAGRAM_LABEL_REACH,
+                     box[2] + 2 * _DIAGRAM_LABEL_REACH, box[3] + _DIAGRAM_LABEL_REACH)
+            taken = {id(line) for _, lines, _ in found for line in lines}
+            new = [line for line in labels if id(line) not in taken and _inside_any(line.bbox, [reach])]
+            if new:
+                found[index] = (_union([box, *(line.bbox for line in new)]), inside + new, rects)
+                changed = True
+        for i, j in itertools.combinations(range(len(found)), 2):
+            if _box_gap(found[i][0], found[j][0]) <= _DIAGRAM_LABEL_REACH:
+                (box_i, lines_i, rects_i), (box_j, lines_j, rects_j) = found[i], found[j]
+                found[i] = (_union([box_i, box_j]), lines_i + lines_j, rects_i + rects_j)
+                del found[j]
+                changed = True
+                break
+    return [
+        _Region(kind="figure", bbox=box, caption_lines=[], label=None, lines=inside, has_drawing=True)
+        for box, inside, rects in found
+        if len(rects) >= _MIN_DIAGRAM_PARTS and not all(_is_rule(rect) for rect in rects)
+        and box[2] - box[0] >= _MIN_DIAGRAM_WIDTH and box[3] - box[1] >= _MIN_DIAGRAM_HEIGHT
+        and any(_area(_intersection(rect, box)) for rect in rects)
+    ]
+
+
+def _is_rule(rect: Box) -> bool:
+    return rect[2] - rect[0] <= 2 or rect[3] - rect[1] <= 2
+
+
+def _link(boxes: list[Box], gap: float) -> list[list[Box]]:
+    """Boxes joined into groups where a chain of boxes at most ``gap`` apart connects them."""
+    parent = list(range(len(boxes)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    order = sorted(range(len(boxes)), key=lambda i: boxes[i][1])
+    for position, i in enumerate(order):
+        for j in order[position + 1:]:
+            if boxes[j][1] > boxes[i][3] + gap:
+                break
+            if _box_gap(boxes[i], boxes[j]) <= gap:
+                parent[root(j)] = root(i)
+    groups: dict[int, list[Box]] = {}
+    for i, box in enumerate(boxes):
+        groups.setdefault(root(i), []).append(box)
+    return list(groups.values())

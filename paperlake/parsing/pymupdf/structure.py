@@ -24,7 +24,7 @@ from paperlake.parsing.pymupdf.page import (
     _PageContent,
     _visual_lines,
 )
-from paperlake.parsing.pymupdf.regions import _DIGIT_HEADING, _find_regions, _Region
+from paperlake.parsing.pymupdf.regions import _DIGIT_HEADING, _find_regions, _Region, _uncaptioned_diagrams
 
 _LETTER_HEADING = re.compile(r"^([A-Z](?:\.\d+){0,3})\.?\s+(\S.*)$")
 _UNNUMBERED_SECTIONS = frozenset(
@@ -62,6 +62,12 @@ def _analyse_page(page: _PageContent, style: _DocumentStyle) -> _PageAnalysis:
     remaining = [line for line in lines if id(line) not in claimed]
     equations = _find_equations(remaining, page, style)
     claimed |= {id(line) for equation in equations for line in (*equation.lines, *equation.number_lines)}
+    diagrams = _uncaptioned_diagrams(
+        page, regions, [equation.bbox for equation in equations], [line for line in lines if id(line) not in claimed],
+        style.body_size,
+    )
+    regions += diagrams
+    claimed |= {id(line) for diagram in diagrams for line in diagram.lines}
     free = [line for line in lines if id(line) not in claimed]
     order = _reading_order([*regions, *equations, *free], style)
     free_in_order = [item for item in order if isinstance(item, _Line)]
