@@ -61,6 +61,8 @@ def _find_regions(lines: list[_Line], page: _PageContent, style: _DocumentStyle)
     elements += [_Element(box, is_image=True) for box in page.images]
     elements += [_Element(rect) for rect, _ in page.drawings]
     elements += [_Element(box) for box in page.rotated_text]
+    algorithms = _algorithm_zones(lines, page)
+    elements = [e for e in elements if not any(_contains(zone, e.bbox, 1.0) for zone in algorithms)]
     claimed: set[int] = set()
     regions = []
     # Figure captions sit under their figure almost always, table captions on either side: figures claim what is
@@ -87,6 +89,30 @@ def _find_regions(lines: list[_Line], page: _PageContent, style: _DocumentStyle)
     return regions
 
 
+_ALGORITHM_CAPTION = re.compile(r"^Algorithm\s+\d+\b")
+
+
+def _algorithm_zones(lines: list[_Line], page: _PageContent) -> list[Box]:
+    """Ruled algorithms (``algorithm`` with ``algorithmic``): from the rule over "Algorithm N" to the second rule
+    under it. No table or figure grows into one, however close it sits."""
+    rules = sorted((rect for rect, _ in page.drawings if rect[3] - rect[1] <= 2 and rect[2] - rect[0] >= 60),
+                   key=lambda rect: rect[1])
+    zones = []
+    for line in lines:
+        if not (_ALGORITHM_CAPTION.match(line.text) and line.spans and _is_bold_span(line.spans[0])):
+            continue
+        below = [rect for rect in rules if rect[1] >= line.bbox[3] - 1
+                 and min(rect[2], line.bbox[2]) - max(rect[0], line.bbox[0]) > 0]
+        if len(below) >= 2:
+            bottom = below[1]
+            zones.append((min(line.bbox[0], bottom[0]), line.bbox[1] - 4, max(line.bbox[2], bottom[2]), bottom[3]))
+    return zones
+
+
+def _is_bold_span(span: dict) -> bool:
+    return bool(span["flags"] & 16) or "bold" in span["font"].lower()
+
+
 def _both_sides(
     caption: list[_Line], elements: list[_Element], claimed: set[int], captions: list[list[_Line]],
     style: _DocumentStyle, directions: tuple[str, ...] = ("up", "down"),
@@ -97,8 +123,10 @@ def _both_sides(
     candidates = [e for e in elements if id(e) not in claimed and _within_extent(e.bbox, left, right)]
     other_boxes = [_union([l.bbox for l in other]) for other in captions if other is not caption]
     other_boxes = [box for box in other_boxes if min(box[2], right) - max(box[0], left) > 0]
-    above = _collect(candidates, caption_box, "up", [b[3] for b in other_boxes]) if "up" in directions else []
-    below = _collect(candidates, caption_box, "down", [b[1] for b in other_boxes]) if "down" in directions else []
+    above = (_collect(candidates, caption_box, "up", [b[3] for b in other_boxes], style.body_size)
+             if "up" in directions else [])
+    below = (_collect(candidates, caption_box, "down", [b[1] for b in other_boxes], style.body_size)
+             if "down" in directions else [])
     return (above if _substantive(above) else []), (below if _substantive(below) else [])
 
 
@@ -128,6 +156,10 @@ def _caption_beyond(
         if 0 <= gap <= _CAPTION_GAP:
             return other
     return None
+
+
+def _has_graphics(elements: list[_Element]) -> bool:
+    return any(e.line is None and (e.is_image or _area(e.bbox) > 100) for e in elements)
 
 
 def _close_at_frame(
@@ -218,6 +250,10 @@ def _grow_region(
         chosen = above if _content_weight(above) >= _content_weight(below) else below
     if not chosen:
         return None
+    if kind == "figure" and directions == ("up",) and not _has_graphics(chosen):
+        _, below = _both_sides(caption, elements, claimed, captions, style, ("down",))
+        if _has_graphics(below):
+            return None  # text above, the graphics below: a caption set above its figure; try below later
     direction = "up" if chosen is above else "down"
     table_captions = [other for other in captions if _caption_kind(other) == "table"]
     if kind == "figure" and _runs_into_caption(chosen, direction, caption, table_captions, elements, claimed, style):
@@ -248,8 +284,8 @@ def _region_of(kind: Literal["table", "figure"], caption: list[_Line], elements:
     )
 
 
-def _collect(candidates: list[_Element], caption_box: Box, direction: str, other_captions: list[float]
-             ) -> list[_Element]:
+def _collect(candidates: list[_Element], caption_box: Box, direction: str, other_captions: list[float],
+             body_size: float) -> list[_Element]:
     """Walk away from the caption, taking elements until a gap wider than a float's or running body text."""
     if direction == "up":
         side = [e for e in candidates if e.bbox[3] <= caption_box[1] + 2]
@@ -272,7 +308,7 @@ def _collect(candidates: list[_Element], caption_box: Box, direction: str, other
         inside = gap < 0  # within the height the figure already covers, e.g. a legend inside the axes
         if line is not None and (line.role in {"footer", "header"} or line.role == "body" and not inside):
             break
-        if line is not None and _looks_like_heading(line) and not inside:
+        if line is not None and (_looks_like_heading(line) or _is_section_title(line, body_size)) and not inside:
             break
         taken.append(element)
         edge = min(edge, element.bbox[1]) if direction == "up" else max(edge, element.bbox[3])
@@ -298,6 +334,11 @@ def _uncaptioned_figures(page: _PageContent, regions: list[_Region], style: _Doc
 
 
 _APPENDIX_HEADING = re.compile(r"^[A-Z](?:\.\d+){0,3}\.?\s+[A-Z]\S*")  # "C Quantitative Analysis", "B.2 Data"
+
+
+def _is_section_title(line: _Line, body_size: float) -> bool:
+    """An unnumbered heading ("References", "Acknowledgments"): short, bold and larger than the body text."""
+    return line.bold_share >= 0.9 and line.size >= body_size + 1 and len(line.text) < 60
 
 
 def _looks_like_heading(line: _Line) -> bool:
@@ -355,13 +396,26 @@ def _uncaptioned_diagrams(
                 del found[j]
                 changed = True
                 break
-    return [
-        _Region(kind="figure", bbox=box, caption_lines=[], label=None, lines=inside, has_drawing=True)
-        for box, inside, rects in found
-        if len(rects) >= _MIN_DIAGRAM_PARTS and not all(_is_rule(rect) for rect in rects)
-        and box[2] - box[0] >= _MIN_DIAGRAM_WIDTH and box[3] - box[1] >= _MIN_DIAGRAM_HEIGHT
-        and any(_area(_intersection(rect, box)) for rect in rects)
-    ]
+    diagrams = []
+    for box, inside, rects in found:
+        figure = next((region for region in regions if region.kind == "figure" and _continues(region.bbox, box)), None)
+        if figure is not None:  # a drawing that runs on past its figure's column edge is still that figure
+            figure.bbox = _union([figure.bbox, box])
+            figure.lines += inside
+            continue
+        if (
+            len(rects) >= _MIN_DIAGRAM_PARTS and not all(_is_rule(rect) for rect in rects)
+            and box[2] - box[0] >= _MIN_DIAGRAM_WIDTH and box[3] - box[1] >= _MIN_DIAGRAM_HEIGHT
+        ):
+            diagrams.append(_Region(kind="figure", bbox=box, caption_lines=[], label=None, lines=inside,
+                                    has_drawing=True))
+    return diagrams
+
+
+def _continues(figure: Box, part: Box) -> bool:
+    """Side by side and touching, on the same rows: one drawing cut in two by a column edge."""
+    rows = min(figure[3], part[3]) - max(figure[1], part[1])
+    return _box_gap(figure, part) <= _DIAGRAM_LABEL_REACH and rows >= 0.5 * (part[3] - part[1])
 
 
 def _is_rule(rect: Box) -> bool:
