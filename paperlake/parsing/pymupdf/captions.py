@@ -35,7 +35,14 @@ def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
             last = caption[-1]
             if follower.bbox[1] - last.bbox[3] > 0.45 * last.size:
                 break
-            if abs(follower.size - line.size) > 0.6 or follower.bbox[1] < last.bbox[3] - 0.5 * last.height:
+            if abs(follower.size - line.size) > 0.6:
+                break
+            if follower.bbox[1] < last.bbox[3] - 0.5 * last.height:
+                # the rest of a justified caption line that a wide space cut off: on the last line's baseline,
+                # after it, within the caption's width
+                if follower.bbox[0] >= last.bbox[2] - 1 and follower.bbox[2] <= line.bbox[2] + 3:
+                    caption.append(follower)
+                    continue
                 break
             if _CAPTION.match(follower.text):
                 break

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import pymupdf
 
 from paperlake.parsing.blocks import TableCell
-from paperlake.parsing.pymupdf.geometry import _area, _overlaps
+from paperlake.parsing.pymupdf.geometry import Box, _area, _overlaps
 from paperlake.parsing.pymupdf.page import _TEXT_FLAGS
 from paperlake.parsing.pymupdf.regions import _Region
 from paperlake.parsing.pymupdf.structure import _PageAnalysis
@@ -56,7 +57,15 @@ def _cells_from_ruled_grid(
         row, col = _edge_index(ys, box[1]), _edge_index(xs, box[0])
         colspan = max(1, sum(1 for x in xs if box[0] - 1 <= x < box[2] - 1))
         rowspan = max(1, sum(1 for y in ys if box[1] - 1 <= y < box[3] - 1))
-        text = " ".join(w[4] for w in words if _center_inside(w, box))
+        inside = [w for w in words if _center_inside(w, box)]
+        text = " ".join(w[4] for w in inside)
+        if rowspan > 1 and inside:  # a merged cell whose text sits in one of its rows, not centred over them
+            top, bottom = min(w[1] for w in inside), max(w[3] for w in inside)
+            bands = [(ys[r], ys[r + 1] if r + 1 < len(ys) else box[3]) for r in range(row, row + rowspan)]
+            own = [r for r, (y0, y1) in zip(range(row, row + rowspan), bands) if y0 - 1 <= top and bottom <= y1 + 1]
+            centred = abs((top + bottom) / 2 - (box[1] + box[3]) / 2) <= 0.25 * (bottom - top)
+            if own and not centred:
+                row, rowspan = own[0], 1
         cells.append(TableCell(row, col, text, rowspan, colspan, is_header=row == 0))
     return cells
 
@@ -78,33 +87,201 @@ def _center_inside(word: tuple, box: Any) -> bool:
     return box[0] - 1 <= cx <= box[2] + 1 and box[1] - 1 <= cy <= box[3] + 1
 
 
+@dataclass
+class _Segment:
+    """The words of one cell in one text row, with where they sit."""
+
+    x0: float
+    x1: float
+    y0: float
+    y1: float
+    text: str
+
+    @property
+    def middle(self) -> float:
+        return (self.x0 + self.x1) / 2
+
+
 def _cells_from_text(words: list[tuple], region: _Region, analysis: _PageAnalysis) -> list[TableCell]:
-    """Cells from word positions: rows by baseline, columns by the gaps that the fullest rows share."""
+    """Cells from word positions: rows by baseline, columns by the gaps that the fullest rows share; then the
+    spans a rule-less reading hides. A label set between two rows (``\\multirow`` over an even number of rows) is
+    not a row of its own; a stub label with empty stub cells on both sides spans them; a header label spans the
+    columns its ``\\cmidrule``/``\\cline`` underlines, else the columns it is centred over."""
     if not words:
         return []
-    rows = _word_rows(words)
-    segments_per_row = [_row_segments(row) for row in rows]
-    typical = Counter(len(segments) for segments in segments_per_row).most_common(1)[0][0]
-    reference_rows = [segments for segments in segments_per_row if len(segments) >= typical]
-    boundaries = _column_boundaries(reference_rows)
-    header_rows = _header_row_count(rows, region, analysis)
+    rows = [_row_segments(row) for row in _word_rows(words)]
+    typical = Counter(len(segments) for segments in rows).most_common(1)[0][0]
+    boundaries = _column_boundaries([[(g.x0, g.x1, g.text) for g in row] for row in rows if len(row) >= typical])
+    n_cols = len(boundaries) + 1
+    intervals = _column_intervals(rows, boundaries, typical)
+    where: dict[int, _Segment] = {}  # id(cell) -> its words' extent
+    grid = [_place(row, boundaries, where) for row in rows]
+    grid, rows, spans = _merge_floating_rows(grid, rows)
+    rules = [rect for rect, _ in analysis.content.drawings
+             if rect[3] - rect[1] <= 2 and rect[2] - rect[0] >= 8 and _overlaps(rect, region.bbox)]
+    header_rows = _header_rows(rows, rules)
+    _stub_spans(grid, spans)
+    for index in range(max(header_rows - 1, 0)):  # group labels sit in the header rows above the last one
+        _header_spans(grid[index], where, rows[index + 1] if index + 1 < len(rows) else [], intervals, rules)
     cells = []
-    for row_index, segments in enumerate(segments_per_row):
-        occupied: dict[int, TableCell] = {}
-        for x0, x1, text in segments:
-            first = _column_at(boundaries, x0 + 0.5)
-            last = max(first, _column_at(boundaries, x1 - 0.5))
-            if first in occupied:
-                occupied[first].text = f"{occupied[first].text} {text}"
-                continue
-            occupied[first] = TableCell(row_index, first, text, colspan=last - first + 1,
-                                        is_header=row_index < header_rows)
-        covered = {c for cell in occupied.values() for c in range(cell.col, cell.col + cell.colspan)}
-        for col in range(len(boundaries) + 1):
+    for row_index, placed in enumerate(grid):
+        covered = set()
+        for cell in placed.values():
+            cell.row, cell.is_header = row_index, row_index < header_rows
+            cell.rowspan = spans.get((row_index, cell.col), 1)
+            covered |= set(range(cell.col, cell.col + cell.colspan))
+        for above in range(row_index):  # cells that a row above spans into
+            for cell in grid[above].values():
+                if above + spans.get((above, cell.col), 1) > row_index:
+                    covered |= set(range(cell.col, cell.col + cell.colspan))
+        for col in range(n_cols):
             if col not in covered:
-                occupied[col] = TableCell(row_index, col, "", is_header=row_index < header_rows)
-        cells.extend(occupied[col] for col in sorted(occupied))
+                placed[col] = TableCell(row_index, col, "", is_header=row_index < header_rows)
+        cells.extend(placed[col] for col in sorted(placed))
     return _drop_overlapping_spans(cells)
+
+
+def _place(row: list[_Segment], boundaries: list[float], where: dict[int, _Segment]) -> dict[int, TableCell]:
+    placed: dict[int, TableCell] = {}
+    for segment in row:
+        first = _column_at(boundaries, segment.x0 + 0.5)
+        last = max(first, _column_at(boundaries, segment.x1 - 0.5))
+        if first in placed:
+            cell = placed[first]
+            cell.text = f"{cell.text} {segment.text}"
+            known = where[id(cell)]
+            where[id(cell)] = _Segment(min(known.x0, segment.x0), max(known.x1, segment.x1),
+                                       min(known.y0, segment.y0), max(known.y1, segment.y1), cell.text)
+            continue
+        placed[first] = TableCell(0, first, segment.text, colspan=last - first + 1)
+        where[id(placed[first])] = segment
+    return placed
+
+
+def _column_intervals(rows: list[list[_Segment]], boundaries: list[float], typical: int) -> list[tuple[float, float]]:
+    """Each column's x extent, from the rows that fill every column (the body), else from all rows."""
+    reference = [row for row in rows if len(row) >= typical] or rows
+    extents: dict[int, list[float]] = {}
+    for row in reference:
+        for segment in row:
+            col = _column_at(boundaries, segment.middle)
+            low, high = extents.get(col, [segment.x0, segment.x1])
+            extents[col] = [min(low, segment.x0), max(high, segment.x1)]
+    return [tuple(extents.get(col, [0.0, 0.0])) for col in range(len(boundaries) + 1)]
+
+
+def _merge_floating_rows(
+    grid: list[dict[int, TableCell]], rows: list[list[_Segment]]
+) -> tuple[list[dict[int, TableCell]], list[list[_Segment]], dict[tuple[int, int], int]]:
+    """A row whose labels sit between the rows above and below it, in columns both leave empty, is a label
+    centred over two rows (``\\multirow{2}``): it joins the upper row with a row span of two."""
+    spans: dict[tuple[int, int], int] = {}
+    index = 1
+    while index < len(grid) - 1:
+        above, here, below = grid[index - 1], grid[index], grid[index + 1]
+        middle = (min(g.y0 for g in rows[index]) + max(g.y1 for g in rows[index])) / 2
+        between = max(g.y1 for g in rows[index - 1]) - 1 <= middle <= min(g.y0 for g in rows[index + 1]) + 1
+        free = all(col not in above and col not in below for col in here)
+        if between and free and len(here) < len(above) and len(here) < len(below):
+            for col, cell in here.items():
+                above[col] = cell
+                spans[(index - 1, col)] = 2
+            del grid[index], rows[index]
+            spans = {(r - 1 if r > index else r, c): n for (r, c), n in spans.items()}
+            continue
+        index += 1
+    return grid, rows, spans
+
+
+def _stub_spans(grid: list[dict[int, TableCell]], spans: dict[tuple[int, int], int]) -> None:
+    """A stub (first-column) label with as many empty stub cells above as below spans them all (``\\multirow``
+    over an odd number of rows, or more rows around a two-row middle)."""
+    for index, placed in enumerate(grid):
+        if 0 not in placed or not placed[0].text:
+            continue
+        height = spans.get((index, 0), 1)
+        up = 0
+        while index - up - 1 >= 0 and 0 not in grid[index - up - 1] and not _spanned(grid, spans, index - up - 1):
+            up += 1
+        down = 0
+        while index + height + down < len(grid) and 0 not in grid[index + height + down]:
+            down += 1
+        k = min(up, down)
+        if k and all(len(grid[r]) > 0 for r in range(index - k, index + height + k)):
+            cell = grid[index].pop(0)
+            grid[index - k][0] = cell
+            spans.pop((index, 0), None)
+            spans[(index - k, 0)] = height + 2 * k
+
+
+def _spanned(grid: list[dict[int, TableCell]], spans: dict[tuple[int, int], int], row: int) -> bool:
+    return any(r < row < r + n for (r, c), n in spans.items() if c == 0)
+
+
+def _header_spans(
+    placed: dict[int, TableCell], where: dict[int, _Segment], below: list[_Segment],
+    intervals: list[tuple[float, float]], rules: list[Box],
+) -> None:
+    """Group labels in a header row: the columns a rule right under the label covers (``\\cmidrule``,
+    ``\\cline``), else the contiguous columns, free in this row, whose extent the label is centred over."""
+    next_top = min((g.y0 for g in below), default=None)
+    order = sorted(placed.values(), key=lambda c: c.col)
+    for position, cell in enumerate(order):
+        segment = where.get(id(cell))
+        if segment is None or not cell.text:
+            continue
+        low = order[position - 1].col + order[position - 1].colspan if position else 0
+        high = order[position + 1].col - 1 if position + 1 < len(order) else len(intervals) - 1
+        rule = next((r for r in rules if segment.y1 - 1 <= r[1] <= (next_top if next_top is not None else r[1]) + 1
+                     and r[0] <= segment.middle <= r[2]), None)
+        if rule is not None:
+            cols = [c for c in range(low, high + 1) if rule[0] - 2 <= sum(intervals[c]) / 2 <= rule[2] + 2]
+        else:
+            cols = _centred_span(segment, intervals, low, high)
+        if cols:
+            cell.col, cell.colspan = cols[0], cols[-1] - cols[0] + 1
+
+
+def _centred_span(segment: _Segment, intervals: list[tuple[float, float]], low: int, high: int) -> list[int]:
+    """The widest run of columns in [low, high] that holds the label and is centred on it (within a fifth of
+    the label's width or two points). A run's extent goes from the middle of the gap before its first column to
+    the middle of the gap after its last (a table column's box reaches half-way to its neighbours), so columns
+    of numbers of different widths do not move its centre."""
+    best: list[int] = []
+    tolerance = max(2.0, 0.2 * (segment.x1 - segment.x0))
+    edges = [(intervals[c][1] + intervals[c + 1][0]) / 2 for c in range(len(intervals) - 1)]
+    for first in range(low, high + 1):
+        for last in range(first, high + 1):
+            left = edges[first - 1] if first > 0 else intervals[first][0]
+            right = edges[last] if last < len(edges) else intervals[last][1]
+            if first == 0 and last < len(edges):  # an outer column: mirror its inner half-gap
+                left = intervals[first][0] - (edges[last] - intervals[last][1])
+            if last == len(edges) and first > 0:
+                right = intervals[last][1] + (intervals[first][0] - edges[first - 1])
+            if left - 2 > segment.x1 or right + 2 < segment.x0 or right <= left:
+                continue
+            if abs((left + right) / 2 - segment.middle) <= tolerance and last - first + 1 > len(best):
+                best = list(range(first, last + 1))
+    return best
+
+
+def _header_rows(rows: list[list[_Segment]], rules: list[Box]) -> int:
+    """Rows above the first rule below the table's top rule are the header (booktabs); else the first row."""
+    tops = [min(g.y0 for g in row) for row in rows]
+    first_text = tops[0] if tops else 0
+    inner = sorted(r[1] for r in rules if r[2] - r[0] >= 20 and r[1] > first_text + 2)
+    full = [y for y in inner if _spans_table(y, rules)]
+    for y in full or inner:
+        count = sum(1 for top in tops if top < y)
+        if 0 < count < len(rows):
+            return count
+    return 1 if len(rows) > 1 else 0
+
+
+def _spans_table(y: float, rules: list[Box]) -> bool:
+    """A rule as wide as the widest rule: a \\midrule, not a \\cmidrule under a group label."""
+    widest = max(r[2] - r[0] for r in rules)
+    return any(abs(r[1] - y) < 0.5 and r[2] - r[0] >= 0.9 * widest for r in rules)
 
 
 def _drop_overlapping_spans(cells: list[TableCell]) -> list[TableCell]:
@@ -134,17 +311,18 @@ def _word_rows(words: list[tuple]) -> list[list[tuple]]:
     return [sorted(row, key=lambda w: w[0]) for row in rows]
 
 
-def _row_segments(row: list[tuple]) -> list[tuple[float, float, str]]:
+def _row_segments(row: list[tuple]) -> list[_Segment]:
     """Words of one row grouped into cell texts: a gap wider than about two spaces separates cells."""
-    segments: list[list[Any]] = []
+    segments: list[_Segment] = []
     for word in row:
         height = word[3] - word[1]
-        if segments and word[0] - segments[-1][1] <= 0.55 * height:
-            segments[-1][1] = max(segments[-1][1], word[2])
-            segments[-1][2] += " " + word[4]
+        if segments and word[0] - segments[-1].x1 <= 0.55 * height:
+            last = segments[-1]
+            last.x1, last.y0, last.y1 = max(last.x1, word[2]), min(last.y0, word[1]), max(last.y1, word[3])
+            last.text += " " + word[4]
         else:
-            segments.append([word[0], word[2], word[4]])
-    return [(s[0], s[1], s[2]) for s in segments]
+            segments.append(_Segment(word[0], word[2], word[1], word[3], word[4]))
+    return segments
 
 
 def _column_boundaries(rows: list[list[tuple[float, float, str]]]) -> list[float]:
@@ -161,19 +339,3 @@ def _column_boundaries(rows: list[list[tuple[float, float, str]]]) -> list[float
 
 def _column_at(boundaries: list[float], x: float) -> int:
     return sum(1 for boundary in boundaries if x > boundary)
-
-
-def _header_row_count(rows: list[list[tuple]], region: _Region, analysis: _PageAnalysis) -> int:
-    """Rows above the first rule below the table's top rule are the header (booktabs); else the first row."""
-    rules = sorted(
-        rect[1] for rect, _ in analysis.content.drawings
-        if rect[3] - rect[1] <= 2 and rect[2] - rect[0] >= 20 and _overlaps(rect, region.bbox)
-    )
-    tops = [min(w[1] for w in row) for row in rows]
-    first_text = tops[0] if tops else 0
-    inner = [y for y in rules if y > first_text + 2]
-    if inner:
-        count = sum(1 for top in tops if top < inner[0])
-        if 0 < count < len(rows):
-            return count
-    return 1 if len(rows) > 1 else 0
