@@ -239,7 +239,8 @@ def _font_family(fontname: str, flags: int) -> str:
         return "sy"
     if base in {"EUSM", "EUSB"}:
         return "cal"
-    if base in {"MSBM", "TXMIASTBB", "DSROM", "BBOLD", "BBM", "DSSS"} or "DOUBLESTRUCK" in upper:
+    if base in {"MSBM", "TXMIASTBB", "DSROM", "BBOLD", "BBM", "DSSS"} or "DOUBLESTRUCK" in upper \
+            or "BLACKBOARD" in upper:  # PazoMathBlackboardBold (mathpazo's \mathbb)
         return "bb"
     if base in {"EUFM", "EUFB"}:
         return "frak"
@@ -1118,7 +1119,7 @@ def _dominant_size(atoms: list[_Atom]) -> float:
     """The size most of the ink is set in (what a row's baseline is measured against)."""
     weights: dict[float, float] = {}
     for a in atoms:
-        if a.kind == "rule" or a.big:
+        if a.kind in {"rule", "limits", "bigop"} or a.big:  # a display operator's size is its own
             continue
         key = round(a.size, 1)
         weights[key] = weights.get(key, 0.0) + max(a.width, 0.5)
@@ -1135,14 +1136,24 @@ def _dominant_size(atoms: list[_Atom]) -> float:
 
 def _dominant_baseline(atoms: list[_Atom]) -> float:
     size = _dominant_size(atoms)
-    candidates = [a for a in atoms if a.kind != "rule" and not a.big and abs(a.size - size) < 0.15 * size]
+    # Big operators (and the limits grouped with them) sit on their own glyph origin, a few points off the
+    # baseline in fonts that do not centre them the way cmex does: they never decide where the baseline is.
+    candidates = [a for a in atoms if a.kind not in {"rule", "limits", "bigop"} and not a.big
+                  and abs(a.size - size) < 0.15 * size]
     if not candidates:
         candidates = [a for a in atoms if a.kind != "rule"] or atoms
-    weights: dict[float, float] = {}
-    for a in candidates:
-        key = next((k for k in weights if abs(k - a.baseline) < 0.25 * size), a.baseline)
-        weights[key] = weights.get(key, 0.0) + max(a.width, 0.5) * (2.0 if a.kind in {"rel", "bin"} else 1.0)
-    return max(weights, key=weights.get)
+    clusters: list[list[_Atom]] = []
+    for a in sorted(candidates, key=lambda atom: atom.baseline):
+        if clusters and a.baseline - clusters[-1][-1].baseline < 0.25 * size:
+            clusters[-1].append(a)
+        else:
+            clusters.append([a])
+
+    def weight(a: _Atom) -> float:
+        return max(a.width, 0.5) * (2.0 if a.kind in {"rel", "bin"} else 1.0)
+
+    best = max(clusters, key=lambda cluster: sum(weight(a) for a in cluster))
+    return max(best, key=weight).baseline
 
 
 # ------------------------------------------------------------------------------------------------ entry point
