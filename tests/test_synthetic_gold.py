@@ -28,7 +28,7 @@ FLOORS = {
     ("equations", "recall"): 0.97, ("equations", "precision"): 0.97,
 }
 CAPTION_FLOOR = 0.97
-GRID_FLOOR = 0.85
+GRID_FLOOR = 0.9
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ sit; and how many rows are header."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections import Counter
 from dataclasses import dataclass
@@ -159,12 +160,14 @@ def _place(row: list[_Segment], boundaries: list[float], where: dict[int, _Segme
 
 
 def _column_intervals(rows: list[list[_Segment]], boundaries: list[float], typical: int) -> list[tuple[float, float]]:
-    """Each column's x extent, from the rows that fill every column (the body), else from all rows."""
-    reference = [row for row in rows if len(row) >= typical] or rows
+    """Each column's x extent: every one-column segment of any row (a header name can be the column's widest
+    cell, and LaTeX sizes the column to it)."""
     extents: dict[int, list[float]] = {}
-    for row in reference:
+    for row in rows:
         for segment in row:
-            col = _column_at(boundaries, segment.middle)
+            col = _column_at(boundaries, segment.x0 + 0.5)
+            if col != _column_at(boundaries, segment.x1 - 0.5):
+                continue  # a spanning label says nothing about one column's width
             low, high = extents.get(col, [segment.x0, segment.x1])
             extents[col] = [min(low, segment.x0), max(high, segment.x1)]
     return [tuple(extents.get(col, [0.0, 0.0])) for col in range(len(boundaries) + 1)]
@@ -275,7 +278,14 @@ def _header_rows(rows: list[list[_Segment]], rules: list[Box]) -> int:
         count = sum(1 for top in tops if top < y)
         if 0 < count < len(rows):
             return count
+    # No rule to go by: the rows before the first one holding a number, when some row does.
+    numeric = [any(_NUMBER.match(g.text) for g in row) for row in rows]
+    if any(numeric) and 0 < numeric.index(True) < len(rows):
+        return numeric.index(True)
     return 1 if len(rows) > 1 else 0
+
+
+_NUMBER = re.compile(r"^[-+−]?\d[\d.,]*%?$")
 
 
 def _spans_table(y: float, rules: list[Box]) -> bool:
