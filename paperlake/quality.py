@@ -162,6 +162,14 @@ def validate_paper(parsed: ParsedPaper, *, pdf_page_count: int, max_chunk_tokens
                 view, frames[view],
                 [gxe.ExpectColumnValuesToBeUnique(column=column), gxe.ExpectColumnValuesToNotBeNull(column=column)],
             )
+    from paperlake.parsing import DETECTORS
+
+    for view, detectors in DETECTORS.items():  # every element says which detector found it
+        if not frames[view].empty:
+            report.blocking += _validate(
+                view, frames[view], [gxe.ExpectColumnValuesToBeInSet(column="detector", value_set=list(detectors)),
+                                     gxe.ExpectColumnValuesToNotBeNull(column="detector")],
+            )
     if not frames["chunks"].empty:
         report.blocking += _validate(
             "chunks", frames["chunks"],

@@ -52,7 +52,7 @@ VIEW_SCHEMAS: dict[str, pa.Schema] = {
         [
             ("table_id", _STR), ("paper_id", _STR), ("page_number", _INT), ("page_id", _STR), ("ordinal", _INT),
             ("table_label", _STR), ("table_caption", _STR), ("table_content", _STR), ("bbox", _BBOX),
-            ("num_rows", _INT), ("num_cols", _INT), ("backend", _STR),
+            ("num_rows", _INT), ("num_cols", _INT), ("detector", _STR), ("backend", _STR),
         ]
     ),
     "table_cells": pa.schema(
@@ -65,14 +65,14 @@ VIEW_SCHEMAS: dict[str, pa.Schema] = {
         [
             ("image_id", _STR), ("paper_id", _STR), ("page_number", _INT), ("page_id", _STR), ("ordinal", _INT),
             ("image_label", _STR), ("image_caption", _STR), ("bbox", _BBOX), ("image_kind", _STR),
-            ("parent_image_id", _STR), ("backend", _STR),
+            ("parent_image_id", _STR), ("detector", _STR), ("backend", _STR),
         ]
     ),
     "equations": pa.schema(
         [
             ("equation_id", _STR), ("paper_id", _STR), ("page_number", _INT), ("page_id", _STR), ("ordinal", _INT),
             ("equation_text", _STR), ("equation_latex", _STR), ("equation_number", _STR), ("latex_source", _STR),
-            ("bbox", _BBOX), ("context", _STR), ("context_after", _STR), ("backend", _STR),
+            ("bbox", _BBOX), ("context", _STR), ("context_after", _STR), ("detector", _STR), ("backend", _STR),
         ]
     ),
     "references": pa.schema(

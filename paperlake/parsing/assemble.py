@@ -402,7 +402,7 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
                 {
                     "table_id": table_id, "ordinal": ordinal, "table_label": block.label,
                     "table_caption": block.caption, "table_content": content, "num_rows": rows, "num_cols": cols,
-                    **located,
+                    "detector": block.detector, **located,
                 }
             )
             parsed.rows("table_cells").extend(_cell_rows(table_id, block.cells, common))
@@ -414,7 +414,7 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
                 {
                     "image_id": image_id, "ordinal": ordinal, "image_label": block.label,
                     "image_caption": block.caption, "image_kind": block.image_kind, "parent_image_id": None,
-                    **located,
+                    "detector": block.detector, **located,
                 }
             )
         elif block.kind == "figure":
@@ -426,7 +426,8 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
                 {
                     "image_id": ids.element_id(paper_id, "image", page, parent_ordinal, "panel", panel),
                     "ordinal": panel, "image_label": block.label, "image_caption": block.caption,
-                    "image_kind": block.image_kind, "parent_image_id": parent_id, **located,
+                    "image_kind": block.image_kind, "parent_image_id": parent_id, "detector": block.detector,
+                    **located,
                 }
             )
         elif block.kind == "equation":
@@ -437,7 +438,8 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
                     "equation_text": block.text or None, "equation_latex": block.latex,
                     "equation_number": block.equation_number,
                     "latex_source": _LATEX_SOURCE_BY_BACKEND.get(common["backend"]) if block.latex else None,
-                    "context": _context_before(previous_prose), "context_after": None, **located,
+                    "context": _context_before(previous_prose), "context_after": None, "detector": block.detector,
+                    **located,
                 }
             )
             awaiting_context.append(parsed.rows("equations")[-1])

@@ -54,6 +54,8 @@ class Block:
     caption: str | None = None
     label: str | None = None
     image_kind: str | None = None  # "raster" | "vector" | "mixed"
+    # Which detector found a table, figure or equation (see paperlake.parsing.DETECTORS); None for text blocks.
+    detector: str | None = None
     # A panel's whole figure: an earlier figure block on the same page whose box holds the panel's. The whole
     # figure is one row (for counting figures), each panel another (for finding one plot).
     parent: Block | None = field(default=None, repr=False, compare=False)

@@ -221,14 +221,17 @@ def detections_from_parsed(parsed: Any, detector: str = "paperlake") -> list[Det
         x, y, w, h = row["bbox"]
         return (x, y, x + w, y + h)
 
+    def by(row: dict[str, Any]) -> str:  # "paperlake:uncaptioned_drawing": the parser and its element detector
+        return f"{detector}:{row['detector']}" if row.get("detector") else detector
+
     for row in parsed.rows("tables"):
         found.append(Detection("tables", row["page_number"], box(row), row.get("table_label"),
-                               cells_by_table.get(row["table_id"], []), detector=detector))
+                               cells_by_table.get(row["table_id"], []), detector=by(row)))
     for row in parsed.rows("images"):
         if row.get("parent_image_id"):
             continue
-        found.append(Detection("figures", row["page_number"], box(row), row.get("image_label"), detector=detector))
+        found.append(Detection("figures", row["page_number"], box(row), row.get("image_label"), detector=by(row)))
     for row in parsed.rows("equations"):
         found.append(Detection("equations", row["page_number"], box(row),
-                               latex=row.get("equation_latex") or None, detector=detector))
+                               latex=row.get("equation_latex") or None, detector=by(row)))
     return found

@@ -33,7 +33,7 @@ from paperlake.parsing.blocks import Block, DocumentLayout, PageInfo, TableCell
 from paperlake.parsing.errors import ParseError
 from paperlake.views import ParsedPaper
 
-PARSER_VERSION = "mineru-2"
+PARSER_VERSION = "mineru-3"
 BACKEND = "mineru"
 STAGE = "mineru"
 DEFAULT_TIMEOUT_SECONDS = 3600
@@ -374,10 +374,12 @@ def _float_blocks(item: _Float, members: list[_Float], image_kind: str | None) -
         html_body = item.html or (_single_cell_table(item.body) if item.body else None)
         cells = table_cells(html_body) if html_body else []
         blocks.append(Block(kind="table", page_number=item.page_number, bbox=bbox, html=html_body, cells=cells,
+                            detector="mineru",
                             caption=caption, label=label, text=item.body))
     elif item.kind == "figure":
         # A figure's own text (a code listing, chart data) goes in a text block: the figure row holds the caption.
         blocks.append(Block(kind="figure", page_number=item.page_number, bbox=bbox, caption=caption, label=label,
+                            detector="mineru",
                             image_kind=image_kind, html=item.html))
         if item.body:
             blocks.append(Block(kind="text", page_number=item.page_number, bbox=bbox, text=item.body))
@@ -697,9 +699,11 @@ class _Reader:
         raw = str(item.get("text") or "")
         pdf_text = self.text_in(page_index, bbox)
         if item.get("text_format", "latex") != "latex":
-            return Block(kind="equation", page_number=page_index + 1, bbox=bbox, text=pdf_text or raw.strip())
+            return Block(kind="equation", page_number=page_index + 1, bbox=bbox, text=pdf_text or raw.strip(),
+                         detector="mineru")
         latex, number = split_equation(raw)
         return Block(kind="equation", page_number=page_index + 1, bbox=bbox, text=pdf_text, latex=latex or None,
+                     detector="mineru",
                      equation_number=number or self._number_beside(page_index, bbox))
 
     def _number_beside(self, page_index: int, bbox: tuple) -> str | None:

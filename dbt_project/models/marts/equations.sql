@@ -16,6 +16,7 @@ final as (
         {{ int_bbox('bbox') }} as bounding_box,
         context,
         context_after,
+        detector,
         backend
     from equations
 )

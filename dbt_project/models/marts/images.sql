@@ -15,6 +15,7 @@ final as (
         image_label,
         image_kind,
         parent_image_id,
+        detector,
         backend
     from images
 )

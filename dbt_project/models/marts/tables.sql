@@ -16,6 +16,7 @@ final as (
         table_label,
         num_rows,
         num_cols,
+        detector,
         backend
     from tables
 )

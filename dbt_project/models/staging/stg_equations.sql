@@ -16,6 +16,7 @@ renamed as (
         bbox,
         context,
         context_after,
+        detector,
         backend
     from source
 )

@@ -14,6 +14,7 @@ renamed as (
         bbox,
         image_kind,
         parent_image_id::uuid as parent_image_id,
+        detector,
         backend
     from source
 )

@@ -15,6 +15,7 @@ renamed as (
         bbox,
         num_rows,
         num_cols,
+        detector,
         backend
     from source
 )

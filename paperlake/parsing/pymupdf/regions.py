@@ -43,6 +43,7 @@ class _Region:
     has_drawing: bool = False
     cells: list[TableCell] = field(default_factory=list)
     panels: list[_Region] = field(default_factory=list)
+    detector: str = "caption_region"  # or uncaptioned_raster, uncaptioned_drawing
 
     @property
     def caption(self) -> str | None:
@@ -328,7 +329,7 @@ def _uncaptioned_figures(page: _PageContent, regions: list[_Region], style: _Doc
     for box in page.images:
         big = box[2] - box[0] >= _MIN_FIGURE_SIDE and box[3] - box[1] >= _MIN_FIGURE_SIDE
         if big and not _inside_any(box, covered) and box[1] < _BOTTOM_MARGIN_SHARE * page.height:
-            figures.append(_Region("figure", box, [], None, has_image=True))
+            figures.append(_Region("figure", box, [], None, has_image=True, detector="uncaptioned_raster"))
             covered.append(box)
     return figures
 
@@ -408,7 +409,7 @@ def _uncaptioned_diagrams(
             and box[2] - box[0] >= _MIN_DIAGRAM_WIDTH and box[3] - box[1] >= _MIN_DIAGRAM_HEIGHT
         ):
             diagrams.append(_Region(kind="figure", bbox=box, caption_lines=[], label=None, lines=inside,
-                                    has_drawing=True))
+                                    has_drawing=True, detector="uncaptioned_drawing"))
     return diagrams
 
 

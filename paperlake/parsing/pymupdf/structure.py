@@ -210,7 +210,8 @@ class _StructureBuilder:
                 page_blocks += _region_blocks(item, number)
             elif isinstance(item, _Equation):
                 page_blocks.append(Block(kind="equation", page_number=number, bbox=item.bbox,
-                                         text=_equation_text(item.lines), equation_number=item.number))
+                                         text=_equation_text(item.lines), equation_number=item.number,
+                                         detector="display_math"))
             elif isinstance(item, _Line):
                 heading = self._heading_block(item, number)
                 if heading is not None:
@@ -374,7 +375,7 @@ def _region_blocks(region: _Region, page_number: int) -> list[Block]:
     """A table, or a figure followed by its panels (each pointing back at it)."""
     if region.kind == "table":
         return [Block(kind="table", page_number=page_number, bbox=region.bbox, cells=region.cells,
-                      caption=region.caption, label=region.label)]
+                      caption=region.caption, label=region.label, detector=region.detector)]
     whole = _figure_block(region, page_number, parent=None)
     return [whole, *(_figure_block(panel, page_number, parent=whole) for panel in region.panels)]
 
@@ -382,7 +383,7 @@ def _region_blocks(region: _Region, page_number: int) -> list[Block]:
 def _figure_block(region: _Region, page_number: int, parent: Block | None) -> Block:
     image_kind = "mixed" if region.has_image and region.has_drawing else "raster" if region.has_image else "vector"
     return Block(kind="figure", page_number=page_number, bbox=region.bbox, caption=region.caption,
-                 label=region.label, image_kind=image_kind, parent=parent)
+                 label=region.label, image_kind=image_kind, parent=parent, detector=region.detector)
 
 
 def _author_names(lines: list[_Line]) -> list[str]:
