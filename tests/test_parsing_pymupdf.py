@@ -383,3 +383,50 @@ def test_assemble_names_the_paper_when_a_block_is_off_the_pages():
     blocks = [Block("text", 3, (0, 0, 1, 1), "Lost.")]
     with pytest.raises(ParseError, match="vol/tiny: assemble: .*page 3"):
         assemble(tiny_source(), tiny_layout(blocks), "pymupdf", parser_version="t")
+
+
+# ------------------------------------------------------------------------------------------------ displays, detectors
+
+BC_PROVER = "emnlp2024/emnlp2024-180-bc-prover.pdf"  # two numbered equations stacked 4 pt apart (page 4)
+RANK_CALIBRATION = "emnlp2024/emnlp2024-018-rank-calibration.pdf"  # align blocks, framed uncaptioned examples
+
+
+def test_stacked_equations_with_their_own_numbers_stay_apart():
+    equations = [r for r in parse(source_for(BC_PROVER)).rows("equations") if r["page_number"] == 4]
+    numbers = [r["equation_number"] for r in equations]
+    assert "(3)" in numbers and "(4)" in numbers, numbers
+    three, four = (next(r for r in equations if r["equation_number"] == n) for n in ("(3)", "(4)"))
+    # one above the other, a line apart (boxes are font boxes, so they may touch), not one box holding both
+    assert four["bbox"][1] - three["bbox"][1] >= 10 and three["bbox"][3] < 25 and four["bbox"][3] < 25
+
+
+def test_rows_of_one_display_are_one_equation():
+    """An `align*` of three rows on page 15 (U_EigV, U_Deg and C_Deg, U_Ecc) is one equation, not three."""
+    equations = [r for r in parse(source_for(RANK_CALIBRATION)).rows("equations") if r["page_number"] == 15]
+    holding = [r for r in equations if "EigV" in (r["equation_text"] or "") or "Ecc" in (r["equation_text"] or "")]
+    assert len(holding) == 1 and "Ecc" in holding[0]["equation_text"] and "EigV" in holding[0]["equation_text"]
+
+
+@pytest.mark.parametrize("relative", [NUMEROLOGIC, METAGPT, RANK_CALIBRATION])
+def test_every_element_names_its_detector(relative):
+    from paperlake.parsing import DETECTORS
+
+    paper = parse(source_for(relative))
+    for view, allowed in DETECTORS.items():
+        assert {row["detector"] for row in paper.rows(view)} <= set(allowed) - {"mineru"}, view
+    figures = paper.rows("images")
+    assert all(r["image_label"] for r in figures if r["detector"] == "caption_region")
+    if relative == RANK_CALIBRATION:  # framed examples without a caption (pages 9, 23) are text, not figures
+        assert not [r for r in figures if r["page_number"] in (9, 23) and r["detector"] == "uncaptioned_drawing"]
+        text = " ".join(c["text_content"] for c in paper.rows("chunks"))
+        assert "Feel Like Making" in text and "twopenny blue" in text
+
+
+def test_drawn_trees_without_a_caption_are_figures():
+    """Synthetic page with two uncaptioned TikZ drawings in the text flow (a flowchart and a tree): both are figures
+    found by the drawing detector, with their node labels inside their boxes."""
+    synthetic = Path(__file__).parent / "data" / "synthetic" / "syn-018.pdf"
+    source = PaperSource(paper_key="syn-018", volume="synthetic", pdf_path=synthetic, sha256="0" * 64)
+    rows = parse(source).rows("images")
+    drawn = [r for r in rows if r["detector"] == "uncaptioned_drawing" and r["page_number"] == 6]
+    assert len(drawn) == 2 and all(r["image_label"] is None for r in drawn)

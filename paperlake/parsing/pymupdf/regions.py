@@ -353,6 +353,8 @@ _DIAGRAM_LINK_GAP = 12.0   # points: drawn parts of one diagram (nodes, the edge
 _DIAGRAM_LABEL_REACH = 6.0  # points: a node's label sits on or right beside its drawing
 _MIN_DIAGRAM_PARTS = 3
 _MIN_DIAGRAM_WIDTH, _MIN_DIAGRAM_HEIGHT = 40.0, 10.0
+_MAX_DIAGRAM_WORDS = 30  # node labels are a few words each; more is a framed passage of text
+_WORD = re.compile(r"[A-Za-z]{3,}")
 
 
 def _uncaptioned_diagrams(
@@ -404,9 +406,11 @@ def _uncaptioned_diagrams(
             figure.bbox = _union([figure.bbox, box])
             figure.lines += inside
             continue
+        words = sum(len(_WORD.findall(line.text)) for line in inside)
         if (
             len(rects) >= _MIN_DIAGRAM_PARTS and not all(_is_rule(rect) for rect in rects)
             and box[2] - box[0] >= _MIN_DIAGRAM_WIDTH and box[3] - box[1] >= _MIN_DIAGRAM_HEIGHT
+            and words <= _MAX_DIAGRAM_WORDS  # a frame around running text (an example, a quote) stays text
         ):
             diagrams.append(_Region(kind="figure", bbox=box, caption_lines=[], label=None, lines=inside,
                                     has_drawing=True, detector="uncaptioned_drawing"))
