@@ -3,7 +3,8 @@
 Detectors, all run here on the same PDFs:
 - ``paperlake``: the default parser (:mod:`paperlake.parsing.pymupdf_backend`), whole pipeline to views;
 - ``layout``: PyMuPDF's layout model alone (``page.get_layout()``: ``table``, ``picture``, ``formula`` boxes);
-- ``mineru``: MinerU's flash tier, when ``--mineru`` names its executable (its own venv; see benchmarks/ingest.py).
+- ``mineru``: MinerU's offline flash tier (``benchmarks/mineru_flash.py``: installed in its own venv on first use,
+  or ``$PAPERLAKE_MINERU_EXECUTABLE``), timed per PDF through its CLI and a private local server.
 
 Scores come from :func:`paperlake.parsing.gold.score`: recall/precision per class (IoU ≥ 0.5, same page, one to
 one), caption label attached to the right element, exact table cell grids, equation LaTeX equal to the gold
@@ -27,7 +28,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from paperlake.parsing.gold import Detection, GoldDocument, detections_from_parsed, load_gold, score  # noqa: E402
+from paperlake.parsing.gold import (  # noqa: E402
+    CLASSES, Detection, GoldDocument, detections_from_parsed, load_gold, score,
+)
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "parse_fidelity.json"
 _LAYOUT_CLASSES = {"table": "tables", "picture": "figures", "formula": "equations"}
@@ -55,7 +58,30 @@ def run_layout(document: GoldDocument) -> list[Detection]:
     return found
 
 
-DETECTORS = {"paperlake": run_paperlake, "layout": run_layout}
+_FLASH: dict = {}  # the one MinerU server of this run, started on first use
+
+
+def run_mineru(document: GoldDocument) -> list[Detection]:
+    """MinerU's flash tier (benchmarks/mineru_flash.py: its own venv, a private server stopped at exit)."""
+    import atexit
+
+    from mineru_flash import FlashServer, MineruUnavailable, elements, locate_or_install
+
+    if "server" not in _FLASH:
+        server = FlashServer(locate_or_install()).__enter__()
+        atexit.register(server.__exit__)
+        _FLASH["server"] = server
+    started = time.perf_counter()
+    try:
+        result = _FLASH["server"].parse(document.pdf)
+    except MineruUnavailable as error:  # one document failed offline (flash wants OCR models for some pages)
+        _FLASH.setdefault("failures", {})[document.doc] = str(error)[:300]
+        _FLASH["failed_seconds"] = _FLASH.get("failed_seconds", 0.0) + time.perf_counter() - started
+        return []
+    return [Detection(kind, page, box, detector="mineru") for kind, page, box in elements(result.middle_json)]
+
+
+DETECTORS = {"paperlake": run_paperlake, "layout": run_layout, "mineru": run_mineru}
 
 
 def latex_equal(gold: str, ours: str) -> bool:
@@ -89,9 +115,24 @@ def main(argv: list[str] | None = None) -> int:
         seconds = time.perf_counter() - started
         scores = score(documents, found, latex_equal if name == "paperlake" else None)
         scores["seconds"] = round(seconds, 2)
-        scores["pages_per_second"] = round(pages / seconds, 2)
+        done = pages
+        if name == "mineru" and _FLASH.get("failures"):  # scored as finding nothing in those documents
+            failed = _FLASH["failures"]
+            scores["failed_documents"] = failed
+            done = sum(len(d.pages) for d in documents if d.doc not in failed)
+            seconds -= _FLASH.get("failed_seconds", 0.0)  # speed over the documents it did parse
+            parsed = [d for d in documents if d.doc not in failed]
+            scores["on_parsed_documents"] = {
+                kind: {k: v for k, v in part.items() if k in ("gold", "found", "matched", "recall", "precision")}
+                for kind, part in score(parsed, {d.doc: found[d.doc] for d in parsed}).items() if kind in CLASSES
+            }
+            print(f"\nmineru failed on {len(failed)} document(s) (scored as finding nothing): {sorted(failed)}")
+            for kind, part in scores["on_parsed_documents"].items():
+                print(f"  on the {len(parsed)} it parsed, {kind}: recall {part['recall']} "
+                      f"precision {part['precision']}")
+        scores["pages_per_second"] = round(done / seconds, 2)  # pages parsed, not pages attempted
         results["detectors"][name] = scores
-        print(f"\n== {name}: {pages} pages in {seconds:.1f}s = {pages / seconds:.1f} pages/s")
+        print(f"\n== {name}: {done} pages in {seconds:.1f}s = {done / seconds:.1f} pages/s")
         for kind in ("tables", "figures", "equations"):
             s = scores[kind]
             print(f"{kind:<10} gold {s['gold']:>4} found {s['found']:>4} matched {s['matched']:>4} "
