@@ -214,7 +214,7 @@ def detections_from_parsed(parsed: Any, detector: str = "paperlake") -> list[Det
     for cell in parsed.rows("table_cells"):
         cells_by_table.setdefault(cell["table_id"], []).append(
             {"row": cell["row_index"], "col": cell["col_index"], "rowspan": cell["rowspan"],
-             "colspan": cell["colspan"], "text": cell["cell_text"]})
+             "colspan": cell["colspan"], "text": cell["cell_text"], "is_header": cell["is_header"]})
     found = []
 
     def box(row: dict[str, Any]) -> Box:

@@ -67,7 +67,12 @@ def _cells_from_ruled_grid(
             centred = abs((top + bottom) / 2 - (box[1] + box[3]) / 2) <= 0.25 * (bottom - top)
             if own and not centred:
                 row, rowspan = own[0], 1
-        cells.append(TableCell(row, col, text, rowspan, colspan, is_header=row == 0))
+        cells.append(TableCell(row, col, text, rowspan, colspan))
+    # every row of a fully ruled table has its rule: the header is the rows before the first one holding a number
+    numeric_rows = sorted({cell.row for cell in cells if _NUMBER.match(cell.text.strip())})
+    header_rows = numeric_rows[0] if numeric_rows and numeric_rows[0] > 0 else 1
+    for cell in cells:
+        cell.is_header = cell.row < header_rows
     return cells
 
 
@@ -121,7 +126,7 @@ def _cells_from_text(words: list[tuple], region: _Region, analysis: _PageAnalysi
     rules = [rect for rect, _ in analysis.content.drawings
              if rect[3] - rect[1] <= 2 and rect[2] - rect[0] >= 8 and _overlaps(rect, region.bbox)]
     header_rows = _header_rows(rows, rules)
-    _stub_spans(grid, spans)
+    _stub_spans(grid, spans, header_rows)
     for index in range(max(header_rows - 1, 0)):  # group labels sit in the header rows above the last one
         _header_spans(grid[index], where, rows[index + 1] if index + 1 < len(rows) else [], intervals, rules)
     cells = []
@@ -196,18 +201,20 @@ def _merge_floating_rows(
     return grid, rows, spans
 
 
-def _stub_spans(grid: list[dict[int, TableCell]], spans: dict[tuple[int, int], int]) -> None:
+def _stub_spans(grid: list[dict[int, TableCell]], spans: dict[tuple[int, int], int], header_rows: int) -> None:
     """A stub (first-column) label with as many empty stub cells above as below spans them all (``\\multirow``
     over an odd number of rows, or more rows around a two-row middle)."""
     for index, placed in enumerate(grid):
         if 0 not in placed or not placed[0].text:
             continue
         height = spans.get((index, 0), 1)
+        # a span stays on its side of the header/body boundary
+        low, high = (0, header_rows) if index < header_rows else (header_rows, len(grid))
         up = 0
-        while index - up - 1 >= 0 and 0 not in grid[index - up - 1] and not _spanned(grid, spans, index - up - 1):
+        while index - up - 1 >= low and 0 not in grid[index - up - 1] and not _spanned(grid, spans, index - up - 1):
             up += 1
         down = 0
-        while index + height + down < len(grid) and 0 not in grid[index + height + down]:
+        while index + height + down < high and 0 not in grid[index + height + down]:
             down += 1
         k = min(up, down)
         if k and all(len(grid[r]) > 0 for r in range(index - k, index + height + k)):

@@ -1,0 +1,172 @@
+"""A table's structure as HD-RAG reads it: header rows and stub columns, every data cell's column and row header
+paths, and its number.
+
+Input is a cell grid from either backend (row, col, rowspan, colspan, text, is_header: MinerU's HTML cells or the
+PyMuPDF grids with their recovered spans). The rules:
+
+- **Header rows** are the rows the backend marked as header (booktabs rules, ``<th>``, or the rows before the first
+  numeric row); a table with none gets its first row when that row holds no number.
+- **Stub columns** (row headers) are the leading columns whose body cells hold no numbers: model names, and to their
+  left the group labels of ``\\multirow`` cells.
+- A data cell's **column header path** is the text of every header cell whose column span covers the cell's column,
+  top to bottom (``["Hard", "BLEU"]``), without the stub's own header ("Model") and without repeats; its **row header
+  path** is the text of every stub cell whose row span covers the cell's row, left to right (``["Short", "GPT-2"]``).
+- A cell's **number** is parsed from its text: ``77.34``, ``−2.1``, ``45.2 ± 0.3`` (value 45.2, flag ``pm``),
+  ``12%`` (flag ``percent``), ``1.2M`` / ``3k`` (scaled, flag ``scaled``), ``(0.5)`` (flag ``parenthesised``),
+  ``3e-4``, ``×16`` (flag ``times``), ``£100`` (flag ``currency``), ``94.15 (−0.27%)`` (value 94.15, flag
+  ``delta``); a trailing ``*``/``†`` mark is kept as the flag ``marked``.
+
+The frames are polars: spans are expanded into one row per covered grid position and joined back.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+_NUMBER = re.compile(
+    r"^(?P<times>[×x]\s*)?(?P<currency>[$£€¥]\s*)?\(?\s*(?P<sign>[-+−–]?)\s*(?P<int>\d{1,3}(?:,\d{3})+|\d+)?"
+    r"(?P<frac>\.\d+)?(?:[eE](?P<exp>[-+−]?\d+))?\s*(?P<scale>[kKMB]\b)?\s*(?P<percent>%)?\s*\)?"
+    r"(?:\s*(?:±|\+/-|\\pm)\s*(?P<pm>\d*\.?\d+)\s*%?)?"
+    r"(?P<delta>\s*\(\s*[-+−–↑↓]?\s*\d*\.?\d+\s*%?\s*\))?\s*(?P<mark>[*†‡§¶]+)?$"
+)
+_SCALE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9}
+
+
+@dataclass
+class ParsedNumber:
+    value: float
+    flags: list[str] = field(default_factory=list)
+
+
+def parse_number(text: str | None) -> ParsedNumber | None:
+    """The number a table cell states, with how it was written; None when the cell is not one number."""
+    cleaned = (text or "").strip().replace("\u2009", "").replace("\u00a0", " ")
+    if not cleaned or not any(ch.isdigit() for ch in cleaned):
+        return None
+    match = _NUMBER.match(cleaned)
+    if match is None or not (match.group("int") or match.group("frac")):
+        return None
+    digits = (match.group("int") or "0").replace(",", "") + (match.group("frac") or "")
+    exponent = match.group("exp")
+    value = float(f"{digits}e{exponent.replace('−', '-')}" if exponent else digits)
+    flags = []
+    if match.group("scale"):
+        value *= _SCALE[match.group("scale")]
+        flags.append("scaled")
+    if match.group("sign") in {"-", "−", "–"}:
+        value = -value
+    if match.group("percent"):
+        flags.append("percent")
+    if match.group("pm"):
+        flags.append("pm")
+    if cleaned.startswith("(") and cleaned.rstrip("*†‡§¶ ").endswith(")") and not match.group("delta"):
+        flags.append("parenthesised")
+    if match.group("mark"):
+        flags.append("marked")
+    for name in ("times", "currency", "delta"):  # "×16", "£100", "94.15 (−0.27%)": the value, and how it reads
+        if match.group(name):
+            flags.append(name)
+    return ParsedNumber(value, flags)
+
+
+@dataclass
+class TableStructure:
+    """Per table: the header rows and stub columns found, the per-cell paths (a polars frame), and a quality flag."""
+
+    header_rows: int
+    stub_columns: int
+    cells: pl.DataFrame  # row, col, text, is_header, is_stub, column_header_path, row_header_path, number, flags
+    flags: list[str]     # empty when the grid is rectangular, has a header and consistent spans
+
+    @property
+    def quality(self) -> str:
+        return "ok" if not self.flags else ",".join(self.flags)
+
+
+def table_structure(cells: list[dict[str, Any]]) -> TableStructure:
+    """Header rows, stub columns and each cell's header paths and number, from a cell grid."""
+    frame = pl.DataFrame(
+        [{"row": int(c["row"]), "col": int(c["col"]), "rowspan": int(c.get("rowspan") or 1),
+          "colspan": int(c.get("colspan") or 1), "text": str(c.get("text") or "").strip(),
+          "is_header": bool(c.get("is_header"))} for c in cells],
+        schema={"row": pl.Int64, "col": pl.Int64, "rowspan": pl.Int64, "colspan": pl.Int64, "text": pl.Utf8,
+                "is_header": pl.Boolean},
+    )
+    if frame.is_empty():
+        return TableStructure(0, 0, frame, ["empty"])
+    frame = frame.with_columns(
+        pl.col("text").map_elements(lambda t: parse_number(t) is not None, return_dtype=pl.Boolean).alias("numeric"))
+    n_rows = int(frame.select((pl.col("row") + pl.col("rowspan")).max()).item())
+    n_cols = int(frame.select((pl.col("col") + pl.col("colspan")).max()).item())
+    header_rows = _header_rows(frame)
+    stub_columns = _stub_columns(frame, header_rows, n_cols)
+    # one row per grid position a cell covers
+    covered = (
+        frame.with_columns(pl.int_ranges("row", pl.col("row") + pl.col("rowspan")).alias("r"),
+                           pl.int_ranges("col", pl.col("col") + pl.col("colspan")).alias("c"))
+        .explode("r").explode("c")
+    )
+    # a spanning cell counts once per position it covers, so a header cell two rows tall is one step of a path
+    headers = (covered.filter((pl.col("row") < header_rows) & (pl.col("text") != "") & (pl.col("col") >= stub_columns))
+               .unique(["c", "row", "col"]))
+    column_paths = headers.sort(["c", "row"]).group_by("c", maintain_order=True).agg(
+        pl.col("text").alias("column_header_path"))
+    stubs = (covered.filter((pl.col("row") >= header_rows) & (pl.col("col") < stub_columns) & (pl.col("text") != ""))
+             .unique(["r", "row", "col"]))
+    row_paths = stubs.sort(["r", "col"]).group_by("r", maintain_order=True).agg(pl.col("text").alias("row_header_path"))
+    numbers = [parse_number(t) for t in frame["text"]]
+    result = (
+        frame.with_columns(
+            (pl.col("row") < header_rows).alias("is_header"),
+            ((pl.col("row") >= header_rows) & (pl.col("col") < stub_columns)).alias("is_stub"),
+            pl.Series("number", [n.value if n else None for n in numbers], dtype=pl.Float64),
+            pl.Series("flags", [n.flags if n else [] for n in numbers], dtype=pl.List(pl.Utf8)),
+        )
+        .join(column_paths, left_on="col", right_on="c", how="left")
+        .join(row_paths, left_on="row", right_on="r", how="left")
+        .with_columns(
+            pl.when(pl.col("is_header") | pl.col("is_stub")).then(None)
+            .otherwise(pl.col("column_header_path")).alias("column_header_path"),
+            pl.when(pl.col("is_header") | pl.col("is_stub")).then(None)
+            .otherwise(pl.col("row_header_path")).alias("row_header_path"),
+        )
+        .sort(["row", "col"])
+    )
+    return TableStructure(header_rows, stub_columns, result, _quality_flags(covered, n_rows, n_cols, header_rows))
+
+
+def _header_rows(frame: pl.DataFrame) -> int:
+    marked = frame.filter(pl.col("is_header"))
+    if not marked.is_empty():
+        return int(marked.select((pl.col("row") + pl.col("rowspan")).max()).item())
+    first = frame.filter(pl.col("row") == 0)
+    has_body = frame.filter(pl.col("row") > 0).height > 0
+    return 1 if has_body and not first["numeric"].any() else 0
+
+
+def _stub_columns(frame: pl.DataFrame, header_rows: int, n_cols: int) -> int:
+    """Leading columns whose body cells hold text but no number."""
+    body = frame.filter((pl.col("row") >= header_rows) & (pl.col("text") != ""))
+    count = 0
+    for col in range(n_cols - 1):  # the last column is never all row header
+        column = body.filter(pl.col("col") == col)
+        if column.is_empty() or column["numeric"].any():
+            break
+        count += 1
+    return count
+
+
+def _quality_flags(covered: pl.DataFrame, n_rows: int, n_cols: int, header_rows: int) -> list[str]:
+    flags = []
+    positions = covered.group_by(["r", "c"]).len()
+    if positions.filter(pl.col("len") > 1).height:
+        flags.append("overlapping_spans")
+    if positions.height < n_rows * n_cols:
+        flags.append("not_rectangular")
+    if header_rows == 0:
+        flags.append("no_header")
+    return flags

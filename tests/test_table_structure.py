@@ -1,0 +1,99 @@
+"""Table structure as HD-RAG reads it: header paths for every data cell, stub columns, numbers with their marks.
+Checked on hand-made grids and against the synthetic gold grids (header paths derived from TeX's own spans)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from paperlake.inbox import PaperSource
+from paperlake.parsing.compare import iou
+from paperlake.parsing.gold import detections_from_parsed, load_gold
+from paperlake.parsing.pymupdf_backend import parse
+from paperlake.parsing.table_structure import parse_number, table_structure
+
+SYNTHETIC = Path(__file__).parent / "data" / "synthetic"
+HEADER_PATH_FLOOR = 0.9  # the issue's acceptance; measured 0.948 here (0.940 on a held-out generated set)
+
+
+def cell(row, col, text, rowspan=1, colspan=1, header=False):
+    return {"row": row, "col": col, "text": text, "rowspan": rowspan, "colspan": colspan, "is_header": header}
+
+
+# Model | Wiki (2 cols)          | News
+#       | ARI      | NMI         | ARI
+# Short | BERT  | 1.0 | 2.0      | 3.0        (Short spans two body rows)
+#       | T5    | 4.0 | 5.0      | 6.0
+GRID = [
+    cell(0, 0, "Model", rowspan=2, header=True), cell(0, 1, "Wiki", colspan=2, header=True),
+    cell(0, 3, "News", header=True), cell(1, 1, "ARI", header=True), cell(1, 2, "NMI", header=True),
+    cell(1, 3, "ARI", header=True),
+    cell(2, 0, "Short", rowspan=2), cell(2, 1, "BERT"), cell(2, 2, "1.0"), cell(2, 3, "2.0"), cell(2, 4, "3.0"),
+    cell(3, 1, "T5"), cell(3, 2, "4.0"), cell(3, 3, "5.0"), cell(3, 4, "6.0"),
+]
+
+
+def test_paths_on_a_two_level_header_with_a_row_group():
+    grid = [dict(c) for c in GRID]
+    for c in grid:  # shift the header right of the two stub columns (group, model)
+        if c["row"] < 2 and c["col"] > 0:
+            c["col"] += 1
+    structure = table_structure(grid)
+    assert (structure.header_rows, structure.stub_columns) == (2, 2)
+    rows = {(r["row"], r["col"]): r for r in structure.cells.iter_rows(named=True)}
+    assert rows[(2, 2)]["column_header_path"] == ["Wiki", "ARI"]
+    assert rows[(2, 2)]["row_header_path"] == ["Short", "BERT"]
+    assert rows[(3, 3)]["column_header_path"] == ["Wiki", "NMI"] and rows[(3, 3)]["row_header_path"] == ["Short", "T5"]
+    assert rows[(3, 4)]["column_header_path"] == ["News", "ARI"] and rows[(3, 4)]["number"] == 6.0
+    assert rows[(2, 1)]["is_stub"] and rows[(2, 1)]["column_header_path"] is None  # a row header has no path
+    assert structure.quality == "not_rectangular"  # the hand grid leaves (1, 0)..(1, 1) without cells
+
+
+def test_quality_flags_name_what_is_wrong():
+    assert table_structure([]).quality == "empty"
+    overlapping = [cell(0, 0, "A", header=True, colspan=2), cell(0, 1, "B", header=True), cell(1, 0, "1"),
+                   cell(1, 1, "2")]
+    assert "overlapping_spans" in table_structure(overlapping).flags
+    no_header = [cell(0, 0, "1"), cell(0, 1, "2"), cell(1, 0, "3"), cell(1, 1, "4")]
+    assert table_structure(no_header).flags == ["no_header"]
+
+
+@pytest.mark.parametrize("text, value, flags", [
+    ("77.34", 77.34, []), ("−2.1", -2.1, []), ("45.2 ± 0.3", 45.2, ["pm"]), ("12%", 12.0, ["percent"]),
+    ("1.2M", 1.2e6, ["scaled"]), ("(0.5)", 0.5, ["parenthesised"]), ("3e-4", 3e-4, []), ("1,234", 1234.0, []),
+    ("×16", 16.0, ["times"]), ("94.15 (−0.27%)", 94.15, ["delta"]), ("91.2*", 91.2, ["marked"]), (".5", 0.5, []),
+])
+def test_numbers_and_how_they_are_written(text, value, flags):
+    parsed = parse_number(text)
+    assert parsed is not None and parsed.value == pytest.approx(value) and parsed.flags == flags
+
+
+@pytest.mark.parametrize("text", ["F1", "0.6 0.6", "M=0", "1394-1460", "-", "", None, "[1, 2]", "v2.0.1"])
+def test_what_is_not_one_number(text):
+    assert parse_number(text) is None
+
+
+def test_header_paths_on_the_synthetic_gold_tables():
+    """Every data cell of every multi-level table: our grid's paths against the paths of TeX's own grid."""
+    exact = total = 0
+    for document in load_gold(SYNTHETIC):
+        source = PaperSource(paper_key=document.doc, volume="synthetic", pdf_path=document.pdf, sha256="0" * 64)
+        found = [d for d in detections_from_parsed(parse(source)) if d.kind == "tables"]
+        for element in document.elements:
+            grid = element.get("grid")
+            if element["type"] != "table" or not grid or grid["header_rows"] < 2:
+                continue
+            gold = table_structure([{**c, "is_header": c["row"] < grid["header_rows"]} for c in grid["cells"]])
+            match = next((d for d in found if d.page == element["page"] and iou(d.bbox, tuple(element["bbox"])) >= 0.5),
+                         None)
+            ours = {(r["row"], r["col"]): r for r in table_structure(match.cells).cells.iter_rows(named=True)} \
+                if match else {}
+            for row in gold.cells.filter(~gold.cells["is_header"] & ~gold.cells["is_stub"]).iter_rows(named=True):
+                if not row["text"]:
+                    continue
+                total += 1
+                mine = ours.get((row["row"], row["col"]))
+                exact += bool(mine) and mine["column_header_path"] == row["column_header_path"] \
+                    and mine["row_header_path"] == row["row_header_path"]
+    assert total > 500 and exact / total >= HEADER_PATH_FLOOR, (exact, total)
