@@ -12,7 +12,7 @@ import pymupdf
 
 from paperlake.parsing.blocks import DocumentLayout
 from paperlake.parsing.pymupdf.captions import _CAPTION
-from paperlake.parsing.pymupdf.geometry import Box, _horizontal_gap, _union, _vertical_gap
+from paperlake.parsing.pymupdf.geometry import Box, _chain_groups, _horizontal_gap, _union, _vertical_gap
 from paperlake.parsing.pymupdf.page import (
     _MATH_CHARS, _MATH_FONT, _TEXT_FLAGS, Column, _column_box, _DocumentStyle, _Line, _PageContent,
 )
@@ -191,26 +191,8 @@ def _equation_rows(candidates: list[_Line], bars: list[Box]) -> list[list[_Line]
     fraction bar. Narrow lines (the limits of a sum, a lone script) then join the one row nearest to them, so
     they cannot chain the rows of a multi-line display into one."""
     narrow = {id(line) for line in candidates if _is_narrow(line, candidates)}
-    wide = sorted((line for line in candidates if id(line) not in narrow), key=lambda line: line.bbox[1])
-    parent = list(range(len(wide)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for i, upper in enumerate(wide):
-        for j in range(i + 1, len(wide)):
-            lower = wide[j]
-            if lower.bbox[1] > upper.bbox[3] + 4:
-                break
-            if _same_equation_row(upper, lower, bars):
-                parent[root(j)] = root(i)
-    grouped: dict[int, list[_Line]] = {}
-    for i, line in enumerate(wide):
-        grouped.setdefault(root(i), []).append(line)
-    rows = list(grouped.values())
+    wide = [line for line in candidates if id(line) not in narrow]
+    rows = _chain_groups(wide, lambda line: line.bbox, 4.0, lambda upper, lower: _same_equation_row(upper, lower, bars))
     for line in candidates:
         if id(line) not in narrow:
             continue

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 Box = tuple[float, float, float, float]
+T = TypeVar("T")
 
 
 def _union(boxes: list[Box] | Any) -> Box:
@@ -76,3 +78,31 @@ def _horizontal_gap(a: Box, b: Box) -> float:
 def _inside_any(bbox: Box, areas: list[Box]) -> bool:
     cx, cy = (bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2
     return any(a[0] - 1 <= cx <= a[2] + 1 and a[1] - 1 <= cy <= a[3] + 1 for a in areas)
+
+
+def _chain_groups(
+    items: list[T], box: Callable[[T], Box], reach: float, linked: Callable[[T, T], bool]
+) -> list[list[T]]:
+    """Items joined into groups wherever a chain of linked pairs connects them (union-find). Only pairs within
+    ``reach`` of each other vertically are tried: items are visited top to bottom and the scan for partners stops at
+    the first one whose top lies more than ``reach`` below the upper item's bottom. Groups keep that order."""
+    ordered = sorted(items, key=lambda item: box(item)[1])
+    parent = list(range(len(ordered)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, upper in enumerate(ordered):
+        for j in range(i + 1, len(ordered)):
+            lower = ordered[j]
+            if box(lower)[1] > box(upper)[3] + reach:
+                break
+            if linked(upper, lower):
+                parent[root(j)] = root(i)
+    groups: dict[int, list[T]] = {}
+    for i, item in enumerate(ordered):
+        groups.setdefault(root(i), []).append(item)
+    return list(groups.values())

@@ -11,7 +11,7 @@ from typing import Literal
 from paperlake.parsing.blocks import TableCell
 from paperlake.parsing.pymupdf.captions import _caption_kind, _caption_label, _captions
 from paperlake.parsing.pymupdf.geometry import (
-    Box, _area, _box_gap, _contains, _inside_any, _intersection, _union, _within_extent,
+    Box, _area, _box_gap, _chain_groups, _contains, _inside_any, _intersection, _union, _within_extent,
 )
 from paperlake.parsing.pymupdf.page import (
     _BOTTOM_MARGIN_SHARE,
@@ -429,22 +429,4 @@ def _is_rule(rect: Box) -> bool:
 
 def _link(boxes: list[Box], gap: float) -> list[list[Box]]:
     """Boxes joined into groups where a chain of boxes at most ``gap`` apart connects them."""
-    parent = list(range(len(boxes)))
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    order = sorted(range(len(boxes)), key=lambda i: boxes[i][1])
-    for position, i in enumerate(order):
-        for j in order[position + 1:]:
-            if boxes[j][1] > boxes[i][3] + gap:
-                break
-            if _box_gap(boxes[i], boxes[j]) <= gap:
-                parent[root(j)] = root(i)
-    groups: dict[int, list[Box]] = {}
-    for i, box in enumerate(boxes):
-        groups.setdefault(root(i), []).append(box)
-    return list(groups.values())
+    return _chain_groups(boxes, lambda box: box, gap, lambda a, b: _box_gap(a, b) <= gap)
