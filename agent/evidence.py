@@ -89,9 +89,16 @@ def answer_needles(answer: Any) -> list[str]:
 
 
 def contains_needle(snippet_text: str, needle: str) -> bool:
+    """Whether the text states the needle; a number matches as printed in papers: ``74.1`` in "74.10", ``4749`` in
+    "4,749", ``-2.1`` in "−2.1", but not inside another number ("174.1", "74.15")."""
     haystack = snippet_text.lower()
-    if re.fullmatch(r"-?\d+(\.\d+)?", needle):
-        return re.search(rf"(?<![\d.]){re.escape(needle)}(?!\d|\.\d)", haystack) is not None
+    number = re.fullmatch(r"(-?)(\d+)(?:\.(\d+))?", needle)
+    if number:
+        sign, whole, fraction = number.groups()
+        grouped = whole if len(whole) <= 3 else ",?".join(
+            [whole[: len(whole) % 3 or 3]] + [whole[i:i + 3] for i in range(len(whole) % 3 or 3, len(whole), 3)])
+        pattern = ("[-−–]" if sign else "") + grouped + (rf"\.{fraction}0*" if fraction else r"(?:\.0+)?")
+        return re.search(rf"(?<![\d.])(?<!\d,){pattern}(?!\d|\.\d|,\d{{3}}(?!\d))", haystack) is not None
     return needle in haystack
 
 

@@ -11,7 +11,10 @@ retrieval-only metrics), then:
   method's actions, its first turn being the first retrieval, run by the environment;
 - ``recap``: one call that Restates, Extracts, Computes, Answers and Presents the computation as an expression; the
   calculator evaluates the expression, and a rule picks the calculator's value for numeric answer formats and the
-  model's answer otherwise.
+  model's answer otherwise; its first retrieval reads the table row and column lines first (header-addressed
+  values);
+- ``hdrag``: HD-RAG's table pipeline: an ensemble (BM25 and dense, fused by weighted reciprocal rank) over the row,
+  column and table entities, an LLM rerank of the candidates, then RECAP over the best ``k``.
 """
 
 from __future__ import annotations
@@ -253,7 +256,21 @@ def _formula_items(env: AgentEnv, task: Task, k: int) -> list[ContextItem]:
 
 NEURAL_VIEWS = (("chunks", "text_content"), ("tables", "table_content"), ("tables", "table_caption"),
                 ("images", "image_caption"), ("equations", "equation_content"))
-RECAP_VIEWS = (("tables", "table_content"), ("chunks", "text_content"), ("tables", "table_caption"))
+# RECAP computes over header-addressed cells: the row and column lines name each value's headers.
+RECAP_VIEWS = (("table_rows", "row_text"), ("table_columns", "column_text"), ("tables", "table_content"),
+               ("chunks", "text_content"), ("tables", "table_caption"))
+# HD-RAG's ensemble retrieves over the row, column and table entities of its hierarchical table representation:
+# the row and column lines and the table's caption (not the whole table's HTML, which holds every value of the
+# table and would stand in for the line that answers).
+HDRAG_VIEWS = (("table_rows", "row_text"), ("table_columns", "column_text"), ("tables", "table_caption"))
+HDRAG_CANDIDATES = 20   # per route, and how many the reranker sees
+# Route weights: those of the configured hybrid fusion (schemas/collections.yaml: BM25 0.8, dense 0.2, measured on
+# the labelled chunk queries of benchmarks/retrieval.py), read at run time. RRF's constant is 20, not the usual 60:
+# each route returns only 20 candidates, and with 60 the first and the twentieth differ by a factor of 1.3, which
+# turns the fusion into a vote count (chosen on half of tests/data/airqa_tables.jsonl; see the README's numbers
+# for the other half).
+HDRAG_WEIGHTS = {"bm25": 0.8, "dense": 0.2}
+_RRF_K = 20
 
 
 def _classic(env: AgentEnv, task: Task, k: int) -> list[ContextItem]:
@@ -272,6 +289,112 @@ def _hybrid(env: AgentEnv, task: Task, k: int) -> list[ContextItem]:
 def _math(env: AgentEnv, task: Task, k: int) -> list[ContextItem]:
     textual = _classic(env, task, k) if env.vectors is not None else _symbolic_items(env, task, k)
     return _interleave([_formula_items(env, task, k), textual], k)
+
+
+def _route_collections(env: AgentEnv) -> dict[str, str]:
+    """The text collections of the ensemble's two routes: BM25 (sparse) and the classic dense one."""
+    routes: dict[str, str] = {}
+    texts = [c for c in env.collections() if c.modality == "text"]
+    bm25 = next((c.name for c in texts if c.metric.upper() == "BM25" and len(c.views)), None)
+    if bm25:
+        routes["bm25"] = bm25
+    dense = env.classic_collection()
+    dense_info = next((c for c in texts if c.name == dense), None)
+    if dense_info is None or dense_info.metric.upper() == "BM25":
+        dense_info = next((c for c in texts if c.metric.upper() in {"COSINE", "IP", "L2"}), None)
+    if dense_info is not None:
+        routes["dense"] = dense_info.name
+    return routes
+
+
+def hdrag_candidates(env: AgentEnv, task: Task, n: int = HDRAG_CANDIDATES) -> list[ContextItem]:
+    """HD-RAG's ensemble retriever: a BM25 and a dense route over the row, column and table entities.
+
+    Each route searches every table view (one collection, so its scores compare across views) and keeps its best
+    ``n``; the two rankings are fused by weighted reciprocal rank (Σ wᵣ / (60 + rankᵣ)), the ensemble HD-RAG uses,
+    because BM25 and cosine scores live on different scales. Falls back to keyword SQL when no vectors are built.
+    """
+    if env.vectors is None:
+        return _symbolic_items(env, task, n)
+    routes = _route_collections(env)
+    if not routes:
+        raise BackendUnavailable("no text vector collection is built")
+    papers = scope_papers(task, env)
+    scope = f"pdf_id in {quote_filter_list(papers)}" if papers else ""
+    weights = _ensemble_weights()
+    fused: dict[tuple[str, str], float] = {}
+    found: dict[tuple[str, str], ContextItem] = {}
+    for route, collection in routes.items():
+        available = {tuple(v) for c in env.collections() if c.name == collection for v in c.views}
+        hits = []
+        for table, column in HDRAG_VIEWS:
+            if available and (table, column) not in available:
+                continue
+            hits += env.vectors.search(task.question, collection, table, column, scope, n)
+        hits.sort(key=lambda h: -float(h.score))
+        for rank, hit in enumerate(hits[:n], start=1):
+            key = (hit.table_name, str(hit.primary_key))
+            fused[key] = fused.get(key, 0.0) + weights[route] / (_RRF_K + rank)
+            found.setdefault(key, ContextItem(
+                text=hit.text or "", paper_id=str(hit.pdf_id), page_number=hit.page_number,
+                table_name=hit.table_name, column_name=hit.column_name, row_id=str(hit.primary_key),
+                bbox=tuple(hit.bbox) if hit.bbox else None, source=f"hdrag:{route}"))
+    ranked = sorted(fused, key=lambda key: (-fused[key], key))
+    items = []
+    for key in ranked[:n]:
+        item = found[key]
+        item.score = round(fused[key], 6)
+        items.append(item)
+    _locate_boxes(env, items)
+    return items
+
+
+def _ensemble_weights() -> dict[str, float]:
+    """BM25 and dense weights of the configured hybrid fusion, else :data:`HDRAG_WEIGHTS`."""
+    try:
+        from paperlake.vectors.config import load_config
+
+        config = load_config()
+        fields = config.collection(config.hybrid_collection).vectors
+        weights = dict(zip((v.kind for v in fields), config.hybrid_weights))
+        if set(weights) == {"bm25", "dense"} and sum(weights.values()) > 0:
+            return weights
+    except Exception:  # no config file or no hybrid collection: the defaults
+        pass
+    return dict(HDRAG_WEIGHTS)
+
+
+def _locate_boxes(env: AgentEnv, items: list[ContextItem]) -> None:
+    """Give row/column/table items their table's box, so a citation can point at the region."""
+    tables = env.table("tables")
+    if tables is None or not items:
+        return
+    by_view: dict[str, list[ContextItem]] = {}
+    for item in items:
+        if item.bbox is None and item.table_name:
+            by_view.setdefault(item.table_name, []).append(item)
+    for view, members in by_view.items():
+        if view == "tables":
+            located = env.locate("tables", [m.row_id for m in members if m.row_id])
+            for member in members:
+                member.bbox = located.get(str(member.row_id), (None, None, None))[2]
+            continue
+        table = env.table(view)
+        key = table.primary_key if table is not None else None
+        if table is None or not table.has("ref_table_id"):
+            continue
+        marks = ", ".join("?" for _ in members)
+        rows = env.query(
+            f"select cast(v.{key} as varchar), t.bounding_box from {view} v join tables t on t.table_id = "
+            f"v.ref_table_id where cast(v.{key} as varchar) in ({marks})", [m.row_id for m in members]).rows
+        boxes = {row_id: box for row_id, box in rows}
+        for member in members:
+            box = boxes.get(str(member.row_id))
+            member.bbox = tuple(float(v) for v in box) if box else None
+
+
+def _hdrag(env: AgentEnv, task: Task, k: int) -> list[ContextItem]:
+    return hdrag_candidates(env, task, max(k, HDRAG_CANDIDATES))[:k]
 
 
 def _recap(env: AgentEnv, task: Task, k: int) -> list[ContextItem]:
@@ -323,6 +446,7 @@ METHODS: dict[str, Method] = {
                (*MATH_ACTIONS, RetrieveFromDatabase, RetrieveFromVectorstore, CalculateExpr, GenerateAnswer),
                description="ReAct with the formula workflow"),
         Method("recap", "recap", _recap, description="Restate, Extract, Compute, Answer, Present + calculator"),
+        Method("hdrag", "hdrag", _hdrag, description="table rows/columns: BM25 + dense ensemble, LLM rerank, RECAP"),
     )
 }
 
@@ -410,6 +534,8 @@ def run_method(
         return _two_stage(spec, task, env, llm, action_format, config, k)
     if spec.kind == "recap":
         return _recap_method(spec, task, env, llm, config, k)
+    if spec.kind == "hdrag":
+        return _hdrag_method(spec, task, env, llm, config, k)
     return _single(spec, task, env, llm, config, k)
 
 
@@ -598,6 +724,59 @@ def _recap_method(spec: Method, task: Task, env: AgentEnv, llm: ChatClient, conf
     usage = Usage()
     trajectory = [Turn(0, "", action_type="first_retrieval:recap", observation=context_text(env, items),
                        evidence=_context_evidence(items, spec.name), seeded=True)]
+    return _recap_answer(spec, task, env, llm, config, items, usage, trajectory, unavailable)
+
+
+_RERANK_INSTRUCTIONS = """Above are candidate table rows, table columns and tables, numbered. Rank them by how useful each is
+for answering the question: the ones holding the values the question asks for first. Reply with one line:
+[Ranking]: the numbers of the {k} most useful candidates, best first, comma-separated (e.g. [Ranking]: 4, 1, 9)."""
+_RERANK_LINE = re.compile(r"\[\s*ranking\s*\]\s*:?\s*([^\n]*)", re.I)
+_RERANK_ITEM_CHARS = 700
+
+
+def rerank_order(response: str, n: int) -> list[int]:
+    """0-based candidate indices in the order the model ranked them; unknown or repeated numbers are dropped."""
+    match = _RERANK_LINE.search(response or "")
+    text = match.group(1) if match else (response or "")
+    numbers = [int(x) for x in re.findall(r"\d+", text)]
+    return [x - 1 for x in dict.fromkeys(numbers) if 1 <= x <= n]
+
+
+def _hdrag_method(spec: Method, task: Task, env: AgentEnv, llm: ChatClient, config: LoopConfig, k: int) -> AgentResult:
+    """HD-RAG: ensemble retrieval over row/column/table entities, an LLM rerank of the candidates, then RECAP."""
+    usage = Usage()
+    try:
+        candidates, unavailable = hdrag_candidates(env, task, max(k, HDRAG_CANDIDATES)), None
+    except BackendUnavailable as problem:
+        candidates, unavailable = [], str(problem)
+    items = candidates[:k]
+    trajectory = [Turn(0, "", action_type="first_retrieval:hdrag", observation=context_text(env, candidates),
+                       evidence=_context_evidence(candidates, spec.name), seeded=True,
+                       ok=unavailable is None, error_type="unavailable" if unavailable else None)]
+    if len(candidates) > 1:  # HD-RAG reranks what the ensemble found, then keeps the best k
+        listing = "\n".join(f"({i}) [{c.table_name}] {clip_text(c.text, _RERANK_ITEM_CHARS)}"
+                            for i, c in enumerate(candidates, start=1))
+        prompt = (f"{task_prompt(task, env, show_ids=False)}\n[Candidates]:\n{env.redact(listing)}\n\n"
+                  f"{_RERANK_INSTRUCTIONS.format(k=k)}")
+        messages = [{"role": "system", "content": SYSTEM_ROLE}, {"role": "user", "content": prompt}]
+        try:
+            response = _single_call(llm, messages, config, usage)
+        except LLMError as problem:  # the rerank is an improvement, not a requirement: keep the ensemble's order
+            trajectory.append(Turn(1, "", action_type="rerank", ok=False, error_type="llm_error",
+                                   observation=f"rerank failed ({problem}); the ensemble's order is kept"))
+        else:
+            order = rerank_order(response, len(candidates))
+            chosen = [candidates[i] for i in order][:k]
+            chosen += [c for c in candidates if c not in chosen][: k - len(chosen)]
+            items = chosen
+            trajectory.append(Turn(1, response, action_type="rerank", parameters={"order": [i + 1 for i in order]},
+                                   observation=f"kept candidates {[candidates.index(c) + 1 for c in items]}"))
+    return _recap_answer(spec, task, env, llm, config, items, usage, trajectory, unavailable)
+
+
+def _recap_answer(spec: Method, task: Task, env: AgentEnv, llm: ChatClient, config: LoopConfig,
+                  items: list[ContextItem], usage: Usage, trajectory: list[Turn], unavailable: str | None
+                  ) -> AgentResult:
     prompt = (f"{task_prompt(task, env, show_ids=False)}\n[Context]:\n{context_text(env, items)}\n\n"
               f"{_RECAP_INSTRUCTIONS}")
     messages = [{"role": "system", "content": SYSTEM_ROLE}, {"role": "user", "content": prompt}]
@@ -608,6 +787,6 @@ def _recap_method(spec: Method, task: Task, env: AgentEnv, llm: ChatClient, conf
     parts = recap_parts(response)
     llm_answer = extract_answer(parts["answer"]) if parts.get("answer") else extract_answer(response)
     answer, chosen = choose_recap_answer(task.answer_format, llm_answer, parts.get("present"))
-    trajectory.append(Turn(1, response, action_type="recap", parameters={"parts": parts, "chosen": chosen},
+    trajectory.append(Turn(len(trajectory), response, action_type="recap", parameters={"parts": parts, "chosen": chosen},
                            observation=f"answer chosen from the {chosen}: {answer!r}"))
     return _finish(spec, task, env, trajectory, usage, answer, config, unavailable)

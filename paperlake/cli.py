@@ -115,8 +115,8 @@ def status(home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False
             volumes = con.execute("select volume, venue, num_papers, num_pages, num_failed from volumes "
                                   "order by volume").fetchall()
             counts = {t: con.execute(f'select count(*) from "{t}"').fetchone()[0] for t in (
-                "metadata", "pages", "sections", "chunks", "tables", "table_cells", "images", "equations",
-                "reference")}
+                "metadata", "pages", "sections", "chunks", "tables", "table_cells", "table_rows", "table_columns",
+                "images", "equations", "reference")}
             errors = con.execute("select paper_key, stage, reason from ingest_errors order by paper_key").fetchall()
             backends = dict(con.execute("select backend, count(*) from metadata group by backend").fetchall())
             try:
@@ -367,6 +367,106 @@ def search(
     if not as_json:
         rows = [tuple(escape(str(v)) for v in (*row[:-1], (str(row[-1]) or "")[:160])) for row in rows]
     _print_rows(columns, rows, as_json, title=escape(f"{name}: {query}"))
+
+
+tables_app = typer.Typer(help="Tables with their header structure (header paths, parsed numbers).",
+                         no_args_is_help=True)
+app.add_typer(tables_app, name="tables")
+
+
+def _warehouse_rows(home: Optional[Path], sql: str, params: list[Any]) -> tuple[list[str], list[tuple]]:
+    settings = _settings(home)
+    try:
+        with connect_read_only(settings.warehouse) as con:
+            cursor = con.execute(sql, params)
+            return [d[0] for d in cursor.description], cursor.fetchall()
+    except FileNotFoundError as error:
+        _fail(str(error))
+    except Exception as error:  # duckdb BinderException/CatalogException: a warehouse built before table structure
+        _fail(f"the warehouse has no table structure ({' '.join(str(error).split())[:200]}); "
+              "run `paperlake ingest` to rebuild it")
+    raise AssertionError("unreachable")
+
+
+@tables_app.command("list")
+def tables_list(paper: Optional[str] = typer.Option(None, "--paper", help="A paper id, or words of its title."),
+                home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False, "--json")) -> None:
+    """The tables of the warehouse (or of one paper): id, label, shape and structure flag."""
+    where, params = "", []
+    if paper:
+        where = "where cast(m.paper_id as varchar) = ? or m.title ilike ?"
+        params = [paper, f"%{paper}%"]
+    columns, rows = _warehouse_rows(
+        home, "select cast(t.table_id as varchar) as table_id, m.title, t.page_number, t.table_label, t.num_rows, "
+        "t.num_cols, t.header_rows, t.stub_columns, t.table_structure from tables t join metadata m on "
+        f"m.paper_id = t.ref_paper_id {where} order by m.title, t.page_number, t.ordinal", params)
+    _print_rows(columns, rows, as_json, title=f"{len(rows)} tables")
+
+
+@tables_app.command("show")
+def tables_show(table_id: str = typer.Argument(..., help="A table id (tables.table_id; see `paperlake tables list`)."),
+                cells: bool = typer.Option(False, "--cells", help="Also one line per data cell: its row and column "
+                                           "header paths, text, parsed number, flags and unit."),
+                home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False, "--json")) -> None:
+    """One table as a grid whose column titles are the full header paths, with its structure flag."""
+    columns, rows = _warehouse_rows(
+        home, "select cast(t.table_id as varchar) as table_id, m.title, t.page_number, t.table_label, "
+        "t.table_caption, t.num_rows, t.num_cols, t.header_rows, t.stub_columns, t.table_structure, t.detector, "
+        "t.backend from tables t join metadata m on m.paper_id = t.ref_paper_id "
+        "where cast(t.table_id as varchar) = ?", [table_id.strip()])
+    if not rows:
+        _fail(f"no table {table_id!r}; find ids with `paperlake tables list`")
+    table = dict(zip(columns, rows[0]))
+    cell_columns, cell_rows = _warehouse_rows(
+        home, "select row_index, col_index, rowspan, colspan, cell_text, is_header, is_stub, row_header_path, "
+        "column_header_path, number_value, number_flags, unit from table_cells "
+        "where cast(ref_table_id as varchar) = ? order by row_index, col_index", [table_id.strip()])
+    grid = [dict(zip(cell_columns, row)) for row in cell_rows]
+    if as_json:
+        print(json.dumps({"table": table, "cells": grid}, default=str, ensure_ascii=False))
+        return
+    console.print(Text(f"{table['table_label'] or 'Table'} · {table['title']} · page {table['page_number']}",
+                       style="bold"))
+    if table["table_caption"]:
+        console.print(Text(table["table_caption"]))
+    console.print(Text(f"structure: {table['table_structure']} · {table['header_rows']} header row(s) · "
+                       f"{table['stub_columns']} stub column(s) · {table['num_rows']}×{table['num_cols']} · "
+                       f"{table['detector']} ({table['backend']})", style="dim"))
+    console.print(_structured_grid(grid, int(table["header_rows"] or 0)))
+    if cells:
+        data = [c for c in grid if not c["is_header"] and not c["is_stub"] and c["cell_text"]]
+        _print_rows(["row header path", "column header path", "text", "number", "flags", "unit"],
+                    [(" > ".join(c["row_header_path"] or []), " > ".join(c["column_header_path"] or []),
+                      c["cell_text"], c["number_value"], ",".join(c["number_flags"] or []), c["unit"])
+                     for c in data], False, title="data cells")
+
+
+def _structured_grid(grid: list[dict[str, Any]], header_rows: int) -> Table:
+    """The body rows under column titles that are whole header paths; a row label spanning rows is repeated."""
+    n_cols = max((c["col_index"] + (c["colspan"] or 1) for c in grid), default=0)
+    n_rows = max((c["row_index"] + (c["rowspan"] or 1) for c in grid), default=0)
+    titles: list[list[str]] = [[] for _ in range(n_cols)]
+    for cell in grid:  # header cells, top to bottom, spanning cells once per column they cover
+        if cell["row_index"] < header_rows and cell["cell_text"]:
+            for col in range(cell["col_index"], cell["col_index"] + (cell["colspan"] or 1)):
+                if cell["cell_text"] not in titles[col]:
+                    titles[col].append(cell["cell_text"])
+    body = [["" for _ in range(n_cols)] for _ in range(max(n_rows - header_rows, 0))]
+    for cell in grid:
+        if cell["row_index"] < header_rows:
+            continue
+        rows = range(cell["row_index"], cell["row_index"] + (cell["rowspan"] or 1)) if cell["is_stub"] \
+            else [cell["row_index"]]
+        for row in rows:
+            if 0 <= row - header_rows < len(body):
+                body[row - header_rows][cell["col_index"]] = cell["cell_text"] or ""
+    out = Table(show_lines=False)
+    for col in range(n_cols):
+        out.add_column(Text(" > ".join(titles[col]) or f"col {col}"), overflow="fold")
+    for row in body:
+        if any(row):
+            out.add_row(*[Text(v) for v in row])
+    return out
 
 
 formulas_app = typer.Typer(help="The formula graph: search, inspect and run formula tools.", no_args_is_help=True)

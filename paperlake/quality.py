@@ -17,14 +17,17 @@ from typing import Any
 
 import pandas as pd
 
+from paperlake.parsing.table_structure import STRUCTURE_FLAGS
 from paperlake.views import VIEWS, ParsedPaper, to_arrow
 
 BBOX_TOLERANCE_PT = 2.0
 ID_COLUMNS = {
     "metadata": "paper_id", "pages": "page_id", "sections": "section_id", "chunks": "chunk_id",
     "tables": "table_id", "table_cells": "cell_id", "images": "image_id", "equations": "equation_id",
-    "references": "reference_id",
+    "references": "reference_id", "table_rows": "row_id", "table_columns": "column_id",
 }
+# A table's structure flag: "ok", or the problems found, comma-separated.
+_STRUCTURE_VALUE = rf"^(?:ok|(?:{'|'.join(STRUCTURE_FLAGS)})(?:,(?:{'|'.join(STRUCTURE_FLAGS)}))*)$"
 _TABLE_MENTION = re.compile(r"\bTable\s+(\d{1,2})\b")
 _FIGURE_MENTION = re.compile(r"\b(?:Figure|Fig\.)\s+(\d{1,2})\b")
 
@@ -144,6 +147,31 @@ def _panel_overflow(images: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _table_structure_checks(frames: dict[str, pd.DataFrame], gxe: Any) -> list[ExpectationOutcome]:
+    """Blocking: every table states its structure flag; row and column lines and cells belong to a table of the
+    paper and every line has text; a parsed number is finite."""
+    if frames["tables"].empty:
+        return []
+    outcomes = _validate("tables", frames["tables"], [
+        gxe.ExpectColumnValuesToNotBeNull(column="table_structure"),
+        gxe.ExpectColumnValuesToMatchRegex(column="table_structure", regex=_STRUCTURE_VALUE)])
+    table_ids = frames["tables"]["table_id"].dropna().tolist()
+    for view, text in (("table_rows", "row_text"), ("table_columns", "column_text"), ("table_cells", None)):
+        if frames[view].empty:
+            continue
+        expectations = [gxe.ExpectColumnValuesToBeInSet(column="table_id", value_set=table_ids)]
+        if text:
+            expectations.append(gxe.ExpectColumnValuesToNotBeNull(column=text))
+        else:
+            numbers = frames[view]["number_value"].dropna()
+            finite = pd.DataFrame({"finite": numbers.map(lambda v: v == v and abs(v) != float("inf"))})
+            if not finite.empty:
+                outcomes += _validate("table_cells", finite, [gxe.ExpectColumnValuesToBeInSet(column="finite",
+                                                                                              value_set=[True])])
+        outcomes += _validate(view, frames[view], expectations)
+    return outcomes
+
+
 def validate_paper(parsed: ParsedPaper, *, pdf_page_count: int, max_chunk_tokens: int) -> QualityReport:
     import great_expectations.expectations as gxe
 
@@ -170,6 +198,7 @@ def validate_paper(parsed: ParsedPaper, *, pdf_page_count: int, max_chunk_tokens
                 view, frames[view], [gxe.ExpectColumnValuesToBeInSet(column="detector", value_set=list(detectors)),
                                      gxe.ExpectColumnValuesToNotBeNull(column="detector")],
             )
+    report.blocking += _table_structure_checks(frames, gxe)
     if not frames["chunks"].empty:
         report.blocking += _validate(
             "chunks", frames["chunks"],
@@ -193,6 +222,13 @@ def validate_paper(parsed: ParsedPaper, *, pdf_page_count: int, max_chunk_tokens
             outcome[0].details = "panels outside their figure: " + ", ".join(
                 f"{r.element} by {r.overflow:.1f}pt" for r in worst.itertuples())
         report.blocking += outcome
+
+    if not frames["tables"].empty:
+        # most tables should come out with a header and a rectangular grid; many that do not point at the grids
+        outcome = _validate("tables", frames["tables"], [gxe.ExpectColumnValuesToBeInSet(
+            column="table_structure", value_set=["ok"], mostly=0.5)])
+        outcome[0].details = "fewer than half of the tables have a clean structure (header found, rectangular)"
+        report.warnings += outcome
 
     text = "\n".join(frames["pages"]["page_content"].fillna(""))
     report.warnings += _validate("sections", frames["sections"], [gxe.ExpectTableRowCountToBeBetween(min_value=1)])

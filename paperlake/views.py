@@ -6,6 +6,8 @@ Bounding boxes are ``[x0, y0, w, h]`` in PDF points with a top-left origin, as d
 Pages are numbered from 1; ``ordinal`` numbers elements within their page (sections, references, chunks: within
 the paper), from 0. A figure of several plots is one images row plus one row per plot (a panel): a panel's
 ``parent_image_id`` is its whole figure's ``image_id`` and its ``ordinal`` numbers it within that figure.
+A table's cells carry their header paths and parsed numbers, and ``table_rows`` / ``table_columns`` hold one line
+per body row and data column (see :mod:`paperlake.parsing.table_structure`).
 """
 
 from __future__ import annotations
@@ -52,13 +54,30 @@ VIEW_SCHEMAS: dict[str, pa.Schema] = {
         [
             ("table_id", _STR), ("paper_id", _STR), ("page_number", _INT), ("page_id", _STR), ("ordinal", _INT),
             ("table_label", _STR), ("table_caption", _STR), ("table_content", _STR), ("bbox", _BBOX),
-            ("num_rows", _INT), ("num_cols", _INT), ("detector", _STR), ("backend", _STR),
+            ("num_rows", _INT), ("num_cols", _INT), ("header_rows", _INT), ("stub_columns", _INT),
+            ("table_structure", _STR), ("detector", _STR), ("backend", _STR),
         ]
     ),
     "table_cells": pa.schema(
         [
             ("cell_id", _STR), ("table_id", _STR), ("paper_id", _STR), ("row_index", _INT), ("col_index", _INT),
-            ("rowspan", _INT), ("colspan", _INT), ("cell_text", _STR), ("is_header", pa.bool_()), ("backend", _STR),
+            ("rowspan", _INT), ("colspan", _INT), ("cell_text", _STR), ("is_header", pa.bool_()),
+            ("is_stub", pa.bool_()), ("column_header_path", pa.list_(_STR)), ("row_header_path", pa.list_(_STR)),
+            ("number_value", pa.float64()), ("number_flags", pa.list_(_STR)), ("unit", _STR), ("backend", _STR),
+        ]
+    ),
+    "table_rows": pa.schema(
+        [
+            ("row_id", _STR), ("table_id", _STR), ("paper_id", _STR), ("page_number", _INT), ("page_id", _STR),
+            ("row_index", _INT), ("row_header_path", pa.list_(_STR)), ("row_text", _STR), ("num_values", _INT),
+            ("backend", _STR),
+        ]
+    ),
+    "table_columns": pa.schema(
+        [
+            ("column_id", _STR), ("table_id", _STR), ("paper_id", _STR), ("page_number", _INT), ("page_id", _STR),
+            ("col_index", _INT), ("column_header_path", pa.list_(_STR)), ("unit", _STR), ("column_text", _STR),
+            ("num_values", _INT), ("backend", _STR),
         ]
     ),
     "images": pa.schema(

@@ -92,6 +92,20 @@ def _rows(home: Path) -> dict[str, list[dict[str, Any]]]:
              "ref_paper_id": CALIBRATION, "ref_page_id": page_id(CALIBRATION, 2), "page_number": 2,
              "table_label": "Table 2", "num_rows": 3, "num_cols": 3},
         ],
+        "table_rows": [
+            {"row_id": element_id(TABLE_ID, "row", index), "row_index": index, "row_header_path": [label],
+             "row_header": label, "num_values": 2, "ref_table_id": TABLE_ID, "ref_paper_id": CALIBRATION,
+             "ref_page_id": page_id(CALIBRATION, 2), "page_number": 2,
+             "row_text": f"Table 2: Accuracy on SST-2 and MNLI.\nRow: {label}\nSST-2: {sst}; MNLI: {mnli}"}
+            for index, label, sst, mnli in ((1, "Baseline", 68.5, 61.0), (2, "RankCal", 71.2, 64.3))
+        ],
+        "table_columns": [
+            {"column_id": element_id(TABLE_ID, "column", index), "col_index": index, "column_header_path": [label],
+             "column_header": label, "num_values": 2, "ref_table_id": TABLE_ID, "ref_paper_id": CALIBRATION,
+             "ref_page_id": page_id(CALIBRATION, 2), "page_number": 2,
+             "column_text": f"Table 2: Accuracy on SST-2 and MNLI.\nColumn: {label}\nBaseline: {base}; RankCal: {ours}"}
+            for index, label, base, ours in ((1, "SST-2", 68.5, 71.2), (2, "MNLI", 61.0, 64.3))
+        ],
         "images": [
             {"image_id": IMAGE_ID, "image_caption": "Figure 3: WER of DD2 and NV1.", "bounding_box": [72, 100, 328, 200],
              "ordinal": 0, "ref_paper_id": CALIBRATION, "ref_page_id": page_id(CALIBRATION, 2), "page_number": 2,

@@ -220,6 +220,9 @@ def _method_script(method: str) -> list:
         "mathrag": [turn("RetrieveFromDatabase", {"sql": TABLE_SQL}), answer],
         "recap": ["[Restate]: RankCal's SST-2 accuracy.\n[Extract]: 71.2 (Table 2, RankCal, SST-2)\n"
                   "[Compute]: none\n[Answer]: 71.2\n[Present]: 71.2"],
+        "hdrag": ["[Ranking]: 1, 2",
+                  "[Restate]: RankCal's SST-2 accuracy.\n[Extract]: 71.2 (Table 2, row RankCal, column SST-2)\n"
+                  "[Compute]: none\n[Answer]: 71.2\n[Present]: 71.2"],
     }[method]
 
 
@@ -248,6 +251,45 @@ def test_recap_uses_the_calculator_for_numeric_answers(tmp_path: Path, env) -> N
                 "[Present]: (71.2 - 68.5) / 68.5 * 100")
     result, _ = run("recap", [response], tmp_path, env, task=task)
     assert result.answer == 3.94 and result.trajectory[-1].parameters["chosen"] == "calculator"
+
+
+def test_hdrag_reranks_row_and_column_entities_then_computes(tmp_path: Path, env) -> None:  # noqa: F811
+    """The ensemble's candidates are the table's rows, columns and the table; the model's ranking decides the
+    context (unknown numbers are ignored, the rest is filled in ensemble order) and RECAP computes the answer."""
+    from agent.methods import hdrag_candidates
+    from agent.task import Task
+
+    task = TASK | {"question": "By how many points does RankCal beat the Baseline on SST-2?",
+                   "answer_format": "a float rounded to 1 decimal place"}
+    candidates = hdrag_candidates(env, Task.from_any(task))
+    assert {c.table_name for c in candidates} == {"table_rows", "table_columns", "tables"}
+    assert all(c.bbox is not None and [float(v) for v in c.bbox] == [72.0, 400.0, 468.0, 120.0] for c in candidates)
+    sst = next(i for i, c in enumerate(candidates, 1) if c.text.startswith("Table 2") and "Column: SST-2" in c.text)
+    script = [f"[Ranking]: {sst}, 99, {sst}",
+              "[Restate]: the gap.\n[Extract]: RankCal 71.2, Baseline 68.5 (column SST-2)\n[Compute]: 2.7\n"
+              "[Answer]: 2.7\n[Present]: 71.2 - 68.5"]
+    with start_stub(script, tmp_path / "stub") as stub:
+        llm = ChatClient(base_url=stub.base_url, api_key="k", model="stub-model", sleep=lambda _: None)
+        result = run_method("hdrag", task, env, llm, k=2)
+        requests = stub.requests()
+    assert result.status == "answered" and result.answer == 2.7
+    rerank = result.trajectory[1]
+    assert rerank.action_type == "rerank" and rerank.parameters == {"order": [sst]}
+    answer_prompt = "\n".join(texts(requests[1]))
+    assert "Column: SST-2" in answer_prompt and answer_prompt.index("Column: SST-2") < answer_prompt.index(
+        "[Restate]")
+    assert "[Candidates]" in texts(requests[0])[-1] and "(1) [" in texts(requests[0])[-1]
+    assert result.citations and all(c.paper_id == CALIBRATION for c in result.citations)
+
+
+def test_hdrag_keeps_the_ensemble_order_when_the_rerank_fails(tmp_path: Path, env) -> None:  # noqa: F811
+    script = [{"status": 400, "error": "bad request"},
+              "[Restate]: x\n[Extract]: 71.2\n[Compute]: none\n[Answer]: 71.2\n[Present]: 71.2"]
+    with start_stub(script, tmp_path / "stub") as stub:
+        llm = ChatClient(base_url=stub.base_url, api_key="k", model="stub-model", sleep=lambda _: None)
+        result = run_method("hdrag", TASK, env, llm, k=2)
+    assert result.status == "answered" and result.answer == 71.2
+    assert result.trajectory[1].action_type == "rerank" and not result.trajectory[1].ok
 
 
 @pytest.mark.parametrize(
@@ -353,3 +395,14 @@ def test_two_stage_falls_back_to_the_first_retrieval_when_stage_one_is_malformed
     assert result.answered and result.answer == "71.2"
     assert "[Retrieved by your action]" not in "\n".join(texts(requests[1]))
     assert any(c.basis == "contains_answer" for c in result.citations)
+
+
+@pytest.mark.parametrize(("gold", "text", "found"), [
+    (74.1, "BROS: 74.10; TEDS", True), (4749, "Ambig.: 4,749;", True), (1234567, "1,234,567", True),
+    (-2.1, "drops by −2.1 points", True), (12, "12.0", True), (97.2, "97.20%", True),
+    (74.1, "174.1", False), (74.1, "74.15", False), (4749, "14,749", False), (456, "123,456", False),
+])
+def test_answer_bearing_numbers_match_as_papers_print_them(gold, text, found) -> None:
+    from agent.evidence import answer_needles, contains_needle
+
+    assert any(contains_needle(text, needle) for needle in answer_needles(gold)) is found

@@ -161,6 +161,30 @@ def test_evidence_snippets_are_on_their_pages(examples, page_text):
             assert snippet in page_text(evidence["paper_id"], evidence["page_number"]), (example.uuid, evidence)
 
 
+TABLES = Path(__file__).parent / "data" / "airqa_tables.jsonl"
+
+
+@needs_corpus
+def test_table_questions_are_checked_against_their_pages(corpus, page_text):
+    """The table questions (issue 11): each gold value is printed on its evidence page, as a whole number (not part
+    of another), and passes its own evaluator; each question names one corpus paper and is tagged a table question."""
+    from agent.evidence import answer_needles, contains_needle
+
+    table_examples = load_examples(TABLES)
+    assert len(table_examples) >= 40 and len({e.uuid for e in table_examples}) == len(table_examples)
+    assert len({e.anchor_pdf[0] for e in table_examples}) >= 10  # spread over the corpus, not one paper
+    for example in table_examples:
+        evidence = example.extra["evidence"]
+        assert "table" in example.tags and example.anchor_pdf == [evidence["paper_id"]] and evidence["paper_id"] \
+            in corpus, example.uuid
+        page = page_text(evidence["paper_id"], evidence["page_number"])
+        printed = evidence["text"]
+        assert printed in page, (example.uuid, printed)
+        gold = example.extra["gold_answer"]
+        assert any(contains_needle(page, needle) for needle in answer_needles(gold)), (example.uuid, gold)
+        assert run_evaluator(example.evaluator.eval_func, gold, example.evaluator.eval_kwargs) == 1, example.uuid
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Loading, evaluating, reporting
 

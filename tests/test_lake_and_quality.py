@@ -37,6 +37,9 @@ def test_a_clean_parse_passes_every_blocking_expectation(parsed):
      "expect_column_max_to_be_between"),
     (lambda p: p.rows("chunks").append(dict(p.rows("chunks")[0])), "chunks", "expect_column_values_to_be_unique"),
     (lambda p: p.rows("chunks")[0].update(token_count=900), "chunks", "expect_column_max_to_be_between"),
+    (lambda p: p.rows("table_rows")[0].update(table_id="not-a-table"), "table_rows",
+     "expect_column_values_to_be_in_set"),
+    (lambda p: p.rows("tables")[0].update(table_structure="fine"), "tables", "expect_column_values_to_match_regex"),
     (lambda p: p.rows("equations").append({"equation_id": None, "paper_id": "x",
                                            "page_number": 1, "ordinal": 9, "bbox": [1.0, 1.0, 2.0, 2.0]}),
      "equations", "expect_column_values_to_not_be_null"),
@@ -55,7 +58,9 @@ def test_suspicious_parses_only_warn(parsed):
     thin = copy.deepcopy(paper)
     thin.views["sections"] = []
     thin.views["tables"] = thin.rows("tables")[:1]
-    thin.views["table_cells"] = []
+    kept = {t["table_id"] for t in thin.views["tables"]}
+    for view in ("table_cells", "table_rows", "table_columns"):
+        thin.views[view] = [r for r in thin.rows(view) if r["table_id"] in kept]
     report = validate_paper(thin, pdf_page_count=7, max_chunk_tokens=512)
     assert report.passed
     flagged = {o.view for o in report.suspicious}

@@ -209,3 +209,67 @@ def test_removing_a_paper_empties_every_store(built):
         store.close()
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         assert con.execute("select count(*) from formula_occurrences where paper_id = ?", [paper]).fetchone() == (0,)
+
+
+def test_table_rows_and_columns_are_entities_that_search_finds_and_resync_skips(built):
+    """HD-RAG's row and column lines are warehouse views, encoded like every other text cell: one entity per line
+    in each text collection, found by `search --view table_rows.row_text`, and a re-sync encodes nothing."""
+    from paperlake.vectors.config import load_config
+    from paperlake.vectors.entities import collect_cells, default_encodable
+    from paperlake.vectors.store import VectorStore
+
+    settings = built["settings"]
+    quantum = paper_ids(settings)[f"naacl2024/{PAPERS[1]}"]
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        lines = dict(con.execute("select 'table_rows', count(*) from table_rows union all "
+                                 "select 'table_columns', count(*) from table_columns").fetchall())
+        bert = con.execute("select row_text from table_rows r join tables t on t.table_id = r.ref_table_id where "
+                           "t.ref_paper_id = ? and r.row_header = 'BERT' and t.table_caption ilike '%accuracy%'",
+                           [quantum]).fetchall()
+        cells = collect_cells(con, default_encodable(), [quantum])
+    assert lines["table_rows"] > 20 and lines["table_columns"] > 10
+    assert bert and "SST-5: 49.13" in bert[0][0]  # the value named by its column header
+    store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite")
+    try:
+        texts = [spec for spec in load_config().active_collections() if spec.modality == "text"]
+        for spec in texts:
+            for view, column in (("table_rows", "row_text"), ("table_columns", "column_text")):
+                assert store.count(spec.name, f"table_name == '{view}'") == lines[view], (spec.name, view)
+        report = store.sync_paper(quantum, cells, texts)
+        assert report.encoded == 0 and report.upserted == 0 and report.deleted == 0
+    finally:
+        store.close()
+    hits = json.loads(cli(settings, "search", "BERT accuracy on SST-5", "--view", "table_rows.row_text",
+                          "--filter", f"pdf_id == '{quantum}'", "--json").stdout)
+    assert hits and {h["table_name"] for h in hits} == {"table_rows"}
+    assert any("49.13" in h["content"] for h in hits)
+
+
+def test_tables_list_and_show_print_header_paths(built):
+    settings = built["settings"]
+    listed = json.loads(cli(settings, "tables", "list", "--paper", "Lindblad", "--json").stdout)
+    assert listed and all("Lindblad" in t["title"] for t in listed)
+    accuracy = next(t for t in listed if t["table_label"] == "Table 3")
+    shown = json.loads(cli(settings, "tables", "show", accuracy["table_id"], "--json").stdout)
+    bert = next(c for c in shown["cells"] if c["row_header_path"] == ["BERT"] and c["column_header_path"] == ["SST-5"])
+    assert bert["cell_text"] == "49.13" and bert["number_value"] == 49.13
+    assert shown["table"]["table_structure"] == "ok" and shown["table"]["stub_columns"] >= 1
+    text = cli(settings, "tables", "show", accuracy["table_id"], "--cells").stdout
+    assert "SST-5" in text and "BERT" in text and "structure: ok" in text
+    missing = CliRunner().invoke(app, ["tables", "show", "nope", "--home", str(settings.home)])
+    assert missing.exit_code == 1 and "paperlake tables list" in missing.output
+
+
+def test_hdrag_finds_the_answer_bearing_row_more_often_than_classic_rag(built):
+    """Retrieval only, no LLM: the table questions about the two papers of this store."""
+    from agent.run import retrieval_only
+
+    settings = built["settings"]
+    wanted = set(paper_ids(settings).values())
+    examples = [json.loads(line) for line in (REPO / "tests" / "data" / "airqa_tables.jsonl").read_text().splitlines()]
+    examples = [e for e in examples if set(e["anchor_pdf"]) <= wanted]
+    assert len(examples) >= 8
+    hdrag = retrieval_only(examples, settings, "hdrag", 5)
+    classic = retrieval_only(examples, settings, "classic_rag", 5)
+    assert hdrag.error is None and hdrag.recall_at_k >= 0.8
+    assert hdrag.recall_at_k > classic.recall_at_k

@@ -11,7 +11,7 @@ from paperlake.inbox import PaperSource
 from paperlake.parsing.compare import iou
 from paperlake.parsing.gold import detections_from_parsed, load_gold
 from paperlake.parsing.pymupdf_backend import parse
-from paperlake.parsing.table_structure import parse_number, table_structure
+from paperlake.parsing.table_structure import caption_head, header_unit, parse_number, table_lines, table_structure
 
 SYNTHETIC = Path(__file__).parent / "data" / "synthetic"
 HEADER_PATH_FLOOR = 0.9  # the issue's acceptance; measured 0.948 here (0.940 on a held-out generated set)
@@ -96,4 +96,50 @@ def test_header_paths_on_the_synthetic_gold_tables():
                 mine = ours.get((row["row"], row["col"]))
                 exact += bool(mine) and mine["column_header_path"] == row["column_header_path"] \
                     and mine["row_header_path"] == row["row_header_path"]
+    print(f"header paths exact: {exact}/{total} = {exact / total:.3f}")
     assert total > 500 and exact / total >= HEADER_PATH_FLOOR, (exact, total)
+
+
+def test_a_measurement_row_under_a_rule_is_body_not_header():
+    """A reference row ruled off below the header ("FT 66.4 91.9") is data: its values must not become headers."""
+    grid = [cell(0, 0, "Method", header=True), cell(0, 1, "RTE", header=True), cell(0, 2, "SST-2", header=True),
+            cell(1, 0, "FT", header=True), cell(1, 1, "66.4", header=True), cell(1, 2, "91.9", header=True),
+            cell(2, 0, "MeZO"), cell(2, 1, "52.7"), cell(2, 2, "90.5")]
+    structure = table_structure(grid)
+    assert structure.header_rows == 1
+    paths = {r["text"]: r["column_header_path"] for r in structure.cells.iter_rows(named=True)}
+    assert paths["66.4"] == ["RTE"] and paths["90.5"] == ["SST-2"]
+    # integers are header levels often enough (k = 1, 5, 10; years) to stay headers
+    levels = [cell(0, 0, "Model", header=True), cell(0, 1, "Recall@k", colspan=2, header=True),
+              cell(1, 1, "1", header=True), cell(1, 2, "5", header=True), cell(2, 0, "BM25"), cell(2, 1, "0.41"),
+              cell(2, 2, "0.63")]
+    assert table_structure(levels).header_rows == 2
+
+
+def test_row_and_column_lines_name_every_value_by_its_headers():
+    grid = [cell(0, 0, "Group", rowspan=2, header=True), cell(0, 1, "Model", rowspan=2, header=True),
+            cell(0, 2, "Wiki", colspan=2, header=True), cell(0, 4, "News", header=True),
+            cell(1, 2, "ARI", header=True), cell(1, 3, "NMI", header=True), cell(1, 4, "ARI", header=True),
+            cell(2, 0, "Short", rowspan=2), cell(2, 1, "BERT"), cell(2, 2, "1.0"), cell(2, 3, "2.0"),
+            cell(2, 4, "3.0"), cell(3, 1, "T5"), cell(3, 2, "4.0"), cell(3, 3, "5.0"), cell(3, 4, "6.0")]
+    rows, columns = table_lines(table_structure(grid), caption_head("Table 4", "Table 4: Clustering. Best in bold."))
+    assert [r.header_path for r in rows] == [["Short", "BERT"], ["Short", "T5"]]
+    assert rows[0].text == "Table 4: Clustering.\nRow: Short > BERT\nWiki > ARI: 1.0; Wiki > NMI: 2.0; News > ARI: 3.0"
+    assert rows[0].num_values == 3 and rows[0].index == 2
+    assert [c.header_path for c in columns] == [["Wiki", "ARI"], ["Wiki", "NMI"], ["News", "ARI"]]
+    assert columns[2].text.endswith("Column: News > ARI\nShort > BERT: 3.0; Short > T5: 6.0")
+    empty = table_structure([cell(0, 0, "A", header=True), cell(1, 0, "")])
+    assert table_lines(empty, "Table") == ([], [])
+
+
+@pytest.mark.parametrize(("path", "unit"), [
+    (["Speed", "Latency (ms)"], "ms"), (["Acc. [%]"], "%"), (["Memory (GB)"], "GB"), (["Time (s/iter)"], "s/iter"),
+    (["BLEU (ours)"], None), (["Default setting (k=31)", "ARI"], None), (["(M)"], None), (None, None)])
+def test_units_stated_by_headers(path, unit):
+    assert header_unit(path) == unit
+
+
+def test_caption_head_is_the_first_sentence_with_the_label():
+    assert caption_head("Table 2", "Results on the hard split. Best in bold.") == "Table 2: Results on the hard split."
+    assert caption_head("Table 2", None) == "Table 2"
+    assert len(caption_head(None, "word " * 100)) <= 165

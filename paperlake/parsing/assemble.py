@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from html.parser import HTMLParser
 from typing import Any
 
@@ -18,6 +18,7 @@ from paperlake import ids
 from paperlake.inbox import PaperSource
 from paperlake.parsing.blocks import Block, DocumentLayout, TableCell
 from paperlake.parsing.errors import ParseError
+from paperlake.parsing.table_structure import TableStructure, caption_head, header_unit, table_lines, table_structure
 from paperlake.views import ParsedPaper
 
 # Blocks whose text belongs to the body (sections and chunks); titles, authors and running heads do not.
@@ -398,14 +399,16 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
             table_id = ids.element_id(paper_id, "table", page, ordinal)
             content = block.html or (cells_to_html(block.cells) if block.cells else None)
             rows, cols = _table_shape(block.cells, content)
+            structure = table_structure([asdict(cell) for cell in block.cells])
             parsed.rows("tables").append(
                 {
                     "table_id": table_id, "ordinal": ordinal, "table_label": block.label,
                     "table_caption": block.caption, "table_content": content, "num_rows": rows, "num_cols": cols,
-                    "detector": block.detector, **located,
+                    "header_rows": structure.header_rows, "stub_columns": structure.stub_columns,
+                    "table_structure": structure.quality, "detector": block.detector, **located,
                 }
             )
-            parsed.rows("table_cells").extend(_cell_rows(table_id, block.cells, common))
+            _add_table_structure_rows(parsed, table_id, block, structure, common)
         elif block.kind == "figure" and block.parent is None:
             ordinal = next_ordinal("image", page)
             image_id = ids.element_id(paper_id, "image", page, ordinal)
@@ -482,15 +485,36 @@ def _xywh(bbox: tuple[float, float, float, float]) -> list[float]:
     return [x0, y0, x1 - x0, y1 - y0]
 
 
-def _cell_rows(table_id: str, cells: list[TableCell], common: dict[str, str]) -> list[dict[str, Any]]:
-    return [
-        {
-            "cell_id": ids.element_id(table_id, "cell", cell.row, cell.col), "table_id": table_id,
-            "row_index": cell.row, "col_index": cell.col, "rowspan": cell.rowspan, "colspan": cell.colspan,
-            "cell_text": cell.text, "is_header": cell.is_header, **common,
-        }
-        for cell in cells
-    ]
+def _add_table_structure_rows(
+    parsed: ParsedPaper, table_id: str, block: Block, structure: TableStructure, common: dict[str, str]
+) -> None:
+    """The table's cells with their header paths and numbers, and its row and column lines (HD-RAG's H-RCL)."""
+    for cell in structure.cells.iter_rows(named=True):
+        column_path = cell["column_header_path"]
+        parsed.rows("table_cells").append(
+            {
+                "cell_id": ids.element_id(table_id, "cell", cell["row"], cell["col"]), "table_id": table_id,
+                "row_index": cell["row"], "col_index": cell["col"], "rowspan": cell["rowspan"],
+                "colspan": cell["colspan"], "cell_text": cell["text"], "is_header": cell["is_header"],
+                "is_stub": cell["is_stub"], "column_header_path": column_path,
+                "row_header_path": cell["row_header_path"], "number_value": cell["number"],
+                "number_flags": cell["flags"] or None, "unit": header_unit(column_path), **common,
+            }
+        )
+    located = {"page_number": block.page_number, "page_id": ids.page_id(common["paper_id"], block.page_number)}
+    rows, columns = table_lines(structure, caption_head(block.label, block.caption))
+    for line in rows:
+        parsed.rows("table_rows").append(
+            {"row_id": ids.element_id(table_id, "row", line.index), "table_id": table_id, "row_index": line.index,
+             "row_header_path": line.header_path, "row_text": line.text, "num_values": line.num_values,
+             **located, **common}
+        )
+    for line in columns:
+        parsed.rows("table_columns").append(
+            {"column_id": ids.element_id(table_id, "column", line.index), "table_id": table_id,
+             "col_index": line.index, "column_header_path": line.header_path, "unit": line.unit,
+             "column_text": line.text, "num_values": line.num_values, **located, **common}
+        )
 
 
 def cells_to_html(cells: list[TableCell]) -> str:

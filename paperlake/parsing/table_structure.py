@@ -34,6 +34,8 @@ _NUMBER = re.compile(
     r"(?P<delta>\s*\(\s*[-+−–↑↓]?\s*\d*\.?\d+\s*%?\s*\))?\s*(?P<mark>[*†‡§¶]+)?$"
 )
 _SCALE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9}
+# What can be wrong with a table's structure (TableStructure.flags); "ok" when nothing is.
+STRUCTURE_FLAGS = ("empty", "overlapping_spans", "not_rectangular", "no_header")
 
 
 @dataclass
@@ -142,10 +144,28 @@ def table_structure(cells: list[dict[str, Any]]) -> TableStructure:
 def _header_rows(frame: pl.DataFrame) -> int:
     marked = frame.filter(pl.col("is_header"))
     if not marked.is_empty():
-        return int(marked.select((pl.col("row") + pl.col("rowspan")).max()).item())
+        marked_rows = int(marked.select((pl.col("row") + pl.col("rowspan")).max()).item())
+        return min(marked_rows, _first_measurement_row(frame, marked_rows))
     first = frame.filter(pl.col("row") == 0)
     has_body = frame.filter(pl.col("row") > 0).height > 0
     return 1 if has_body and not first["numeric"].any() else 0
+
+
+def _first_measurement_row(frame: pl.DataFrame, limit: int) -> int:
+    """The first row after the first that reads as results, not headers: most of its cells are measurements
+    (decimals, percentages, ± values). A rule under a reference row ("FT 66.4 91.9 …") makes the backend mark it as
+    header; integers alone do not count, since header levels are often k = 1, 5, 10 or years."""
+    for row in range(1, limit):
+        texts = [t for t in frame.filter(pl.col("row") == row)["text"].to_list() if t]
+        measured = sum(_is_measurement(t) for t in texts)
+        if texts and measured >= 2 and measured * 2 >= len(texts):
+            return row
+    return limit
+
+
+def _is_measurement(text: str) -> bool:
+    number = parse_number(text)
+    return number is not None and ("." in text or bool({"percent", "pm"} & set(number.flags)))
 
 
 def _stub_columns(frame: pl.DataFrame, header_rows: int, n_cols: int) -> int:
@@ -170,3 +190,110 @@ def _quality_flags(covered: pl.DataFrame, n_rows: int, n_cols: int, header_rows:
     if header_rows == 0:
         flags.append("no_header")
     return flags
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Units and the row/column representations (HD-RAG's H-RCL)
+
+# "Latency (ms)", "Acc. [%]", "Memory (GB)", "Time (s/iter)": a short unit in brackets at the end of a header.
+_UNIT = re.compile(r"[(\[]\s*(%|‰|[A-Za-zµμ$€£]{1,5}(?:\s*/\s*[A-Za-z]{1,6})?)\s*[)\]]\s*$")
+# Bracketed words at the end of a header that are not units: "(ours)", "(avg)", "(dev)", "(M)" is a unit (millions).
+_NOT_UNITS = frozenset(
+    "ours avg mean std all test dev val train base large small full none best ft zs fs sft rl acc em f bleu rouge "
+    "auc top new old ref gold ppl sota llm vlm cot".split())
+
+
+def header_unit(path: list[str] | None) -> str | None:
+    """The unit a column's header states (its deepest header first): ``["Speed", "Latency (ms)"]`` → ``"ms"``."""
+    for text in reversed(path or []):
+        match = _UNIT.search(text)
+        if match and match.group(1).lower() not in _NOT_UNITS and match.start() > 0:
+            return match.group(1).replace(" ", "")
+    return None
+
+
+_PATH_JOIN = " > "
+_CAPTION_HEAD_CHARS = 160
+
+
+def caption_head(label: str | None, caption: str | None) -> str:
+    """The caption's first sentence (at most ~160 characters), else the label: what a row or column is about."""
+    text = " ".join((caption or "").split())
+    if not text:
+        return label or "Table"
+    skip = 12  # not at "Table 4." or "Fig. 3."
+    cut = re.search(r"(?<=[.!?])\s+(?=[A-Z(])", text[skip:])
+    head = text[: skip + cut.start()] if cut else text
+    if len(head) > _CAPTION_HEAD_CHARS:
+        head = head[:_CAPTION_HEAD_CHARS].rsplit(" ", 1)[0] + " …"
+    if label and not head.lower().startswith(label.lower()):
+        head = f"{label}: {head}"
+    return head
+
+
+@dataclass
+class TableLine:
+    """One table row or column rendered for retrieval: its index, header path, text and how many numbers it holds."""
+
+    index: int
+    header_path: list[str]
+    text: str
+    num_values: int
+    unit: str | None = None
+
+
+def _path_text(path: list[str] | None) -> str:
+    return _PATH_JOIN.join(p for p in (path or []) if p)
+
+
+def table_lines(structure: TableStructure, head: str) -> tuple[list[TableLine], list[TableLine]]:
+    """HD-RAG's row- and column-level representations of a table, deterministic text (no LLM).
+
+    A row renders as ``<caption head>`` / ``Row: <row header path>`` / ``<column header path>: <value>; …`` and a
+    column as ``<caption head>`` / ``Column: <column header path> (unit)`` / ``<row header path>: <value>; …``, so a
+    question naming a model and a metric finds the one line holding both with the value beside them. Body rows only
+    (header rows are in every line's paths); data columns only (the stub columns are every row's path). A cell
+    spanning rows or columns is a value of each line it covers.
+    """
+    cells = structure.cells
+    if cells.is_empty():
+        return [], []
+    body = cells.filter(~pl.col("is_header") & ~pl.col("is_stub") & (pl.col("text") != ""))
+    rows_out: list[TableLine] = []
+    columns_out: list[TableLine] = []
+    n_rows = int(cells.select((pl.col("row") + pl.col("rowspan")).max()).item())
+    n_cols = int(cells.select((pl.col("col") + pl.col("colspan")).max()).item())
+    records = body.to_dicts()
+    row_paths = {r: _stub_path(cells, r) for r in range(structure.header_rows, n_rows)}
+    column_paths: dict[int, list[str]] = {}
+    for record in records:
+        for c in range(record["col"], record["col"] + record["colspan"]):
+            column_paths.setdefault(c, list(record["column_header_path"] or []))
+    for r in range(structure.header_rows, n_rows):
+        values = [x for x in records if x["row"] <= r < x["row"] + x["rowspan"]]
+        if not values:  # a row of empty cells, or the second line of a spanning row label
+            continue
+        parts = [f"{_path_text(v['column_header_path'])}: {v['text']}" if v["column_header_path"] else v["text"]
+                 for v in sorted(values, key=lambda v: v["col"])]
+        path = row_paths[r]
+        label = f"Row: {_path_text(path)}" if path else f"Row {r + 1 - structure.header_rows}"
+        rows_out.append(TableLine(r, path, f"{head}\n{label}\n" + "; ".join(parts),
+                                  sum(v["number"] is not None for v in values)))
+    for c in range(structure.stub_columns, n_cols):
+        values = [x for x in records if x["col"] <= c < x["col"] + x["colspan"]]
+        if not values:
+            continue
+        path = column_paths.get(c, [])
+        unit = header_unit(path)
+        parts = [f"{_path_text(v['row_header_path'])}: {v['text']}" if v["row_header_path"] else v["text"]
+                 for v in sorted(values, key=lambda v: v["row"])]
+        label = f"Column: {_path_text(path)}" if path else f"Column {c + 1 - structure.stub_columns}"
+        columns_out.append(TableLine(c, path, f"{head}\n{label}\n" + "; ".join(parts),
+                                     sum(v["number"] is not None for v in values), unit))
+    return rows_out, columns_out
+
+
+def _stub_path(cells: pl.DataFrame, row: int) -> list[str]:
+    stubs = cells.filter(pl.col("is_stub") & (pl.col("row") <= row) & (pl.col("row") + pl.col("rowspan") > row)
+                         & (pl.col("text") != "")).sort("col")
+    return list(dict.fromkeys(stubs["text"].to_list()))

@@ -41,6 +41,8 @@ DEFAULT_ENCODABLE: tuple[Encodable, ...] = (
     ("reference", "reference_content", "text"),
     ("images", "bounding_box", "image"),
     ("tables", "bounding_box", "image"),
+    ("table_rows", "row_text", "text"),
+    ("table_columns", "column_text", "text"),
 )
 
 # The row id of each warehouse table (the entity's `primary_key`).
@@ -53,6 +55,8 @@ PRIMARY_KEYS: dict[str, str] = {
     "images": "image_id",
     "equations": "equation_id",
     "reference": "reference_id",
+    "table_rows": "row_id",
+    "table_columns": "column_id",
 }
 
 

@@ -12,6 +12,12 @@ final as (
         colspan,
         cell_text,
         is_header,
+        is_stub,
+        column_header_path,
+        row_header_path,
+        number_value,
+        number_flags,
+        unit,
         paper_id as ref_paper_id
     from cells
 )

@@ -16,6 +16,9 @@ final as (
         table_label,
         num_rows,
         num_cols,
+        header_rows,
+        stub_columns,
+        table_structure,
         detector,
         backend
     from tables

@@ -13,6 +13,12 @@ renamed as (
         colspan,
         cell_text,
         is_header,
+        is_stub,
+        column_header_path,
+        row_header_path,
+        number_value,
+        number_flags,
+        unit,
         backend
     from source
 )

@@ -15,6 +15,9 @@ renamed as (
         bbox,
         num_rows,
         num_cols,
+        header_rows,
+        stub_columns,
+        table_structure,
         detector,
         backend
     from source

@@ -1,0 +1,22 @@
+with lines as (
+    select * from {{ ref('stg_table_columns') }}
+),
+
+final as (
+    select
+        column_id,
+        column_text,
+        column_header_path,
+        array_to_string(column_header_path, ' > ') as column_header,
+        unit,
+        col_index,
+        num_values,
+        table_id as ref_table_id,
+        paper_id as ref_paper_id,
+        page_id as ref_page_id,
+        page_number,
+        backend
+    from lines
+)
+
+select * from final

@@ -1,0 +1,21 @@
+with lines as (
+    select * from {{ ref('stg_table_rows') }}
+),
+
+final as (
+    select
+        row_id,
+        row_text,
+        row_header_path,
+        array_to_string(row_header_path, ' > ') as row_header,
+        row_index,
+        num_values,
+        table_id as ref_table_id,
+        paper_id as ref_paper_id,
+        page_id as ref_page_id,
+        page_number,
+        backend
+    from lines
+)
+
+select * from final
