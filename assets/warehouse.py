@@ -55,6 +55,8 @@ class PaperlakeDbtTranslator(DagsterDbtTranslator):
         spec = super().get_asset_spec(manifest, unique_id, project)
         props = self.get_resource_props(manifest, unique_id)
         if props["resource_type"] == "source":
+            if props["name"] == "enrichment":
+                return spec.replace_attributes(key=dg.AssetKey(["enrichment", "summaries"]))
             stage = "formulas" if props["source_name"] == "formula_lake" else "parsed"
             return spec.replace_attributes(key=dg.AssetKey([stage, props["name"]]))
         if props["resource_type"] == "model":

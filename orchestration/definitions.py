@@ -10,24 +10,25 @@ from __future__ import annotations
 
 import dagster as dg
 
+from assets.enrichment import enrichment_summaries
 from assets.formulas import formula_collection, formula_graph
 from assets.parse import inbox_pdf, parsed_views
 from assets.vectors import vector_assets
 from assets.warehouse import dbt_cli_resource, formula_models, warehouse_models
 from orchestration.jobs import JOBS
-from orchestration.resources import PaperlakeResource, paperlake_from_env
+from orchestration.resources import LLMResource, PaperlakeResource, paperlake_from_env
 from orchestration.sensors import inbox_schedule, inbox_sensor, stores_sensor
 
 
-def build_definitions(paperlake: PaperlakeResource | None = None) -> dg.Definitions:
+def build_definitions(paperlake: PaperlakeResource | None = None, llm: LLMResource | None = None) -> dg.Definitions:
     """The whole graph; ``paperlake`` overrides the environment's resource (the CLI passes its own inbox/home)."""
     return dg.Definitions(
-        assets=[inbox_pdf, parsed_views, warehouse_models, formula_graph, formula_models, formula_collection,
+        assets=[inbox_pdf, parsed_views, enrichment_summaries, warehouse_models, formula_graph, formula_models, formula_collection,
                 *vector_assets],
         jobs=JOBS,
         sensors=[inbox_sensor, stores_sensor],
         schedules=[inbox_schedule],
-        resources={"paperlake": paperlake or paperlake_from_env(), "dbt": dbt_cli_resource()},
+        resources={"paperlake": paperlake or paperlake_from_env(), "dbt": dbt_cli_resource(), "llm": llm or LLMResource()},
     )
 
 

@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from assets.enrichment import enrichment_summaries
 from assets.formulas import formula_collection, formula_graph
 from assets.parse import parsed_views
 from assets.vectors import vector_assets
@@ -10,6 +11,11 @@ from assets.warehouse import formula_models, warehouse_models
 ingest_paper = dg.define_asset_job(
     "ingest_paper", selection=dg.AssetSelection.assets(parsed_views),
     description="Parse one paper partition into the lake (new, changed, or removed from the inbox).",
+)
+enrich_paper = dg.define_asset_job(
+    "enrich_paper", selection=dg.AssetSelection.assets(enrichment_summaries),
+    description="LLM/VLM summaries, tl;dr and tags of one paper partition (only items whose content, prompt or "
+                "model changed), within the run's budget.",
 )
 build_warehouse = dg.define_asset_job(
     "build_warehouse", selection=dg.AssetSelection.assets(warehouse_models),
@@ -24,5 +30,5 @@ sync_vectors = dg.define_asset_job(
     "sync_vectors", selection=dg.AssetSelection.assets(*vector_assets),
     description="One paper's entities in each Milvus collection made exactly its warehouse cells.",
 )
-JOBS = [ingest_paper, build_warehouse, build_formulas, sync_vectors]
+JOBS = [ingest_paper, enrich_paper, build_warehouse, build_formulas, sync_vectors]
 FORMULA_ASSETS = {"graph": formula_graph, "models": formula_models, "collection": formula_collection}

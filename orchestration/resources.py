@@ -36,6 +36,37 @@ class PaperlakeResource(dg.ConfigurableResource):
         return Lake(self.settings().lake)
 
 
+class LLMResource(dg.ConfigurableResource):
+    """The project's one chat endpoint (the agent, the formula helpers and enrichment all use
+    :class:`paperlake.llm.ChatClient`): an OpenAI-compatible server, its models, budget and rate. Empty fields fall
+    back to the environment (OPENAI_BASE_URL, OPENAI_API_KEY, PAPERLAKE_LLM_MODEL, PAPERLAKE_VLM_MODEL,
+    PAPERLAKE_LLM_BUDGET, PAPERLAKE_LLM_CONCURRENCY, PAPERLAKE_LLM_RPM); secrets stay out of the run config."""
+
+    base_url: str = ""
+    api_key: str = ""        # set in process by `paperlake ingest` from its settings; from the environment otherwise
+    model: str = ""
+    vlm_model: str = ""
+    budget: str = ""
+    concurrency: int = 0
+    requests_per_minute: int = 0
+
+    def apply(self, settings: Settings) -> Settings:
+        from dataclasses import replace
+
+        changes = {name: value for name, value in (
+            ("openai_base_url", self.base_url), ("openai_api_key", self.api_key), ("llm_model", self.model), ("vlm_model", self.vlm_model),
+            ("llm_budget", self.budget), ("llm_concurrency", self.concurrency),
+            ("llm_requests_per_minute", self.requests_per_minute)) if value}
+        return replace(settings, **changes)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "LLMResource":
+        return cls(base_url=settings.openai_base_url or "", api_key=settings.openai_api_key or "",
+                   model=settings.llm_model or "", vlm_model=settings.vlm_model or "",
+                   budget=settings.llm_budget or "", concurrency=settings.llm_concurrency,
+                   requests_per_minute=settings.llm_requests_per_minute or 0)
+
+
 def paperlake_from_env() -> PaperlakeResource:
     """The resource as `dagster dev` and the schedule see it: PAPERLAKE_HOME, PAPERLAKE_INBOX (os.pathsep list)."""
     inboxes = [p for p in os.environ.get("PAPERLAKE_INBOX", "").split(os.pathsep) if p]

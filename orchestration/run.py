@@ -57,6 +57,10 @@ class IngestSummary:
     orphans_deleted: int = 0
     failures: list[StageFailure] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)
+    enrichment_skipped: str | None = None          # why enrichment did not run (no endpoint)
+    enriched: list[str] = field(default_factory=list)
+    enrichment_pending: dict[str, str] = field(default_factory=dict)   # paper key -> why items are left
+    enrichment_usage: dict[str, float] = field(default_factory=dict)   # calls, cached_calls, tokens, cost_usd, errors
 
     @property
     def ok(self) -> bool:
@@ -108,7 +112,8 @@ class _Runner:
         self.log_dir = settings.home / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
 
-    def run(self, job_name: str, *, partition_key: str | None = None, asset_selection=None, log: str | None = None):
+    def run(self, job_name: str, *, partition_key: str | None = None, asset_selection=None, log: str | None = None,
+            run_config: dict | None = None):
         tags = run_tags("cli")
         if partition_key:
             tags["paperlake/volume"] = partition_key.partition("/")[0]
@@ -118,11 +123,12 @@ class _Runner:
                 stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(self.log_dir / log, "w"))))
             return job.execute_in_process(instance=self.instance, partition_key=partition_key,
                                           asset_selection=asset_selection, raise_on_error=False, tags=tags,
-                                          run_config=QUIET)
+                                          run_config=QUIET | (run_config or {}))
 
 
 def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, str], None] | None = None,
-           rebuild_warehouse: bool = False) -> IngestSummary:
+           rebuild_warehouse: bool = False, enrich_kinds: tuple[str, ...] | None = None,
+           enrich_limit: int | None = None, retry_errors: bool = False) -> IngestSummary:
     """Bring every store up to date with the inbox: parse what changed, then rebuild exactly the stores that are
     stale by :mod:`paperlake.freshness` (which reads each store's own record of what it was built from), so a
     run killed at any point is repaired by the next one. Never raises for a failed paper or stage: each becomes a
@@ -135,7 +141,7 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     from orchestration.definitions import build_definitions
     from orchestration.jobs import FORMULA_ASSETS
     from orchestration.partitions import papers
-    from orchestration.resources import PaperlakeResource
+    from orchestration.resources import LLMResource, PaperlakeResource
 
     notify = progress or (lambda key, status: None)
     lake = Lake(settings.lake)
@@ -149,7 +155,7 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
         max_chunk_tokens=settings.max_chunk_tokens,
     )
     instance = dagster_instance(settings)
-    runner = _Runner(build_definitions(resource), instance, settings)
+    runner = _Runner(build_definitions(resource, LLMResource.from_settings(settings)), instance, settings)
     keys = plan.removed + [s.paper_key for s in plan.to_parse]  # a removed paper frees its id first
     _add_partitions(instance, papers.name, keys)
     summary.step_seconds["plan"] = time.perf_counter() - started
@@ -172,6 +178,10 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
             summary.published.append(key)
             notify(key, "parsed")
     summary.step_seconds["parse"] = time.perf_counter() - stage_started
+
+    stage_started = time.perf_counter()
+    _enrich(runner, instance, settings, summary, notify, enrich_kinds, enrich_limit, retry_errors)
+    summary.step_seconds["enrichment"] = time.perf_counter() - stage_started
 
     stage_started = time.perf_counter()
     reason = warehouse_staleness(settings) or ("asked for (--rebuild-warehouse)" if rebuild_warehouse else None)
@@ -232,6 +242,51 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     _forget_partitions(instance, papers.name, settings, lake, {s.paper_key for s in sources}, collections)
     summary.step_seconds["total"] = time.perf_counter() - started
     return summary
+
+
+def _enrich(runner: "_Runner", instance, settings: Settings, summary: IngestSummary,
+            notify: Callable[[str, str], None], kinds: tuple[str, ...] | None, limit: int | None,
+            retry_errors: bool) -> None:
+    """One `enrich_paper` run per paper with items to ask, each given what is left of the run's budget; papers the
+    budget does not reach are pending (reported, not failed) and come first next time."""
+    from orchestration.partitions import papers
+    from paperlake.enrichment import Budget, not_configured_reason, resolve_kinds, stale_papers
+
+    summary.enrichment_skipped = not_configured_reason(settings)
+    if summary.enrichment_skipped:
+        return
+    kinds = kinds or resolve_kinds(settings.enrich_kinds)
+    budget = Budget.parse(settings.llm_budget)
+    stale = stale_papers(settings, kinds, retry_errors=retry_errors)
+    keys = sorted(stale)[:limit] if limit is not None else sorted(stale)
+    _add_partitions(instance, papers.name, keys)
+    usage = {"calls": 0, "cached_calls": 0, "tokens": 0, "cost_usd": 0.0, "errors": 0}
+    for key in keys:
+        if budget.limited and budget.remaining() in ("0", "$0.000000"):
+            summary.enrichment_pending[key] = "budget"
+            continue
+        config = {"kinds": list(kinds), "budget": budget.remaining(), "retry_errors": retry_errors}
+        result = runner.run("enrich_paper", partition_key=key,
+                            run_config={"ops": {"enrichment__summaries": {"config": config}}})
+        if not result.success:
+            summary.failures.append(StageFailure("enrichment", failure_reason(result), key))
+            notify(key, "enrichment failed")
+            continue
+        outcome = {name: value.value for m in result.asset_materializations_for_node("enrichment__summaries")
+                   for name, value in m.metadata.items()}
+        tokens = int(outcome.get("prompt_tokens", 0)) + int(outcome.get("completion_tokens", 0))
+        budget.settle(0, 0.0, tokens, float(outcome.get("cost_usd", 0.0)))
+        for name, value in (("calls", outcome.get("calls", 0)), ("cached_calls", outcome.get("cached_calls", 0)),
+                            ("tokens", tokens), ("cost_usd", outcome.get("cost_usd", 0.0)),
+                            ("errors", outcome.get("errors", 0))):
+            usage[name] += value
+        if int(outcome.get("pending", 0)):
+            summary.enrichment_pending[key] = str(outcome.get("pending_reason") or "pending")
+            notify(key, "enrichment pending")
+        else:
+            summary.enriched.append(key)
+            notify(key, "enriched")
+    summary.enrichment_usage = usage
 
 
 def collection_available_here(store) -> bool:

@@ -49,15 +49,7 @@ def _print_rows(columns: list[str], rows: list[tuple], as_json: bool, title: str
 HomeOption = typer.Option(None, "--home", help="PAPERLAKE_HOME (default ./data).")
 
 
-@app.command()
-def ingest(
-    inboxes: list[Path] = typer.Argument(None, help="Inbox folders holding <volume>/*.pdf (default $PAPERLAKE_INBOX)."),
-    backend: str = typer.Option(None, "--backend", help="auto | pymupdf | mineru (default auto)."),
-    mineru_dir: Optional[Path] = typer.Option(None, "--mineru-dir", help="Folder of MinerU outputs, one per PDF stem."),
-    home: Optional[Path] = HomeOption,
-    rebuild_warehouse: bool = typer.Option(False, "--rebuild-warehouse", help="Run dbt even if nothing changed."),
-) -> None:
-    """Ingest new, changed and removed papers (runs the Dagster asset graph in process)."""
+def _inboxes(inboxes: list[Path] | None) -> list[Path]:
     if not inboxes:
         inboxes = [Path(p) for p in os.environ.get("PAPERLAKE_INBOX", "").split(os.pathsep) if p]
     if not inboxes:
@@ -65,9 +57,11 @@ def ingest(
     missing = [str(p) for p in inboxes if not p.is_dir()]
     if missing:
         _fail(f"inbox folder(s) not found: {', '.join(missing)}")
-    if mineru_dir is not None and not mineru_dir.is_dir():
-        _fail(f"--mineru-dir {mineru_dir} is not a folder")
-    settings = _settings(home, backend=backend, mineru_dir=mineru_dir.resolve() if mineru_dir else None)
+    return [p.resolve() for p in inboxes]
+
+
+def _run_ingest(inboxes: list[Path], settings: Settings, rebuild_warehouse: bool = False,
+                **enrich: Any) -> None:
     from orchestration.run import ingest as run_ingest
 
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -81,17 +75,25 @@ def ingest(
         from paperlake.lake import Lake
         from paperlake.pipeline import plan_ingest
 
-        plan = plan_ingest(scan_inbox([p.resolve() for p in inboxes], settings.mineru_dir), Lake(settings.lake),
-                           settings)
+        plan = plan_ingest(scan_inbox(inboxes, settings.mineru_dir), Lake(settings.lake), settings)
         progress.update(task, total=len(plan.to_parse) + len(plan.removed), last=plan.summary())
-        summary = run_ingest([p.resolve() for p in inboxes], settings, progress=notify,
-                             rebuild_warehouse=rebuild_warehouse)
+        summary = run_ingest(inboxes, settings, progress=notify, rebuild_warehouse=rebuild_warehouse, **enrich)
     console.print(f"[bold]plan:[/] {summary.plan.summary()}")
     console.print(f"parsed {len(summary.published)}, removed {len(summary.removed)}; "
                   f"warehouse {'rebuilt' if summary.warehouse_built else 'unchanged'}; "
                   f"formulas {', '.join(summary.formulas_built) or 'unchanged'}; "
                   f"vectors {len(summary.vectors_synced)} paper(s) synced; "
                   f"{len(summary.failures)} failure(s) ({summary.step_seconds.get('total', 0):.1f}s)")
+    if summary.enrichment_skipped:
+        console.print(f"enrichment skipped: {escape(summary.enrichment_skipped)}")
+    elif summary.enriched or summary.enrichment_pending or summary.enrichment_usage.get("calls"):
+        usage = summary.enrichment_usage
+        console.print(f"enrichment: {len(summary.enriched)} paper(s) enriched, {len(summary.enrichment_pending)} "
+                      f"pending; {usage.get('calls', 0)} call(s) ({usage.get('cached_calls', 0)} from the cache), "
+                      f"{usage.get('tokens', 0)} tokens, ${usage.get('cost_usd', 0.0):.4f}, "
+                      f"{usage.get('errors', 0)} refused answer(s)")
+        for key, why in sorted(summary.enrichment_pending.items()):
+            console.print(f"  pending {key}: {escape(why)}")
     for stage, reason in summary.stale.items():
         console.print(f"  rebuilt {stage}: {reason}")
     if summary.orphans_deleted:
@@ -105,6 +107,69 @@ def ingest(
 
 
 @app.command()
+def ingest(
+    inboxes: list[Path] = typer.Argument(None, help="Inbox folders holding <volume>/*.pdf (default $PAPERLAKE_INBOX)."),
+    backend: str = typer.Option(None, "--backend", help="auto | pymupdf | mineru (default auto)."),
+    mineru_dir: Optional[Path] = typer.Option(None, "--mineru-dir", help="Folder of MinerU outputs, one per PDF stem."),
+    home: Optional[Path] = HomeOption,
+    rebuild_warehouse: bool = typer.Option(False, "--rebuild-warehouse", help="Run dbt even if nothing changed."),
+) -> None:
+    """Ingest new, changed and removed papers (runs the Dagster asset graph in process); with an LLM endpoint
+    configured, also enriches them (summaries, tl;dr, tags) within PAPERLAKE_LLM_BUDGET."""
+    folders = _inboxes(inboxes)
+    if mineru_dir is not None and not mineru_dir.is_dir():
+        _fail(f"--mineru-dir {mineru_dir} is not a folder")
+    settings = _settings(home, backend=backend, mineru_dir=mineru_dir.resolve() if mineru_dir else None)
+    _run_ingest(folders, settings, rebuild_warehouse)
+
+
+@app.command()
+def enrich(
+    inboxes: list[Path] = typer.Argument(None, help="Inbox folders (default $PAPERLAKE_INBOX): new papers are "
+                                         "ingested first, then the lake's papers are enriched."),
+    views: Optional[str] = typer.Option(None, "--views", help="Kinds or views to enrich, comma-separated: "
+                                        "page_summary, section_summary, table_summary, image_summary, tldr, tags, "
+                                        "row_summary, column_summary (or pages, tables, table_rows, …)."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="At most this many papers."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the calls and the worst-case tokens and cost; "
+                                 "call nothing."),
+    retry_errors: bool = typer.Option(False, "--retry-errors", help="Ask again the items whose answer was refused."),
+    mineru_dir: Optional[Path] = typer.Option(None, "--mineru-dir", help="Folder of MinerU outputs, one per PDF stem."),
+    home: Optional[Path] = HomeOption,
+    as_json: bool = typer.Option(False, "--json", help="With --dry-run: the estimate as JSON."),
+) -> None:
+    """LLM/VLM enrichment of ingested papers: NeuSym-RAG's summaries, tl;dr and tags (HD-RAG's row/column summaries
+    with --views), only for items whose content, prompt or model changed, then the warehouse and vectors."""
+    from paperlake.enrichment import dry_run as estimate_run
+    from paperlake.enrichment import not_configured_reason, resolve_kinds
+    from paperlake.enrichment.runner import Budget, BudgetError
+
+    settings = _settings(home, mineru_dir=mineru_dir.resolve() if mineru_dir else None)
+    try:
+        kinds = resolve_kinds(views or settings.enrich_kinds)
+        Budget.parse(settings.llm_budget)
+    except (ValueError, BudgetError) as problem:
+        _fail(str(problem))
+    if dry_run:
+        plan = estimate_run(settings, kinds, retry_errors=retry_errors)
+        papers = sorted(plan["papers"])[:limit] if limit else sorted(plan["papers"])
+        if as_json:
+            print(json.dumps(plan | {"papers": {k: plan["papers"][k] for k in papers}}, default=str))
+            return
+        total = plan["total"]
+        console.print(f"would ask {total['calls']} item(s) of {len(plan['papers'])} paper(s) "
+                      f"({', '.join(f'{k} {n}' for k, n in total['by_kind'].items()) or 'nothing'}): at most "
+                      f"{total['prompt_tokens']} prompt + {total['completion_tokens']} completion tokens, "
+                      f"${total['cost_usd']:.4f} at PAPERLAKE_LLM_PRICES; models {plan['models']['text']} / "
+                      f"{plan['models']['vision']} (vision)")
+        return
+    reason = not_configured_reason(settings)
+    if reason:
+        _fail(f"cannot enrich: {reason}")
+    _run_ingest(_inboxes(inboxes), settings, enrich_kinds=kinds, enrich_limit=limit, retry_errors=retry_errors)
+
+
+@app.command()
 def status(home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False, "--json")) -> None:
     """Volumes, papers, failures and the formula graph in the warehouse."""
     import duckdb
@@ -112,8 +177,16 @@ def status(home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False
     settings = _settings(home)
     try:
         with connect_read_only(settings.warehouse) as con:
-            volumes = con.execute("select volume, venue, num_papers, num_pages, num_failed from volumes "
-                                  "order by volume").fetchall()
+            volumes = con.execute("select volume, venue, num_papers, num_pages, num_failed, llm_calls, llm_tokens, "
+                                  "round(llm_cost_usd, 4), llm_errors from volumes order by volume").fetchall()
+            enriched = dict(con.execute(
+                "select 'page_summary', count(page_summary) from pages union all "
+                "select 'section_summary', count(section_summary) from sections union all "
+                "select 'table_summary', count(table_summary) from tables union all "
+                "select 'image_summary', count(image_summary) from images where parent_image_id is null union all "
+                "select 'tldr', count(tldr) from metadata union all select 'tags', count(tags) from metadata union all "
+                "select 'row_summary', count(row_summary) from table_rows union all "
+                "select 'column_summary', count(column_summary) from table_columns").fetchall())
             counts = {t: con.execute(f'select count(*) from "{t}"').fetchone()[0] for t in (
                 "metadata", "pages", "sections", "chunks", "tables", "table_cells", "table_rows", "table_columns",
                 "images", "equations", "reference")}
@@ -131,15 +204,19 @@ def status(home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False
         _fail(str(error))
     report = {
         "home": str(settings.home),
-        "volumes": [dict(zip(("volume", "venue", "papers", "pages", "failed"), v)) for v in volumes],
-        "rows": counts, "backends": backends, "formulas": formulas,
+        "volumes": [dict(zip(("volume", "venue", "papers", "pages", "failed", "llm_calls", "llm_tokens",
+                              "llm_cost_usd", "llm_errors"), v)) for v in volumes],
+        "rows": counts, "backends": backends, "formulas": formulas, "enriched": enriched,
         "ingest_errors": [dict(zip(("paper_key", "stage", "reason"), e)) for e in errors],
     }
     if as_json:
         print(json.dumps(report, default=str))
         return
-    _print_rows(["volume", "venue", "papers", "pages", "failed"], volumes, False, title="volumes")
+    _print_rows(["volume", "venue", "papers", "pages", "failed", "llm calls", "llm tokens", "llm $", "llm errors"],
+                volumes, False, title="volumes")
     console.print("rows: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    if any(enriched.values()):
+        console.print("enriched: " + ", ".join(f"{k} {v}" for k, v in enriched.items()))
     console.print("backends: " + ", ".join(f"{k} {v}" for k, v in backends.items()))
     if formulas:
         console.print("formula graph: " + ", ".join(f"{k} {v}" for k, v in formulas.items()))

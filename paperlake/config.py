@@ -32,6 +32,11 @@ class Settings:
     openai_base_url: str | None = None
     openai_api_key: str | None = None
     llm_model: str | None = None
+    vlm_model: str | None = None          # tables and figures (PNG crops); default: llm_model
+    llm_budget: str | None = None         # per run: "200000" tokens or "$1.50"
+    llm_concurrency: int = 4
+    llm_requests_per_minute: int | None = None
+    enrich_kinds: str | None = None       # comma-separated enrichment kinds; default: NeuSym-RAG's six
 
     @property
     def lake(self) -> Path:
@@ -67,6 +72,11 @@ class Settings:
             openai_base_url=_env("OPENAI_BASE_URL"),
             openai_api_key=_env("OPENAI_API_KEY"),
             llm_model=_env("PAPERLAKE_LLM_MODEL", _env("OPENAI_MODEL")),
+            vlm_model=_env("PAPERLAKE_VLM_MODEL"),
+            llm_budget=_env("PAPERLAKE_LLM_BUDGET"),
+            llm_concurrency=int(_env("PAPERLAKE_LLM_CONCURRENCY", "4")),
+            llm_requests_per_minute=int(_env("PAPERLAKE_LLM_RPM")) if _env("PAPERLAKE_LLM_RPM") else None,
+            enrich_kinds=_env("PAPERLAKE_ENRICH_KINDS"),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

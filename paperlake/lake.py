@@ -89,7 +89,9 @@ class Lake:
 
     def ensure_contract(self) -> None:
         """Zero-row files fixing every view's columns, so dbt's globs always match and types never drift."""
-        for view, schema in [*VIEW_SCHEMAS.items(), (ERROR_VIEW, ERROR_SCHEMA)]:
+        from paperlake.enrichment.runner import ENRICHMENT_SCHEMA, ENRICHMENT_VIEW
+
+        for view, schema in [*VIEW_SCHEMAS.items(), (ERROR_VIEW, ERROR_SCHEMA), (ENRICHMENT_VIEW, ENRICHMENT_SCHEMA)]:
             path = self.root / view / CONTRACT_DIR / "schema.parquet"
             if not path.exists() or pq.read_schema(path) != schema:
                 write_table_atomic(schema.empty_table(), path)
@@ -141,8 +143,11 @@ class Lake:
 
     def remove_paper(self, paper_key: str) -> None:
         """Everything the lake holds for a paper, its error included (the file left the inbox)."""
+        from paperlake.enrichment.runner import ENRICHMENT_VIEW
+
         self.remove_views(paper_key)
         self.view_path(ERROR_VIEW, paper_key).unlink(missing_ok=True)
+        self.view_path(ENRICHMENT_VIEW, paper_key).unlink(missing_ok=True)  # its LLM summaries go with it
 
     # -- reads ----------------------------------------------------------------------------------------------------
     def record(self, paper_key: str) -> PaperRecord | None:
@@ -186,7 +191,7 @@ class Lake:
         """The lake's state as dbt reads it: every view, error, record and contract file (path, size, mtime).
         Every write is an atomic replace, so any change of content changes this digest."""
         entries = []
-        for folder in (RECORDS_DIR, ERROR_VIEW, *VIEWS):
+        for folder in (RECORDS_DIR, ERROR_VIEW, "enrichment", *VIEWS):
             base = self.root / folder
             if not base.exists():
                 continue

@@ -8,6 +8,11 @@ a request. SIGTERM is reset to its default so a test can stop it by pid.
 A script entry is either the assistant's text, or an object ``{"content": ..., "status": 500, "error": "...",
 "prompt_tokens": n, "completion_tokens": n}``; a non-2xx ``status`` answers with an OpenAI-style error body.
 Once the script is used up every request gets a 400 ``stub script exhausted``, so a test fails loudly.
+
+For concurrent clients the script can instead be ``{"rules": [...], "default": entry}``: each request gets the
+first rule whose ``match`` string occurs in its messages (as JSON) and that has ``times`` left (unlimited when
+absent); a rule is an entry as above plus ``match`` and ``times``; ``"content": "{echo}"`` answers with the first
+40 characters of the request's last text part. No matching rule: ``default``, else a 400.
 """
 
 from __future__ import annotations
@@ -27,8 +32,19 @@ from typing import Any
 def _serve(script_path: Path, record_path: Path, idle: float) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    script: list[Any] = json.loads(script_path.read_text(encoding="utf-8"))
+    script: Any = json.loads(script_path.read_text(encoding="utf-8"))
     state = {"next": 0, "last": time.monotonic()}
+    rules: list[dict[str, Any]] | None = script.get("rules", []) if isinstance(script, dict) else None
+    uses: dict[int, int] = {}
+
+    def by_rule(request: dict[str, Any]) -> dict[str, Any] | None:
+        text = json.dumps(request.get("messages", []), ensure_ascii=False)
+        with lock:
+            for number, rule in enumerate(rules or []):
+                if rule.get("match", "") in text and uses.get(number, 0) < rule.get("times", 1 << 30):
+                    uses[number] = uses.get(number, 0) + 1
+                    return rule
+        return script.get("default")
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -55,10 +71,16 @@ def _serve(script_path: Path, record_path: Path, idle: float) -> None:
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._reply(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                 return
-            if index >= len(script):
+            if rules is not None:
+                entry = by_rule(json.loads(raw or b"{}"))
+                if entry is None:
+                    self._reply(400, {"error": {"message": "no stub rule matches", "type": "invalid_request_error"}})
+                    return
+            elif index >= len(script):
                 self._reply(400, {"error": {"message": "stub script exhausted", "type": "invalid_request_error"}})
                 return
-            entry = script[index]
+            else:
+                entry = script[index]
             if isinstance(entry, str):
                 entry = {"content": entry}
             status = int(entry.get("status", 200))
@@ -68,6 +90,10 @@ def _serve(script_path: Path, record_path: Path, idle: float) -> None:
                 return
             request = json.loads(raw or b"{}")
             content = entry.get("content", "")
+            if "{echo}" in content:
+                last = request.get("messages", [{}])[-1].get("content", "")
+                last = last if isinstance(last, str) else " ".join(p.get("text", "") for p in last)
+                content = content.replace("{echo}", " ".join(last.split())[:40])
             prompt_tokens = entry.get("prompt_tokens", max(1, len(json.dumps(request.get("messages", []))) // 4))
             completion_tokens = entry.get("completion_tokens", max(1, len(content) // 4))
             self._reply(

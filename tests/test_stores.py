@@ -190,27 +190,6 @@ def test_eval_with_an_llm_writes_trajectories_predictions_and_reports(built, tmp
     assert report["overall"] == 0.5  # the gold answer scores 1, the refusal 0
 
 
-def test_removing_a_paper_empties_every_store(built):
-    from orchestration.run import ingest
-    from paperlake.vectors.config import load_config
-    from paperlake.vectors.store import VectorStore
-
-    settings = built["settings"]
-    key = f"naacl2024/{PAPERS[1]}"
-    paper = paper_ids(settings)[key]
-    (built["inbox"] / f"{key}.pdf").unlink()
-    summary = ingest([built["inbox"]], settings)
-    assert summary.removed == [key]
-    store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite")
-    try:
-        for spec in load_config().active_collections():
-            assert store.count(spec.name, f"pdf_id == '{paper}'") == 0, spec.name
-    finally:
-        store.close()
-    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
-        assert con.execute("select count(*) from formula_occurrences where paper_id = ?", [paper]).fetchone() == (0,)
-
-
 def test_table_rows_and_columns_are_entities_that_search_finds_and_resync_skips(built):
     """HD-RAG's row and column lines are warehouse views, encoded like every other text cell: one entity per line
     in each text collection, found by `search --view table_rows.row_text`, and a re-sync encodes nothing."""
@@ -273,3 +252,25 @@ def test_hdrag_finds_the_answer_bearing_row_more_often_than_classic_rag(built):
     classic = retrieval_only(examples, settings, "classic_rag", 5)
     assert hdrag.error is None and hdrag.recall_at_k >= 0.8
     assert hdrag.recall_at_k > classic.recall_at_k
+
+
+def test_removing_a_paper_empties_every_store(built):
+    from orchestration.run import ingest
+    from paperlake.vectors.config import load_config
+    from paperlake.vectors.store import VectorStore
+
+    settings = built["settings"]
+    key = f"naacl2024/{PAPERS[1]}"
+    paper = paper_ids(settings)[key]
+    (built["inbox"] / f"{key}.pdf").unlink()
+    summary = ingest([built["inbox"]], settings)
+    assert summary.removed == [key]
+    store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite")
+    try:
+        for spec in load_config().active_collections():
+            assert store.count(spec.name, f"pdf_id == '{paper}'") == 0, spec.name
+    finally:
+        store.close()
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        assert con.execute("select count(*) from formula_occurrences where paper_id = ?", [paper]).fetchone() == (0,)
+

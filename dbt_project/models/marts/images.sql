@@ -6,7 +6,7 @@ final as (
     select
         image_id,
         image_caption,
-        cast(null as varchar) as image_summary,
+        e.summary as image_summary,
         {{ int_bbox('bbox') }} as bounding_box,
         ordinal,
         paper_id as ref_paper_id,
@@ -18,6 +18,7 @@ final as (
         detector,
         backend
     from images
+    {{ enrichment_join('image_summary', 'e', 'coalesce(images.parent_image_id, images.image_id)') }}
 )
 
 select * from final

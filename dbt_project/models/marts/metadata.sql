@@ -16,8 +16,8 @@ final as (
         bibtex,
         authors,
         pdf_path,
-        cast(null as varchar) as tldr,
-        cast(null as varchar[]) as tags,
+        t.summary as tldr,
+        g.tags as tags,
         venue,
         paper_key,
         file_name,
@@ -27,6 +27,8 @@ final as (
         backend,
         parser_version
     from papers
+    {{ enrichment_join('tldr', 't', 'papers.paper_id') }}
+    {{ enrichment_join('tags', 'g', 'papers.paper_id') }}
 )
 
 select * from final

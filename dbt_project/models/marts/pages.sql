@@ -9,10 +9,11 @@ final as (
         round(page_width)::integer as page_width,
         round(page_height)::integer as page_height,
         page_content,
-        cast(null as varchar) as page_summary,
+        e.summary as page_summary,
         paper_id as ref_paper_id,
         backend
     from pages
+    {{ enrichment_join('page_summary', 'e', 'pages.page_id') }}
 )
 
 select * from final

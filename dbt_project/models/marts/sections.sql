@@ -7,7 +7,7 @@ final as (
         section_id,
         section_title,
         section_content,
-        cast(null as varchar) as section_summary,
+        e.summary as section_summary,
         ordinal,
         page_numbers,
         paper_id as ref_paper_id,
@@ -15,6 +15,7 @@ final as (
         level,
         backend
     from sections
+    {{ enrichment_join('section_summary', 'e', 'sections.section_id') }}
 )
 
 select * from final

@@ -6,6 +6,7 @@ final as (
     select
         column_id,
         column_text,
+        e.summary as column_summary,
         column_header_path,
         array_to_string(column_header_path, ' > ') as column_header,
         unit,
@@ -17,6 +18,7 @@ final as (
         page_number,
         backend
     from lines
+    {{ enrichment_join('column_summary', 'e', 'lines.column_id') }}
 )
 
 select * from final

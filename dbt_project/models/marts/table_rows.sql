@@ -6,6 +6,7 @@ final as (
     select
         row_id,
         row_text,
+        e.summary as row_summary,
         row_header_path,
         array_to_string(row_header_path, ' > ') as row_header,
         row_index,
@@ -16,6 +17,7 @@ final as (
         page_number,
         backend
     from lines
+    {{ enrichment_join('row_summary', 'e', 'lines.row_id') }}
 )
 
 select * from final

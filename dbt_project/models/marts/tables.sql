@@ -7,7 +7,7 @@ final as (
         table_id,
         table_caption,
         table_content,
-        cast(null as varchar) as table_summary,
+        e.summary as table_summary,
         {{ int_bbox('bbox') }} as bounding_box,
         ordinal,
         paper_id as ref_paper_id,
@@ -22,6 +22,7 @@ final as (
         detector,
         backend
     from tables
+    {{ enrichment_join('table_summary', 'e', 'tables.table_id') }}
 )
 
 select * from final

@@ -18,6 +18,18 @@ paper_counts as (
     group by volume
 ),
 
+llm_usage as (
+    select
+        p.volume,
+        count(*)::integer as llm_calls,
+        sum(e.prompt_tokens + e.completion_tokens)::bigint as llm_tokens,
+        sum(e.cost_usd)::double as llm_cost_usd,
+        count(*) filter (where e.status = 'error')::integer as llm_errors
+    from {{ ref('stg_enrichment') }} as e
+    join papers as p on p.paper_id = e.paper_id
+    group by p.volume
+),
+
 error_counts as (
     select volume, count(*)::integer as num_failed
     from errors
@@ -32,9 +44,14 @@ final as (
         p.pub_year,
         coalesce(p.num_papers, 0) as num_papers,
         coalesce(p.num_pages, 0) as num_pages,
-        coalesce(e.num_failed, 0) as num_failed
+        coalesce(e.num_failed, 0) as num_failed,
+        coalesce(u.llm_calls, 0) as llm_calls,
+        coalesce(u.llm_tokens, 0) as llm_tokens,
+        coalesce(u.llm_cost_usd, 0) as llm_cost_usd,
+        coalesce(u.llm_errors, 0) as llm_errors
     from paper_counts as p
     full outer join error_counts as e on p.volume = e.volume
+    left join llm_usage as u on u.volume = coalesce(p.volume, e.volume)
 )
 
 select * from final

@@ -1,0 +1,82 @@
+"""Table questions, retrieval only: HD-RAG's ensemble over row/column lines against the other methods, same stores.
+
+Reads an ingested home (default ``$PAPERLAKE_HOME``; ``--ingest`` ingests the sample corpus into it first) and scores
+every method's deterministic first retrieval on ``tests/data/airqa_tables.jsonl`` (44 hand-written questions over
+13 sample papers, each gold value checked on its PDF page by ``tests/test_eval_dataset.py``): answer-bearing
+recall@1 and @5 (an item bears the answer when its text states the gold value as papers print it). No LLM.
+
+The ensemble's RRF constant was chosen on the odd-numbered questions; the even-numbered ones are reported apart as
+the held-out half, for hdrag under the chosen and the textbook constant (60). Results go to
+``benchmarks/results/table_questions.json``.
+
+    python benchmarks/table_questions.py [--home DIR] [--ingest]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+QUESTIONS = REPO / "tests" / "data" / "airqa_tables.jsonl"
+METHODS = ("hdrag", "classic_rag", "recap", "neusym_rag", "two_stage_hybrid_rag")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--home", type=Path, default=Path(os.environ.get("PAPERLAKE_HOME", "data")))
+    parser.add_argument("--ingest", action="store_true", help="ingest the sample corpus into --home first")
+    parser.add_argument("--shared", type=Path, default=REPO.parent / "shared")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "table_questions.json")
+    args = parser.parse_args()
+
+    from agent.run import open_env, retrieval_only
+    import agent.methods as methods
+    from paperlake.config import Settings
+
+    settings = Settings.from_env(home=args.home.resolve())
+    if args.ingest:
+        from orchestration.run import ingest
+
+        ingest([args.shared / "corpus" / "inbox"], settings)
+    examples = [json.loads(line) for line in QUESTIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    halves = {"odd (tuning)": examples[1::2], "even (held out)": examples[0::2]}
+    results: dict = {"questions": len(examples), "papers": len({e["anchor_pdf"][0] for e in examples}),
+                     "machine": platform.platform(), "home": str(settings.home), "methods": {}, "hdrag_halves": {}}
+    with open_env(settings) as env:
+        for method in METHODS:
+            started = time.perf_counter()
+            at = {k: retrieval_only(examples, settings, method, k, env=env) for k in (1, 5)}
+            seconds = time.perf_counter() - started
+            results["methods"][method] = {
+                "recall_at_1": round(at[1].recall_at_k, 3), "recall_at_5": round(at[5].recall_at_k, 3),
+                "hit_at_5": round(at[5].hit_at_k, 3), "error": at[5].error,
+                "ms_per_question": round(1000 * seconds / (2 * len(examples)), 1),
+                "missed_at_5": [q.uuid for q in at[5].questions if not q.hit],
+            }
+            print(f"{method:22s} recall@1 {at[1].recall_at_k:.3f}  recall@5 {at[5].recall_at_k:.3f}")
+        chosen = methods._RRF_K
+        for rrf_k in (chosen, 60):
+            methods._RRF_K = rrf_k
+            for name, half in halves.items():
+                scores = {k: retrieval_only(half, settings, "hdrag", k, env=env).recall_at_k for k in (1, 5)}
+                results["hdrag_halves"][f"rrf_k={rrf_k} {name}"] = {f"recall_at_{k}": round(v, 3)
+                                                                    for k, v in scores.items()}
+                print(f"hdrag rrf_k={rrf_k:<3d} {name:16s} recall@1 {scores[1]:.3f}  recall@5 {scores[5]:.3f}")
+        methods._RRF_K = chosen
+    results["hdrag_weights"] = methods._ensemble_weights()
+    results["rrf_k"] = chosen
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"written: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
