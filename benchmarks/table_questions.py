@@ -7,7 +7,8 @@ recall@1 and @5 (an item bears the answer when its text states the gold value as
 
 The ensemble's RRF constant was chosen on the odd-numbered questions; the even-numbered ones are reported apart as
 the held-out half, for hdrag under the chosen and the textbook constant (60). Results go to
-``benchmarks/results/table_questions.json``.
+``benchmarks/results/table_questions_<backend>.json``: the tables' structure depends on the parser (PyMuPDF grids, or
+MinerU's HTML when its outputs are present), so run it on a home of each.
 
     python benchmarks/table_questions.py [--home DIR] [--ingest]
 """
@@ -34,7 +35,9 @@ def main() -> None:
     parser.add_argument("--home", type=Path, default=Path(os.environ.get("PAPERLAKE_HOME", "data")))
     parser.add_argument("--ingest", action="store_true", help="ingest the sample corpus into --home first")
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "table_questions.json")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="default benchmarks/results/table_questions_<backend>.json (the backend the home's "
+                             "papers were parsed with)")
     args = parser.parse_args()
 
     from agent.run import open_env, retrieval_only
@@ -48,7 +51,12 @@ def main() -> None:
         ingest([args.shared / "corpus" / "inbox"], settings)
     examples = [json.loads(line) for line in QUESTIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
     halves = {"odd (tuning)": examples[1::2], "even (held out)": examples[0::2]}
-    results: dict = {"questions": len(examples), "papers": len({e["anchor_pdf"][0] for e in examples}),
+    import duckdb
+
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        backends = sorted(b for (b,) in con.execute("select distinct backend from tables").fetchall())
+    out = args.out or REPO / "benchmarks" / "results" / f"table_questions_{'+'.join(backends)}.json"
+    results: dict = {"questions": len(examples), "table_backends": backends, "papers": len({e["anchor_pdf"][0] for e in examples}),
                      "machine": platform.platform(), "home": str(settings.home), "methods": {}, "hdrag_halves": {}}
     with open_env(settings) as env:
         for method in METHODS:
@@ -73,9 +81,9 @@ def main() -> None:
         methods._RRF_K = chosen
     results["hdrag_weights"] = methods._ensemble_weights()
     results["rrf_k"] = chosen
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"written: {args.out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"written: {out}")
 
 
 if __name__ == "__main__":

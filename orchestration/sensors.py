@@ -18,7 +18,14 @@ import json
 import dagster as dg
 
 from assets.vectors import vector_assets
-from orchestration.jobs import FORMULA_ASSETS, build_formulas, build_warehouse, ingest_paper, sync_vectors
+from orchestration.jobs import (
+    FORMULA_ASSETS,
+    build_formulas,
+    build_warehouse,
+    enrich_paper,
+    ingest_paper,
+    sync_vectors,
+)
 from orchestration.partitions import papers
 from orchestration.resources import PaperlakeResource
 from paperlake.inbox import scan_inbox
@@ -106,6 +113,18 @@ def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) 
     active = _in_flight(instance)
     if ingest_paper.name in active:
         return [], "parse runs in flight"
+    if settings.llm_configured and enrich_paper.name not in active:
+        from paperlake.enrichment import stale_papers as unenriched
+
+        pending = unenriched(settings)
+        if pending:  # summaries first: the warehouse build that follows picks them all up at once
+            requests = [r for key, count in sorted(pending.items()) if (r := _request(
+                instance, enrich_paper.name, f"{count} item(s) to enrich", [key, count, warehouse_inputs(settings)],
+                partition_key=key))]
+            if requests:
+                return requests, f"enrichment: {len(requests)} paper(s)"
+    elif enrich_paper.name in active:
+        return [], "enrichment runs in flight"
     if reason := warehouse_staleness(settings):
         if build_warehouse.name in active:
             return [], f"warehouse build in flight ({reason})"
@@ -142,11 +161,11 @@ def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) 
     return requests, "; ".join(notes) or "every store is current"
 
 
-@dg.sensor(jobs=[build_warehouse, build_formulas, sync_vectors], minimum_interval_seconds=30,
+@dg.sensor(jobs=[enrich_paper, build_warehouse, build_formulas, sync_vectors], minimum_interval_seconds=30,
            default_status=dg.DefaultSensorStatus.RUNNING)
 def stores_sensor(context: dg.SensorEvaluationContext, paperlake: PaperlakeResource) -> dg.SensorResult:
-    """Stale stores (by the same rules as `paperlake ingest`) → runs of build_warehouse, build_formulas and
-    sync_vectors, upstream first."""
+    """Stale stores (by the same rules as `paperlake ingest`) → runs of enrich_paper (with an LLM endpoint),
+    build_warehouse, build_formulas and sync_vectors, upstream first."""
     requests, note = plan_store_runs(paperlake, context.instance)
     keys = {request.partition_key for request in requests if request.partition_key}
     known = set(context.instance.get_dynamic_partitions(papers.name))

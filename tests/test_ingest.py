@@ -171,7 +171,7 @@ def test_definitions_form_one_graph_from_inbox_to_marts(dbt_manifest):
     graph = defs.resolve_asset_graph()
     keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
     for table in ("metadata", "pages", "sections", "chunks", "tables", "images", "equations", "reference",
-                  "table_cells", "volumes", "ingest_errors"):
+                  "table_cells", "table_rows", "table_columns", "volumes", "ingest_errors", "enrichment_errors"):
         assert f"warehouse/{table}" in keys
 
     def upstream(key: dg.AssetKey) -> set[dg.AssetKey]:
@@ -186,6 +186,11 @@ def test_definitions_form_one_graph_from_inbox_to_marts(dbt_manifest):
     lineage = upstream(dg.AssetKey(["warehouse", "chunks"]))
     assert {dg.AssetKey(["staging", "stg_chunks"]), dg.AssetKey(["parsed", "chunks"]),
             dg.AssetKey(["inbox", "pdf"])} <= lineage
+    # LLM summaries: parse views -> enrichment -> the marts' summary columns -> the vector collections
+    summaries = upstream(dg.AssetKey(["warehouse", "pages"]))
+    assert {dg.AssetKey(["enrichment", "summaries"]), dg.AssetKey(["parsed", "pages"])} <= summaries
+    assert dg.AssetKey(["parsed", "table_rows"]) in upstream(dg.AssetKey(["warehouse", "table_rows"]))
+    assert defs.resolve_job_def("enrich_paper") is not None
     assert defs.resolve_job_def("ingest_paper") is not None
     assert defs.resolve_sensor_def("inbox_sensor") is not None
     assert defs.resolve_schedule_def("inbox_schedule") is not None

@@ -356,3 +356,15 @@ def test_whole_corpus_parses_with_labelled_floats_and_boxes_inside_pages():
     assert totals["pages"] == 313
     assert totals["equations"] == 225
     assert totals["tables"] >= 180 and totals["images"] >= 100 and totals["references"] >= 900
+
+
+@pytest.mark.parametrize(("cell", "text"), [
+    ("$1 4 ^ { 1 9 }$", "1419"), ("45.2 $\\pm 0 . 3$", "45.2 ± 0.3"), ("$\\mathbf { 7 7 . 3 }$", "77.3"),
+    ("$\\mathrm { o r i }$", "ori"), ("$\\uparrow$ BLEU", "↑ BLEU"), ("no math, 12", "no math, 12"),
+])
+def test_inline_math_in_table_cells_reads_as_printed(cell, text):
+    from paperlake.parsing.mineru_backend import plain_cell_text, table_cells
+
+    assert plain_cell_text(cell) == text
+    assert table_cells(f"<table><tr><td>Model</td><td>X</td></tr><tr><td>A</td><td>{cell}</td></tr></table>")[-1].text \
+        == text
