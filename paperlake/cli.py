@@ -212,8 +212,10 @@ def status(home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False
     if as_json:
         print(json.dumps(report, default=str))
         return
-    _print_rows(["volume", "venue", "papers", "pages", "failed", "llm calls", "llm tokens", "llm $", "llm errors"],
-                volumes, False, title="volumes")
+    columns = ["volume", "venue", "papers", "pages", "failed", "llm calls", "llm tokens", "llm $", "llm errors"]
+    if not any(v[5] for v in volumes):  # nothing enriched yet: the LLM columns would be all zero
+        columns, volumes = columns[:5], [v[:5] for v in volumes]
+    _print_rows(columns, volumes, False, title="volumes")
     console.print("rows: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     if any(enriched.values()):
         console.print("enriched: " + ", ".join(f"{k} {v}" for k, v in enriched.items()))

@@ -34,6 +34,12 @@ create table if not exists chunks (
 create table if not exists tables (
   table_id varchar primary key, table_caption varchar, table_content varchar, table_summary varchar,
   bounding_box integer[4], ordinal integer, ref_paper_id uuid, ref_page_id varchar);
+create table if not exists table_rows (
+  row_id varchar primary key, row_text varchar, row_summary varchar, row_index integer, ref_table_id varchar,
+  ref_paper_id uuid, ref_page_id varchar, page_number integer);
+create table if not exists table_columns (
+  column_id varchar primary key, column_text varchar, column_summary varchar, col_index integer,
+  ref_table_id varchar, ref_paper_id uuid, ref_page_id varchar, page_number integer);
 create table if not exists images (
   image_id varchar primary key, image_caption varchar, image_summary varchar, bounding_box integer[4],
   ordinal integer, ref_paper_id uuid, ref_page_id varchar);
@@ -105,7 +111,8 @@ def build_sample_warehouse(
 
 def _delete_paper(con: duckdb.DuckDBPyConnection, pid: str) -> None:
     con.execute("delete from metadata where paper_id = ?", [pid])
-    for table in ("pages", "sections", "chunks", "tables", "images", "equations", "reference"):
+    for table in ("pages", "sections", "chunks", "tables", "table_rows", "table_columns", "images", "equations",
+                  "reference"):
         con.execute(f'delete from "{table}" where ref_paper_id = ?', [pid])
 
 
@@ -116,6 +123,7 @@ def _insert_paper(con, corpus: Path, paper: SamplePaper, sizes, texts) -> None:
     con.executemany("insert into pages values (?, ?, ?, ?, ?, ?, ?)", pages)
 
     sections, chunks, tables, images, equations, references = [], [], [], [], [], []
+    lines: dict[str, list[tuple]] = {"table_rows": [], "table_columns": []}
     abstract_parts: list[str] = []
     current: dict | None = None
     per_page: dict[tuple[str, int], int] = {}
@@ -150,8 +158,10 @@ def _insert_paper(con, corpus: Path, paper: SamplePaper, sizes, texts) -> None:
         elif kind == "table":
             n = ordinal("table", page)
             caption = " ".join(item.get("table_caption") or []) or None
-            tables.append((element_id(pid, "table", page, n), caption, item.get("table_body"), None,
-                           _box(item["bbox"], width, height), n, pid, ref_page))
+            table_id = element_id(pid, "table", page, n)
+            tables.append((table_id, caption, item.get("table_body"), None, _box(item["bbox"], width, height), n,
+                           pid, ref_page))
+            _add_lines(lines, table_id, caption, item.get("table_body"), pid, ref_page, page)
         elif kind in ("image", "chart"):
             n = ordinal("image", page)
             caption = " ".join(item.get("image_caption") or item.get("chart_caption") or []) or None
@@ -178,6 +188,24 @@ def _insert_paper(con, corpus: Path, paper: SamplePaper, sizes, texts) -> None:
         [pid, paper.title, " ".join(abstract_parts) or None, len(sizes), bibtex, str(paper.pdf_path.resolve())],
     )
     for table, rows, width in (("sections", section_rows, 7), ("chunks", chunks, 5), ("tables", tables, 8),
+                               ("table_rows", lines["table_rows"], 8), ("table_columns", lines["table_columns"], 8),
                                ("images", images, 7), ("equations", equations, 5), ("reference", references, 5)):
         if rows:
             con.executemany(f'insert into "{table}" values ({", ".join("?" * width)})', rows)
+
+
+def _add_lines(lines: dict[str, list[tuple]], table_id: str, caption: str | None, html: str | None, pid: str,
+               ref_page: str, page: int) -> None:
+    """The table's row and column lines (HD-RAG's representation), as the parse stage makes them."""
+    from dataclasses import asdict
+
+    from paperlake.parsing.mineru_backend import table_cells
+    from paperlake.parsing.table_structure import caption_head, table_lines, table_structure
+
+    if not html:
+        return
+    rows, columns = table_lines(table_structure([asdict(c) for c in table_cells(html)]), caption_head(None, caption))
+    lines["table_rows"] += [(element_id(table_id, "row", line.index), line.text, None, line.index, table_id, pid,
+                             ref_page, page) for line in rows]
+    lines["table_columns"] += [(element_id(table_id, "column", line.index), line.text, None, line.index, table_id,
+                                pid, ref_page, page) for line in columns]
