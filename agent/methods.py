@@ -262,7 +262,8 @@ RECAP_VIEWS = (("table_rows", "row_text"), ("table_columns", "column_text"), ("t
 # HD-RAG's ensemble retrieves over the row, column and table entities of its hierarchical table representation:
 # the row and column lines and the table's caption (not the whole table's HTML, which holds every value of the
 # table and would stand in for the line that answers).
-HDRAG_VIEWS = (("table_rows", "row_text"), ("table_columns", "column_text"), ("tables", "table_caption"))
+HDRAG_VIEWS = (("table_rows", "row_text"), ("table_columns", "column_text"), ("tables", "table_caption"),
+               ("table_rows", "row_summary"), ("table_columns", "column_summary"))  # summaries: when enriched
 HDRAG_CANDIDATES = 20   # per route, and how many the reranker sees
 # Route weights: those of the configured hybrid fusion (schemas/collections.yaml: BM25 0.8, dense 0.2, measured on
 # the labelled chunk queries of benchmarks/retrieval.py), read at run time. RRF's constant is 20, not the usual 60:
@@ -324,6 +325,7 @@ def hdrag_candidates(env: AgentEnv, task: Task, n: int = HDRAG_CANDIDATES) -> li
     weights = _ensemble_weights()
     fused: dict[tuple[str, str], float] = {}
     found: dict[tuple[str, str], ContextItem] = {}
+    texts: dict[tuple[str, str], dict[str, str]] = {}
     for route, collection in routes.items():
         available = {tuple(v) for c in env.collections() if c.name == collection for v in c.views}
         hits = []
@@ -335,18 +337,55 @@ def hdrag_candidates(env: AgentEnv, task: Task, n: int = HDRAG_CANDIDATES) -> li
         for rank, hit in enumerate(hits[:n], start=1):
             key = (hit.table_name, str(hit.primary_key))
             fused[key] = fused.get(key, 0.0) + weights[route] / (_RRF_K + rank)
+            texts.setdefault(key, {})[hit.column_name] = hit.text or ""
             found.setdefault(key, ContextItem(
-                text=hit.text or "", paper_id=str(hit.pdf_id), page_number=hit.page_number,
+                text="", paper_id=str(hit.pdf_id), page_number=hit.page_number,
                 table_name=hit.table_name, column_name=hit.column_name, row_id=str(hit.primary_key),
                 bbox=tuple(hit.bbox) if hit.bbox else None, source=f"hdrag:{route}"))
-    ranked = sorted(fused, key=lambda key: (-fused[key], key))
+    ranked = sorted(fused, key=lambda key: (-fused[key], key))[:n]
+    shown = _line_texts(env, ranked, texts)
     items = []
-    for key in ranked[:n]:
+    for key in ranked:
         item = found[key]
         item.score = round(fused[key], 6)
+        item.text, item.column_name = shown[key]
         items.append(item)
     _locate_boxes(env, items)
     return items
+
+
+_LINE_TEXT = {"table_rows": ("row_text", "row_summary", "row_id"),
+              "table_columns": ("column_text", "column_summary", "column_id")}
+
+
+def _line_texts(env: AgentEnv, keys: list[tuple[str, str]], seen: dict[tuple[str, str], dict[str, str]]
+                ) -> dict[tuple[str, str], tuple[str, str]]:
+    """(text, column) per entity: a row or column line shows its values and its LLM summary when it has one (a hit
+    on the summary alone still shows the values: they are what the answer is computed from); others as found."""
+    stored: dict[tuple[str, str], tuple[str | None, str | None]] = {}
+    for table, (text_column, summary_column, id_column) in _LINE_TEXT.items():
+        info = env.table(table)
+        wanted = [row for (name, row) in keys if name == table]
+        if not wanted or info is None or not info.has(summary_column):
+            continue
+        marks = ", ".join("?" for _ in wanted)
+        for row_id, text, summary in env.query(
+                f"select cast({id_column} as varchar), {text_column}, {summary_column} from {table} "
+                f"where cast({id_column} as varchar) in ({marks})", wanted).rows:
+            stored[(table, row_id)] = (text, summary)
+    result = {}
+    for key in keys:
+        table = key[0]
+        if table not in _LINE_TEXT:
+            column = next(iter(seen[key]))
+            result[key] = (seen[key][column], column)
+            continue
+        text_column, summary_column, _ = _LINE_TEXT[table]
+        text, summary = stored.get(key, (None, None))
+        text = seen[key].get(text_column) or text
+        summary = seen[key].get(summary_column) or summary
+        result[key] = (f"{text}\n[Summary]: {summary}" if text and summary else text or summary or "", text_column)
+    return result
 
 
 def _ensemble_weights() -> dict[str, float]:

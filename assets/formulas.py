@@ -4,7 +4,7 @@
 import dagster as dg
 import pyarrow.parquet as pq
 
-from orchestration.resources import PaperlakeResource
+from orchestration.resources import LLMResource, PaperlakeResource
 from paperlake.formulas.collection import FORMULA_COLLECTION, sync_formula_collection
 from paperlake.formulas.llm import formula_assistant
 from paperlake.formulas.store import EXTRACTOR_VERSION, FORMULA_SCHEMAS, minilm_embedder, update_formula_graph
@@ -25,7 +25,7 @@ FORMULA_COLLECTION_KEY = dg.AssetKey(["vectors", FORMULA_COLLECTION])
                         f"(lake/formulas/{table}.parquet).") for table, key in FORMULA_KEYS.items()],
     group_name="formulas", code_version=FORMULAS_CODE_VERSION, pool="formulas",
 )
-def formula_graph(context: dg.AssetExecutionContext, paperlake: PaperlakeResource):
+def formula_graph(context: dg.AssetExecutionContext, paperlake: PaperlakeResource, llm: LLMResource):
     """Display equations become formula entities (LaTeX → sympy → validated Python template, parameters,
     constants, provenance), merged across papers and volumes by canonical structure and by embedding similarity of
     their descriptions, with uses_constant / same_as / derived_from / specializes relations. Incremental: only
@@ -33,7 +33,7 @@ def formula_graph(context: dg.AssetExecutionContext, paperlake: PaperlakeResourc
     configured, it describes parameters the text left undescribed, judges the 0.8–0.9 similarity band and proposes
     templates for LaTeX the rules reject (validated like any other). Also writes the RDF Turtle export
     ($PAPERLAKE_HOME/formulas/formulas.ttl)."""
-    settings = paperlake.settings()
+    settings = llm.apply(paperlake.settings())  # the project's one LLM resource, as for enrichment
     assistant = formula_assistant(settings)
     with connect_read_only(settings.warehouse) as con:
         report = update_formula_graph(con, formula_dir(settings), turtle_path(settings), embed=minilm_embedder(),

@@ -282,6 +282,17 @@ def test_hdrag_reranks_row_and_column_entities_then_computes(tmp_path: Path, env
     assert result.citations and all(c.paper_id == CALIBRATION for c in result.citations)
 
 
+def test_hdrag_shows_a_lines_values_with_its_summary(env) -> None:  # noqa: F811
+    """A hit on a row's LLM summary alone still brings the row's values (what RECAP computes from)."""
+    from agent.methods import hdrag_candidates
+    from agent.task import Task
+
+    items = hdrag_candidates(env, Task.from_any(TASK | {"question": "Which proposed calibration method leads?"}))
+    rankcal = next(i for i in items if i.table_name == "table_rows" and "RankCal" in i.text)
+    assert "SST-2: 71.2" in rankcal.text and "[Summary]: The proposed calibration method" in rankcal.text
+    assert rankcal.column_name == "row_text"
+
+
 def test_hdrag_keeps_the_ensemble_order_when_the_rerank_fails(tmp_path: Path, env) -> None:  # noqa: F811
     script = [{"status": 400, "error": "bad request"},
               "[Restate]: x\n[Extract]: 71.2\n[Compute]: none\n[Answer]: 71.2\n[Present]: 71.2"]
