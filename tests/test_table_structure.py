@@ -128,8 +128,23 @@ def test_row_and_column_lines_name_every_value_by_its_headers():
     assert rows[0].num_values == 3 and rows[0].index == 2
     assert [c.header_path for c in columns] == [["Wiki", "ARI"], ["Wiki", "NMI"], ["News", "ARI"]]
     assert columns[2].text.endswith("Column: News > ARI\nShort > BERT: 3.0; Short > T5: 6.0")
-    empty = table_structure([cell(0, 0, "A", header=True), cell(1, 0, "")])
-    assert table_lines(empty, "Table") == ([], [])
+    assert table_lines(table_structure([cell(0, 0, "", header=True), cell(1, 0, "")]), "Table") == ([], [])
+    # a grid read as header only (MinerU can merge a two-row table into one row): each row is still a line
+    merged = table_structure([cell(0, 0, "Threshold # Samples", header=True), cell(0, 1, "0.7 886", header=True)])
+    flat, _ = table_lines(merged, "Table 13")
+    assert [line.text for line in flat] == ["Table 13\nRow 1\nThreshold # Samples | 0.7 886"]
+
+
+def test_a_full_width_label_row_heads_the_rows_below_it():
+    grid = [cell(0, 0, "Method", header=True), cell(0, 1, "Geo", header=True), cell(0, 2, "Temp", header=True),
+            cell(1, 0, "LLaMA2 7B", colspan=3), cell(2, 0, "SELF-ASK"), cell(2, 1, "29.66"), cell(2, 2, "26.97"),
+            cell(3, 0, "Mistral 7B"), cell(3, 1, ""), cell(3, 2, ""), cell(4, 0, "SELF-ASK"), cell(4, 1, "31.2"),
+            cell(4, 2, "30.1")]
+    structure = table_structure(grid)
+    paths = {(r["row"], r["col"]): r["row_header_path"] for r in structure.cells.iter_rows(named=True)}
+    assert paths[(2, 1)] == ["LLaMA2 7B", "SELF-ASK"] and paths[(4, 2)] == ["Mistral 7B", "SELF-ASK"]
+    rows, _ = table_lines(structure, "Table 1")
+    assert [r.header_path for r in rows] == [["LLaMA2 7B", "SELF-ASK"], ["Mistral 7B", "SELF-ASK"]]
 
 
 @pytest.mark.parametrize(("path", "unit"), [

@@ -33,7 +33,7 @@ from paperlake.parsing.blocks import Block, DocumentLayout, PageInfo, TableCell
 from paperlake.parsing.errors import ParseError
 from paperlake.views import ParsedPaper
 
-PARSER_VERSION = "mineru-5"
+PARSER_VERSION = "mineru-6"
 BACKEND = "mineru"
 STAGE = "mineru"
 DEFAULT_TIMEOUT_SECONDS = 3600

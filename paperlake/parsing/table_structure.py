@@ -120,6 +120,7 @@ def table_structure(cells: list[dict[str, Any]]) -> TableStructure:
     stubs = (covered.filter((pl.col("row") >= header_rows) & (pl.col("col") < stub_columns) & (pl.col("text") != ""))
              .unique(["r", "row", "col"]))
     row_paths = stubs.sort(["r", "col"]).group_by("r", maintain_order=True).agg(pl.col("text").alias("row_header_path"))
+    row_paths = _with_section_labels(row_paths, _section_rows(frame, header_rows, n_rows, n_cols))
     numbers = [parse_number(t) for t in frame["text"]]
     result = (
         frame.with_columns(
@@ -139,6 +140,33 @@ def table_structure(cells: list[dict[str, Any]]) -> TableStructure:
         .sort(["row", "col"])
     )
     return TableStructure(header_rows, stub_columns, result, _quality_flags(covered, n_rows, n_cols, header_rows))
+
+
+def _section_rows(frame: pl.DataFrame, header_rows: int, n_rows: int, n_cols: int) -> dict[int, str]:
+    """Body rows that label the rows below them ("LLaMA-2 7B", "Ablations"): one non-empty cell, in the first
+    column, and nothing else on the row, in a table of at least three columns."""
+    if n_cols < 3:
+        return {}
+    sections = {}
+    body = frame.filter((pl.col("row") >= header_rows) & (pl.col("text") != ""))
+    for row, group in body.group_by("row"):
+        row = int(row[0] if isinstance(row, tuple) else row)
+        if group.height == 1 and group["col"][0] == 0 and group["rowspan"][0] == 1 and row < n_rows - 1 \
+                and not group["numeric"][0]:
+            sections[row] = group["text"][0]
+    return sections
+
+
+def _with_section_labels(row_paths: pl.DataFrame, sections: dict[int, str]) -> pl.DataFrame:
+    """Each row under a section row gets the section's label first in its row header path."""
+    if not sections:
+        return row_paths
+    paths = []
+    for row, path in row_paths.iter_rows():
+        above = [r for r in sections if r < row]
+        label = sections[max(above)] if above and row not in sections else None
+        paths.append(([label] if label and label not in path else []) + list(path))
+    return row_paths.with_columns(pl.Series("row_header_path", paths, dtype=pl.List(pl.Utf8)))
 
 
 def _header_rows(frame: pl.DataFrame) -> int:
@@ -264,18 +292,20 @@ def table_lines(structure: TableStructure, head: str) -> tuple[list[TableLine], 
     n_rows = int(cells.select((pl.col("row") + pl.col("rowspan")).max()).item())
     n_cols = int(cells.select((pl.col("col") + pl.col("colspan")).max()).item())
     records = body.to_dicts()
-    row_paths = {r: _stub_path(cells, r) for r in range(structure.header_rows, n_rows)}
+    if not records:  # nothing below the header (a grid read as one header row): each grid row is a line
+        return _flat_lines(cells, head), []
     column_paths: dict[int, list[str]] = {}
     for record in records:
         for c in range(record["col"], record["col"] + record["colspan"]):
             column_paths.setdefault(c, list(record["column_header_path"] or []))
     for r in range(structure.header_rows, n_rows):
         values = [x for x in records if x["row"] <= r < x["row"] + x["rowspan"]]
-        if not values:  # a row of empty cells, or the second line of a spanning row label
+        if not values:  # a row of empty cells, a section label, or the second line of a spanning row label
             continue
         parts = [f"{_path_text(v['column_header_path'])}: {v['text']}" if v["column_header_path"] else v["text"]
                  for v in sorted(values, key=lambda v: v["col"])]
-        path = row_paths[r]
+        own = [v for v in values if v["row"] == r] or values
+        path = list(own[0]["row_header_path"] or [])
         label = f"Row: {_path_text(path)}" if path else f"Row {r + 1 - structure.header_rows}"
         rows_out.append(TableLine(r, path, f"{head}\n{label}\n" + "; ".join(parts),
                                   sum(v["number"] is not None for v in values)))
@@ -293,7 +323,10 @@ def table_lines(structure: TableStructure, head: str) -> tuple[list[TableLine], 
     return rows_out, columns_out
 
 
-def _stub_path(cells: pl.DataFrame, row: int) -> list[str]:
-    stubs = cells.filter(pl.col("is_stub") & (pl.col("row") <= row) & (pl.col("row") + pl.col("rowspan") > row)
-                         & (pl.col("text") != "")).sort("col")
-    return list(dict.fromkeys(stubs["text"].to_list()))
+def _flat_lines(cells: pl.DataFrame, head: str) -> list[TableLine]:
+    lines = []
+    for (row,), group in cells.filter(pl.col("text") != "").sort(["row", "col"]).group_by("row", maintain_order=True):
+        texts = group["text"].to_list()
+        lines.append(TableLine(int(row), [], f"{head}\nRow {int(row) + 1}\n" + " | ".join(texts),
+                               int(group["number"].is_not_null().sum())))
+    return lines
