@@ -176,11 +176,8 @@ def _item(kind: Kind, row: dict[str, Any], paper: dict[str, Any]) -> Item | None
     elif kind.name in ("tldr", "tags"):
         body = (row.get("abstract") or "").strip() or title
         text = f"Title: {title}\nAbstract: {row.get('abstract') or ''}"
-    elif kind.name == "row_summary":
-        body = (row.get("row_text") or "").strip()
-        text = f"Paper: {title}\n{body}"
-    elif kind.name == "column_summary":
-        body = (row.get("column_text") or "").strip()
+    elif kind.name in ("row_summary", "column_summary"):  # the line's own text: caption head, header path, values
+        body = (row.get("row_text") or row.get("column_text") or "").strip()
         text = f"Paper: {title}\n{body}"
     else:  # pragma: no cover - KINDS and this function are edited together
         raise KeyError(kind.name)
