@@ -240,3 +240,101 @@ def retrieval_only(
             return RetrievalMetrics(method, k, questions, error=str(problem))
         questions.append(_score_question(example, items, env))
     return RetrievalMetrics(method, k, questions)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Probe metrics: answer-bearing recall at 1 and k, and whether the evidence page was among the hits
+
+
+@dataclass
+class ProbeMetrics:
+    """Retrieval quality of one method over probes (AirQA rows with an ``evidence`` location)."""
+
+    method: str
+    k: int
+    count: int = 0
+    answer_at_1: float = 0.0
+    answer_at_k: float = 0.0
+    page_at_k: float = 0.0
+    by_kind: dict[str, dict[str, float]] = field(default_factory=dict)
+    error: str | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _page_hit(example: Any, items: Sequence[Any]) -> int:
+    evidence = _example_field(example, "evidence") or (getattr(example, "extra", {}) or {}).get("evidence") or {}
+    page, papers = evidence.get("page_number"), Task.from_any(example).papers
+    return int(page is not None and any(i.page_number == page and (not papers or i.paper_id in papers)
+                                        for i in items))
+
+
+def probe_metrics(examples: Iterable[Any], env: AgentEnv, method: str = "neusym_rag", k: int = 5) -> ProbeMetrics:
+    """Answer@1 and answer@k (answer-bearing recall of the first hit and of the first ``k``) and page@k of
+    ``method``'s deterministic first retrieval; no LLM is called."""
+    import time  # noqa: PLC0415
+
+    get_method(method)
+    started = time.perf_counter()
+    rows: list[tuple[str, int, float, float]] = []   # kind, page hit, recall@1, recall@k
+    metrics = ProbeMetrics(method, k)
+    for example in examples:
+        try:
+            items = first_retrieval(method, example, env, k)
+        except BackendUnavailable as problem:
+            metrics.error = str(problem)
+            break
+        at_k = _score_question(example, items, env)
+        if at_k.kind == "no_gold":
+            continue
+        at_1 = _score_question(example, items[:1], env)
+        extra = getattr(example, "extra", None) or {}
+        kind = str(_example_field(example, "probe_kind") or extra.get("probe_kind") or "other")
+        rows.append((kind, _page_hit(example, items), at_1.recall, at_k.recall))
+    metrics.seconds = round(time.perf_counter() - started, 3)
+
+    def summary(selected: list[tuple[str, int, float, float]]) -> dict[str, float]:
+        n = len(selected) or 1
+        return {"count": len(selected), "answer_at_1": round(sum(r[2] for r in selected) / n, 4),
+                "answer_at_k": round(sum(r[3] for r in selected) / n, 4),
+                "page_at_k": round(sum(r[1] for r in selected) / n, 4)}
+
+    overall = summary(rows)
+    metrics.count = len(rows)
+    metrics.answer_at_1, metrics.answer_at_k, metrics.page_at_k = (
+        overall["answer_at_1"], overall["answer_at_k"], overall["page_at_k"])
+    metrics.by_kind = {kind: summary([r for r in rows if r[0] == kind]) for kind in sorted({r[0] for r in rows})}
+    return metrics
+
+
+def volume_quality(settings: Settings, volume: str, env: AgentEnv | None = None) -> dict[str, Any]:
+    """Score a volume's probe set (``paperlake.evaluation.sets``) with each of ``settings.eval_methods``'s first
+    retrievals and record the report; the first method's answer@5 is held against the threshold."""
+    import datetime as dt  # noqa: PLC0415
+
+    from paperlake.evaluation.sets import quality_fingerprint, read_jsonl, record_quality, volume_set_path  # noqa: PLC0415
+
+    methods = [m.strip() for m in settings.eval_methods.split(",") if m.strip()]
+    for method in methods:
+        get_method(method)
+    examples = read_jsonl(volume_set_path(settings, volume))
+    if env is None:
+        with open_env(settings) as opened:
+            return volume_quality(settings, volume, opened)
+    results = {method: probe_metrics(examples, env, method, k=5) for method in methods}
+    primary = results[methods[0]] if methods else ProbeMetrics("none", 5)
+    problems = [f"{m}: {r.error}" for m, r in results.items() if r.error]
+    if not examples:
+        problems.append("the volume has no probes")
+    passed = not problems and primary.answer_at_k >= settings.eval_min_answer_at_5
+    report = {
+        "volume": volume, "fingerprint": quality_fingerprint(settings, volume),
+        "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "probes": len(examples),
+        "method": primary.method, "answer_at_1": primary.answer_at_1, "answer_at_5": primary.answer_at_k,
+        "page_at_5": primary.page_at_k, "threshold": settings.eval_min_answer_at_5, "passed": passed,
+        "problems": problems, "methods": {m: r.to_dict() for m, r in results.items()},
+    }
+    record_quality(settings, volume, report)
+    return report

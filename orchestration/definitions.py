@@ -11,24 +11,28 @@ from __future__ import annotations
 import dagster as dg
 
 from assets.enrichment import enrichment_summaries
+from assets.evaluation import evaluation_probes, retrieval_quality, volume_set
 from assets.formulas import formula_collection, formula_graph
 from assets.parse import inbox_pdf, parsed_views
 from assets.vectors import vector_assets
 from assets.warehouse import dbt_cli_resource, formula_models, warehouse_models
 from orchestration.jobs import JOBS
-from orchestration.resources import LLMResource, PaperlakeResource, paperlake_from_env
+from orchestration.resources import LLMResource, PaperlakeResource, paperlake_from_env, warehouse_resource
 from orchestration.sensors import inbox_schedule, inbox_sensor, stores_sensor
 
 
 def build_definitions(paperlake: PaperlakeResource | None = None, llm: LLMResource | None = None) -> dg.Definitions:
     """The whole graph; ``paperlake`` overrides the environment's resource (the CLI passes its own inbox/home)."""
+    paperlake = paperlake or paperlake_from_env()
     return dg.Definitions(
-        assets=[inbox_pdf, parsed_views, enrichment_summaries, warehouse_models, formula_graph, formula_models, formula_collection,
-                *vector_assets],
+        assets=[inbox_pdf, parsed_views, enrichment_summaries, warehouse_models, formula_graph, formula_models,
+                formula_collection, *vector_assets, evaluation_probes, volume_set],
+        asset_checks=[retrieval_quality],
         jobs=JOBS,
         sensors=[inbox_sensor, stores_sensor],
         schedules=[inbox_schedule],
-        resources={"paperlake": paperlake or paperlake_from_env(), "dbt": dbt_cli_resource(), "llm": llm or LLMResource()},
+        resources={"paperlake": paperlake, "dbt": dbt_cli_resource(), "llm": llm or LLMResource(),
+                   "warehouse": warehouse_resource(paperlake)},
     )
 
 

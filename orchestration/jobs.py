@@ -3,6 +3,7 @@
 import dagster as dg
 
 from assets.enrichment import enrichment_summaries
+from assets.evaluation import evaluation_probes, volume_set
 from assets.formulas import formula_collection, formula_graph
 from assets.parse import parsed_views
 from assets.vectors import vector_assets
@@ -30,5 +31,13 @@ sync_vectors = dg.define_asset_job(
     "sync_vectors", selection=dg.AssetSelection.assets(*vector_assets),
     description="One paper's entities in each Milvus collection made exactly its warehouse cells.",
 )
-JOBS = [ingest_paper, enrich_paper, build_warehouse, build_formulas, sync_vectors]
+probe_paper = dg.define_asset_job(
+    "probe_paper", selection=dg.AssetSelection.assets(evaluation_probes),
+    description="One paper's offline probes, generated from the warehouse and verified at their evidence rows.",
+)
+evaluate_volume = dg.define_asset_job(
+    "evaluate_volume", selection=dg.AssetSelection.assets(volume_set),
+    description="A volume's probe set and its retrieval_quality check (answer@1/@5, page@5 of vector retrieval).",
+)
+JOBS = [ingest_paper, enrich_paper, build_warehouse, build_formulas, sync_vectors, probe_paper, evaluate_volume]
 FORMULA_ASSETS = {"graph": formula_graph, "models": formula_models, "collection": formula_collection}

@@ -77,3 +77,11 @@ def paperlake_from_env() -> PaperlakeResource:
         backend=os.environ.get("PAPERLAKE_BACKEND", "auto"),
         max_chunk_tokens=int(os.environ.get("PAPERLAKE_MAX_CHUNK_TOKENS", "512")),
     )
+
+
+def warehouse_resource(paperlake: PaperlakeResource):
+    """dagster-duckdb's resource on the warehouse, read-only: assets that read the warehouse (the evaluation probes)
+    open it per use, so the file swapped in by each dbt build is the one they read."""
+    from dagster_duckdb import DuckDBResource
+
+    return DuckDBResource(database=str(paperlake.settings().warehouse), connection_config={"access_mode": "READ_ONLY"})

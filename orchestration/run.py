@@ -61,6 +61,8 @@ class IngestSummary:
     enriched: list[str] = field(default_factory=list)
     enrichment_pending: dict[str, str] = field(default_factory=dict)   # paper key -> why items are left
     enrichment_usage: dict[str, float] = field(default_factory=dict)   # calls, cached_calls, tokens, cost_usd, errors
+    probed: list[str] = field(default_factory=list)                    # papers whose probes were (re)generated
+    quality: dict[str, dict] = field(default_factory=dict)             # volume -> its retrieval-quality report
 
     @property
     def ok(self) -> bool:
@@ -239,9 +241,48 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
             notify(key, "vector sync failed")
     summary.step_seconds["vectors"] = time.perf_counter() - stage_started
 
+    stage_started = time.perf_counter()
+    if settings.evaluate and not summary.vector_failures:
+        _evaluate(runner, instance, settings, summary, notify)
+    summary.step_seconds["evaluation"] = time.perf_counter() - stage_started
+
     _forget_partitions(instance, papers.name, settings, lake, {s.paper_key for s in sources}, collections)
     summary.step_seconds["total"] = time.perf_counter() - started
     return summary
+
+
+def _evaluate(runner: "_Runner", instance, settings: Settings, summary: IngestSummary,
+              notify: Callable[[str, str], None]) -> None:
+    """Probes for the papers whose warehouse rows changed, then each volume whose probe set or vector collections
+    changed: its set and its retrieval_quality check (one `evaluate_volume` run). An unchanged ingest runs none."""
+    from orchestration.partitions import papers, volumes
+    from paperlake.evaluation.sets import (orphan_probe_files, read_quality, remove_probes, stale_probe_papers,
+                                           stale_volumes, volume_set_path, volumes as warehouse_volumes)
+
+    for key in orphan_probe_files(settings):
+        remove_probes(settings, key)
+    present = warehouse_volumes(settings)
+    for path in (settings.evaluation / "volume_set").glob("*.jsonl") if present is not None else []:
+        if path.stem not in present:
+            path.unlink(missing_ok=True)
+    stale = sorted(stale_probe_papers(settings))
+    _add_partitions(instance, papers.name, stale)
+    for key in stale:
+        result = runner.run("probe_paper", partition_key=key)
+        if result.success:
+            summary.probed.append(key)
+        else:
+            summary.failures.append(StageFailure("evaluation", failure_reason(result), key))
+    targets = stale_volumes(settings)
+    _add_partitions(instance, volumes.name, list(targets))
+    for volume in sorted(targets):
+        result = runner.run("evaluate_volume", partition_key=volume)
+        report = read_quality(settings).get(volume)
+        if not result.success or not volume_set_path(settings, volume).exists() or not report:
+            summary.failures.append(StageFailure("evaluation", failure_reason(result), volume))
+            continue
+        summary.quality[volume] = report
+        notify(volume, "evaluated" if report.get("passed") else "retrieval quality below threshold")
 
 
 def _enrich(runner: "_Runner", instance, settings: Settings, summary: IngestSummary,

@@ -98,6 +98,14 @@ def _run_ingest(inboxes: list[Path], settings: Settings, rebuild_warehouse: bool
         console.print(f"  rebuilt {stage}: {reason}")
     if summary.orphans_deleted:
         console.print(f"  deleted {summary.orphans_deleted} vector entities of papers no store knows any more")
+    for volume, report in sorted(summary.quality.items()):
+        line = (f"retrieval quality {volume} ({report['method']}, {report['probes']} probes): answer@1 "
+                f"{report['answer_at_1']:.3f}, answer@5 {report['answer_at_5']:.3f}, page@5 {report['page_at_5']:.3f}")
+        if report.get("passed"):
+            console.print(line)
+        else:
+            err.print(f"[yellow]warning[/] {line}: below the threshold {report['threshold']} "
+                      f"{escape('; '.join(report.get('problems') or []))}", soft_wrap=True)
     for failure in summary.failures:
         err.print(f"[yellow]failed[/] {failure.line()}", soft_wrap=True)
     if settings.warehouse.exists():

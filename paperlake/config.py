@@ -7,6 +7,7 @@ Everything lives under ``PAPERLAKE_HOME`` (default ``./data``)::
     milvus.db                              Milvus Lite file (or MILVUS_URI=http://host:port for a server)
     dagster/                               the Dagster instance used by `paperlake ingest`
     cache/                                 embedding cache, LLM response cache
+    evaluation/                            probes per paper, probe sets per volume, retrieval-quality reports
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ class Settings:
     llm_concurrency: int = 4
     llm_requests_per_minute: int | None = None
     enrich_kinds: str | None = None       # comma-separated enrichment kinds; default: NeuSym-RAG's six
+    evaluate: bool = True                 # probes and the retrieval-quality check after each ingest
+    eval_methods: str = "classic_rag,neusym_rag"   # first: the one the threshold applies to
+    eval_min_answer_at_5: float = 0.5     # the retrieval-quality check warns below this answer@5
 
     @property
     def lake(self) -> Path:
@@ -53,6 +57,10 @@ class Settings:
     @property
     def cache(self) -> Path:
         return self.home / "cache"
+
+    @property
+    def evaluation(self) -> Path:
+        return self.home / "evaluation"
 
     @property
     def llm_configured(self) -> bool:
@@ -77,6 +85,9 @@ class Settings:
             llm_concurrency=int(_env("PAPERLAKE_LLM_CONCURRENCY", "4")),
             llm_requests_per_minute=int(_env("PAPERLAKE_LLM_RPM")) if _env("PAPERLAKE_LLM_RPM") else None,
             enrich_kinds=_env("PAPERLAKE_ENRICH_KINDS"),
+            evaluate=(_env("PAPERLAKE_EVALUATE", "1") or "1").lower() not in ("0", "false", "no", "off"),
+            eval_methods=_env("PAPERLAKE_EVAL_METHODS", "classic_rag,neusym_rag"),
+            eval_min_answer_at_5=float(_env("PAPERLAKE_EVAL_MIN_ANSWER5", "0.5") or 0.5),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

@@ -1,0 +1,43 @@
+"""When a text bears an answer: the needles an answer is looked for as, and number matching as papers print numbers.
+
+Shared by answer-bearing retrieval metrics, the agent's citations and the offline probes' verification, so that
+"the evidence states the answer" means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+
+def answer_needles(answer: Any) -> list[str]:
+    """Lower-cased strings whose presence in a snippet means the snippet bears the answer."""
+    if answer is None or isinstance(answer, bool):
+        return []
+    if isinstance(answer, (list, tuple, set)):
+        return [needle for item in answer for needle in answer_needles(item)]
+    if isinstance(answer, dict):
+        return [needle for item in answer.values() for needle in answer_needles(item)]
+    if isinstance(answer, float):
+        forms = {repr(answer), f"{answer:g}"}
+        if answer.is_integer():
+            forms.add(str(int(answer)))
+        return [f for f in forms if len(f) >= 2 or f.isdigit()]
+    text = str(answer).strip().lower()
+    if len(text) < 2 and not text.isdigit():
+        return []
+    return [text]
+
+
+def contains_needle(snippet_text: str, needle: str) -> bool:
+    """Whether the text states the needle; a number matches as printed in papers: ``74.1`` in "74.10", ``4749`` in
+    "4,749", ``-2.1`` in "−2.1", but not inside another number ("174.1", "74.15")."""
+    haystack = snippet_text.lower()
+    number = re.fullmatch(r"(-?)(\d+)(?:\.(\d+))?", needle)
+    if number:
+        sign, whole, fraction = number.groups()
+        grouped = whole if len(whole) <= 3 else ",?".join(
+            [whole[: len(whole) % 3 or 3]] + [whole[i:i + 3] for i in range(len(whole) % 3 or 3, len(whole), 3)])
+        pattern = ("[-−–]" if sign else "") + grouped + (rf"\.{fraction}0*" if fraction else r"(?:\.0+)?")
+        return re.search(rf"(?<![\d.])(?<!\d,){pattern}(?!\d|\.\d|,\d{{3}}(?!\d))", haystack) is not None
+    return needle in haystack

@@ -1,0 +1,226 @@
+"""The evaluation files under ``PAPERLAKE_HOME/evaluation/``, and what is stale among them.
+
+::
+
+    evaluation/probes/<volume>/<paper>.jsonl       a paper's probes (AirQA rows with their evidence)
+    evaluation/probes/<volume>/<paper>.json        what they were generated from (digest), counts per kind
+    evaluation/volume_set/<volume>.jsonl           the volume's probes, paper by paper (what the check scores)
+    evaluation/quality/<volume>.json               the latest retrieval-quality report of the volume
+    evaluation/quality/<volume>.history.jsonl      every report, oldest first
+
+Every file is replaced atomically, so a run killed at any line leaves the previous file or the new one. A paper's
+probes are stale when its digest changes: the generator's code (``probes.py`` and :data:`PROBES_VERSION`), the
+paper's PDF and parser version, or the dbt project. A volume's quality report is stale when its probe set, the vector
+stage's fingerprint, the records of what each collection holds for the volume's papers, the methods or the threshold
+change: a parser or encoder change re-runs the check, an unchanged ingest does not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable
+
+from paperlake.config import Settings
+from paperlake.evaluation import probes as probes_module
+from paperlake.evaluation.probes import PROBES_VERSION, paper_probes
+from paperlake.lake import atomic_write_bytes
+from paperlake.warehouse import connect_read_only, dbt_digest
+
+_GENERATOR_DIGEST = hashlib.sha256(Path(probes_module.__file__).read_bytes()).hexdigest()[:16]
+
+
+def probes_path(settings: Settings, paper_key: str) -> Path:
+    return settings.evaluation / "probes" / f"{paper_key}.jsonl"
+
+
+def volume_set_path(settings: Settings, volume: str) -> Path:
+    return settings.evaluation / "volume_set" / f"{volume}.jsonl"
+
+
+def quality_path(settings: Settings, volume: str) -> Path:
+    return settings.evaluation / "quality" / f"{volume}.json"
+
+
+def _write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _jsonl(rows: Iterable[dict[str, Any]]) -> str:
+    return "".join(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n" for row in rows)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Per paper
+
+
+def warehouse_papers(settings: Settings, con: Any = None) -> dict[str, dict[str, str]]:
+    """paper_key → paper_id, volume and the probe digest, for every paper of the warehouse (read through ``con``
+    when given: DuckDB refuses a second connection to one file with another configuration in the same process)."""
+    if con is None:
+        if not settings.warehouse.exists():
+            return {}
+        with connect_read_only(settings.warehouse) as opened:
+            return warehouse_papers(settings, opened)
+    dbt = dbt_digest("warehouse")
+    rows = con.execute("select paper_key, paper_id::varchar, volume, sha256, parser_version from metadata "
+                       "order by paper_key").fetchall()
+    return {
+        key: {"paper_id": pid, "volume": volume or key.partition("/")[0],
+              "digest": hashlib.sha256(f"{PROBES_VERSION}|{_GENERATOR_DIGEST}|{sha}|{parser}|{dbt}".encode())
+              .hexdigest()[:16]}
+        for key, pid, volume, sha, parser in rows
+    }
+
+
+def stale_probe_papers(settings: Settings) -> dict[str, str]:
+    """paper_key → why its probes must be (re)generated."""
+    stale = {}
+    for key, paper in warehouse_papers(settings).items():
+        recorded = _read_json(probes_path(settings, key).with_suffix(".json"))
+        if not recorded or not probes_path(settings, key).exists():
+            stale[key] = "no probes yet"
+        elif recorded.get("digest") != paper["digest"]:
+            stale[key] = "the paper, its parser, the warehouse models or the probe generator changed"
+    return stale
+
+
+def orphan_probe_files(settings: Settings) -> list[str]:
+    """Paper keys with probe files whose paper left the warehouse."""
+    root = settings.evaluation / "probes"
+    if not root.exists():
+        return []
+    present = set(warehouse_papers(settings))
+    keys = {p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.json*") if not p.name.startswith(".")}
+    return sorted(keys - present)
+
+
+def remove_probes(settings: Settings, paper_key: str) -> None:
+    for suffix in (".jsonl", ".json"):
+        probes_path(settings, paper_key).with_suffix(suffix).unlink(missing_ok=True)
+
+
+def write_probes(settings: Settings, paper_key: str, con: Any = None) -> dict[str, Any]:
+    """Generate and write one paper's probes (the sidecar last, so a kill in between leaves the paper stale); a
+    paper no longer in the warehouse loses its files. ``con``: a read-only warehouse connection to use (the asset's
+    DuckDBResource), else one is opened. Returns the sidecar record."""
+    if con is None:
+        if not settings.warehouse.exists():
+            remove_probes(settings, paper_key)
+            return {"paper_key": paper_key, "count": 0, "removed": True}
+        with connect_read_only(settings.warehouse) as opened:
+            return write_probes(settings, paper_key, opened)
+    paper = warehouse_papers(settings, con).get(paper_key)
+    if paper is None:
+        remove_probes(settings, paper_key)
+        return {"paper_key": paper_key, "count": 0, "removed": True}
+    rows = paper_probes(con, paper["paper_id"])
+    record = {
+        "paper_key": paper_key, "paper_id": paper["paper_id"], "volume": paper["volume"], "digest": paper["digest"],
+        "probes_version": PROBES_VERSION, "count": len(rows),
+        "by_kind": dict(sorted(Counter(r["probe_kind"] for r in rows).items())),
+    }
+    target = probes_path(settings, paper_key)
+    _write_text(target, _jsonl(rows))
+    _write_text(target.with_suffix(".json"), json.dumps(record, indent=2, sort_keys=True))
+    return record
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Per volume
+
+
+def volumes(settings: Settings) -> dict[str, list[str]]:
+    """volume → its paper keys in the warehouse."""
+    grouped: dict[str, list[str]] = {}
+    for key, paper in warehouse_papers(settings).items():
+        grouped.setdefault(paper["volume"], []).append(key)
+    return grouped
+
+
+def write_volume_set(settings: Settings, volume: str) -> dict[str, Any]:
+    """The volume's probe set: its papers' probe files, paper by paper (a paper without probes is generated first)."""
+    keys = volumes(settings).get(volume, [])
+    stale = stale_probe_papers(settings)
+    rows: list[dict[str, Any]] = []
+    for key in keys:
+        if key in stale:
+            write_probes(settings, key)
+        rows += read_jsonl(probes_path(settings, key))
+    path = volume_set_path(settings, volume)
+    if not keys:
+        path.unlink(missing_ok=True)
+        return {"volume": volume, "count": 0, "papers": 0, "removed": True}
+    _write_text(path, _jsonl(rows))
+    kinds = Counter(r["probe_kind"] for r in rows)
+    per_paper = Counter(r["paper_key"] for r in rows)
+    return {"volume": volume, "count": len(rows), "papers": len(keys), "by_kind": dict(sorted(kinds.items())),
+            "min_per_paper": min((per_paper.get(k, 0) for k in keys), default=0), "path": str(path),
+            "digest": hashlib.sha256(path.read_bytes()).hexdigest()[:16]}
+
+
+def quality_fingerprint(settings: Settings, volume: str) -> str:
+    """What the volume's retrieval-quality report depends on (see the module docstring)."""
+    from paperlake.vectors.ledger import read_ledger, stage_fingerprint  # noqa: PLC0415 (vectors stack is heavy)
+
+    keys = set(volumes(settings).get(volume, []))
+    root = settings.home / "vectors"
+    synced = {}
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:
+        ledger = read_ledger(settings.home, folder.name)
+        synced[folder.name] = {k: ledger[k] for k in sorted(keys & set(ledger))}
+    path = volume_set_path(settings, volume)
+    parts = {
+        "set": hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "none",
+        "vectors": stage_fingerprint(), "synced": synced, "methods": settings.eval_methods,
+        "threshold": settings.eval_min_answer_at_5,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def stale_volumes(settings: Settings) -> dict[str, str]:
+    """volume → why its probe set or quality report must be rebuilt."""
+    stale_papers = stale_probe_papers(settings)
+    result = {}
+    for volume, keys in sorted(volumes(settings).items()):
+        report = _read_json(quality_path(settings, volume))
+        if any(key in stale_papers for key in keys):
+            result[volume] = "probes of changed papers"
+        elif not volume_set_path(settings, volume).exists():
+            result[volume] = "no probe set yet"
+        elif not report:
+            result[volume] = "never evaluated"
+        elif report.get("fingerprint") != quality_fingerprint(settings, volume):
+            result[volume] = "the probe set, the vector stage or a collection's contents changed"
+    return result
+
+
+def record_quality(settings: Settings, volume: str, report: dict[str, Any]) -> None:
+    """The latest report (replaced atomically) and one more line of its history."""
+    path = quality_path(settings, volume)
+    _write_text(path, json.dumps(report, indent=2, sort_keys=True))
+    with open(path.with_suffix(".history.jsonl"), "a", encoding="utf-8") as history:
+        history.write(json.dumps(report, sort_keys=True) + "\n")
+
+
+def read_quality(settings: Settings) -> dict[str, dict[str, Any]]:
+    root = settings.evaluation / "quality"
+    if not root.exists():
+        return {}
+    return {p.stem: _read_json(p) for p in sorted(root.glob("*.json"))}
