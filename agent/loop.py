@@ -81,6 +81,8 @@ class AgentResult:
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
     uuid: str | None = None
+    # the whole conversation as chat messages, text only (images named, not embedded): what a fine-tuning set needs
+    transcript: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def answered(self) -> bool:
@@ -260,4 +262,13 @@ class ReActLoop:
         return AgentResult(
             question=self.task.question, method=self.method, status=status, answer=answer, citations=citations,
             trajectory=self.trajectory, usage=self.usage, error=failure, uuid=self.task.uuid,
+            transcript=self.transcript(),
         )
+
+    def transcript(self) -> list[dict[str, Any]]:
+        """Every turn, none omitted, text only."""
+        messages = [{"role": "system", "content": self.system}, {"role": "user", "content": self.task_text}]
+        for assistant, _, observation in self.pairs:
+            messages.append(assistant)
+            messages.append(observation_message(self.env, observation, with_images=False))
+        return messages

@@ -321,7 +321,7 @@ def volume_quality(settings: Settings, volume: str, env: AgentEnv | None = None)
         get_method(method)
     examples = read_jsonl(volume_set_path(settings, volume))
     if env is None:
-        with open_env(settings) as opened:
+        with open_env(settings, formulas=None) as opened:   # retrieval only: the formula graph is not needed
             return volume_quality(settings, volume, opened)
     results = {method: probe_metrics(examples, env, method, k=5) for method in methods}
     primary = results[methods[0]] if methods else ProbeMetrics("none", 5)

@@ -262,8 +262,8 @@ def _evaluate(runner: "_Runner", instance, settings: Settings, summary: IngestSu
     for key in orphan_probe_files(settings):
         remove_probes(settings, key)
     present = warehouse_volumes(settings)
-    for path in (settings.evaluation / "volume_set").glob("*.jsonl") if present is not None else []:
-        if path.stem not in present:
+    for path in [*(settings.evaluation / "volume_set").glob("*.jsonl"), *(settings.evaluation / "quality").glob("*.json")]:
+        if path.stem not in present:  # a volume with no paper left: its set and latest report go (its history stays)
             path.unlink(missing_ok=True)
     stale = sorted(stale_probe_papers(settings))
     _add_partitions(instance, papers.name, stale)

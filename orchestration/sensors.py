@@ -23,10 +23,12 @@ from orchestration.jobs import (
     build_formulas,
     build_warehouse,
     enrich_paper,
+    evaluate_volume,
     ingest_paper,
+    probe_paper,
     sync_vectors,
 )
-from orchestration.partitions import papers
+from orchestration.partitions import papers, volumes
 from orchestration.resources import PaperlakeResource
 from paperlake.inbox import scan_inbox
 from paperlake.pipeline import parser_version, plan_ingest, resolve_backend
@@ -158,17 +160,40 @@ def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) 
                                asset_selection=selection)
             requests += [request] if request else []
         notes.append(f"vectors: {len(vectors.stale)} paper(s)")
+    if not requests and vectors is not None and settings.evaluate and not {probe_paper.name, evaluate_volume.name} & active:
+        requests, note = _evaluation_requests(settings, instance)
+        notes += [note] if note else []
     return requests, "; ".join(notes) or "every store is current"
 
 
-@dg.sensor(jobs=[enrich_paper, build_warehouse, build_formulas, sync_vectors], minimum_interval_seconds=30,
+def _evaluation_requests(settings, instance: dg.DagsterInstance) -> tuple[list[dg.RunRequest], str]:
+    """Once every store is current: probes of the papers whose warehouse rows changed, then the volumes whose probe
+    set or collections changed (their set and retrieval_quality check), by the rules `paperlake ingest` applies."""
+    from paperlake.evaluation.sets import stale_probe_papers, stale_volumes
+
+    probes = stale_probe_papers(settings)
+    if probes:
+        requests = [r for key, why in sorted(probes.items())
+                    if (r := _request(instance, probe_paper.name, why, [key, why], partition_key=key))]
+        return requests, f"probes: {len(probes)} paper(s)"
+    targets = stale_volumes(settings)
+    requests = [r for volume, why in sorted(targets.items())
+                if (r := _request(instance, evaluate_volume.name, why, [volume, why], partition_key=volume))]
+    return requests, f"evaluation: {len(targets)} volume(s)" if targets else ""
+
+
+@dg.sensor(jobs=[enrich_paper, build_warehouse, build_formulas, sync_vectors, probe_paper, evaluate_volume],
+           minimum_interval_seconds=30,
            default_status=dg.DefaultSensorStatus.RUNNING)
 def stores_sensor(context: dg.SensorEvaluationContext, paperlake: PaperlakeResource) -> dg.SensorResult:
     """Stale stores (by the same rules as `paperlake ingest`) → runs of enrich_paper (with an LLM endpoint),
     build_warehouse, build_formulas and sync_vectors, upstream first."""
     requests, note = plan_store_runs(paperlake, context.instance)
-    keys = {request.partition_key for request in requests if request.partition_key}
-    known = set(context.instance.get_dynamic_partitions(papers.name))
-    missing = sorted(keys - known)
+    adds = []
+    for definition, jobs in ((papers, None), (volumes, {evaluate_volume.name})):
+        keys = {r.partition_key for r in requests if r.partition_key and
+                ((r.job_name in jobs) if jobs else r.job_name != evaluate_volume.name)}
+        missing = sorted(keys - set(context.instance.get_dynamic_partitions(definition.name)))
+        adds += [definition.build_add_request(missing)] if missing else []
     return dg.SensorResult(run_requests=requests, skip_reason=None if requests else note,
-                           dynamic_partitions_requests=[papers.build_add_request(missing)] if missing else [])
+                           dynamic_partitions_requests=adds)

@@ -307,7 +307,23 @@ def ask(
                   f"{usage.get('completion_tokens', 0)} tokens, cost {usage.get('cost', 0)}[/]")
 
 
-@app.command(name="eval")
+class _EvalGroup(typer.core.TyperGroup):
+    """`paperlake eval FILE …` scores a set (the `run` command, kept as the default so the AirQA habit works);
+    `paperlake eval synthesize …` and `paperlake eval quality` are the self-evaluation commands."""
+
+    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+eval_app = typer.Typer(cls=_EvalGroup, no_args_is_help=True,
+                       help="Evaluate on AirQA-format sets (`paperlake eval FILE`), synthesise sets from a volume, "
+                            "and show each volume's retrieval quality.")
+app.add_typer(eval_app, name="eval")
+
+
+@eval_app.command("run")
 def evaluate_cmd(
     data: Path = typer.Argument(..., help="AirQA-format examples (.jsonl)."),
     method: str = typer.Option("neusym_rag", "--method"),
@@ -375,6 +391,112 @@ def evaluate_cmd(
     report.to_png(out / "report.png")
     console.print(report.to_markdown())
     console.print(f"written: {out}")
+
+
+@eval_app.command("synthesize")
+def eval_synthesize(
+    volume: Optional[str] = typer.Argument(None, help="Volume (e.g. emnlp2024); default: every volume."),
+    with_llm: bool = typer.Option(False, "--with-llm", help="ExTrActor: explorer, tracker and actor through the "
+                                  "configured endpoint (else: the offline probes, no LLM)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the AirQA set here (.jsonl); with --with-llm the "
+                                       "trajectories go beside it as <name>.trajectories.jsonl."),
+    limit: int = typer.Option(20, "--limit", help="--with-llm: contexts per volume."),
+    method: str = typer.Option("neusym_rag", "--method", help="--with-llm: the actor's agent method."),
+    keep_unverified: bool = typer.Option(False, "--keep-unverified", help="--with-llm: keep examples the actor did "
+                                         "not answer correctly, marked extractor.status = unverified."),
+    max_turns: int = typer.Option(8, "--max-turns"),
+    home: Optional[Path] = HomeOption,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Questions generated from a volume: offline probes (default) or ExTrActor's LLM-written, agent-verified ones."""
+    from paperlake.evaluation.sets import volumes as warehouse_volumes
+    from paperlake.evaluation.sets import write_volume_set
+
+    settings = _settings(home)
+    if not settings.warehouse.exists():
+        _fail(f"no warehouse in {settings.home}: run `paperlake ingest` first")
+    known = warehouse_volumes(settings)
+    if volume and volume not in known:
+        _fail(f"unknown volume {volume!r}; the warehouse has {', '.join(sorted(known)) or 'none'}")
+    chosen = [volume] if volume else sorted(known)
+    if not with_llm:
+        infos = [write_volume_set(settings, v) for v in chosen]
+        rows = [line for info in infos for line in Path(info["path"]).read_text(encoding="utf-8").splitlines()
+                if info.get("path")]
+        if out:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text("".join(line + "\n" for line in rows), encoding="utf-8")
+        if as_json:
+            console.print_json(json.dumps({"volumes": infos, "out": str(out) if out else None}))
+            return
+        _print_rows(["volume", "papers", "probes", "min/paper", "kinds", "file"],
+                    [(i["volume"], i["papers"], i["count"], i.get("min_per_paper", 0),
+                      ", ".join(f"{k} {n}" for k, n in (i.get("by_kind") or {}).items()), i.get("path", ""))
+                     for i in infos], False, title="offline probes")
+        if out:
+            console.print(f"written: {out} ({len(rows)} probes)")
+        return
+    from agent.extractor import synthesize
+    from agent.loop import LoopConfig
+    from agent.methods import get_method
+    from agent.run import open_env
+    from paperlake.llm import ChatClient, LLMNotConfigured
+
+    try:
+        get_method(method)
+        llm = ChatClient.from_settings(settings)
+    except (ValueError, LLMNotConfigured) as error:
+        _fail(str(error))
+    results = {}
+    with open_env(settings) as env:
+        for name in chosen:
+            results[name] = synthesize(env, llm, name, limit=limit, method=method, keep_unverified=keep_unverified,
+                                       config=LoopConfig(max_turns=max_turns))
+    target = out or settings.evaluation / "extractor" / (f"{volume}.jsonl" if volume else "all.jsonl")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    trajectories = target.with_name(target.stem + ".trajectories.jsonl")
+    target.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n"
+                              for result in results.values() for r in result.examples), encoding="utf-8")
+    trajectories.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n"
+                                    for result in results.values() for r in result.trajectories), encoding="utf-8")
+    summary = {name: {"stats": r.stats.to_dict(), "usage": r.usage} for name, r in results.items()}
+    if as_json:
+        console.print_json(json.dumps({"volumes": summary, "out": str(target), "trajectories": str(trajectories)}))
+        return
+    _print_rows(["volume", "contexts", "pairs", "tracked", "verified", "unverified", "rejected"],
+                [(name, r.stats.contexts, r.stats.pairs, r.stats.tracked, r.stats.verified, r.stats.unverified,
+                  ", ".join(f"{k} {n}" for k, n in r.stats.rejected.items()) or "0")
+                 for name, r in results.items()], False, title=f"ExTrActor ({method})")
+    console.print(f"written: {target}\n         {trajectories}")
+
+
+@eval_app.command("quality")
+def eval_quality(
+    volume: Optional[str] = typer.Argument(None, help="One volume; default: all."),
+    history: bool = typer.Option(False, "--history", help="Every recorded report, oldest first."),
+    home: Optional[Path] = HomeOption,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Each volume's retrieval quality on its offline probes (what the retrieval_quality check recorded)."""
+    from paperlake.evaluation.sets import quality_path, read_jsonl, read_quality
+
+    settings = _settings(home)
+    reports = read_quality(settings)
+    if volume:
+        reports = {k: v for k, v in reports.items() if k == volume}
+    if history:
+        rows = [r for name in reports for r in read_jsonl(quality_path(settings, name).with_suffix(".history.jsonl"))]
+    else:
+        rows = list(reports.values())
+    if as_json:
+        console.print_json(json.dumps(rows, default=str))
+        return
+    if not rows:
+        _fail("no retrieval-quality report yet: `paperlake ingest` writes one per volume")
+    _print_rows(["volume", "at", "method", "probes", "answer@1", "answer@5", "page@5", "threshold", "passed"],
+                [(r["volume"], str(r["at"])[:16].replace("T", " "), r["method"], r["probes"], f"{r['answer_at_1']:.3f}",
+                  f"{r['answer_at_5']:.3f}", f"{r['page_at_5']:.3f}", r["threshold"],
+                  "yes" if r["passed"] else "no") for r in rows], False, title="retrieval quality")
 
 
 @app.command()

@@ -414,15 +414,16 @@ def paper_probes(con: duckdb.DuckDBPyConnection, paper_id: str, limit: int = PER
     paper = paper_text(con, paper_id)
     if paper is None:
         return []
-    pools = {}
-    for kind, generate in GENERATORS.items():
-        candidates = [c for c in generate(con, paper) if verify(con, c.evidence, c.answer)]
-        pools[kind] = _seeded(paper.paper_id, kind, candidates, key=lambda c: c.key)
+    pools = {kind: _seeded(paper.paper_id, kind, generate(con, paper), key=lambda c: c.key)
+             for kind, generate in GENERATORS.items()}
     chosen: list[Candidate] = []
     while len(chosen) < limit and any(pools.values()):
         for kind in KINDS:
-            if pools[kind] and len(chosen) < limit:
-                chosen.append(pools[kind].pop(0))
+            while pools[kind] and len(chosen) < limit:   # the next candidate of the kind that verifies
+                candidate = pools[kind].pop(0)
+                if verify(con, candidate.evidence, candidate.answer):
+                    chosen.append(candidate)
+                    break
     return [_example(paper, c) for c in chosen]
 
 
