@@ -204,6 +204,8 @@ def stale_volumes(settings: Settings) -> dict[str, str]:
             result[volume] = "probes of changed papers"
         elif not volume_set_path(settings, volume).exists():
             result[volume] = "no probe set yet"
+        elif not {r["paper_key"] for r in read_jsonl(volume_set_path(settings, volume))} <= set(keys):
+            result[volume] = "papers left the volume"
         elif not report:
             result[volume] = "never evaluated"
         elif report.get("fingerprint") != quality_fingerprint(settings, volume):
