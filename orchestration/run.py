@@ -340,7 +340,7 @@ def collection_available_here(store) -> bool:
 def _open_store(settings: Settings):
     from paperlake.vectors.store import VectorStore
 
-    store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite", lock_timeout=600.0)
+    store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings, lock_timeout=600.0)
     try:
         yield store
     finally:

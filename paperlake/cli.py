@@ -553,7 +553,7 @@ def search(
         fail(f"nothing has been ingested into {settings.home} yet (no vector store at {settings.milvus_uri}); "
              "run `paperlake ingest` first")
     try:
-        store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite")
+        store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings)
     except Exception as error:  # a lock held by a running ingest, an unreachable server, …
         fail(f"cannot open the vector store {settings.milvus_uri}: {' '.join(str(error).split())}")
     try:
@@ -693,7 +693,7 @@ def _formula_layer(home: Optional[Path], with_collection: bool = False):
                 names = [d[0] for d in cursor.description]
                 return [dict(zip(names, row)) for row in cursor.fetchall()]
 
-            collection = open_formula_collection(settings.milvus_uri, settings.cache / "embeddings.sqlite") \
+            collection = open_formula_collection(settings.milvus_uri, settings.embeddings) \
                 if with_collection else None
             return WarehouseFormulas.from_connection(query, embed=minilm_embedder(), collection=collection)
     except FileNotFoundError as error:

@@ -40,6 +40,8 @@ class Settings:
     enrich_kinds: str | None = None       # comma-separated enrichment kinds; default: NeuSym-RAG's six
     evaluate: bool = True                 # probes and the retrieval-quality check after each ingest
     eval_methods: str = "classic_rag"     # comma-separated; the first is the one the threshold applies to
+    embedding_cache: Path | None = None   # the embedding cache file; default cache/embeddings.sqlite (a shared one
+    # is safe: it is content-addressed by model and text, and SQLite serialises writers)
     eval_min_answer_at_5: float = 0.4     # the retrieval-quality check warns below this answer@5 (sample: .60-.70; random vectors: .15-.18)
 
     @property
@@ -57,6 +59,10 @@ class Settings:
     @property
     def cache(self) -> Path:
         return self.home / "cache"
+
+    @property
+    def embeddings(self) -> Path:
+        return self.embedding_cache or self.cache / "embeddings.sqlite"
 
     @property
     def evaluation(self) -> Path:
@@ -85,6 +91,8 @@ class Settings:
             llm_concurrency=int(_env("PAPERLAKE_LLM_CONCURRENCY", "4")),
             llm_requests_per_minute=int(_env("PAPERLAKE_LLM_RPM")) if _env("PAPERLAKE_LLM_RPM") else None,
             enrich_kinds=_env("PAPERLAKE_ENRICH_KINDS"),
+            embedding_cache=Path(_env("PAPERLAKE_EMBEDDING_CACHE")).expanduser().resolve()
+            if _env("PAPERLAKE_EMBEDDING_CACHE") else None,
             evaluate=(_env("PAPERLAKE_EVALUATE", "1") or "1").lower() not in ("0", "false", "no", "off"),
             eval_methods=_env("PAPERLAKE_EVAL_METHODS", "classic_rag"),
             eval_min_answer_at_5=float(_env("PAPERLAKE_EVAL_MIN_ANSWER5", "0.4") or 0.4),

@@ -45,23 +45,43 @@ def make_inbox(root: Path, stems: list[str], *, with_manifest: bool = True) -> P
     return inbox
 
 
-def ingest_sample(root: Path, stems: list[str]) -> dict:
+def ingest_sample(root: Path, stems: list[str], unset: tuple[str, ...] = ()) -> dict:
     """Ingest copies of some corpus papers (with their MinerU outputs) into ``root/home``, every stage on a Milvus
-    Lite file; asserts that each paper was published and synced. Returns the inbox, settings, summary and the
-    paper_key → paper_id map of the warehouse."""
+    Lite file, with the environment variables ``unset`` removed meanwhile; asserts that each paper was published and
+    synced. Returns the inbox, settings, summary and the paper_key → paper_id map of the warehouse."""
     import duckdb
 
     from orchestration.run import ingest
     from paperlake.config import Settings
 
     inbox = make_inbox(root, stems)
-    settings = Settings.from_env(home=root / "home", backend="auto", mineru_dir=CORPUS_MINERU,
-                                 milvus_uri=str(root / "home" / "milvus.db"))
-    summary = ingest([inbox], settings)
+    with pytest.MonkeyPatch.context() as patch:
+        for name in unset:
+            patch.delenv(name, raising=False)
+        settings = Settings.from_env(home=root / "home", backend="auto", mineru_dir=CORPUS_MINERU,
+                                     milvus_uri=str(root / "home" / "milvus.db"))
+        summary = ingest([inbox], settings)
     assert len(summary.published) == len(stems) and not summary.vector_failures, summary
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         ids = dict(con.execute("select paper_key, paper_id::varchar from metadata").fetchall())
     return {"inbox": inbox, "settings": settings, "summary": summary, "ids": ids}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_embedding_cache(tmp_path_factory: pytest.TempPathFactory):
+    """One embedding cache for every home of the run (both xdist workers): the suite ingests the same sample papers
+    into many fresh homes, and the cache is content-addressed (model, text), so sharing it changes no vector, only
+    how often the same text is encoded. Tests that count encodings use caches of their own."""
+    if os.environ.get("PAPERLAKE_EMBEDDING_CACHE"):
+        yield
+        return
+    root = tmp_path_factory.getbasetemp()
+    shared = (root.parent if root.name.startswith("popen-gw") else root) / "shared-embeddings.sqlite"
+    os.environ["PAPERLAKE_EMBEDDING_CACHE"] = str(shared)
+    try:
+        yield
+    finally:
+        os.environ.pop("PAPERLAKE_EMBEDDING_CACHE", None)
 
 
 @pytest.fixture(scope="session", autouse=True)

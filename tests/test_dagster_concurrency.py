@@ -96,7 +96,7 @@ def check_runs(instance, results: list[tuple[int, str]], settings: Settings, ids
     vector_runs = [r.run_id for r in runs  # the two `dagster asset materialize` runs, not the CLI ingest's
                    if r.tags.get("dagster/partition") in ids and "paperlake/trigger" not in r.tags]
     assert len(vector_runs) == 2
-    with VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite") as store:
+    with VectorStore(settings.milvus_uri, cache_path=settings.embeddings) as store:
         for paper_id in ids.values():
             for collection, count in expected_counts(settings, paper_id).items():
                 assert count > 0 and store.count(collection, f"pdf_id == '{paper_id}'") == count, collection

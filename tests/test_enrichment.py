@@ -27,10 +27,7 @@ LLM_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "PAPERLAKE_LLM_MODEL", "OPENAI_M
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory, dbt_manifest: Path) -> dict:
-    with pytest.MonkeyPatch.context() as patch:
-        for name in LLM_ENV:
-            patch.delenv(name, raising=False)
-        return ingest_sample(tmp_path_factory.mktemp("enrich"), PAPERS)
+    return ingest_sample(tmp_path_factory.mktemp("enrich"), PAPERS, unset=LLM_ENV)
 
 
 @pytest.fixture(autouse=True)
@@ -112,7 +109,7 @@ def test_first_run_fills_every_kind_everywhere_and_the_second_makes_no_call(buil
     assert filled["metadata"] == 2
     assert query(home, "select tags from metadata limit 1")[0][0] == json.loads(TAGS)
     assert query(home, "select count(*) from enrichment_errors") == [(0,)]
-    store = VectorStore(home.milvus_uri, cache_path=home.cache / "embeddings.sqlite")
+    store = VectorStore(home.milvus_uri, cache_path=home.embeddings)
     try:
         for spec in (s for s in load_config().active_collections() if s.modality == "text"):
             for table, column in (("pages", "page_summary"), ("tables", "table_summary"), ("metadata", "tldr")):
@@ -196,7 +193,7 @@ def test_removing_a_paper_removes_its_summaries_everywhere(built):
     summary = run_ingest([built["inbox"]], settings)
     assert summary.removed == [key] and not enrichment_path(settings.lake, key).exists()
     assert query(settings, "select count(*) from enrichment_errors where paper_id = ?", [paper]) == [(0,)]
-    store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite")
+    store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings)
     try:
         assert store.count("text_bm25_en", f"pdf_id == '{paper}'") == 0
         assert store.count("text_bm25_en", "column_name == 'page_summary'") == query(

@@ -37,10 +37,7 @@ MARGIN = 0.05   # answer@5 may drop by at most five points per volume (about 11 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory, dbt_manifest: Path) -> dict:
-    with pytest.MonkeyPatch.context() as patch:
-        for name in LLM_ENV:
-            patch.delenv(name, raising=False)
-        return ingest_sample(tmp_path_factory.mktemp("selfeval"), PAPERS)
+    return ingest_sample(tmp_path_factory.mktemp("selfeval"), PAPERS, unset=LLM_ENV)
 
 
 @pytest.fixture(autouse=True)

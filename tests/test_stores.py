@@ -46,7 +46,7 @@ def test_each_collection_holds_one_entity_per_non_empty_encodable_cell(built):
         cells = collect_cells(con, paper_encodable())
     kind = {(table, column): k for table, column, k in paper_encodable()}
     text_cells = [c for c in cells if kind[(c.table_name, c.column_name)] == "text"]
-    store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite")
+    store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings)
     try:
         for spec in load_config().active_collections():
             expected = len(text_cells) if spec.modality == "text" else len(cells) - len(text_cells)
@@ -190,6 +190,42 @@ def test_eval_with_an_llm_writes_trajectories_predictions_and_reports(built, tmp
     assert report["overall"] == 0.5  # the gold answer scores 1, the refusal 0
 
 
+def test_pages_sections_and_tables_are_pooled_from_text_encoded_once(built):
+    """Encode each token once: a page's dense vector is the token-weighted mean of the windows of the chunks that
+    start on it, a section's of its chunks', a table's content of its row lines; none of them is encoded again."""
+    import numpy as np
+
+    from paperlake.vectors.entities import collect_cells, default_encodable
+    from paperlake.vectors.store import VectorStore
+
+    settings = built["settings"]
+    quantum = paper_ids(settings)[f"naacl2024/{PAPERS[1]}"]
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        cells = collect_cells(con, default_encodable(), [quantum])
+        chunks_of_page = dict(con.execute(
+            "select p.page_id::varchar, list(c.text_content order by c.ordinal) from pages p join chunks c on "
+            "c.ref_page_id = p.page_id where p.ref_paper_id = ? group by p.page_id", [quantum]).fetchall())
+    pooled = {c.table_name: c for c in cells if c.parts}
+    assert set(pooled) == {"pages", "sections", "tables"}
+    page = next(c for c in cells if c.table_name == "pages" and c.parts and len(c.parts) > 1)
+    assert list(page.parts) == chunks_of_page[page.primary_key]
+    collection = "text_sentence_transformers_all_minilm_l6_v2"
+    store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings)
+    try:
+        encoder = store.encoders.get("all_minilm_l6_v2")
+        store.load(collection)
+        (stored,) = store.client.get(collection, ids=[page.entity_id], output_fields=["vector"])
+        vector = np.asarray(stored["vector"], np.float32)
+        windows = [w for text in page.parts for w in encoder.windows([text])[0]]
+        expected = (encoder.encode([w for w, _ in windows]) *
+                    np.asarray([n for _, n in windows], np.float32)[:, None]).sum(axis=0)
+        np.testing.assert_allclose(vector, expected / np.linalg.norm(expected), atol=1e-4)
+        report = store.sync_paper(quantum, cells, [collection])
+        assert report.encoded == 0 and report.upserted == 0
+    finally:
+        store.close()
+
+
 def test_table_rows_and_columns_are_entities_that_search_finds_and_resync_skips(built):
     """HD-RAG's row and column lines are warehouse views, encoded like every other text cell: one entity per line
     in each text collection, found by `search --view table_rows.row_text`, and a re-sync encodes nothing."""
@@ -208,7 +244,7 @@ def test_table_rows_and_columns_are_entities_that_search_finds_and_resync_skips(
         cells = collect_cells(con, default_encodable(), [quantum])
     assert lines["table_rows"] > 20 and lines["table_columns"] > 10
     assert bert and "SST-5: 49.13" in bert[0][0]  # the value named by its column header
-    store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite")
+    store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings)
     try:
         texts = [spec for spec in load_config().active_collections() if spec.modality == "text"]
         for spec in texts:
@@ -266,7 +302,7 @@ def test_removing_a_paper_empties_every_store(built):
     (built["inbox"] / f"{key}.pdf").unlink()
     summary = ingest([built["inbox"]], settings)
     assert summary.removed == [key]
-    store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite")
+    store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings)
     try:
         for spec in load_config().active_collections():
             assert store.count(spec.name, f"pdf_id == '{paper}'") == 0, spec.name

@@ -172,3 +172,40 @@ def test_rrf_fusion_uses_ranks_and_weights():
     assert fuse([[], [("x", 0.3)]], [1, 1]) == [("x", 1.0)]
     with pytest.raises(ValueError, match="fusion"):
         fuse([[("a", 1.0)]], [1.0], "sum")
+
+
+def test_windows_cover_every_token_once_on_both_backends(real_texts, onnx_dir):
+    """A text that fits is its own single window (the plain encoding, same cache entry); a longer one is cut into
+    windows that each fit and that, put together, are the text: every token once, in order."""
+    import re
+
+    long_text = " ".join(real_texts) * 3
+    for encoder in (minilm("onnx", onnx_dir, None), minilm("torch", None, None)):
+        model = encoder._load()
+        full = getattr(model, "full_tokenizer", None)
+        tokens = (len(full.encode(long_text, add_special_tokens=False).ids) if full is not None
+                  else len(model.tokenizer(long_text, add_special_tokens=False)["input_ids"]))
+        (short,), long_windows = encoder.windows(["A short caption.", long_text])
+        assert short[0] == "A short caption."
+        assert len(long_windows) >= tokens // 254 > 3
+        assert max(encoder.token_counts([w for w, _ in long_windows])) <= 256      # each fits, special tokens too
+        assert sum(n for _, n in long_windows) == tokens
+        assert re.sub(r"\s", "", "".join(w for w, _ in long_windows)) == re.sub(r"\s", "", long_text)
+
+
+def test_pooled_vectors_share_windows_through_the_cache(real_texts, onnx_dir, tmp_path):
+    from paperlake.vectors.encoders import encode_pooled
+
+    encoder = minilm("onnx", onnx_dir, None)
+    cache = EmbeddingCache(tmp_path / "cache.sqlite")
+    parts = tuple(real_texts[:4])
+    chunks = encode_pooled(encoder, [(p,) for p in parts], cache)
+    page = encode_pooled(encoder, [parts], cache)
+    assert page.misses == 0 and page.hits > 0          # the page's windows are its chunks' windows: no new encoding
+    windows = [w for text in parts for w in encoder.windows([text])[0]]
+    vectors = encoder.encode([w for w, _ in windows])
+    expected = (vectors * np.array([n for _, n in windows], dtype=np.float32)[:, None]).sum(axis=0)
+    np.testing.assert_allclose(page.vectors[0], expected / np.linalg.norm(expected), atol=1e-5)
+    # a text that fits in the window gets exactly its plain vector
+    fitting = next(i for i, text in enumerate(parts) if encoder.token_counts([text])[0] < 256)
+    np.testing.assert_allclose(chunks.vectors[fitting], encoder.encode([parts[fitting]])[0], atol=1e-6)

@@ -312,7 +312,11 @@ def _equation_symbols(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[
         after = re.sub(r"\s+", " ", equation["context_after"])[:400]
         for match in _DEFINITION.finditer(after):
             symbol = re.sub(r"\s*\\in\b.*?(\$?)$", r"\1", match.group("symbol").strip())
+            if symbol.startswith("$"):
+                symbol = re.sub(r"\s+", "", symbol)   # MinerU spaces every LaTeX token: "$W _ { 0 }$" -> "$W_{0}$"
             definition = match.group("definition").strip()
+            if not re.fullmatch(r"[A-Za-z0-9\s\-']+", definition):
+                continue   # prose only: no math, no glyphs the text layer lost
             bare = symbol.strip("$").strip()
             if not bare or symbol in seen or len(definition.split()) < 2 or bare.lower() in _STOP or \
                     (bare.isalpha() and len(bare) > 3):

@@ -44,6 +44,9 @@ class ConfigError(ValueError):
     """The collection spec file is inconsistent."""
 
 
+LONG_TEXT_MODES = ("pool", "truncate")
+
+
 @dataclass(frozen=True)
 class EncoderSpec:
     """A model that turns a cell into a dense vector; ``weights`` says where its files come from."""
@@ -59,6 +62,7 @@ class EncoderSpec:
     dpi: int = 144
     backend: str = "torch"
     max_seq_length: int | None = None
+    long_text: str = "pool"   # text longer than the model's window: "pool" its windows, or "truncate" to the first
 
     def weights_path(self, environ: Mapping[str, str] | None = None) -> Path | None:
         """Local path of the weights, or None when they are not on this machine."""
@@ -234,6 +238,9 @@ def _parse_encoder(name: str, body: Mapping[str, Any]) -> EncoderSpec:
     max_seq_length = body.get("max_seq_length")
     if max_seq_length is not None and not 8 <= int(max_seq_length) <= 512:
         raise ConfigError(f"encoder {name}: max_seq_length must be within 8..512 tokens")
+    long_text = body.get("long_text", "pool")
+    if long_text not in LONG_TEXT_MODES:
+        raise ConfigError(f"encoder {name}: long_text must be one of {LONG_TEXT_MODES}, got {long_text!r}")
     return EncoderSpec(
         name=name,
         kind=kind,
@@ -246,6 +253,7 @@ def _parse_encoder(name: str, body: Mapping[str, Any]) -> EncoderSpec:
         dpi=int(body.get("dpi", 144)),
         backend=backend,
         max_seq_length=None if max_seq_length is None else int(max_seq_length),
+        long_text=long_text,
     )
 
 

@@ -67,6 +67,7 @@ class TextEncoder:
         backend: str = "torch",
         max_seq_length: int | None = None,
         onnx_dir: str | Path | None = None,
+        long_text: str = "truncate",
     ):
         if backend not in TEXT_BACKENDS:
             raise ValueError(f"{model_id}: backend must be one of {TEXT_BACKENDS}, got {backend!r}")
@@ -79,6 +80,7 @@ class TextEncoder:
         self.device = device
         self.backend = backend
         self.max_seq_length = max_seq_length
+        self.long_text = long_text
         self.onnx_dir = None if onnx_dir is None else Path(onnx_dir)
         self._model = None
         self._lock = threading.Lock()
@@ -89,9 +91,47 @@ class TextEncoder:
         return f"{self.model_id}|{self.backend}|max_seq_length={self.max_seq_length or 'model'}"
 
     @property
+    def vector_key(self) -> str:
+        """Identifies a cell's vector: the encoder's, plus how a text longer than its window is read (pooling its
+        windows gives other vectors than truncating it, from the same cached window encodings)."""
+        return self.cache_key + ("|long_text=pool" if self.long_text == "pool" else "")
+
+    @property
     def metadata(self) -> dict:
         return {"model_id": self.model_id, "path": self.path, "dimension": self.dimension, "random": False,
-                "backend": self.backend, "max_seq_length": self.max_seq_length}
+                "backend": self.backend, "max_seq_length": self.max_seq_length, "long_text": self.long_text}
+
+    def windows(self, texts: Sequence[str]) -> list[list[tuple[str, int]]]:
+        """Each text as consecutive windows the model sees whole: (window text, tokens). A text that fits is one
+        window, itself, so its vector is the plain encoding (and the same cache entry). Longer texts are cut every
+        ``window - 2`` tokens (room for the special tokens), backing off to the start of a word when one begins in
+        the window's last 32 tokens; the windows cover every token once."""
+        model = self._load()
+        if isinstance(model, OnnxTextModel):
+            size = model.tokenizer.truncation["max_length"] - 2
+            offsets = [e.offsets for e in model.full_tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+        else:
+            size = model.max_seq_length - 2
+            encoded = model.tokenizer(list(texts), add_special_tokens=False, truncation=False,
+                                      return_offsets_mapping=True)
+            offsets = [list(map(tuple, o)) for o in encoded["offset_mapping"]]
+        result = []
+        for text, spans in zip(texts, offsets):
+            if len(spans) <= size:
+                result.append([(text, max(1, len(spans)))])
+                continue
+            parts, start = [], 0
+            while start < len(spans):
+                end = min(start + size, len(spans))
+                if end < len(spans):
+                    for cut in range(end, max(start + size - 32, start + 1), -1):
+                        if spans[cut][0] > spans[cut - 1][1]:   # token ``cut`` begins a word
+                            end = cut
+                            break
+                parts.append((text[spans[start][0]:spans[end - 1][1]], end - start))
+                start = end
+            result.append(parts)
+        return result
 
     def _load(self):
         with self._lock:
@@ -191,6 +231,9 @@ class OnnxTextModel:
         self.tokenizer = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(max_seq_length)
+        self.full_tokenizer = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))   # for cutting windows
+        self.full_tokenizer.no_padding()
+        self.full_tokenizer.no_truncation()
         options = onnxruntime.SessionOptions()
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         # idle threads sleep instead of spinning: our cores are shared (ingest, tests), and spinning workers that
@@ -525,6 +568,37 @@ def encode_cached(encoder, contents: Sequence[str | bytes], cache: EmbeddingCach
     return EncodeResult(matrix, hits=hits, misses=len(todo), seconds=seconds)
 
 
+def encode_pooled(encoder: TextEncoder, segments: Sequence[Sequence[str]], cache: EmbeddingCache | None) -> EncodeResult:
+    """One vector per item from its segments' windows (:meth:`TextEncoder.windows`): the token-weighted mean of the
+    window vectors, normalised. Windows are encoded through the cache, so a text shared by several items (a chunk,
+    and the page and section it belongs to) is encoded once. ``segments``: per item, the texts it is made of (a
+    cell's own text, or for a page or section the chunks it holds)."""
+    import time
+
+    started = time.perf_counter()
+    texts = [text for item in segments for text in item]
+    windows = encoder.windows(texts) if texts else []
+    flat = [w for per_text in windows for w, _ in per_text]
+    result = encode_cached(encoder, flat, cache)
+    vectors = np.zeros((len(segments), encoder.dimension), dtype=np.float32)
+    cursor = position = 0
+    for index, item in enumerate(segments):
+        weights = []
+        for _ in item:
+            weights += [tokens for _, tokens in windows[position]]
+            position += 1
+        if weights:
+            block = result.vectors[cursor:cursor + len(weights)]
+            vectors[index] = (block * np.asarray(weights, dtype=np.float32)[:, None]).sum(axis=0)
+            cursor += len(weights)
+    return EncodeResult(_normalise(vectors), hits=result.hits, misses=result.misses,
+                        seconds=time.perf_counter() - started)
+
+
+_SHARED_ENCODERS: dict[tuple, "TextEncoder | ClipImageEncoder"] = {}
+_SHARED_LOCK = threading.Lock()
+
+
 class EncoderRegistry:
     """Builds the configured encoders on first use and keeps one instance of each per process."""
 
@@ -544,9 +618,16 @@ class EncoderRegistry:
         return spec.kind == "open_clip" and self.allow_random_clip
 
     def get(self, name: str) -> TextEncoder | ClipImageEncoder:
+        """The encoder, shared by every registry of the process with the same spec: a store opened per paper (one
+        per Dagster step) does not load the model again."""
         with self._lock:
             if name not in self._encoders:
-                self._encoders[name] = self._build(self.config.encoders[name])
+                spec = self.config.encoders[name]
+                key = (spec, str(spec.weights_path()), self.device, str(self.onnx_dir), self.allow_random_clip)
+                with _SHARED_LOCK:
+                    if key not in _SHARED_ENCODERS:
+                        _SHARED_ENCODERS[key] = self._build(spec)
+                    self._encoders[name] = _SHARED_ENCODERS[key]
             return self._encoders[name]
 
     def _build(self, spec: EncoderSpec) -> TextEncoder | ClipImageEncoder:
@@ -555,7 +636,7 @@ class EncoderRegistry:
             if path is None:
                 raise EncoderUnavailable(spec.unavailable_reason())
             return TextEncoder(spec.model_id, path, spec.dimension, spec.batch_size, self.device, backend=spec.backend,
-                               max_seq_length=spec.max_seq_length, onnx_dir=self.onnx_dir)
+                               max_seq_length=spec.max_seq_length, onnx_dir=self.onnx_dir, long_text=spec.long_text)
         return ClipImageEncoder(
             spec.model_id, spec.open_clip_model, path, spec.dimension, spec.batch_size,
             allow_random=self.allow_random_clip, device=self.device,

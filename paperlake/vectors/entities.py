@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -92,6 +93,9 @@ class Cell:
     pdf_path: str | None = None
     pdf_sha256: str | None = None
     note: str | None = None
+    # the texts whose windows make the dense vector, when not the cell's own text: the chunks a page or section
+    # holds (their windows are encoded for the chunks already, so every token is encoded once)
+    parts: tuple[str, ...] | None = None
 
     @property
     def entity_id(self) -> str:
@@ -108,6 +112,14 @@ class Cell:
             return self.text
         box = ",".join(f"{v:g}" for v in self.bbox or ())
         return f"pdf:{self.pdf_sha256 or self.pdf_path}|page:{self.page_number}|bbox:{box}"
+
+
+    @property
+    def pooled_key(self) -> str:
+        """What a pooled dense vector is computed from: the text, and the parts when they stand in for it."""
+        if not self.parts:
+            return self.content_key
+        return f"{self.content_key}\x1fparts:{hashlib.sha256(chr(31).join(self.parts).encode('utf-8')).hexdigest()}"
 
 
 def entity_id(table: str, column: str, row_id: str) -> str:
@@ -157,7 +169,64 @@ def collect_cells(
         if missing:
             raise WarehouseSchemaError(f"warehouse table {table!r} has no column(s) {missing}")
         cells.extend(_table_cells(warehouse_con, table, wanted, papers, pdfs, max_text_bytes, columns_of))
-    return cells
+    return _with_chunk_parts(warehouse_con, cells, papers, columns_of)
+
+
+# The views whose dense vector is pooled from texts encoded for other views: pages and sections from the chunks they
+# hold, a table's content from its row lines (HD-RAG's H-RCL rows, encoded for table_rows).
+POOLED_VIEWS = {("pages", "page_content"), ("sections", "section_content"), ("tables", "table_content")}
+
+
+def _with_chunk_parts(con: duckdb.DuckDBPyConnection, cells: list[Cell], papers: list[str] | None,
+                      columns_of: dict[str, set[str]]) -> list[Cell]:
+    """Pages and sections get the texts of their chunks as ``parts``: a page holds the chunks that start on it, a
+    section the chunks under its title (on its pages, when a paper repeats a title); a table's content gets its row
+    lines. A cell without any keeps its own text."""
+    wanted = [c for c in cells if (c.table_name, c.column_name) in POOLED_VIEWS]
+    needed = {"ref_paper_id", "ref_page_id", "section_title", "text_content", "ordinal", "page_number"}
+    if not wanted or not needed <= columns_of.get("chunks", set()):
+        return cells
+    lines: dict[str, list[str]] = {}
+    if any(c.table_name == "tables" for c in wanted) and \
+            {"ref_table_id", "row_text", "row_index"} <= columns_of.get("table_rows", set()):
+        where, params = _paper_filter("t.ref_paper_id", papers)
+        for table_id, text in con.execute(f"select cast(t.ref_table_id as varchar), t.row_text from table_rows t "
+                                          f"{where} order by 1, t.row_index", params).fetchall():
+            if text and text.strip():
+                lines.setdefault(table_id, []).append(text)
+    where, params = _paper_filter("t.ref_paper_id", papers)
+    rows = con.execute(f"select cast(t.ref_paper_id as varchar), cast(t.ref_page_id as varchar), t.section_title, "
+                       f"t.page_number, t.text_content from chunks t {where} order by 1, t.ordinal", params).fetchall()
+    by_page: dict[str, list[str]] = {}
+    by_title: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    for paper, page_id, title, page_number, text in rows:
+        if not text or not text.strip():
+            continue
+        by_page.setdefault(page_id, []).append(text)
+        by_title.setdefault((paper, title or ""), []).append((page_number, text))
+    sections = {}
+    if any(c.table_name == "sections" for c in wanted) and "page_numbers" in columns_of.get("sections", set()):
+        where, params = _paper_filter("t.ref_paper_id", papers)
+        for section_id, paper, title, pages in con.execute(
+                f"select cast(t.section_id as varchar), cast(t.ref_paper_id as varchar), t.section_title, "
+                f"t.page_numbers from sections t {where}", params).fetchall():
+            sections[section_id] = (paper, title or "", set(pages or []))
+    titles = Counter((paper, title) for paper, title, _ in sections.values())
+    out = []
+    for cell in cells:
+        parts: list[str] | None = None
+        if (cell.table_name, cell.column_name) == ("pages", "page_content"):
+            parts = by_page.get(cell.primary_key)
+        elif (cell.table_name, cell.column_name) == ("tables", "table_content"):
+            parts = lines.get(cell.primary_key)
+        elif (cell.table_name, cell.column_name) == ("sections", "section_content") and cell.primary_key in sections:
+            paper, title, pages = sections[cell.primary_key]
+            chunks = by_title.get((paper, title), [])
+            if titles[(paper, title)] > 1:
+                chunks = [(p, t) for p, t in chunks if p in pages]
+            parts = [t for _, t in chunks]
+        out.append(replace(cell, parts=tuple(parts)) if parts else cell)
+    return out
 
 
 def _wants_images(by_table: dict[str, list[tuple[str, str]]]) -> bool:

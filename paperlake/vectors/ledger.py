@@ -70,11 +70,9 @@ def _digest(pairs: Iterable[str]) -> str:
 
 def expected_hashes(store: Any, collection: str, cells: Iterable[Cell]) -> dict[str, str]:
     """entity id → text_hash the paper's cells call for in ``collection``."""
-    from paperlake.vectors.store import _text_hash
-
     spec = store.config.collection(collection)
     fingerprint = store.fingerprint(spec)
-    return {cell.entity_id: _text_hash(fingerprint, cell.content_key) for cell in cells if cell.kind == spec.modality}
+    return {cell.entity_id: store.cell_hash(spec, fingerprint, cell) for cell in cells if cell.kind == spec.modality}
 
 
 def expected_digest(store: Any, collection: str, cells: Iterable[Cell]) -> tuple[str, int]:
@@ -101,7 +99,7 @@ def sync_paper_key(settings: Any, collection: str, paper_key: str) -> dict[str, 
     # file exclusive is the store's file lock (Dagster's SQLite storage can hand one pool slot to two runs that claim
     # it at the same instant), so the wait is long and the hold is reported.
     waited = time.time()
-    store = VectorStore(settings.milvus_uri, cache_path=settings.cache / "embeddings.sqlite", lock_timeout=600.0)
+    store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings, lock_timeout=600.0)
     held_from = time.time()
     try:
         deleted_previous = 0

@@ -29,7 +29,7 @@ from pymilvus.milvus_client.index import IndexParams
 
 from paperlake.failpoints import fault_point
 from paperlake.vectors.config import CollectionSpec, VectorConfig, default_home, load_config
-from paperlake.vectors.encoders import EmbeddingCache, EncoderRegistry, encode_cached, render_region
+from paperlake.vectors.encoders import EmbeddingCache, EncoderRegistry, encode_cached, encode_pooled, render_region
 from paperlake.vectors.entities import Cell, Encodable, collect_cells
 from paperlake.vectors.filters import quote_literal, validate_filter
 from paperlake.vectors.server import FileLockGuard
@@ -217,6 +217,15 @@ class VectorStore:
         """Configured collections whose encoders are available in this store."""
         return [s for s in self.config.collections if self.is_available(s)]
 
+    def pools(self, spec: CollectionSpec) -> bool:
+        """Whether the collection's dense vectors pool windows (then a page's vector depends on its chunks too)."""
+        return spec.modality == "text" and any(
+            v.kind == "dense" and self.config.encoders[v.encoder].long_text == "pool" for v in spec.vectors)
+
+    def cell_hash(self, spec: CollectionSpec, fingerprint: str, cell: Cell) -> str:
+        """The entity's ``text_hash``: what its vectors are computed from, under the collection's fingerprint."""
+        return _text_hash(fingerprint, cell.pooled_key if self.pools(spec) else cell.content_key)
+
     def fingerprint(self, spec: CollectionSpec) -> str:
         parts = []
         for vector in spec.vectors:
@@ -226,7 +235,7 @@ class VectorStore:
                 encoder_spec = self.config.encoders[vector.encoder]
                 encoder = self.encoders.get(vector.encoder)
                 extra = f"@{encoder_spec.dpi}dpi" if encoder_spec.kind == "open_clip" else ""
-                parts.append(f"{encoder_spec.kind}:{encoder.cache_key}{extra}")
+                parts.append(f"{encoder_spec.kind}:{getattr(encoder, 'vector_key', encoder.cache_key)}{extra}")
         return "|".join(parts)
 
     def ensure_collections(
@@ -414,7 +423,7 @@ class VectorStore:
         current: dict[str, tuple[Cell, str]] = {}
         for cell in cells:
             if cell.kind == spec.modality:
-                current[cell.entity_id] = (cell, _text_hash(fingerprint, cell.content_key))
+                current[cell.entity_id] = (cell, self.cell_hash(spec, fingerprint, cell))
         stats.cells = len(current)
         existing = self.existing_hashes(spec.name, paper_id)
         changed = [(cell, digest) for eid, (cell, digest) in current.items() if existing.get(eid) != digest]
@@ -463,7 +472,12 @@ class VectorStore:
         for vector in spec.vectors:
             if vector.kind != "dense":
                 continue
-            result = encode_cached(self.encoders.get(vector.encoder), payloads, self.cache)
+            encoder = self.encoders.get(vector.encoder)
+            if spec.modality == "text" and getattr(encoder, "long_text", "truncate") == "pool":
+                # every token encoded once: a page or section is pooled from the windows of the chunks it holds
+                result = encode_pooled(encoder, [cell.parts or (cell.text,) for cell, _ in kept], self.cache)
+            else:
+                result = encode_cached(encoder, payloads, self.cache)
             vectors[vector.field] = result.vectors
             stats.encoded += result.misses
             stats.cache_hits += result.hits

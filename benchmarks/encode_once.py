@@ -1,0 +1,104 @@
+"""Encode each token once, side by side with truncation: the same warehouse synced into the three text collections
+twice in one run, once per way of reading a text longer than MiniLM's 256-token window.
+
+- ``truncate`` (before): every encodable cell is encoded on its own and cut at 256 tokens, so a page vector sees
+  about a quarter of its page, and pages, sections and chunks encode the same text three times;
+- ``pool`` (now): texts are cut into windows the model sees whole; a chunk's vector pools its windows, a page's and a
+  section's pool the windows of the chunks they hold, a table's content pools its row lines (encoded for
+  ``table_rows`` anyway), token-weighted, normalised; every window goes through the embedding cache, so a window
+  shared by several cells is encoded once.
+
+Each mode starts from an empty embedding cache and an empty Milvus Lite file. Reported per mode: seconds of the
+vector sync, windows or cells encoded and their tokens, and page-level recall@1/@5/MRR on the labelled queries
+(``benchmarks/retrieval_queries.jsonl``) for BM25, dense and the configured hybrid on the chunks and pages views,
+through ``paperlake.vectors.search`` (the path `paperlake search` and the agent take).
+
+    python benchmarks/encode_once.py [--warehouse W] [--work-dir D] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from retrieval import METHODS, load_queries, measure_quality, paper_files, query_ranks  # noqa: E402
+
+TEXT_COLLECTIONS = ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2", "text_hybrid")
+ENCODER = "all_minilm_l6_v2"
+
+
+def run_mode(mode: str, warehouse: Path, work: Path, queries: list[dict], files: dict[str, str]) -> dict:
+    import duckdb
+
+    from paperlake.vectors.config import load_config
+    from paperlake.vectors.entities import collect_cells
+    from paperlake.vectors.store import VectorStore, sync_warehouse
+
+    config = load_config()
+    config = replace(config, encoders={**config.encoders, ENCODER: replace(config.encoders[ENCODER], long_text=mode)})
+    folder = work / mode
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    with VectorStore(folder / "milvus.db", config=config, cache_path=folder / "embeddings.sqlite") as store:
+        encoder = store.encoders.get(ENCODER)
+        with duckdb.connect(str(warehouse), read_only=True) as con:
+            cells = [c for c in collect_cells(con) if c.kind == "text"]
+            encoder.encode(["warm-up: load the model before the clock starts"])
+            started = time.perf_counter()
+            report = sync_warehouse(store, con, collections=TEXT_COLLECTIONS)
+            seconds = time.perf_counter() - started
+        if mode == "pool":
+            windows = {w: n for per_text in encoder.windows([t for c in cells for t in (c.parts or (c.text,))])
+                       for w, n in per_text}
+            encoded, tokens = len(windows), sum(n + 2 for n in windows.values())
+        else:
+            unique = {c.text for c in cells}
+            encoded, tokens = len(unique), sum(encoder.token_counts(sorted(unique)))
+        quality = measure_quality(query_ranks(store, queries, files, {m: METHODS[m] for m in ("bm25", "dense", "hybrid")}))
+    return {"sync_seconds": round(seconds, 1), "failures": report.failures, "encoded_inputs": encoded,
+            "encoded_tokens": tokens, "cache_misses": store.cache.stats.misses if store.cache else None,
+            "quality": quality}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--warehouse", type=Path, default=Path("data") / "warehouse.duckdb")
+    parser.add_argument("--corpus", type=Path, default=REPO.parent / "shared" / "corpus")
+    parser.add_argument("--work-dir", type=Path, default=Path("data") / "bench-encode-once")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "encode_once.json")
+    args = parser.parse_args()
+
+    import duckdb
+
+    with duckdb.connect(str(args.warehouse), read_only=True) as con:
+        files = paper_files(con)
+    queries = load_queries(REPO / "benchmarks" / "retrieval_queries.jsonl", args.corpus)
+    results: dict = {"machine": platform.platform(), "warehouse": str(args.warehouse.resolve()),
+                     "queries": len(queries), "modes": {}}
+    for mode in ("truncate", "pool"):
+        results["modes"][mode] = run_mode(mode, args.warehouse.resolve(), args.work_dir.resolve(), queries, files)
+        entry = results["modes"][mode]
+        print(f"{mode:9s} sync {entry['sync_seconds']:6.1f}s  encoded {entry['encoded_inputs']} inputs, "
+              f"{entry['encoded_tokens']} tokens")
+        for view, methods in entry["quality"].items():
+            print("   ", view, {m: q["mrr"] for m, q in methods.items()})
+    before, after = results["modes"]["truncate"], results["modes"]["pool"]
+    results["ratios"] = {"sync_seconds": round(after["sync_seconds"] / before["sync_seconds"], 3),
+                         "encoded_tokens": round(after["encoded_tokens"] / before["encoded_tokens"], 3)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(f"written: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
