@@ -58,11 +58,13 @@ def test_ingest_writes_verified_probes_for_every_paper(built):
     settings, summary = built["settings"], built["summary"]
     assert len(built["ids"]) == 19 and sorted(summary.probed) == sorted(built["ids"]), summary.probed
     overall: Counter = Counter()
+    kinds_per_paper = []
     for key, paper_id in built["ids"].items():
         rows = read_jsonl(probes_path(settings, key))
         kinds = Counter(r["probe_kind"] for r in rows)
         overall.update(kinds)
-        # a paper without tables, figures or display equations has fewer kinds, never fewer probes
+        kinds_per_paper.append(len(kinds))
+        # a paper without tables, figures, display equations or names has fewer kinds, never fewer probes
         assert len(rows) >= 10 and len(kinds) >= 2, (key, kinds)
         assert set(kinds) <= set(KINDS)
         examples = load_examples(probes_path(settings, key))   # valid AirQA rows
@@ -78,6 +80,7 @@ def test_ingest_writes_verified_probes_for_every_paper(built):
     assert len({r["uuid"] for key in built["ids"] for r in read_jsonl(probes_path(settings, key))}) == \
         sum(len(read_jsonl(probes_path(settings, key))) for key in built["ids"])
     assert set(overall) == set(KINDS) and min(overall.values()) >= 10, overall
+    assert sum(n >= 4 for n in kinds_per_paper) >= 18, kinds_per_paper   # all but the text-only position paper
 
 
 def test_probes_are_deterministic_and_verification_rejects_a_wrong_answer(built):

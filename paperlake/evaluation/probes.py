@@ -1,7 +1,7 @@
 """Offline probes: deterministic AirQA questions per paper, generated from the warehouse, each with an exact answer
 and the warehouse row that states it.
 
-Five kinds, so a volume's evaluation exercises every view that retrieval serves:
+Six kinds, so a volume's evaluation exercises every view that retrieval serves:
 
 - ``table_cell``: a number addressed by its table (label and caption gist) and its row and column header paths,
   never by its neighbours in the grid; the cell's (row path, column path) must be unique in its table;
@@ -9,11 +9,15 @@ Five kinds, so a volume's evaluation exercises every view that retrieval serves:
   (a keyword paraphrase, not the sentence);
 - ``figure_caption``: which figure a caption describes, asked through the caption's distinctive words;
 - ``equation_symbol``: what a symbol defined right after a display equation ("where X denotes the …") stands for;
-- ``reference_author``: the first author of a cited work, asked by the work's title.
+- ``reference_author``: the first author of a cited work, asked by the work's title (its first ten words);
+- ``sentence_name``: a model, dataset or method name stated in a body sentence, asked like a sentence number.
+
+(A "which section covers …" kind was tried and dropped: retrieved chunks do not carry their section's title, so its
+answer is not answer-bearing text for any retrieval, and it scored 0.03–0.38 for every method.)
 
 An answer that is frequent in the paper proves nothing (a retrieval that finds "0.5" somewhere has not found the
-evidence), so numbers printed in more than :data:`MAX_NUMBER_SENTENCES` sentences and authors named more than
-:data:`MAX_NAME_MENTIONS` times are dropped. Every probe is verified before it is kept: its answer must occur in the
+evidence), so numbers printed in more than :data:`MAX_NUMBER_SENTENCES` sentences and names or authors mentioned
+more than :data:`MAX_NAME_MENTIONS` times are dropped. Every probe is verified before it is kept: its answer must occur in the
 evidence row it names (table, column, row id), with the same number matching as answer-bearing retrieval uses.
 
 The choice among candidates is seeded by the paper id, so a paper's probes are the same on every run and change
@@ -34,10 +38,10 @@ import polars as pl
 
 from paperlake.evaluation.needles import answer_needles, contains_needle
 
-PROBES_VERSION = "probes-1"
-KINDS = ("table_cell", "sentence_number", "figure_caption", "equation_symbol", "reference_author")
+PROBES_VERSION = "probes-2"
+KINDS = ("table_cell", "sentence_number", "figure_caption", "equation_symbol", "reference_author", "sentence_name")
 KIND_ELEMENT = {"table_cell": "table", "sentence_number": "text", "figure_caption": "image",
-                "equation_symbol": "formula", "reference_author": "metadata"}
+                "equation_symbol": "formula", "reference_author": "metadata", "sentence_name": "text"}
 PER_PAPER = 16                  # probes per paper at most, taken round-robin over the kinds
 MAX_NUMBER_SENTENCES = 2        # a number printed in more sentences than this is too common to prove anything
 MAX_NAME_MENTIONS = 3
@@ -237,10 +241,11 @@ def _table_cells(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candi
     return found
 
 
-def _sentence_numbers(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
+def _body_sentences(con: duckdb.DuckDBPyConnection, paper: PaperText) -> Iterable[tuple[dict[str, Any], str]]:
+    """(chunk row, sentence) for the prose sentences of the paper's body (no back matter, no math, no citations, no
+    table or list flattened into text)."""
     chunks = _frame(con, "select chunk_id, text_content, page_number, section_title from chunks "
                          "where ref_paper_id = ? order by ordinal", [paper.paper_id])
-    found, seen = [], set()
     for chunk in chunks.iter_rows(named=True):
         if _BACK_MATTER.search(chunk["section_title"] or ""):
             continue
@@ -248,32 +253,70 @@ def _sentence_numbers(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[
             tokens = sentence.split()
             if "$" in sentence or not 8 <= len(tokens) <= 60 or "et al" in sentence:
                 continue
-            if sum(t.isalpha() and t.islower() for t in tokens) < len(tokens) / 2:
-                continue  # a table or list flattened into text, not a sentence
-            for match in _NUMBER.finditer(sentence):
-                printed = match.group(1) + ("%" if match.group(2) else "")
-                plain = match.group(1).replace(",", "")
-                if _NOT_A_FIGURE.search(sentence[:match.start()]) or plain in seen:
-                    continue
-                if "." not in plain and not match.group(2) and (int(plain) < 10 or 1900 <= int(plain) <= 2035):
-                    continue  # small integers and years are everywhere
-                if number_sentences(paper, plain) > MAX_NUMBER_SENTENCES:
-                    continue
-                words = _rare_words(paper, sentence, 4)
-                if len(words) < 3:
-                    continue
-                seen.add(plain)
-                evaluator, answer_format, gold = _number_evaluator(printed)
-                where = f" (section “{chunk['section_title']}”)" if chunk["section_title"] else ""
-                question = _variant(f"{chunk['chunk_id']}|{plain}", (
-                    "Which number does the paper state where it discusses {words}{where}?",
-                    "In the passage mentioning {words}{where}, what figure does the paper report?",
-                    "What value is given in the sentence about {words}{where}?",
-                )).format(words=_listing(words), where=where)
-                found.append(Candidate("sentence_number", question, answer_format, evaluator, gold, {
-                    "table": "chunks", "column": "text_content", "row_id": chunk["chunk_id"],
-                    "page_number": chunk["page_number"],
-                }, f"{chunk['chunk_id']}|{plain}"))
+            if sum(t.isalpha() and t.islower() for t in tokens) >= len(tokens) / 2:
+                yield chunk, sentence
+
+
+def _sentence_numbers(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
+    found, seen = [], set()
+    for chunk, sentence in _body_sentences(con, paper):
+        for match in _NUMBER.finditer(sentence):
+            printed = match.group(1) + ("%" if match.group(2) else "")
+            plain = match.group(1).replace(",", "")
+            if _NOT_A_FIGURE.search(sentence[:match.start()]) or plain in seen:
+                continue
+            if "." not in plain and not match.group(2) and (int(plain) < 10 or 1900 <= int(plain) <= 2035):
+                continue  # small integers and years are everywhere
+            if number_sentences(paper, plain) > MAX_NUMBER_SENTENCES:
+                continue
+            words = _rare_words(paper, sentence, 4)
+            if len(words) < 3:
+                continue
+            seen.add(plain)
+            evaluator, answer_format, gold = _number_evaluator(printed)
+            where = f" (section “{chunk['section_title']}”)" if chunk["section_title"] else ""
+            question = _variant(f"{chunk['chunk_id']}|{plain}", (
+                "Which number does the paper state where it discusses {words}{where}?",
+                "In the passage mentioning {words}{where}, what figure does the paper report?",
+                "What value is given in the sentence about {words}{where}?",
+            )).format(words=_listing(words), where=where)
+            found.append(Candidate("sentence_number", question, answer_format, evaluator, gold, {
+                "table": "chunks", "column": "text_content", "row_id": chunk["chunk_id"],
+                "page_number": chunk["page_number"],
+            }, f"{chunk['chunk_id']}|{plain}"))
+    return found
+
+_NAME = re.compile(r"(?<![\w-])(?:[A-Z][a-z]*[A-Z0-9][A-Za-z0-9]*|[A-Z]{2,}[a-z]*)(?:-[A-Za-z0-9]+)*(?![\w-])")
+_GENERIC_NAMES = frozenset("AI API CPU GPU GPUs LLM LLMs LM LMs ML NLP NLU NLG QA RAG SOTA URL PDF PhD US UK EU USA "
+                           "II III IV".split())
+
+
+def _sentence_names(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
+    """A model, dataset or method name stated in a body sentence (mixed case, digits or acronyms: "RoBERTa",
+    "GPT-4", "SQuAD"), asked through the sentence's rarest words; names the paper repeats are dropped."""
+    text = "\n".join(paper.sentences)
+    found, seen = [], set()
+    for chunk, sentence in _body_sentences(con, paper):
+        for match in _NAME.finditer(sentence):
+            name = match.group(0)
+            if name in seen or len(name) < 3 or name.isdigit() or name in _GENERIC_NAMES:
+                continue
+            if len(re.findall(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)) > MAX_NAME_MENTIONS:
+                continue
+            words = _rare_words(paper, sentence.replace(name, " "), 4, exclude=[name])
+            if len(words) < 3:
+                continue
+            seen.add(name)
+            where = f" (section “{chunk['section_title']}”)" if chunk["section_title"] else ""
+            question = _variant(f"{chunk['chunk_id']}|{name}", (
+                "Which model, dataset or method does the paper name where it discusses {words}{where}?",
+                "In the passage about {words}{where}, which named system or resource does the paper mention?",
+            )).format(words=_listing(words), where=where)
+            found.append(Candidate("sentence_name", question, "the name as printed in the paper", {
+                "eval_func": "eval_string_fuzzy_match",
+                "eval_kwargs": {"gold": name, "lowercase": True, "fuzz_method": "partial_ratio", "threshold": 90},
+            }, name, {"table": "chunks", "column": "text_content", "row_id": chunk["chunk_id"],
+                      "page_number": chunk["page_number"]}, f"{chunk['chunk_id']}|{name}"))
     return found
 
 
@@ -353,6 +396,8 @@ def _reference_authors(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list
         surname = names[-1]
         if paper.word_counts.get(surname.lower(), 0) > MAX_NAME_MENTIONS or len(surname) < 3:
             continue
+        words = title.split()
+        title = " ".join(words[:10]) + (" …" if len(words) > 10 else "")   # enough to find it, not a copy of it
         question = _variant(reference["reference_id"], (
             "Who is the first author of “{title}”, a work the paper cites?",
             "The paper cites “{title}”. Who wrote it (first author)?",
@@ -371,6 +416,7 @@ GENERATORS: dict[str, Callable[[duckdb.DuckDBPyConnection, PaperText], list[Cand
     "figure_caption": _figure_captions,
     "equation_symbol": _equation_symbols,
     "reference_author": _reference_authors,
+    "sentence_name": _sentence_names,
 }
 _PRIMARY_KEYS = {"table_cells": "cell_id", "chunks": "chunk_id", "images": "image_id", "equations": "equation_id",
                  "reference": "reference_id"}
