@@ -243,7 +243,7 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
 
     stage_started = time.perf_counter()
     if settings.evaluate and not summary.vector_failures:
-        _evaluate(runner, instance, settings, summary, notify)
+        _evaluate(runner, instance, settings, summary)
     summary.step_seconds["evaluation"] = time.perf_counter() - stage_started
 
     _forget_partitions(instance, papers.name, settings, lake, {s.paper_key for s in sources}, collections)
@@ -251,8 +251,7 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     return summary
 
 
-def _evaluate(runner: "_Runner", instance, settings: Settings, summary: IngestSummary,
-              notify: Callable[[str, str], None]) -> None:
+def _evaluate(runner: "_Runner", instance, settings: Settings, summary: IngestSummary) -> None:
     """Probes for the papers whose warehouse rows changed, then each volume whose probe set or vector collections
     changed: its set and its retrieval_quality check (one `evaluate_volume` run). An unchanged ingest runs none."""
     from orchestration.partitions import papers, volumes
@@ -281,8 +280,7 @@ def _evaluate(runner: "_Runner", instance, settings: Settings, summary: IngestSu
         if not result.success or not volume_set_path(settings, volume).exists() or not report:
             summary.failures.append(StageFailure("evaluation", failure_reason(result), volume))
             continue
-        summary.quality[volume] = report
-        notify(volume, "evaluated" if report.get("passed") else "retrieval quality below threshold")
+        summary.quality[volume] = report   # printed after the run (the progress bar counts papers, not volumes)
 
 
 def _enrich(runner: "_Runner", instance, settings: Settings, summary: IngestSummary,
