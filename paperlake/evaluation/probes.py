@@ -180,6 +180,12 @@ def _number_evaluator(printed: str) -> tuple[dict[str, Any], str, Any]:
             + (" (without the % sign)" if "%" in printed else ""), value)
 
 
+def _phrase_evaluator(gold: str, threshold: int) -> dict[str, Any]:
+    """A short phrase or name: case-insensitive, and an answer that contains it (a fuller name, an article) passes."""
+    return {"eval_func": "eval_string_fuzzy_match",
+            "eval_kwargs": {"gold": gold, "lowercase": True, "fuzz_method": "partial_ratio", "threshold": threshold}}
+
+
 @dataclass
 class Candidate:
     kind: str
@@ -312,11 +318,10 @@ def _sentence_names(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Ca
                 "Which model, dataset or method does the paper name where it discusses {words}{where}?",
                 "In the passage about {words}{where}, which named system or resource does the paper mention?",
             )).format(words=_listing(words), where=where)
-            found.append(Candidate("sentence_name", question, "the name as printed in the paper", {
-                "eval_func": "eval_string_fuzzy_match",
-                "eval_kwargs": {"gold": name, "lowercase": True, "fuzz_method": "partial_ratio", "threshold": 90},
-            }, name, {"table": "chunks", "column": "text_content", "row_id": chunk["chunk_id"],
-                      "page_number": chunk["page_number"]}, f"{chunk['chunk_id']}|{name}"))
+            found.append(Candidate(
+                "sentence_name", question, "the name as printed in the paper", _phrase_evaluator(name, 90), name,
+                {"table": "chunks", "column": "text_content", "row_id": chunk["chunk_id"],
+                 "page_number": chunk["page_number"]}, f"{chunk['chunk_id']}|{name}"))
     return found
 
 
@@ -372,11 +377,10 @@ def _equation_symbols(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[
                 "In the paper, what does the symbol {symbol} stand for in {where}?",
                 "Right after {where}, the paper defines {symbol}. What is it?",
             )).format(symbol=shown, where=where)
-            found.append(Candidate("equation_symbol", question, "a short noun phrase", {
-                "eval_func": "eval_string_fuzzy_match",
-                "eval_kwargs": {"gold": definition, "lowercase": True, "fuzz_method": "partial_ratio", "threshold": 85},
-            }, definition, {"table": "equations", "column": "context_after", "row_id": equation["equation_id"],
-                            "page_number": equation["page_number"]}, f"{equation['equation_id']}|{symbol}"))
+            found.append(Candidate(
+                "equation_symbol", question, "a short noun phrase", _phrase_evaluator(definition, 85), definition,
+                {"table": "equations", "column": "context_after", "row_id": equation["equation_id"],
+                 "page_number": equation["page_number"]}, f"{equation['equation_id']}|{symbol}"))
     return found
 
 
@@ -402,11 +406,10 @@ def _reference_authors(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list
             "Who is the first author of “{title}”, a work the paper cites?",
             "The paper cites “{title}”. Who wrote it (first author)?",
         )).format(title=title)
-        found.append(Candidate("reference_author", question, "the first author's full name as printed", {
-            "eval_func": "eval_string_fuzzy_match",
-            "eval_kwargs": {"gold": first, "lowercase": True, "fuzz_method": "partial_ratio", "threshold": 90},
-        }, first, {"table": "reference", "column": "reference_content", "row_id": reference["reference_id"],
-                   "page_number": reference["page_number"]}, reference["reference_id"]))
+        found.append(Candidate(
+            "reference_author", question, "the first author's full name as printed", _phrase_evaluator(first, 90),
+            first, {"table": "reference", "column": "reference_content", "row_id": reference["reference_id"],
+                    "page_number": reference["page_number"]}, reference["reference_id"]))
     return found
 
 
