@@ -18,7 +18,8 @@ answer is not answer-bearing text for any retrieval, and it scored 0.03–0.38 f
 An answer that is frequent in the paper proves nothing (a retrieval that finds "0.5" somewhere has not found the
 evidence), so numbers printed in more than :data:`MAX_NUMBER_SENTENCES` sentences and names or authors mentioned
 more than :data:`MAX_NAME_MENTIONS` times are dropped. Every probe is verified before it is kept: its answer must
-occur in the evidence row it names (table, column, row id), with the same number matching as answer-bearing retrieval uses.
+occur in the evidence row it names (table, column, row id), with the same number matching as answer-bearing
+retrieval uses.
 
 The choice among candidates is seeded by the paper id, so a paper's probes are the same on every run and change
 only when its warehouse rows (or :data:`PROBES_VERSION`) change.
