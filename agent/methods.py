@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from agent import header_match
 from agent.actions import (
     MATH_ACTIONS,
     NEUSYM_ACTIONS,
@@ -272,6 +273,10 @@ HDRAG_CANDIDATES = 20   # per route, and how many the reranker sees
 # for the other half).
 HDRAG_WEIGHTS = {"bm25": 0.8, "dense": 0.2}
 _RRF_K = 20
+# The header route (agent/header_match.py): how many of the best tables it reads whole, and its weight beside the
+# BM25 and dense routes' (which sum to 1).
+HDRAG_HEADER_TABLES = 3
+HDRAG_HEADER_WEIGHT = 0.25
 
 
 def _classic(env: AgentEnv, task: Task, k: int) -> list[ContextItem]:
@@ -342,6 +347,9 @@ def hdrag_candidates(env: AgentEnv, task: Task, n: int = HDRAG_CANDIDATES) -> li
                 text="", paper_id=str(hit.pdf_id), page_number=hit.page_number,
                 table_name=hit.table_name, column_name=hit.column_name, row_id=str(hit.primary_key),
                 bbox=tuple(hit.bbox) if hit.bbox else None, source=f"hdrag:{route}"))
+    header_ranked = _header_route(env, task, sorted(fused, key=lambda key: (-fused[key], key))[:n], found, texts)
+    for rank, key in enumerate(header_ranked[:n], start=1):
+        fused[key] = fused.get(key, 0.0) + HDRAG_HEADER_WEIGHT / (_RRF_K + rank)
     ranked = sorted(fused, key=lambda key: (-fused[key], key))[:n]
     shown = _line_texts(env, ranked, texts)
     items = []
@@ -352,6 +360,53 @@ def hdrag_candidates(env: AgentEnv, task: Task, n: int = HDRAG_CANDIDATES) -> li
         items.append(item)
     _locate_boxes(env, items)
     return items
+
+
+def _header_route(env: AgentEnv, task: Task, ranked: list[tuple[str, str]], found: dict[tuple[str, str], ContextItem],
+                  texts: dict[tuple[str, str], dict[str, str]]) -> list[tuple[str, str]]:
+    """The ensemble's third route, HD-RAG's second level: every row and column line of the
+    :data:`HDRAG_HEADER_TABLES` tables ranked highest, ordered by how much of its header path the question states
+    (:mod:`agent.header_match`). Lines no route found are added to ``found``/``texts``."""
+    rows_info, columns_info = env.table("table_rows"), env.table("table_columns")
+    if rows_info is None or columns_info is None or not ranked:
+        return []
+    line_ids = {"table_rows": "row_id", "table_columns": "column_id"}
+    tables: list[str] = []
+    by_view: dict[str, list[str]] = {}
+    for view, row_id in ranked:
+        by_view.setdefault(view, []).append(row_id)
+    owner: dict[tuple[str, str], str] = {(view, row_id): row_id for view, row_id in ranked if view == "tables"}
+    for view, id_column in line_ids.items():
+        wanted = by_view.get(view, [])
+        if wanted:
+            marks = ", ".join("?" for _ in wanted)
+            for row_id, table_id in env.query(
+                    f"select cast({id_column} as varchar), cast(ref_table_id as varchar) from {view} "
+                    f"where cast({id_column} as varchar) in ({marks})", wanted).rows:
+                owner[(view, row_id)] = table_id
+    for key in ranked:
+        table_id = owner.get(key)
+        if table_id and table_id not in tables:
+            tables.append(table_id)
+    tables = tables[:HDRAG_HEADER_TABLES]
+    if not tables:
+        return []
+    marks = ", ".join("?" for _ in tables)
+    lines = []
+    for view, (id_column, text_column, path_column) in {
+            "table_rows": ("row_id", "row_text", "row_header_path"),
+            "table_columns": ("column_id", "column_text", "column_header_path")}.items():
+        for row_id, table_id, text, path, paper_id, page in env.query(
+                f"select cast({id_column} as varchar), cast(ref_table_id as varchar), {text_column}, {path_column}, "
+                f"cast(ref_paper_id as varchar), page_number from {view} "
+                f"where cast(ref_table_id as varchar) in ({marks})", tables, max_rows=100_000).rows:
+            key = (view, row_id)
+            lines.append((key, list(path or []), tables.index(table_id)))
+            texts.setdefault(key, {}).setdefault(text_column, text or "")
+            found.setdefault(key, ContextItem(
+                text="", paper_id=paper_id, page_number=page, table_name=view, column_name=text_column,
+                row_id=row_id, source="hdrag:header"))
+    return header_match.rank_lines(task.question, lines)
 
 
 _LINE_TEXT = {"table_rows": ("row_text", "row_summary", "row_id"),
