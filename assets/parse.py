@@ -2,6 +2,7 @@
 
 
 import dagster as dg
+from dagster._core.definitions.data_version import DATA_VERSION_TAG  # the tag observations carry
 
 from orchestration.partitions import papers
 from orchestration.resources import PaperlakeResource
@@ -18,13 +19,48 @@ WARNING_VIEWS = ("sections", "tables", "images")
 
 
 @dg.observable_source_asset(key=INBOX_KEY, partitions_def=papers, group_name="inbox", description=(
-    "PDFs in the inbox, one partition per paper; the data version is the file's sha256."))
+    "PDFs in the inbox, one partition per paper; the data version is the file's sha256 (with its manifest row's "
+    "hash when the volume lists it). `paperlake ingest` records the same observation for every paper it plans."))
 def inbox_pdf(context: dg.AssetExecutionContext, paperlake: PaperlakeResource) -> dg.DataVersionsByPartition:
     from paperlake.inbox import scan_inbox
 
     keys = set(context.instance.get_dynamic_partitions(papers.name))
-    versions = {s.paper_key: s.sha256 for s in scan_inbox(paperlake.inbox_paths()) if s.paper_key in keys}
+    versions = {s.paper_key: s.data_version for s in scan_inbox(paperlake.inbox_paths()) if s.paper_key in keys}
     return dg.DataVersionsByPartition(versions)
+
+
+def inbox_events(instance: dg.DagsterInstance, sources) -> list[dg.AssetObservation | dg.AssetMaterialization]:
+    """What :func:`inbox_pdf` would observe, for each paper partition whose data version is not the one last
+    recorded: an observation carrying the data version (what staleness downstream reads) and a materialization
+    with the same metadata (the file and its manifest row), because the UI's partition status counts
+    materializations only: without it a present PDF reads "Missing". Nothing for a partition that does not exist
+    (a duplicate file, or one the next sensor tick adds)."""
+    events: list[dg.AssetObservation | dg.AssetMaterialization] = []
+    partitions = set(instance.get_dynamic_partitions(papers.name))
+    for source in sources:
+        if source.paper_key not in partitions:
+            continue
+        latest = instance.get_latest_data_version_record(INBOX_KEY, True, source.paper_key)
+        entry = latest.event_log_entry.asset_observation if latest is not None else None
+        if entry is not None and entry.tags.get(DATA_VERSION_TAG) == source.data_version:
+            continue
+        metadata = {"path": dg.MetadataValue.path(str(source.pdf_path)), "sha256": source.sha256,
+                    "volume": source.volume} | {f"manifest/{k}": str(v) for k, v in sorted(source.manifest.items())}
+        tags = {DATA_VERSION_TAG: source.data_version}
+        events.append(dg.AssetObservation(asset_key=INBOX_KEY, partition=source.paper_key, tags=tags,
+                                          metadata=metadata))
+        events.append(dg.AssetMaterialization(asset_key=INBOX_KEY, partition=source.paper_key, tags=tags,
+                                              metadata=metadata, description="in the inbox at this version"))
+    return events
+
+
+def observe_inbox(instance: dg.DagsterInstance, sources) -> int:
+    """Record :func:`inbox_events` outside any run (what `paperlake ingest` does; the inbox sensor returns the same
+    events in its result). Returns how many papers were recorded."""
+    events = inbox_events(instance, sources)
+    for event in events:
+        instance.report_runless_asset_event(event)
+    return len(events) // 2
 
 
 def _check_specs() -> list[dg.AssetCheckSpec]:

@@ -139,6 +139,7 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     prepare_dbt_manifest(settings)  # before the dbt assets are imported
     import dagster as dg
 
+    from assets.parse import observe_inbox
     from assets.vectors import vector_assets
     from orchestration.definitions import build_definitions
     from orchestration.jobs import FORMULA_ASSETS
@@ -160,6 +161,7 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     runner = _Runner(build_definitions(resource, LLMResource.from_settings(settings)), instance, settings)
     keys = plan.removed + [s.paper_key for s in plan.to_parse]  # a removed paper frees its id first
     _add_partitions(instance, papers.name, keys)
+    observe_inbox(instance, [s for s in sources if s.paper_key not in plan.removed])
     summary.step_seconds["plan"] = time.perf_counter() - started
 
     stage_started = time.perf_counter()

@@ -17,6 +17,7 @@ import json
 
 import dagster as dg
 
+from assets.parse import inbox_events
 from assets.vectors import vector_assets
 from orchestration.jobs import (
     FORMULA_ASSETS,
@@ -40,11 +41,12 @@ IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dag
              dg.DagsterRunStatus.STARTED]
 
 
-def reconcile(paperlake: PaperlakeResource, existing: set[str]) -> tuple[list[dg.RunRequest], list[str], list[str]]:
-    """Run requests, partitions to add, partitions to delete."""
+def reconcile(paperlake: PaperlakeResource, existing: set[str], sources: list | None = None
+              ) -> tuple[list[dg.RunRequest], list[str], list[str]]:
+    """Run requests, partitions to add, partitions to delete (``sources``: the inbox, when already scanned)."""
     settings = paperlake.settings()
     lake = paperlake.lake()
-    sources = scan_inbox(paperlake.inbox_paths(), settings.mineru_dir)
+    sources = scan_inbox(paperlake.inbox_paths(), settings.mineru_dir) if sources is None else sources
     plan = plan_ingest(sources, lake, settings)
     requests = [
         dg.RunRequest(
@@ -68,13 +70,17 @@ def reconcile(paperlake: PaperlakeResource, existing: set[str]) -> tuple[list[dg
 @dg.sensor(job=ingest_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
 def inbox_sensor(context: dg.SensorEvaluationContext, paperlake: PaperlakeResource) -> dg.SensorResult:
     """New, changed and removed PDFs in the inbox → one parse run per affected paper."""
-    requests, to_add, to_delete = reconcile(paperlake, set(context.instance.get_dynamic_partitions(papers.name)))
+    sources = scan_inbox(paperlake.inbox_paths(), paperlake.settings().mineru_dir)
+    requests, to_add, to_delete = reconcile(paperlake, set(context.instance.get_dynamic_partitions(papers.name)),
+                                            sources)
+    events = inbox_events(context.instance, sources)  # the UI's inbox state, as `paperlake ingest` records it
     partition_requests = []
     if to_add:
         partition_requests.append(papers.build_add_request(to_add))
     if to_delete:
         partition_requests.append(papers.build_delete_request(to_delete))
-    return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests)
+    return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests,
+                           asset_events=events)
 
 
 @dg.schedule(cron_schedule="0 3 * * *", job=ingest_job, execution_timezone="UTC")

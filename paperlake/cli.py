@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -265,7 +266,25 @@ def sql(query: str = typer.Argument(..., help="One reading SQL statement over th
 
 
 def main() -> None:  # pragma: no cover - console entry
+    quiet_third_party()
     app(sys.argv[1:])
+
+
+def quiet_third_party() -> None:
+    """The console entry hides what the libraries print that a user cannot act on (tests call ``app`` and see it
+    all): Dagster's beta/preview notices for the APIs this project chose deliberately, pymilvus's note that Milvus
+    Lite has no server timestamp, and Hugging Face's progress bars and advice. paperlake's own warnings, errors and
+    every library's errors still print."""
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r".*is currently in (beta|preview)")
+    warnings.filterwarnings("ignore", message=r".*(Beta|Preview)Warning")
+    for name in ("pymilvus", "milvus_lite", "sentence_transformers", "transformers", "huggingface_hub"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 @app.command()
@@ -573,9 +592,56 @@ def search(
     columns = ["score", "pdf_id", "page_number", "table_name", "column_name", "primary_key", "content"]
     rows = [(round(h.score, 4), h.pdf_id, h.page_number, h.table_name, h.column_name, h.primary_key,
              h.text if h.text is not None else h.bbox) for h in hits]
-    if not as_json:
-        rows = [tuple(escape(str(v)) for v in (*row[:-1], (str(row[-1]) or "")[:160])) for row in rows]
-    _print_rows(columns, rows, as_json, title=escape(f"{name}: {query}"))
+    if as_json:
+        _print_rows(columns, rows, True)
+        return
+    _print_hits(name, query, rows, _paper_titles(settings, {str(h.pdf_id) for h in hits}))
+
+
+SEARCH_CONTENT_LINES = 6   # lines of a hit's content shown before "…"
+
+
+def _paper_titles(settings: Settings, paper_ids: set[str]) -> dict[str, str]:
+    """paper id -> title from the warehouse, for the hits' headings; empty when there is no warehouse yet."""
+    if not paper_ids or not settings.warehouse.exists():
+        return {}
+    try:
+        with connect_read_only(settings.warehouse) as con:
+            marks = ", ".join("?" for _ in paper_ids)
+            return {str(pid): title for pid, title in con.execute(
+                f"select cast(paper_id as varchar), title from metadata where cast(paper_id as varchar) in ({marks})",
+                sorted(paper_ids)).fetchall() if title}
+    except Exception:  # a warehouse being swapped in, or one without metadata: headings fall back to the id
+        return {}
+
+
+def _print_hits(collection: str, query: str, rows: list[tuple], titles: dict[str, str]) -> None:
+    """One block per hit, readable at any width: rank, score, paper title, page and view on one line, then the
+    content wrapped to the terminal (query words highlighted), at most :data:`SEARCH_CONTENT_LINES` lines."""
+    console.print(Text(f"{collection}: {query}", style="bold"))
+    if not rows:
+        console.print("no hits")
+        return
+    terms = sorted({w for w in re.findall(r"\w+", query.lower()) if len(w) > 2 or w.isdigit()}, key=len, reverse=True)
+    width = max(console.width - 4, 20)
+    for rank, (score, pdf_id, page, table, column, key, content) in enumerate(rows, start=1):
+        title = titles.get(str(pdf_id)) or str(pdf_id)
+        heading = Text(f"{rank}. ", style="bold")
+        heading.append(f"{score:.4f}", style="cyan")
+        heading.append(f"  {title}", style="bold")
+        heading.append(f"  p. {page} · {table}.{column}", style="dim")
+        console.print(heading)
+        text = Text(" ".join(str(content if content is not None else "").split()))
+        text.highlight_words(terms, style="bold yellow", case_sensitive=False)
+        lines = text.wrap(console, width)
+        if len(lines) > SEARCH_CONTENT_LINES:
+            lines = lines[:SEARCH_CONTENT_LINES]
+            lines[-1].rstrip()
+            lines[-1].truncate(width - 2)
+            lines[-1].append(" …")
+        block = Text("\n").join(Text("    ").append_text(line) for line in lines)
+        console.print(block, soft_wrap=True)
+        console.print()
 
 
 tables_app = typer.Typer(help="Tables with their header structure (header paths, parsed numbers).",

@@ -46,6 +46,12 @@ class PaperSource:
         return text_hash(json.dumps(self.manifest, sort_keys=True))[:16]
 
     @property
+    def data_version(self) -> str:
+        """What the inbox asset's observation records: the file's sha256, and its manifest row's hash when the
+        volume lists it (either changing re-ingests the paper, so either changes the version)."""
+        return f"{self.sha256}.{self.manifest_hash}" if self.manifest else self.sha256
+
+    @property
     def manifest_title(self) -> str | None:
         title = (self.manifest.get("title") or "").strip()
         return title or None

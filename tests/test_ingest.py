@@ -208,6 +208,7 @@ def test_sensor_requests_only_new_changed_and_removed(tmp_path, dbt_manifest):
         assert sorted(r.partition_key for r in result.run_requests) == sorted(f"emnlp2024/{s}" for s in SMALL)
         added = result.dynamic_partitions_requests[0]
         assert sorted(added.partition_keys) == sorted(f"emnlp2024/{s}" for s in SMALL)
+        assert not result.asset_events  # no partition yet: the inbox is recorded from the next tick on
         instance.add_dynamic_partitions(papers.name, list(added.partition_keys))
 
         # one paper ingested (as a run would): only the other one is requested again
@@ -219,6 +220,16 @@ def test_sensor_requests_only_new_changed_and_removed(tmp_path, dbt_manifest):
         assert ingest_paper(source, resource.lake(), settings).status == "published"
         result = inbox_sensor(dg.build_sensor_context(instance=instance, resources={"paperlake": resource}))
         assert [r.partition_key for r in result.run_requests] == [scan_inbox([inbox])[1].paper_key]
+        # the UI's inbox state: an observation (data version) and a materialization per present paper, once
+        versions = {s.paper_key: s.data_version for s in scan_inbox([inbox])}
+        events = result.asset_events
+        assert sorted((type(e).__name__, e.partition) for e in events) == sorted(
+            (kind, key) for key in versions for kind in ("AssetMaterialization", "AssetObservation"))
+        assert all(e.tags["dagster/data_version"] == versions[e.partition] for e in events)
+        for event in events:
+            instance.report_runless_asset_event(event)
+        result = inbox_sensor(dg.build_sensor_context(instance=instance, resources={"paperlake": resource}))
+        assert not result.asset_events
 
         # the ingested file leaves the inbox: a removal run is requested, the partition stays until it ran
         source.pdf_path.unlink()

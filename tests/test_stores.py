@@ -4,6 +4,8 @@ and RDF) and the agent's retrieval; removing a paper empties all of them. Real p
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 
 import duckdb
@@ -74,6 +76,38 @@ def test_search_returns_pages_of_the_sample_papers_and_filters_restrict(built):
     assert hybrid[0]["pdf_id"] == ids[f"naacl2024/{PAPERS[1]}"]
     bad = CliRunner().invoke(app, ["search", "x", "--filter", "paper_id == 'x'", "--home", str(settings.home)])
     assert bad.exit_code == 1 and "use pdf_id" in bad.output
+
+
+def test_search_reads_at_80_columns(built):
+    """One block per hit: a heading (rank, score, title, page, view), then the content wrapped to the terminal, so
+    no content line is short unless it ends its hit; query words highlighted (bold) when colours are on."""
+    settings = built["settings"]
+    result = CliRunner().invoke(app, ["search", "Lindblad master equation density matrix", "--limit", "4",
+                                      "--home", str(settings.home)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    titles = set(dict(duckdb.connect(str(settings.warehouse), read_only=True).execute(
+        "select paper_key, title from metadata").fetchall()).values())
+    headings = [i for i, line in enumerate(lines) if line[:3] in {f"{n}. " for n in range(1, 5)}]
+    assert len(headings) == 4 and any(title[:30] in lines[headings[0]] for title in titles)
+    blocks = [lines[start:end] for start, end in zip(headings, headings[1:] + [len(lines)])]
+    for block in blocks:
+        content = [line.rstrip() for line in block if line.startswith("    ")]
+        assert content and all(len(line) <= 80 for line in block)
+        assert all(len(line) >= 40 for line in content[:-1]), content  # only a hit's last line may be short
+        heading = " ".join(line.strip() for line in block if line.strip() and not line.startswith("    "))
+        assert re.search(r"p\. \d+\s+·\s+\w+\.\w+", heading), heading
+    from rich.console import Console
+
+    import paperlake.cli as cli_module
+    recorded = Console(width=80, record=True, force_terminal=True, color_system="standard")
+    original, cli_module.console = cli_module.console, recorded
+    try:
+        cli_module._print_hits("c", "Lindblad equation", [(0.5, "p", 3, "chunks", "text_content", "k",
+                                                         "the Lindblad master equation " * 8)], {"p": "A title"})
+    finally:
+        cli_module.console = original
+    assert "\x1b[1;33mLindblad\x1b[0m" in recorded.export_text(styles=True)
 
 
 def test_formula_graph_tables_status_and_sparql(built):
@@ -279,7 +313,7 @@ def test_hdrag_finds_the_answer_bearing_row_more_often_than_classic_rag(built):
     """Retrieval only, no LLM: the 10 table questions about the two papers of this store (MinerU tables). hdrag puts
     the answer-bearing row first more often than classic_rag; at 5 hits, classic_rag's chunks (pooled over every
     token since chunks are encoded whole) reach 0.7 on these 10 against hdrag's 0.6, so the comparison at 5 is made
-    over the whole sample by benchmarks/table_questions.py (44 questions: hdrag .886, classic_rag .727)."""
+    over the whole sample by benchmarks/table_questions.py (44 questions: hdrag .932, classic_rag .727)."""
     from agent.run import retrieval_only
 
     settings = built["settings"]
@@ -291,6 +325,60 @@ def test_hdrag_finds_the_answer_bearing_row_more_often_than_classic_rag(built):
     classic = retrieval_only(examples, settings, "classic_rag", 1)
     assert hdrag[5].error is None and hdrag[5].recall_at_k >= 0.6
     assert hdrag[1].recall_at_k > classic.recall_at_k
+
+
+@pytest.fixture(scope="module")
+def ui(built):
+    """The Dagster UI over this module's home (the two papers ingested by `paperlake ingest`'s code path)."""
+    from dagster_ui import webserver
+
+    with webserver(built["settings"].home, built["inbox"], built["settings"].mineru_dir) as url:
+        yield url
+
+
+def test_dagster_ui_shows_observed_inbox_and_named_jobs(built, ui):
+    """What the UI's GraphQL says after `paperlake ingest` of two papers: every inbox partition observed with the
+    paper's data version and counted as present (not "Missing"), and the runs under their named jobs, tagged with
+    the volume."""
+    from dagster_ui import graphql
+    from paperlake.inbox import scan_inbox
+
+    settings = built["settings"]
+    sources = {s.paper_key: s for s in scan_inbox([built["inbox"]], settings.mineru_dir)}
+    keys = sorted(sources)
+    node = graphql(ui, """query($keys: [String!]) { assetNodes(assetKeys: [{path: ["inbox", "pdf"]}]) {
+        isObservable dataVersionByPartition(partitions: $keys)
+        partitionStats { numMaterialized numPartitions numFailed } } }""", {"keys": keys})["assetNodes"][0]
+    assert node["isObservable"]
+    assert node["dataVersionByPartition"] == [sources[k].data_version for k in keys]
+    assert node["partitionStats"] == {"numMaterialized": len(keys), "numPartitions": len(keys), "numFailed": 0}
+    runs = graphql(ui, "{ runsOrError { ... on Runs { results { jobName status tags { key value } } } } }"
+                   )["runsOrError"]["results"]
+    jobs = {run["jobName"] for run in runs}
+    assert {"ingest_paper", "build_warehouse", "sync_vectors", "probe_paper", "evaluate_volume"} <= jobs
+    assert not any(job.startswith("__") for job in jobs)  # no __ephemeral_asset_job__
+    for run in runs:
+        if run["jobName"] in {"ingest_paper", "sync_vectors", "probe_paper"}:
+            tags = {t["key"]: t["value"] for t in run["tags"]}
+            assert tags.get("paperlake/volume") in {k.split("/")[0] for k in keys}, tags
+
+
+@pytest.mark.ui
+def test_dagster_ui_screenshots(built, ui, tmp_path):
+    """The asset graph, a paper's inbox partition and the Runs page, rendered by headless Chromium (Debian's
+    ``chromium``); skipped without a browser. ``PAPERLAKE_UI_SHOTS=DIR`` keeps the PNGs (docs/ui/ was made so)."""
+    from dagster_ui import browser, graphql, screenshot
+
+    if browser() is None:
+        pytest.skip("no headless browser (Debian's chromium package) to take the screenshots")
+    out = Path(os.environ.get("PAPERLAKE_UI_SHOTS") or tmp_path)
+    graphql(ui, "mutation { setNuxSeen }")  # the community pop-up would cover the pages
+    key = sorted(built["ids"])[0]
+    shots = [screenshot(f"{ui}/asset-groups", out / "asset-graph.png"),
+             screenshot(f"{ui}/assets/inbox/pdf?view=partitions&partition={key}", out / "inbox-partition.png"),
+             screenshot(f"{ui}/runs", out / "runs.png")]
+    for shot in shots:
+        assert shot is not None and shot.stat().st_size > 20_000, shot  # a rendered page, not a blank one
 
 
 def test_removing_a_paper_empties_every_store(built):
@@ -312,4 +400,3 @@ def test_removing_a_paper_empties_every_store(built):
         store.close()
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         assert con.execute("select count(*) from formula_occurrences where paper_id = ?", [paper]).fetchone() == (0,)
-
