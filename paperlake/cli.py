@@ -280,8 +280,11 @@ def quiet_third_party() -> None:
 
     warnings.filterwarnings("ignore", message=r".*is currently in (beta|preview)")
     warnings.filterwarnings("ignore", message=r".*(Beta|Preview)Warning")
-    for name in ("pymilvus", "milvus_lite", "sentence_transformers", "transformers", "huggingface_hub"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    # pymilvus configures its loggers when imported (dictConfig: levels reset, children included), which keeps a
+    # logger's filters only: errors pass, warnings and below do not.
+    for name in ("pymilvus.client.iterator.query_iterator", "pymilvus.client.iterator.search_iterator", "milvus_lite",
+                 "sentence_transformers", "transformers", "huggingface_hub"):
+        logging.getLogger(name).addFilter(lambda record: record.levelno >= logging.ERROR)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

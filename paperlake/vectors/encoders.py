@@ -398,7 +398,12 @@ class ClipImageEncoder:
         with self._lock:
             if self._loaded is None:
                 _offline()
-                import open_clip
+                try:
+                    import open_clip
+                except ImportError as error:  # the lean install (./run demo) has no CLIP stack
+                    raise EncoderUnavailable(
+                        f"{self.model_id}: open_clip is not installed ({error}); install the CLIP extra: "
+                        "pip install -e '.[clip]' (it brings the torch/torchvision pair, see the README)") from error
                 import torch
 
                 if self.is_random:
