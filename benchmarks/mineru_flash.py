@@ -11,8 +11,10 @@ Timing is per PDF, wall clock, warm server: ``mineru parse PDF --tier flash --pa
 pays the CLI's start and a round trip to the server; that overhead is measured on a call that parses nothing
 (``mineru server status``) and reported, and the ratio uses the time net of it (the conservative choice for us).
 
-Elements come from the parse's ``docvortex.middle`` JSON in the server's document library: ``table``, ``image`` and
-``equation`` blocks with boxes as page fractions, returned in PDF points.
+Pages and elements come from the parse's document JSON in the server's document library, which MinerU writes in
+batches of pages (``1-10_<time>.json``, ``11-32_<time>.json``): every batch of the parse counts (an earlier version
+read the last batch only and so undercounted MinerU's pages of every PDF longer than ten). Elements are ``table``,
+``image`` and ``equation`` blocks with boxes as page fractions, returned in PDF points.
 
 Run alone: ``python benchmarks/mineru_flash.py PDF...`` prints pages/s and the element counts.
 """
@@ -73,7 +75,7 @@ class FlashResult:
     pdf: Path
     pages: int
     seconds: float          # wall clock of the parse call
-    middle_json: Path
+    documents: tuple[Path, ...]   # the document JSON batches of this parse (MinerU writes one per page range)
 
 
 class FlashServer:
@@ -155,17 +157,22 @@ class FlashServer:
         if done.returncode != 0 or "error" in status or (status.get("parse") or {}).get("status") != "done":
             detail = json.dumps(status.get("error")) if status.get("error") else (done.stdout + done.stderr)[-300:]
             raise MineruUnavailable(f"mineru flash failed on {pdf.name}: {detail.strip()}")
-        middle = self._middle_json(pdf)
-        pages = len(json.loads(middle.read_text(encoding="utf-8"))["pages"])
-        return FlashResult(pdf, pages, seconds, middle)
+        documents = self._documents(pdf)
+        pages = len({page["page_idx"] for document in documents
+                     for page in json.loads(document.read_text(encoding="utf-8"))["pages"]})
+        return FlashResult(pdf, pages, seconds, documents)
 
-    def _middle_json(self, pdf: Path) -> Path:
+    def _documents(self, pdf: Path) -> tuple[Path, ...]:
+        """The newest document JSON of each page range (``1-10_<time>.json``, ``11-32_<time>.json``: MinerU writes
+        a long PDF in batches of pages, and every parse adds its own files)."""
         digest = hashlib.sha256(pdf.read_bytes()).hexdigest()
         folder = self.home / ".mineru" / "doclib" / "parsed" / digest[:2] / digest / "flash"
-        candidates = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime)
-        if not candidates:
+        newest: dict[str, Path] = {}
+        for path in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime):
+            newest[path.stem.rsplit("_", 1)[0]] = path
+        if not newest:
             raise MineruUnavailable(f"mineru flash wrote no document JSON for {pdf.name} under {folder}")
-        return candidates[-1]
+        return tuple(newest.values())
 
 
 def time_flash(pdfs: list[Path], server: FlashServer) -> dict:
@@ -196,9 +203,16 @@ def time_flash(pdfs: list[Path], server: FlashServer) -> dict:
     }
 
 
-def elements(middle_json: Path) -> list[tuple[str, int, tuple[float, float, float, float]]]:
-    """(kind, page from 1, box in PDF points) for the tables, images and equations of a flash parse."""
-    data = json.loads(middle_json.read_text(encoding="utf-8"))
+def elements(documents: tuple[Path, ...]) -> list[tuple[str, int, tuple[float, float, float, float]]]:
+    """(kind, page from 1, box in PDF points) for the tables, images and equations of a flash parse (all its
+    page batches)."""
+    found = []
+    for document in documents:
+        found += _document_elements(json.loads(document.read_text(encoding="utf-8")))
+    return found
+
+
+def _document_elements(data: dict) -> list[tuple[str, int, tuple[float, float, float, float]]]:
     sizes = {p["page_idx"]: (p["width_pt"], p["height_pt"])
              for p in data.get("extensions", {}).get("docvortex_layout", {}).get("pages", [])}
     found = []
@@ -222,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         timing = time_flash(pdfs, server)
         counts: dict[str, int] = {}
         for result in timing.pop("results"):
-            for kind, _, _ in elements(result.middle_json):
+            for kind, _, _ in elements(result.documents):
                 counts[kind] = counts.get(kind, 0) + 1
     print(json.dumps({**timing, "elements": counts}, indent=1))
     return 0

