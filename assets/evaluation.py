@@ -15,7 +15,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from assets.vectors import vector_assets
-from orchestration.partitions import papers, volumes
+from orchestration.partitions import papers, run_paper_keys, volumes
 from orchestration.resources import PaperlakeResource
 from paperlake.evaluation.probes import KINDS, PROBES_VERSION
 from paperlake.evaluation.sets import _GENERATOR_DIGEST, volume_set_path, write_probes, write_volume_set
@@ -31,6 +31,7 @@ _PROBE_TABLES = ("metadata", "pages", "chunks", "tables", "table_cells", "images
 @dg.asset(
     key=["evaluation", "probes"], partitions_def=papers, group_name="evaluation", code_version=PROBES_CODE_VERSION,
     deps=[dg.AssetKey(["warehouse", table]) for table in _PROBE_TABLES], kinds={"duckdb", "json"},
+    backfill_policy=dg.BackfillPolicy.single_run(),
     description="Offline probes of one paper: deterministic AirQA questions with exact answers, each verified at its "
                 f"evidence row (kinds: {', '.join(KINDS)}); evaluation/probes/<paper key>.jsonl.",
 )
@@ -38,9 +39,16 @@ def evaluation_probes(context: dg.AssetExecutionContext, paperlake: PaperlakeRes
                       warehouse: DuckDBResource) -> dg.MaterializeResult:
     settings = paperlake.settings()
     with warehouse.get_connection() as con:
-        record = write_probes(settings, context.partition_key, con)
-    return dg.MaterializeResult(metadata={"probes": record.get("count", 0), **{
-        f"kind/{kind}": count for kind, count in (record.get("by_kind") or {}).items()}})
+        records = {key: write_probes(settings, key, con) for key in run_paper_keys(context)}
+    kinds: dict[str, int] = {}
+    for record in records.values():
+        for kind, count in (record.get("by_kind") or {}).items():
+            kinds[kind] = kinds.get(kind, 0) + count
+    metadata = {"probes": sum(r.get("count", 0) for r in records.values()),
+                **{f"kind/{kind}": count for kind, count in kinds.items()}}
+    if len(records) > 1:
+        metadata |= {"papers": len(records), "min_probes_per_paper": min(r.get("count", 0) for r in records.values())}
+    return dg.MaterializeResult(metadata=metadata)
 
 
 @dg.asset(

@@ -36,7 +36,8 @@ def formula_graph(context: dg.AssetExecutionContext, paperlake: PaperlakeResourc
     settings = llm.apply(paperlake.settings())  # the project's one LLM resource, as for enrichment
     assistant = formula_assistant(settings)
     with connect_read_only(settings.warehouse) as con:
-        report = update_formula_graph(con, formula_dir(settings), turtle_path(settings), embed=minilm_embedder(settings.embeddings),
+        report = update_formula_graph(con, formula_dir(settings), turtle_path(settings),
+                                      embed=minilm_embedder(settings.embeddings),
                                       assistant=assistant)
     for error in report.errors[:20]:
         context.log.warning(error)

@@ -1,14 +1,15 @@
 """Parse stage: one PDF partition → its Parquet views in the lake, gated by Great Expectations."""
 
 
+import hashlib
+
 import dagster as dg
 from dagster._core.definitions.data_version import DATA_VERSION_TAG  # the tag observations carry
 
-from orchestration.partitions import papers
+from orchestration.partitions import papers, run_paper_keys
 from orchestration.resources import PaperlakeResource
 from paperlake.lake import ERROR_VIEW
-from paperlake.pipeline import ingest_paper, locate_source, parse_code_version
-from paperlake.quality import QualityReport
+from paperlake.pipeline import PaperOutcome, ingest_paper, locate_source, parse_code_version
 from paperlake.views import VIEWS
 
 PARSE_CODE_VERSION = parse_code_version()
@@ -79,27 +80,35 @@ def _check_specs() -> list[dg.AssetCheckSpec]:
     return blocking + warnings
 
 
-def _check_results(report: QualityReport | None, note: str) -> list[dg.AssetCheckResult]:
-    """Checks guard the lake. Without a report (the paper failed before validation, or left the inbox) nothing
-    entered the lake, so the gate held: the result passes and says why nothing was validated."""
+def _check_results(outcomes: dict[str, PaperOutcome | None]) -> list[dg.AssetCheckResult]:
+    """Checks guard the lake: a check passes when every paper of the run that was validated met it (a paper that
+    failed one was not published: it has an ingest_errors row instead). A paper without a report (it failed before
+    validation, or left the inbox) put nothing in the lake, so the gate held for it; the note says so."""
+    reports = {key: o.quality for key, o in outcomes.items() if o is not None and o.quality is not None}
+    notes = [f"{key}: not validated: " + ("the paper left the inbox" if o is None else f"{o.stage} failed before "
+                                           "validation") for key, o in outcomes.items() if key not in reports]
+    note = "; ".join(notes) or "validated"
     results = []
     for view in GATED_VIEWS:
         covered = {view, "bounding_boxes"} if view in ("tables", "images", "equations") else {view}
-        outcomes = [o for o in report.blocking if o.view in covered] if report else []
-        failed = [o for o in outcomes if not o.success]
+        counted, failed = 0, []
+        for key, report in reports.items():
+            outcomes_of_view = [o for o in report.blocking if o.view in covered]
+            counted += len(outcomes_of_view)
+            failed += [f"{key + ': ' if len(outcomes) > 1 else ''}{o.name} observed {o.observed} {o.details}".strip()
+                       for o in outcomes_of_view if not o.success]
         results.append(dg.AssetCheckResult(
             asset_key=VIEW_KEYS[view], check_name="gx_blocking", passed=not failed,
             severity=dg.AssetCheckSeverity.ERROR,
-            metadata={"expectations": len(outcomes), "note": note,
-                      "failed": "; ".join(f"{o.name} observed {o.observed} {o.details}".strip() for o in failed)},
+            metadata={"expectations": counted, "note": note, "failed": "; ".join(failed)},
         ))
     for view in WARNING_VIEWS:
-        outcomes = [o for o in report.warnings if o.view == view] if report else []
+        observed = [f"{key + ': ' if len(outcomes) > 1 else ''}{o.name}: {o.observed} ({o.details})"
+                    for key, report in reports.items() for o in report.warnings if o.view == view]
+        passed = all(o.success for report in reports.values() for o in report.warnings if o.view == view)
         results.append(dg.AssetCheckResult(
-            asset_key=VIEW_KEYS[view], check_name="gx_suspicious", passed=all(o.success for o in outcomes),
-            severity=dg.AssetCheckSeverity.WARN,
-            metadata={"note": note,
-                      "observed": "; ".join(f"{o.name}: {o.observed} ({o.details})" for o in outcomes)},
+            asset_key=VIEW_KEYS[view], check_name="gx_suspicious", passed=passed,
+            severity=dg.AssetCheckSeverity.WARN, metadata={"note": note, "observed": "; ".join(observed)},
         ))
     return results
 
@@ -112,41 +121,75 @@ def _check_results(report: QualityReport | None, note: str) -> list[dg.AssetChec
     ],
     check_specs=_check_specs(),
     partitions_def=papers,
+    backfill_policy=dg.BackfillPolicy.single_run(),
     group_name="parse",
     code_version=PARSE_CODE_VERSION,
     pool="parse",
 )
 def parsed_views(context: dg.AssetExecutionContext, paperlake: PaperlakeResource):
-    """Parse one paper (PyMuPDF, or its MinerU outputs when present) into every view, validate the views with
-    Great Expectations and publish them to the lake. A failure of any kind becomes an ``ingest_errors`` row with
-    the stage and the reason, and the paper keeps no partial rows. A partition whose file left the inbox is
-    removed from the lake, and from every store downstream when they rebuild."""
-    key = context.partition_key
+    """Parse each paper of the run's partitions (PyMuPDF, or its MinerU outputs when present) into every view,
+    validate the views with Great Expectations and publish them to the lake. A run covers one paper or a range of
+    them (`paperlake ingest` batches consecutive new papers into one run, a UI backfill takes them all); the papers
+    go one after the other and each is published on its own, so a failure of any kind becomes that paper's
+    ``ingest_errors`` row with the stage and the reason, keeps no partial rows and stops nothing else. A partition
+    whose file left the inbox is removed from the lake, and from every store downstream when they rebuild."""
     settings = paperlake.settings()
     lake = paperlake.lake()
-    source = locate_source(key, paperlake.inbox_paths(), settings.mineru_dir)
-    if source is None:
-        lake.remove_paper(key)
-        context.log.info(f"{key}: no longer in the inbox; removed from the lake")
-        for view, asset_key in VIEW_KEYS.items():
-            yield dg.MaterializeResult(asset_key=asset_key, metadata={"status": "removed", "rows": 0})
-        yield from _check_results(None, "not validated: the paper left the inbox")
-        return
-    outcome = ingest_paper(source, lake, settings, inboxes=paperlake.inbox_paths())
-    if outcome.status == "failed":
-        context.log.error(f"{key}: {outcome.stage}: {outcome.reason}")
-    pages_per_second = outcome.pages / outcome.seconds if outcome.seconds and outcome.pages else 0.0
+    outcomes: dict[str, PaperOutcome | None] = {}
+    for key in run_paper_keys(context):
+        source = locate_source(key, paperlake.inbox_paths(), settings.mineru_dir)
+        if source is None:
+            lake.remove_paper(key)
+            context.log.info(f"{key}: no longer in the inbox; removed from the lake")
+            outcomes[key] = None
+            continue
+        outcome = outcomes[key] = ingest_paper(source, lake, settings, inboxes=paperlake.inbox_paths())
+        if outcome.status == "failed":
+            context.log.error(f"{key}: {outcome.stage}: {outcome.reason}")
     for view, asset_key in VIEW_KEYS.items():
-        metadata = {
-            "status": outcome.status, "backend": outcome.backend or "", "paper_id": outcome.paper_id or "",
-            "sha256": source.sha256, "rows": outcome.counts.get(view, 1 if view == ERROR_VIEW and
-                                                               outcome.status == "failed" else 0),
-        }
+        yield dg.MaterializeResult(asset_key=asset_key, metadata=_view_metadata(view, outcomes),
+                                   data_version=_data_version(outcomes))
+    yield from _check_results(outcomes)
+
+
+def _view_metadata(view: str, outcomes: dict[str, PaperOutcome | None]) -> dict:
+    """What the UI shows for a view: the paper's status, backend, rows (and speed, or the failure) for one paper;
+    for a batch, the totals and one line per paper."""
+    def rows(outcome: PaperOutcome | None) -> int:
+        if outcome is None:
+            return 0
+        return outcome.counts.get(view, 1 if view == ERROR_VIEW and outcome.status == "failed" else 0)
+
+    if len(outcomes) == 1:
+        ((key, outcome),) = outcomes.items()
+        if outcome is None:
+            return {"status": "removed", "rows": 0}
+        metadata = {"status": outcome.status, "backend": outcome.backend or "", "paper_id": outcome.paper_id or "",
+                    "sha256": outcome.sha256 or "", "rows": rows(outcome)}
         if view == "pages":
-            metadata |= {"pages_per_second": round(pages_per_second, 2), "seconds": round(outcome.seconds, 3)}
+            speed = outcome.pages / outcome.seconds if outcome.seconds and outcome.pages else 0.0
+            metadata |= {"pages_per_second": round(speed, 2), "seconds": round(outcome.seconds, 3)}
         if outcome.status == "failed":
             metadata |= {"stage": outcome.stage or "", "reason": (outcome.reason or "")[:2000]}
-        yield dg.MaterializeResult(asset_key=asset_key, metadata=metadata, data_version=dg.DataVersion(
-            f"{source.sha256[:16]}-{outcome.status}"))
-    note = "validated" if outcome.quality else f"not validated: {outcome.stage} failed before validation"
-    yield from _check_results(outcome.quality, note)
+        return metadata
+    statuses = [o.status if o is not None else "removed" for o in outcomes.values()]
+    metadata = {"papers": len(outcomes), "rows": sum(rows(o) for o in outcomes.values()),
+                **{f"papers_{status}": statuses.count(status) for status in sorted(set(statuses))},
+                "per_paper": dg.MetadataValue.md("\n".join(
+                    ["| paper | status | rows |", "|---|---|---|"] +
+                    [f"| {key} | {status} | {rows(o)} |" for (key, o), status in zip(outcomes.items(), statuses)]))}
+    if view == "pages":
+        done = [o for o in outcomes.values() if o is not None and o.seconds]
+        seconds = sum(o.seconds for o in done)
+        metadata |= {"pages_per_second": round(sum(o.pages for o in done) / seconds, 2) if seconds else 0.0,
+                     "seconds": round(seconds, 3)}
+    return metadata
+
+
+def _data_version(outcomes: dict[str, PaperOutcome | None]) -> dg.DataVersion:
+    """The paper's file version and outcome (for a batch, a digest of every paper's), so a re-parse of the same
+    file to the same outcome keeps its data version."""
+    parts = [f"{(o.sha256 or '')[:16]}-{o.status}" if o is not None else "removed" for o in outcomes.values()]
+    if len(parts) == 1:
+        return dg.DataVersion(parts[0])
+    return dg.DataVersion(hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16])

@@ -19,14 +19,19 @@ class PaperlakeResource(dg.ConfigurableResource):
     mineru_dir: str | None = None
     backend: str = "auto"
     max_chunk_tokens: int = 512
+    embedding_cache: str | None = None   # unset: PAPERLAKE_EMBEDDING_CACHE, else the home's cache
+    milvus_uri: str | None = None        # unset: MILVUS_URI, else the home's Milvus Lite file
 
     def settings(self) -> Settings:
+        home = Path(self.home).expanduser().resolve()
+        overrides: dict[str, object] = {"embedding_cache": Path(self.embedding_cache)} if self.embedding_cache else {}
         return Settings.from_env(
-            home=Path(self.home).expanduser().resolve(),
+            home=home,
             backend=self.backend,
             mineru_dir=Path(self.mineru_dir).resolve() if self.mineru_dir else None,
             max_chunk_tokens=self.max_chunk_tokens,
-            milvus_uri=os.environ.get("MILVUS_URI") or str(Path(self.home).expanduser().resolve() / "milvus.db"),
+            milvus_uri=self.milvus_uri or os.environ.get("MILVUS_URI") or str(home / "milvus.db"),
+            **overrides,
         )
 
     def inbox_paths(self) -> list[Path]:

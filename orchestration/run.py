@@ -29,6 +29,10 @@ from paperlake.warehouse import DBT_PROJECT_DIR, dbt_env
 
 # The terminal shows a progress bar and one line per failure; the full event log is in the Dagster instance (UI).
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+# Papers per run for the per-paper jobs: a run costs ~0.6 s of Dagster bookkeeping on top of the work (a third of
+# the parse stage when every paper had its own run); a batch keeps the progress bar moving and bounds what one
+# run's failure sends back to one run per paper.
+PAPERS_PER_RUN = 8
 
 
 @dataclass
@@ -115,10 +119,16 @@ class _Runner:
         self.log_dir.mkdir(parents=True, exist_ok=True)
 
     def run(self, job_name: str, *, partition_key: str | None = None, asset_selection=None, log: str | None = None,
-            run_config: dict | None = None):
+            run_config: dict | None = None, partition_range: tuple[str, str] | None = None):
         tags = run_tags("cli")
         if partition_key:
             tags["paperlake/volume"] = partition_key.partition("/")[0]
+        if partition_range:   # one run over consecutive partitions (the assets' single-run backfill policy)
+            from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+            tags |= {ASSET_PARTITION_RANGE_START_TAG: partition_range[0],
+                     ASSET_PARTITION_RANGE_END_TAG: partition_range[1]}
+            tags["paperlake/volume"] = partition_range[0].partition("/")[0]
         job = self.defs.resolve_job_def(job_name)
         with contextlib.ExitStack() as stack:
             if log:  # dagster-dbt echoes dbt's log to stdout
@@ -126,6 +136,42 @@ class _Runner:
             return job.execute_in_process(instance=self.instance, partition_key=partition_key,
                                           asset_selection=asset_selection, raise_on_error=False, tags=tags,
                                           run_config=QUIET | (run_config or {}))
+
+
+    def run_papers(self, job_name: str, keys: list[str], *, asset_selection=None) -> list[tuple[list[str], object]]:
+        """``job_name`` for the paper partitions ``keys``, in this order: consecutive partitions in one run each
+        (at most :data:`PAPERS_PER_RUN`); a batch whose run fails is run again one paper per run, so each failure
+        is a paper's. Returns (papers, run result) per run."""
+        from orchestration.partitions import PAPERS
+
+        outcomes = []
+        for batch in consecutive_batches(self.instance.get_dynamic_partitions(PAPERS), keys, PAPERS_PER_RUN):
+            if len(batch) == 1:
+                outcomes.append((batch, self.run(job_name, partition_key=batch[0], asset_selection=asset_selection)))
+                continue
+            result = self.run(job_name, partition_range=(batch[0], batch[-1]), asset_selection=asset_selection)
+            if result.success:
+                outcomes.append((batch, result))
+            else:
+                outcomes += [([key], self.run(job_name, partition_key=key, asset_selection=asset_selection))
+                             for key in batch]
+        return outcomes
+
+
+def consecutive_batches(order: list[str], keys: list[str], limit: int) -> list[list[str]]:
+    """``keys`` cut into batches, keeping their order, each made of partitions of one volume that follow each other
+    in ``order`` (a range run covers exactly the partitions between its first and last key; its runs are tagged
+    with their volume)."""
+    position = {key: index for index, key in enumerate(order)}
+    batches: list[list[str]] = []
+    for key in keys:
+        last = batches[-1][-1] if batches else None
+        if (last is not None and len(batches[-1]) < limit and key in position and last in position
+                and position[key] == position[last] + 1 and key.partition("/")[0] == last.partition("/")[0]):
+            batches[-1].append(key)
+        else:
+            batches.append([key])
+    return batches
 
 
 def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, str], None] | None = None,
@@ -155,7 +201,8 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     resource = PaperlakeResource(
         home=str(settings.home), inboxes=[str(p) for p in inboxes],
         mineru_dir=str(settings.mineru_dir) if settings.mineru_dir else None, backend=settings.backend,
-        max_chunk_tokens=settings.max_chunk_tokens,
+        max_chunk_tokens=settings.max_chunk_tokens, milvus_uri=settings.milvus_uri,
+        embedding_cache=str(settings.embedding_cache) if settings.embedding_cache else None,
     )
     instance = dagster_instance(settings)
     runner = _Runner(build_definitions(resource, LLMResource.from_settings(settings)), instance, settings)
@@ -165,8 +212,7 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     summary.step_seconds["plan"] = time.perf_counter() - started
 
     stage_started = time.perf_counter()
-    for key in keys:
-        result = runner.run("ingest_paper", partition_key=key)
+    for key, result in ((key, result) for batch, result in runner.run_papers("ingest_paper", keys) for key in batch):
         if not result.success:
             summary.failed[key] = failure_reason(result)
             summary.failures.append(StageFailure("parse", summary.failed[key], key))
@@ -232,15 +278,19 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
 
     stage_started = time.perf_counter()
     _add_partitions(instance, papers.name, list(vectors.stale))
-    for key, stale in sorted(vectors.stale.items()):
-        selection = [dg.AssetKey(["vectors", collection]) for collection in sorted(stale)]
-        result = runner.run("sync_vectors", partition_key=key, asset_selection=selection)
-        if result.success:
-            summary.vectors_synced.append(key)
-        else:
-            summary.vector_failures.append(key)
-            summary.failures.append(StageFailure("vectors", failure_reason(result), key))
-            notify(key, "vector sync failed")
+    by_collections: dict[tuple[str, ...], list[str]] = {}
+    for key, stale in sorted(vectors.stale.items()):   # a run syncs the same collections for each of its papers
+        by_collections.setdefault(tuple(sorted(stale)), []).append(key)
+    for names, group in by_collections.items():
+        selection = [dg.AssetKey(["vectors", collection]) for collection in names]
+        for batch, result in runner.run_papers("sync_vectors", group, asset_selection=selection):
+            for key in batch:
+                if result.success:
+                    summary.vectors_synced.append(key)
+                else:
+                    summary.vector_failures.append(key)
+                    summary.failures.append(StageFailure("vectors", failure_reason(result), key))
+                    notify(key, "vector sync failed")
     summary.step_seconds["vectors"] = time.perf_counter() - stage_started
 
     stage_started = time.perf_counter()
@@ -268,12 +318,12 @@ def _evaluate(runner: "_Runner", instance, settings: Settings, summary: IngestSu
             path.unlink(missing_ok=True)
     stale = sorted(stale_probe_papers(settings))
     _add_partitions(instance, papers.name, stale)
-    for key in stale:
-        result = runner.run("probe_paper", partition_key=key)
-        if result.success:
-            summary.probed.append(key)
-        else:
-            summary.failures.append(StageFailure("evaluation", failure_reason(result), key))
+    for batch, result in runner.run_papers("probe_paper", stale):
+        for key in batch:
+            if result.success:
+                summary.probed.append(key)
+            else:
+                summary.failures.append(StageFailure("evaluation", failure_reason(result), key))
     targets = stale_volumes(settings)
     _add_partitions(instance, volumes.name, list(targets))
     for volume in sorted(targets):

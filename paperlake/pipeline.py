@@ -152,6 +152,7 @@ class PaperOutcome:
     status: str  # published | failed | unchanged | removed
     backend: str | None = None
     paper_id: str | None = None
+    sha256: str | None = None
     pages: int = 0
     seconds: float = 0.0
     counts: dict[str, int] = field(default_factory=dict)
@@ -166,7 +167,7 @@ def ingest_paper(source: PaperSource, lake: Lake, settings: Settings, *, backend
     """Parse, validate and publish one paper; on any failure record it and return a ``failed`` outcome."""
     started = time.perf_counter()
     chosen = resolve_backend(source, backend or settings.backend)
-    outcome = PaperOutcome(source.paper_key, "failed", backend=chosen)
+    outcome = PaperOutcome(source.paper_key, "failed", backend=chosen, sha256=source.sha256)
     try:
         if inboxes and (duplicate := duplicate_of(source, inboxes)):
             kept, why = duplicate

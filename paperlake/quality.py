@@ -147,29 +147,29 @@ def _panel_overflow(images: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _table_structure_checks(frames: dict[str, pd.DataFrame], gxe: Any) -> list[ExpectationOutcome]:
+def _table_structure_expectations(frames: dict[str, pd.DataFrame], gxe: Any) -> dict[str, list[Any]]:
     """Blocking: every table states its structure flag; row and column lines and cells belong to a table of the
-    paper and every line has text; a parsed number is finite."""
+    paper and every line has text. (A parsed number is finite: :func:`_finite_numbers`.)"""
     if frames["tables"].empty:
-        return []
-    outcomes = _validate("tables", frames["tables"], [
-        gxe.ExpectColumnValuesToNotBeNull(column="table_structure"),
-        gxe.ExpectColumnValuesToMatchRegex(column="table_structure", regex=_STRUCTURE_VALUE)])
+        return {}
+    expectations = {"tables": [gxe.ExpectColumnValuesToNotBeNull(column="table_structure"),
+                               gxe.ExpectColumnValuesToMatchRegex(column="table_structure", regex=_STRUCTURE_VALUE)]}
     table_ids = frames["tables"]["table_id"].dropna().tolist()
     for view, text in (("table_rows", "row_text"), ("table_columns", "column_text"), ("table_cells", None)):
         if frames[view].empty:
             continue
-        expectations = [gxe.ExpectColumnValuesToBeInSet(column="table_id", value_set=table_ids)]
+        expectations[view] = [gxe.ExpectColumnValuesToBeInSet(column="table_id", value_set=table_ids)]
         if text:
-            expectations.append(gxe.ExpectColumnValuesToNotBeNull(column=text))
-        else:
-            numbers = frames[view]["number_value"].dropna()
-            finite = pd.DataFrame({"finite": numbers.map(lambda v: v == v and abs(v) != float("inf"))})
-            if not finite.empty:
-                outcomes += _validate("table_cells", finite, [gxe.ExpectColumnValuesToBeInSet(column="finite",
-                                                                                              value_set=[True])])
-        outcomes += _validate(view, frames[view], expectations)
-    return outcomes
+            expectations[view].append(gxe.ExpectColumnValuesToNotBeNull(column=text))
+    return expectations
+
+
+def _finite_numbers(frames: dict[str, pd.DataFrame], gxe: Any) -> list[ExpectationOutcome]:
+    numbers = frames["table_cells"]["number_value"].dropna() if not frames["table_cells"].empty else pd.Series()
+    finite = pd.DataFrame({"finite": numbers.map(lambda v: v == v and abs(v) != float("inf"))})
+    if finite.empty:
+        return []
+    return _validate("table_cells", finite, [gxe.ExpectColumnValuesToBeInSet(column="finite", value_set=[True])])
 
 
 def validate_paper(parsed: ParsedPaper, *, pdf_page_count: int, max_chunk_tokens: int) -> QualityReport:
@@ -177,33 +177,34 @@ def validate_paper(parsed: ParsedPaper, *, pdf_page_count: int, max_chunk_tokens
 
     frames = _frames(parsed)
     report = QualityReport()
-    report.blocking += _validate("pages", frames["pages"], [gxe.ExpectTableRowCountToEqual(value=pdf_page_count)])
-    report.blocking += _validate(
-        "metadata", frames["metadata"],
-        [gxe.ExpectTableRowCountToEqual(value=1),
-         gxe.ExpectColumnValuesToBeBetween(column="num_pages", min_value=pdf_page_count, max_value=pdf_page_count),
-         gxe.ExpectColumnValuesToNotBeNull(column="title")],
-    )
+    # Each view's expectations go to Great Expectations as one suite: one validation per view and paper (a
+    # validation's fixed cost is most of a small paper's gate).
+    blocking: dict[str, list[Any]] = {
+        "pages": [gxe.ExpectTableRowCountToEqual(value=pdf_page_count)],
+        "metadata": [gxe.ExpectTableRowCountToEqual(value=1),
+                     gxe.ExpectColumnValuesToBeBetween(column="num_pages", min_value=pdf_page_count,
+                                                       max_value=pdf_page_count),
+                     gxe.ExpectColumnValuesToNotBeNull(column="title")],
+    }
     for view, column in ID_COLUMNS.items():
         if view != "metadata" and not frames[view].empty:
-            report.blocking += _validate(
-                view, frames[view],
-                [gxe.ExpectColumnValuesToBeUnique(column=column), gxe.ExpectColumnValuesToNotBeNull(column=column)],
-            )
+            blocking.setdefault(view, []).extend(
+                [gxe.ExpectColumnValuesToBeUnique(column=column), gxe.ExpectColumnValuesToNotBeNull(column=column)])
     from paperlake.parsing import DETECTORS
 
     for view, detectors in DETECTORS.items():  # every element says which detector found it
         if not frames[view].empty:
-            report.blocking += _validate(
-                view, frames[view], [gxe.ExpectColumnValuesToBeInSet(column="detector", value_set=list(detectors)),
-                                     gxe.ExpectColumnValuesToNotBeNull(column="detector")],
-            )
-    report.blocking += _table_structure_checks(frames, gxe)
+            blocking.setdefault(view, []).extend(
+                [gxe.ExpectColumnValuesToBeInSet(column="detector", value_set=list(detectors)),
+                 gxe.ExpectColumnValuesToNotBeNull(column="detector")])
+    for view, expectations in _table_structure_expectations(frames, gxe).items():
+        blocking.setdefault(view, []).extend(expectations)
     if not frames["chunks"].empty:
-        report.blocking += _validate(
-            "chunks", frames["chunks"],
-            [gxe.ExpectColumnMaxToBeBetween(column="token_count", max_value=max_chunk_tokens)],
-        )
+        blocking.setdefault("chunks", []).append(
+            gxe.ExpectColumnMaxToBeBetween(column="token_count", max_value=max_chunk_tokens))
+    for view, expectations in blocking.items():
+        report.blocking += _validate(view, frames[view], expectations)
+    report.blocking += _finite_numbers(frames, gxe)
     boxes = _box_overflow(frames)
     outcome = _validate("bounding_boxes", boxes, [gxe.ExpectColumnMaxToBeBetween(column="overflow",
                                                                                  max_value=BBOX_TOLERANCE_PT)])

@@ -70,6 +70,19 @@ class TestIncremental:
                                   "where p.page_id is null")
         assert orphans == [(0,)]
         state["paper_ids"] = {k: v for k, v in query(settings, "select paper_key, paper_id::varchar from metadata")}
+        # the two new papers of one volume were parsed, synced and probed in one run per job (a partition range),
+        # and each paper's partition still got its own materialization
+        from orchestration.run import dagster_instance
+
+        instance = dagster_instance(settings)
+        for job, asset in (("ingest_paper", ["parsed", "pages"]), ("sync_vectors", ["vectors", "text_bm25_en"]),
+                           ("probe_paper", ["evaluation", "probes"])):
+            runs = instance.get_runs(dg.RunsFilter(job_name=job))
+            assert len(runs) == 1 and runs[0].tags["dagster/asset_partition_range_start"] != \
+                runs[0].tags["dagster/asset_partition_range_end"], job
+            partitions = {r.asset_materialization.partition
+                          for r in instance.fetch_materializations(dg.AssetKey(asset), limit=100).records}
+            assert partitions == set(state["paper_ids"]), job
 
     def test_second_ingest_does_no_parse_work(self, state):
         before = parse_materializations(state["settings"])
@@ -279,3 +292,18 @@ def test_vector_fingerprint_follows_entity_settings_not_search_settings(tmp_path
     encoders = {**config["encoders"], "all_minilm_l6_v2": {**config["encoders"]["all_minilm_l6_v2"], "max_seq_length": 128}}
     path.write_text(yaml.safe_dump({**config, "encoders": encoders}), encoding="utf-8")
     assert vectors_fingerprint() != base
+
+
+def test_consecutive_batches_follow_partition_order_volume_and_limit():
+    """A range run covers every partition between its ends: only keys that follow each other in the instance's
+    order, of one volume, at most ``limit`` of them, and in the order asked (the plan's order matters: removals and
+    kept copies of duplicate files go first)."""
+    from orchestration.run import consecutive_batches
+
+    order = ["a/1", "a/2", "a/3", "a/4", "b/1", "b/2"]
+    assert consecutive_batches(order, ["a/1", "a/2", "a/3"], 8) == [["a/1", "a/2", "a/3"]]
+    assert consecutive_batches(order, ["a/1", "a/3", "a/4"], 8) == [["a/1"], ["a/3", "a/4"]]
+    assert consecutive_batches(order, ["a/3", "a/4", "b/1", "b/2"], 8) == [["a/3", "a/4"], ["b/1", "b/2"]]
+    assert consecutive_batches(order, ["a/2", "a/1"], 8) == [["a/2"], ["a/1"]]
+    assert consecutive_batches(order, ["a/1", "a/2", "a/3", "a/4"], 3) == [["a/1", "a/2", "a/3"], ["a/4"]]
+    assert consecutive_batches(order, ["x/9", "a/1"], 8) == [["x/9"], ["a/1"]]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from functools import lru_cache
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal, Union
@@ -1305,7 +1306,10 @@ def _convert_side(latex: str, known: frozenset[str], known_words: frozenset[str]
     return None
 
 
+@lru_cache(maxsize=8192)
 def _parse(latex: str, backend: str) -> tuple[sympy.Basic | None, str | None]:
+    """sympy's LaTeX parser, memoised: most of the formula stage's time, and a pure function of the text (the same
+    LaTeX recurs within a paper, across the rewrite steps and across papers, and sympy's trees are immutable)."""
     from sympy.parsing.latex import parse_latex
 
     try:

@@ -80,52 +80,81 @@ def expected_digest(store: Any, collection: str, cells: Iterable[Cell]) -> tuple
     return _digest(f"{key}:{value}" for key, value in hashes.items()), len(hashes)
 
 
-def sync_paper_key(settings: Any, collection: str, paper_key: str) -> dict[str, Any]:
-    """Make ``collection`` hold exactly the warehouse cells of the paper behind ``paper_key`` (none, if it left the
-    warehouse; the entities of the paper id it was last synced as go too), then record the sync."""
+class PaperSyncError(RuntimeError):
+    """Some papers of a batch could not be synced; the others were (and are recorded)."""
+
+    def __init__(self, collection: str, failures: dict[str, str]):
+        self.failures = failures
+        super().__init__(f"{collection}: " + "; ".join(f"{key}: {why}" for key, why in failures.items()))
+
+
+def sync_paper_keys(settings: Any, collection: str, paper_keys: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Make ``collection`` hold exactly the warehouse cells of each paper behind ``paper_keys`` (none, if it left
+    the warehouse; the entities of the paper id it was last synced as go too), recording each paper's sync as soon
+    as its entities are flushed; the store is opened once for the batch. Returns per paper what was done; raises
+    :class:`PaperSyncError` naming the papers that failed, after every other paper was synced."""
     from paperlake.vectors.store import VectorStore
     from paperlake.warehouse import connect_read_only
 
-    ledger = ledger_path(settings.home, collection, paper_key)
+    keys = list(paper_keys)
     with connect_read_only(settings.warehouse) as con:
-        row = con.execute("select paper_id::varchar from metadata where paper_key = ?", [paper_key]).fetchone()
-        paper_id = row[0] if row else None
-        cells = collect_cells(con, default_encodable(), [paper_id]) if paper_id else []
-    try:
-        previous = json.loads(ledger.read_text()).get("paper_id") if ledger.exists() else None
-    except (OSError, ValueError):
-        previous = None
+        ids = dict(con.execute("select paper_key, paper_id::varchar from metadata where paper_key in "
+                               "(select unnest(?::varchar[]))", [keys]).fetchall())
+        found = [ids[key] for key in keys if key in ids]
+        cells: dict[str, list[Cell]] = {paper: [] for paper in found}
+        for cell in collect_cells(con, default_encodable(), found) if found else []:
+            cells[cell.pdf_id].append(cell)
     # The `milvus` pool queues collection steps so that they seldom wait here; what makes writes to a Milvus Lite
     # file exclusive is the store's file lock (Dagster's SQLite storage can hand one pool slot to two runs that claim
     # it at the same instant), so the wait is long and the hold is reported.
     waited = time.time()
     store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings, lock_timeout=600.0)
     held_from = time.time()
+    results: dict[str, dict[str, Any]] = {}
+    failures: dict[str, str] = {}
     try:
-        deleted_previous = 0
-        if previous and previous != paper_id:  # removed, or re-identified (new title): drop the old entities
-            deleted_previous = sum(store.delete_paper(previous, [collection]).values())
-            fault_point("vectors.previous_deleted")
-        if paper_id is None:
-            ledger.unlink(missing_ok=True)
-            return {"status": "removed", "deleted": deleted_previous, "entities": 0}
-        report = store.sync_paper(paper_id, cells, [collection])
-        fault_point("vectors.synced")
-        stats = report.collections[collection]
-        entities = store.count(collection, f"pdf_id == '{paper_id}'")
-        digest, expected = expected_digest(store, collection, cells)
-        incarnation = store.incarnation(collection)
+        for key in keys:
+            try:
+                paper_id = ids.get(key)
+                results[key] = _sync_one(store, settings, collection, key, paper_id, cells.get(paper_id, []))
+            except Exception as error:  # one paper's failure must not stop the others
+                failures[key] = f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
     finally:
         store.close()
         held_until = time.time()
+    for result in results.values():
+        result |= {"store_wait_seconds": round(held_from - waited, 3), "store_held_from": held_from,
+                   "store_held_until": held_until}
+    if failures:
+        raise PaperSyncError(collection, failures)
+    return results
+
+
+def _sync_one(store: Any, settings: Any, collection: str, paper_key: str, paper_id: str | None,
+              cells: list[Cell]) -> dict[str, Any]:
+    ledger = ledger_path(settings.home, collection, paper_key)
+    try:
+        previous = json.loads(ledger.read_text()).get("paper_id") if ledger.exists() else None
+    except (OSError, ValueError):
+        previous = None
+    deleted_previous = 0
+    if previous and previous != paper_id:  # removed, or re-identified (new title): drop the old entities
+        deleted_previous = sum(store.delete_paper(previous, [collection]).values())
+        fault_point("vectors.previous_deleted")
+    if paper_id is None:
+        ledger.unlink(missing_ok=True)
+        return {"status": "removed", "deleted": deleted_previous, "entities": 0}
+    report = store.sync_paper(paper_id, cells, [collection])
+    fault_point("vectors.synced")
+    stats = report.collections[collection]
+    entities = store.count(collection, f"pdf_id == '{paper_id}'")
+    digest, expected = expected_digest(store, collection, cells)
     payload = json.dumps({"paper_id": paper_id, "digest": digest, "entities": entities,
-                          "incarnation": incarnation}).encode()
+                          "incarnation": store.incarnation(collection)}).encode()
     atomic_write_bytes(ledger, lambda handle: handle.write(payload))
     return {"status": "synced", "paper_id": paper_id, "entities": entities, "expected": expected,
             "cells": len(cells), "encoded": stats.encoded, "skipped_unchanged": stats.unchanged,
-            "deleted": stats.deleted + deleted_previous, "seconds": round(report.seconds, 3),
-            "store_wait_seconds": round(held_from - waited, 3), "store_held_from": held_from,
-            "store_held_until": held_until}
+            "deleted": stats.deleted + deleted_previous, "seconds": round(report.seconds, 3)}
 
 
 @dataclass

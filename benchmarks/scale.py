@@ -1,0 +1,244 @@
+"""Scale check: what adding one paper costs when the lake already holds N papers (N = 19, 500, 2000 by default).
+
+The lake of N papers is faked from an ingested home's lake (default: the sample, ingested from its MinerU outputs
+into the work dir first): re-keyed copies of its 19 papers, every id column mapped through uuid5 so the copies are
+distinct papers to dbt's tests, the vector store and the formula graph, while their texts, equations and table cells
+are the sample's (so the embedding cache and the memoised LaTeX parses make the baseline cheap to build; what is
+measured afterwards is the cost of the stores' size, not of new content). Then, at each N:
+
+1. baseline: the stores brought up to date with the N-1 papers (the ``build_warehouse`` and ``build_formulas`` jobs;
+   the Milvus collections filled in bulk with the sample's cached vectors and given their sync records);
+2. one more paper (another copy) is published to the lake, and the production path is timed, stage by stage:
+   the freshness checks ``paperlake ingest`` runs, the ``build_warehouse`` job (side-file copy, dbt build and tests,
+   swap), the ``build_formulas`` job (graph, its dbt models, the formulas collection) and the paper's
+   ``sync_vectors`` run (its three text collections).
+
+Results: seconds per stage per N and each stage's ratio to N = 19 (the issue's target: at most 2x at N = 2000).
+
+    python benchmarks/scale.py [--sizes 19,500,2000] [--home BUILT_HOME] [--work-dir D] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+SCALE_NAMESPACE = uuid.UUID("6f1b2a8e-54a4-4c61-9d55-0b7f6c1d7e11")
+TEXT_COLLECTIONS = ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2", "text_hybrid")
+
+
+def _copy_id(value: str | None, copy: int) -> str | None:
+    return value if value is None or copy == 0 else str(uuid.uuid5(SCALE_NAMESPACE, f"{copy}|{value}"))
+
+
+class LakeCopier:
+    """Writes re-keyed copies of a source lake's papers into a target lake, one copy index at a time."""
+
+    def __init__(self, source: Path, target: Path):
+        from paperlake.lake import CONTRACT_DIR, RECORDS_DIR
+
+        self.source, self.target = source, target
+        self.records = sorted((source / RECORDS_DIR).glob("*/*.json"))
+        if not self.records:
+            raise SystemExit(f"no published paper in {source}: ingest the sample first (or pass --home)")
+        for contract in source.glob(f"*/{CONTRACT_DIR}/schema.parquet"):
+            destination = target / contract.relative_to(source)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(contract, destination)
+
+    def publish(self, index: int) -> str:
+        """Publish copy ``index // papers`` of source paper ``index % papers``; returns its paper key."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from paperlake.lake import RECORDS_DIR, atomic_write_bytes
+
+        copy, record_path = index // len(self.records), self.records[index % len(self.records)]
+        record = json.loads(record_path.read_text())
+        volume, stem = record["paper_key"].split("/", 1)
+        new_stem = stem if copy == 0 else f"{stem}~s{copy:04d}"
+        new_key = f"{volume}/{new_stem}"
+        for view_file in self.source.glob(f"*/{volume}/{stem}.parquet"):
+            view = view_file.parent.parent.name
+            if view == RECORDS_DIR:
+                continue
+            table = pq.read_table(view_file)
+            for position, field in enumerate(table.schema):
+                if field.name == "paper_key":
+                    table = table.set_column(position, field, pa.array([new_key] * table.num_rows, field.type))
+                elif field.name.endswith("_id") and pa.types.is_string(field.type) and copy:
+                    values = [_copy_id(v, copy) for v in table.column(position).to_pylist()]
+                    table = table.set_column(position, field, pa.array(values, field.type))
+            destination = self.target / view / volume / f"{new_stem}.parquet"
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(table, destination)
+        record |= {"paper_key": new_key, "paper_id": _copy_id(record["paper_id"], copy)}
+        payload = json.dumps(record, indent=1).encode()
+        atomic_write_bytes(self.target / RECORDS_DIR / volume / f"{new_stem}.json", lambda h: h.write(payload))
+        return new_key
+
+
+def bulk_vectors(settings, store, paper_keys: list[str]) -> float:
+    """Fill the text collections with the entities of ``paper_keys`` in bulk (vectors from the embedding cache) and
+    write their sync records, as if each paper had been synced; one flush per collection. Returns seconds."""
+    from collections import defaultdict
+
+    from paperlake.lake import atomic_write_bytes
+    from paperlake.vectors.entities import collect_cells, default_encodable
+    from paperlake.vectors.ledger import expected_digest, ledger_path
+    from paperlake.vectors.store import CollectionSyncStats
+    from paperlake.warehouse import connect_read_only
+
+    started = time.perf_counter()
+    with connect_read_only(settings.warehouse) as con:
+        ids = dict(con.execute("select paper_key, paper_id::varchar from metadata").fetchall())
+        cells = collect_cells(con, default_encodable(), [ids[k] for k in paper_keys])
+    by_paper = defaultdict(list)
+    for cell in cells:
+        by_paper[cell.pdf_id].append(cell)
+    specs = store._specs(TEXT_COLLECTIONS)
+    store.ensure_collections(specs)
+    for spec in specs:
+        fingerprint = store.fingerprint(spec)
+        changed = [(c, store.cell_hash(spec, fingerprint, c)) for c in cells if c.kind == spec.modality]
+        rows = store._rows(spec, changed, CollectionSyncStats(spec.name))
+        by_partition = defaultdict(list)
+        for row in rows:
+            by_partition[store.view_partition(spec.name, row["table_name"], row["column_name"], create=True)].append(row)
+        for partition, part_rows in by_partition.items():
+            for start in range(0, len(part_rows), 5000):
+                store.client.insert(spec.name, part_rows[start:start + 5000], partition_name=partition)
+        store.client.flush(spec.name)
+        incarnation = store.incarnation(spec.name)
+        for key in paper_keys:
+            paper = ids[key]
+            digest, expected = expected_digest(store, spec.name, by_paper[paper])
+            payload = json.dumps({"paper_id": paper, "digest": digest, "entities": expected,
+                                  "incarnation": incarnation}).encode()
+            atomic_write_bytes(ledger_path(settings.home, spec.name, key), lambda h, p=payload: h.write(p))
+    return time.perf_counter() - started
+
+
+def measure(size: int, source_lake: Path, work: Path) -> dict:
+    """Baseline of ``size - 1`` papers, then the timed addition of one more."""
+    import dagster as dg
+
+    from assets.vectors import vector_assets
+    from orchestration.run import _add_partitions, _open_store, _Runner, failure_reason, prepare_dbt_manifest
+    from paperlake.config import Settings
+    from paperlake.freshness import formula_staleness, warehouse_staleness
+    from paperlake.vectors.ledger import stale_papers
+
+    home = work / f"n{size}"
+    shutil.rmtree(home, ignore_errors=True)
+    settings = Settings.from_env(home=home)
+    copier = LakeCopier(source_lake, settings.lake)
+    started = time.perf_counter()
+    keys = [copier.publish(i) for i in range(size - 1)]
+    result: dict = {"papers_before": size - 1, "lake_seconds": round(time.perf_counter() - started, 1)}
+    prepare_dbt_manifest(settings)
+    from orchestration.definitions import build_definitions
+    from orchestration.instance import dagster_instance
+    from orchestration.partitions import papers
+    from orchestration.resources import LLMResource, PaperlakeResource
+
+    resource = PaperlakeResource(home=str(home), inboxes=[], backend="pymupdf")
+    instance = dagster_instance(settings)
+    runner = _Runner(build_definitions(resource, LLMResource()), instance, settings)
+    collections = [definition.key.path[-1] for definition in vector_assets]
+
+    def timed_run(job: str, **options) -> float:
+        began = time.perf_counter()
+        outcome = runner.run(job, **options)
+        if not outcome.success:
+            raise SystemExit(f"N={size}: {job} failed: {failure_reason(outcome)}")
+        return round(time.perf_counter() - began, 2)
+
+    baseline = {"warehouse": timed_run("build_warehouse", log="dbt-build.log"),
+                "formulas": timed_run("build_formulas", log="formulas-build.log")}
+    with _open_store(settings) as store:
+        baseline["vectors_bulk"] = round(bulk_vectors(settings, store, keys), 1)
+    result["baseline_seconds"] = baseline
+    result["warehouse_mb_before"] = round(settings.warehouse.stat().st_size / 2**20, 1)
+
+    new_key = copier.publish(size - 1)
+    _add_partitions(instance, papers.name, keys + [new_key])
+    stages: dict[str, float] = {}
+    began = time.perf_counter()
+    stale = warehouse_staleness(settings)
+    stages["check_warehouse"] = round(time.perf_counter() - began, 2)
+    assert stale, "the new paper must make the warehouse stale"
+    stages["warehouse"] = timed_run("build_warehouse", log="dbt-build.log")
+    began = time.perf_counter()
+    with _open_store(settings) as store:
+        formulas = formula_staleness(settings, store)
+        plan = stale_papers(settings, store, collections)
+    stages["check_formulas_and_vectors"] = round(time.perf_counter() - began, 2)
+    assert set(plan.stale) == {new_key}, f"only the new paper should need vectors, got {sorted(plan.stale)[:5]}"
+    from orchestration.jobs import FORMULA_ASSETS
+
+    selection = [key for part in formulas for key in FORMULA_ASSETS[part].keys]
+    stages["formulas"] = timed_run("build_formulas", asset_selection=selection, log="formulas-build.log")
+    stages["vectors"] = timed_run("sync_vectors", partition_key=new_key,
+                                  asset_selection=[dg.AssetKey(["vectors", c]) for c in sorted(plan.stale[new_key])])
+    stages["total"] = round(sum(stages.values()), 2)
+    result["add_one_paper_seconds"] = stages
+    result["warehouse_mb_after"] = round(settings.warehouse.stat().st_size / 2**20, 1)
+    with _open_store(settings) as store:
+        result["entities_per_collection"] = store.count(TEXT_COLLECTIONS[0])
+    print(f"N={size}: {json.dumps(result)}", flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="19,500,2000")
+    parser.add_argument("--home", type=Path, default=None, help="an ingested home whose lake is copied")
+    parser.add_argument("--shared", type=Path, default=REPO.parent / "shared")
+    parser.add_argument("--work-dir", type=Path, default=Path("data") / "bench-scale")
+    parser.add_argument("--keep", action="store_true", help="keep each size's home (they are large)")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scale.json")
+    args = parser.parse_args()
+
+    from paperlake.config import Settings
+
+    work = args.work_dir.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    cache = work / "embeddings.sqlite"
+    os.environ["PAPERLAKE_EMBEDDING_CACHE"] = str(cache)   # the jobs' resource reads it too: copies hit the cache
+    os.environ["PAPERLAKE_EVALUATE"] = "0"
+    home = args.home.resolve() if args.home else work / "sample"
+    if args.home is None and not (home / "warehouse.duckdb").exists():
+        from orchestration.run import ingest
+
+        settings = Settings.from_env(home=home, backend="auto", mineru_dir=(args.shared / "corpus" / "mineru").resolve())
+        ingest([args.shared / "corpus" / "inbox"], settings)
+    results: dict = {"machine": platform.platform(), "cpus": os.cpu_count(), "source": str(home), "sizes": {}}
+    for size in [int(x) for x in args.sizes.split(",")]:
+        results["sizes"][str(size)] = measure(size, home / "lake", work)
+        if not args.keep:
+            shutil.rmtree(work / f"n{size}", ignore_errors=True)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    sizes = results["sizes"]
+    if "19" in sizes:
+        first = sizes["19"]["add_one_paper_seconds"]
+        for entry in sizes.values():
+            entry["ratio_to_19"] = {stage: round(seconds / first[stage], 2) if first[stage] else None
+                                    for stage, seconds in entry["add_one_paper_seconds"].items()}
+    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps({n: (e["add_one_paper_seconds"], e.get("ratio_to_19")) for n, e in sizes.items()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
