@@ -8,8 +8,8 @@ stage changed in the UI; which items are asked again is decided per item (conten
 import dagster as dg
 
 from assets.parse import VIEW_KEYS
-from orchestration.partitions import papers
-from orchestration.resources import LLMResource, PaperlakeResource
+from assets.partitions import papers
+from assets.resources import LLMResource, PaperlakeResource
 from paperlake.enrichment import Budget, code_version, enrich_one, not_configured_reason, resolve_kinds
 
 

@@ -15,8 +15,8 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from assets.vectors import vector_assets
-from orchestration.partitions import papers, run_paper_keys, volumes
-from orchestration.resources import PaperlakeResource
+from assets.partitions import papers, run_paper_keys, volumes
+from assets.resources import PaperlakeResource
 from paperlake.evaluation.probes import KINDS, PROBES_VERSION
 from paperlake.evaluation.sets import _GENERATOR_DIGEST, volume_set_path, write_probes, write_volume_set
 from paperlake.pipeline import parse_code_version

@@ -4,7 +4,7 @@
 import dagster as dg
 import pyarrow.parquet as pq
 
-from orchestration.resources import LLMResource, PaperlakeResource
+from assets.resources import LLMResource, PaperlakeResource
 from paperlake.formulas.collection import FORMULA_COLLECTION, sync_formula_collection
 from paperlake.formulas.llm import formula_assistant
 from paperlake.formulas.store import EXTRACTOR_VERSION, FORMULA_SCHEMAS, minilm_embedder, update_formula_graph

@@ -6,8 +6,8 @@ import hashlib
 import dagster as dg
 from dagster._core.definitions.data_version import DATA_VERSION_TAG  # the tag observations carry
 
-from orchestration.partitions import papers, run_paper_keys
-from orchestration.resources import PaperlakeResource
+from assets.partitions import papers, run_paper_keys
+from assets.resources import PaperlakeResource
 from paperlake.lake import ERROR_VIEW
 from paperlake.pipeline import PaperOutcome, ingest_paper, locate_source, parse_code_version
 from paperlake.views import VIEWS

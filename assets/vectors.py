@@ -5,8 +5,8 @@ What is stale is decided by ``paperlake.vectors.ledger`` for the CLI and the sen
 
 import dagster as dg
 
-from orchestration.partitions import papers, run_paper_keys
-from orchestration.resources import PaperlakeResource
+from assets.partitions import papers, run_paper_keys
+from assets.resources import PaperlakeResource
 from paperlake.vectors.config import load_config
 from paperlake.vectors.entities import default_encodable
 from paperlake.vectors.ledger import stage_fingerprint, sync_paper_keys

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, DbtProject, dbt_assets
 
-from orchestration.resources import PaperlakeResource
+from assets.resources import PaperlakeResource
 from paperlake.formulas.store import ensure_formula_contract
 from paperlake.lake import Lake
 from paperlake.failpoints import fault_point

@@ -149,8 +149,8 @@ def measure(size: int, source_lake: Path, work: Path) -> dict:
     prepare_dbt_manifest(settings)
     from orchestration.definitions import build_definitions
     from orchestration.instance import dagster_instance
-    from orchestration.partitions import papers
-    from orchestration.resources import LLMResource, PaperlakeResource
+    from assets.partitions import papers
+    from assets.resources import LLMResource, PaperlakeResource
 
     resource = PaperlakeResource(home=str(home), inboxes=[], backend="pymupdf")
     instance = dagster_instance(settings)

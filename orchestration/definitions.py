@@ -17,7 +17,7 @@ from assets.parse import inbox_pdf, parsed_views
 from assets.vectors import vector_assets
 from assets.warehouse import dbt_cli_resource, formula_models, warehouse_models
 from orchestration.jobs import JOBS
-from orchestration.resources import LLMResource, PaperlakeResource, paperlake_from_env, warehouse_resource
+from assets.resources import LLMResource, PaperlakeResource, paperlake_from_env, warehouse_resource
 from orchestration.sensors import inbox_schedule, inbox_sensor, stores_sensor
 
 

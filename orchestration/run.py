@@ -142,7 +142,7 @@ class _Runner:
         """``job_name`` for the paper partitions ``keys``, in this order: consecutive partitions in one run each
         (at most :data:`PAPERS_PER_RUN`); a batch whose run fails is run again one paper per run, so each failure
         is a paper's. Returns (papers, run result) per run."""
-        from orchestration.partitions import PAPERS
+        from assets.partitions import PAPERS
 
         outcomes = []
         for batch in consecutive_batches(self.instance.get_dynamic_partitions(PAPERS), keys, PAPERS_PER_RUN):
@@ -189,8 +189,8 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     from assets.vectors import vector_assets
     from orchestration.definitions import build_definitions
     from orchestration.jobs import FORMULA_ASSETS
-    from orchestration.partitions import papers
-    from orchestration.resources import LLMResource, PaperlakeResource
+    from assets.partitions import papers
+    from assets.resources import LLMResource, PaperlakeResource
 
     notify = progress or (lambda key, status: None)
     lake = Lake(settings.lake)
@@ -306,7 +306,7 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
 def _evaluate(runner: "_Runner", instance, settings: Settings, summary: IngestSummary) -> None:
     """Probes for the papers whose warehouse rows changed, then each volume whose probe set or vector collections
     changed: its set and its retrieval_quality check (one `evaluate_volume` run). An unchanged ingest runs none."""
-    from orchestration.partitions import papers, volumes
+    from assets.partitions import papers, volumes
     from paperlake.evaluation.sets import (orphan_probe_files, read_quality, remove_probes, stale_probe_papers,
                                            stale_volumes, volume_set_path, volumes as warehouse_volumes)
 
@@ -340,7 +340,7 @@ def _enrich(runner: "_Runner", instance, settings: Settings, summary: IngestSumm
             retry_errors: bool) -> None:
     """One `enrich_paper` run per paper with items to ask, each given what is left of the run's budget; papers the
     budget does not reach are pending (reported, not failed) and come first next time."""
-    from orchestration.partitions import papers
+    from assets.partitions import papers
     from paperlake.enrichment import Budget, not_configured_reason, resolve_kinds, stale_papers
 
     summary.enrichment_skipped = not_configured_reason(settings)

@@ -29,8 +29,8 @@ from orchestration.jobs import (
     probe_paper,
     sync_vectors,
 )
-from orchestration.partitions import papers, volumes
-from orchestration.resources import PaperlakeResource
+from assets.partitions import papers, volumes
+from assets.resources import PaperlakeResource
 from paperlake.inbox import scan_inbox
 from paperlake.pipeline import parser_version, plan_ingest, resolve_backend
 

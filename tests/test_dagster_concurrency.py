@@ -120,7 +120,7 @@ def test_two_partition_runs_share_a_milvus_lite_file_through_the_pool(ingested):
 
 def test_two_partition_runs_write_concurrently_through_a_milvus_lite_server(ingested, tmp_path):
     from orchestration.instance import dagster_instance
-    from orchestration.partitions import papers
+    from assets.partitions import papers
     from paperlake.vectors.server import milvus_lite_server
 
     file_settings: Settings = ingested["settings"]

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from conftest import ingest_sample
 from openai_stub import start_stub
-from paperlake.cli import app
+from cli.app import app
 from paperlake.enrichment import DEFAULT_KINDS, dry_run, resolve_kinds
 from paperlake.enrichment.kinds import BadAnswer, read_answer
 from paperlake.enrichment.runner import Budget, BudgetError, enrichment_path

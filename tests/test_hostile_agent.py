@@ -247,7 +247,7 @@ def test_ask_survives_a_malformed_action(tmp_path: Path, home: Path) -> None:  #
 
 def test_eval_records_a_failed_question_and_goes_on(tmp_path: Path, home: Path, monkeypatch) -> None:  # noqa: F811
     import agent.run
-    from paperlake.cli import app
+    from cli.app import app
 
     uuids = ["0f6a3f2e-3c39-4a0e-9a7e-1b9e2b6c3d01", "0f6a3f2e-3c39-4a0e-9a7e-1b9e2b6c3d02",
              "0f6a3f2e-3c39-4a0e-9a7e-1b9e2b6c3d03"]

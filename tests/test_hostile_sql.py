@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from paperlake.cli import app
+from cli.app import app
 from paperlake.sql_sandbox import ReadOnlyWarehouse, SQLFailed, SQLRefused, SQLTimeout, SQLTooLarge
 from test_agent_fixtures import build_warehouse, env  # noqa: F401 (fixture)
 

@@ -210,8 +210,8 @@ def test_definitions_form_one_graph_from_inbox_to_marts(dbt_manifest):
 
 
 def test_sensor_requests_only_new_changed_and_removed(tmp_path, dbt_manifest):
-    from orchestration.partitions import papers
-    from orchestration.resources import PaperlakeResource
+    from assets.partitions import papers
+    from assets.resources import PaperlakeResource
     from orchestration.sensors import inbox_sensor
 
     inbox = make_inbox(tmp_path, SMALL)
@@ -255,7 +255,7 @@ def test_sensor_requests_only_new_changed_and_removed(tmp_path, dbt_manifest):
 def test_parse_asset_as_a_function(tmp_path, dbt_manifest):
     """The smallest Dagster-level test: the multi-asset called directly with a partition."""
     from assets.parse import parsed_views
-    from orchestration.resources import PaperlakeResource
+    from assets.resources import PaperlakeResource
 
     inbox = make_inbox(tmp_path, [SMALL[0]])
     resource = PaperlakeResource(home=str(tmp_path / "home"), inboxes=[str(inbox)],

@@ -12,7 +12,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from conftest import make_inbox
-from paperlake.cli import app
+from cli.app import app
 from paperlake.config import Settings
 from paperlake.warehouse import build_path
 

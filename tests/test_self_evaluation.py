@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from conftest import CORPUS_INBOX, ingest_sample
 from openai_stub import start_stub
-from paperlake.cli import app
+from cli.app import app
 from paperlake.evaluation.dataset import load_examples
 from paperlake.evaluation.needles import answer_needles, contains_needle
 from paperlake.evaluation.probes import KINDS, paper_probes, verify
@@ -143,7 +143,7 @@ def test_an_unchanged_ingest_evaluates_nothing(built):
 def _run_check(built, volume: str):
     from orchestration.definitions import build_definitions
     from orchestration.instance import dagster_instance
-    from orchestration.resources import PaperlakeResource
+    from assets.resources import PaperlakeResource
 
     settings = built["settings"]
     defs = build_definitions(PaperlakeResource(home=str(settings.home), mineru_dir=str(settings.mineru_dir)))
@@ -270,7 +270,7 @@ def test_extractor_through_the_scripted_server(built, tmp_path, monkeypatch):
 def test_the_stores_sensor_requests_probes_then_the_volume_check(built):
     import dagster as dg
 
-    from orchestration.resources import PaperlakeResource
+    from assets.resources import PaperlakeResource
     from orchestration.sensors import plan_store_runs
     from paperlake.evaluation.sets import quality_path, write_probes
 

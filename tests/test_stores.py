@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import ingest_sample
-from paperlake.cli import app
+from cli.app import app
 from paperlake.config import Settings
 
 # The arithmetic-mechanism paper brings a computable formula (the residual stream update) for the MathRAG test.
@@ -99,7 +99,7 @@ def test_search_reads_at_80_columns(built):
         assert re.search(r"p\. \d+\s+·\s+\w+\.\w+", heading), heading
     from rich.console import Console
 
-    import paperlake.cli as cli_module
+    import cli.app as cli_module
     recorded = Console(width=80, record=True, force_terminal=True, color_system="standard")
     original, cli_module.console = cli_module.console, recorded
     try:

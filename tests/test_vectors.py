@@ -508,3 +508,24 @@ def test_benchmark_states_the_compute_an_encoding_target_needs(tmp_path):
     assert entry["achieved_gflops"] == round(2000 * per_token / 1e9, 1)
     # 500 cells/s of 100 tokens is 25x the 2000 tokens/s measured
     assert entry["shortfall_factor"] == 25.0
+
+
+def test_content_versions_change_with_a_papers_rows_only(tmp_path):
+    """The staleness check reads cells only for papers whose rows changed since their sync: the version must move
+    with any column of any of the paper's rows (pooling reads page ids, titles and order too), and only for it."""
+    import duckdb
+
+    from paperlake.vectors.ledger import content_versions
+
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    con.execute("create table metadata (paper_id varchar, title varchar)")
+    con.execute("create table chunks (chunk_id varchar, ref_paper_id varchar, ordinal int, text_content varchar)")
+    con.execute("insert into metadata values ('p1', 'One'), ('p2', 'Two')")
+    con.execute("insert into chunks values ('c1', 'p1', 0, 'alpha'), ('c2', 'p1', 1, 'beta'), ('c3', 'p2', 0, 'x')")
+    before = content_versions(con)
+    assert set(before) == {"p1", "p2"} and content_versions(con, ["p2"]) == {"p2": before["p2"]}
+    con.execute("update chunks set ordinal = 2 where chunk_id = 'c2'")   # not a text: the order pooling reads
+    after = content_versions(con)
+    assert after["p1"] != before["p1"] and after["p2"] == before["p2"]
+    con.execute("delete from chunks where chunk_id = 'c2'")
+    assert content_versions(con)["p1"] not in (before["p1"], after["p1"])

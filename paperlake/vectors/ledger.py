@@ -88,6 +88,28 @@ class PaperSyncError(RuntimeError):
         super().__init__(f"{collection}: " + "; ".join(f"{key}: {why}" for key, why in failures.items()))
 
 
+def content_versions(con: Any, paper_ids: list[str] | None = None) -> dict[str, str]:
+    """paper id → a digest of every warehouse row its cells are made from (whole rows of the encodable tables, so
+    the texts and what pooling reads: chunk pages, section titles, row order), computed by DuckDB from its own row
+    hashes (a DuckDB upgrade that changes them only makes every paper's cells be read once more). A sync record
+    keeps it: a paper whose rows and collection fingerprint are the ones recorded needs no cells collected, which
+    keeps the staleness check from growing with the whole warehouse (only changed papers are read in Python)."""
+    from paperlake.vectors.entities import PRIMARY_KEYS
+
+    tables = sorted({table for table, _, _ in default_encodable()} & set(PRIMARY_KEYS))
+    present = {name for (name,) in con.execute(
+        "select table_name from information_schema.tables where table_schema = current_schema()").fetchall()}
+    where = "where cast({column} as varchar) in (select unnest(?::varchar[]))" if paper_ids is not None else ""
+    parts: dict[str, list[str]] = {}
+    for table in (t for t in tables if t in present):
+        column = "paper_id" if table == "metadata" else "ref_paper_id"
+        query = (f"select cast({column} as varchar), cast(sum(hash(t)) as varchar) || ':' || count(*) "
+                 f"from {table} t {where.format(column=column)} group by 1")
+        for paper, digest in con.execute(query, [paper_ids] if paper_ids is not None else []).fetchall():
+            parts.setdefault(paper, []).append(f"{table}:{digest}")
+    return {paper: _digest(items) for paper, items in parts.items()}
+
+
 def sync_paper_keys(settings: Any, collection: str, paper_keys: Iterable[str]) -> dict[str, dict[str, Any]]:
     """Make ``collection`` hold exactly the warehouse cells of each paper behind ``paper_keys`` (none, if it left
     the warehouse; the entities of the paper id it was last synced as go too), recording each paper's sync as soon
@@ -101,9 +123,8 @@ def sync_paper_keys(settings: Any, collection: str, paper_keys: Iterable[str]) -
         ids = dict(con.execute("select paper_key, paper_id::varchar from metadata where paper_key in "
                                "(select unnest(?::varchar[]))", [keys]).fetchall())
         found = [ids[key] for key in keys if key in ids]
-        cells: dict[str, list[Cell]] = {paper: [] for paper in found}
-        for cell in collect_cells(con, default_encodable(), found) if found else []:
-            cells[cell.pdf_id].append(cell)
+        cells = _cells_by_paper(con, found)
+        versions = content_versions(con, found) if found else {}
     # The `milvus` pool queues collection steps so that they seldom wait here; what makes writes to a Milvus Lite
     # file exclusive is the store's file lock (Dagster's SQLite storage can hand one pool slot to two runs that claim
     # it at the same instant), so the wait is long and the hold is reported.
@@ -116,7 +137,8 @@ def sync_paper_keys(settings: Any, collection: str, paper_keys: Iterable[str]) -
         for key in keys:
             try:
                 paper_id = ids.get(key)
-                results[key] = _sync_one(store, settings, collection, key, paper_id, cells.get(paper_id, []))
+                results[key] = _sync_one(store, settings, collection, key, paper_id, cells.get(paper_id, []),
+                                         versions.get(paper_id, ""))
             except Exception as error:  # one paper's failure must not stop the others
                 failures[key] = f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
     finally:
@@ -131,7 +153,7 @@ def sync_paper_keys(settings: Any, collection: str, paper_keys: Iterable[str]) -
 
 
 def _sync_one(store: Any, settings: Any, collection: str, paper_key: str, paper_id: str | None,
-              cells: list[Cell]) -> dict[str, Any]:
+              cells: list[Cell], content: str) -> dict[str, Any]:
     ledger = ledger_path(settings.home, collection, paper_key)
     try:
         previous = json.loads(ledger.read_text()).get("paper_id") if ledger.exists() else None
@@ -150,7 +172,8 @@ def _sync_one(store: Any, settings: Any, collection: str, paper_key: str, paper_
     entities = store.count(collection, f"pdf_id == '{paper_id}'")
     digest, expected = expected_digest(store, collection, cells)
     payload = json.dumps({"paper_id": paper_id, "digest": digest, "entities": entities,
-                          "incarnation": store.incarnation(collection)}).encode()
+                          "incarnation": store.incarnation(collection), "content": content,
+                          "fingerprint": store.fingerprint(store.config.collection(collection))}).encode()
     atomic_write_bytes(ledger, lambda handle: handle.write(payload))
     return {"status": "synced", "paper_id": paper_id, "entities": entities, "expected": expected,
             "cells": len(cells), "encoded": stats.encoded, "skipped_unchanged": stats.unchanged,
@@ -196,39 +219,63 @@ def stale_papers(settings: Any, store: Any, collections: list[str]) -> VectorPla
         return plan
     with connect_read_only(settings.warehouse) as con:
         papers = dict(con.execute("select paper_key, paper_id::varchar from metadata").fetchall())
-        cells_by_paper: dict[str, list[Cell]] = {}
-        for cell in collect_cells(con, default_encodable()):
-            cells_by_paper.setdefault(cell.pdf_id, []).append(cell)
+        versions = content_versions(con)
+        records = {collection: read_ledger(settings.home, collection) for collection in collections}
+        fingerprints = {collection: store.fingerprint(store.config.collection(collection))
+                        for collection in collections}
+        # a paper whose rows and fingerprint are the recorded ones has the recorded digest; the others are read
+        unsure = sorted({pid for collection in collections for key, pid in papers.items()
+                         if (r := records[collection].get(key) or {}).get("content") != versions.get(pid)
+                         or r.get("fingerprint") != fingerprints[collection]})
+        cells_by_paper = _cells_by_paper(con, unsure)
+        counted = {collection: store.count(collection) if store.incarnation(collection) else None
+                   for collection in collections}
+        if any(count is not None and count != sum(int(r.get("entities") or 0) for r in records[c].values())
+               for c, count in counted.items()):   # the slow path below needs every paper's cells
+            cells_by_paper = _cells_by_paper(con, sorted(set(papers.values())))
     for collection in collections:
-        records = read_ledger(settings.home, collection)
+        ledger = records[collection]
         incarnation = store.incarnation(collection)
-        expected = {key: expected_digest(store, collection, cells_by_paper.get(pid, [])) for key, pid in papers.items()}
+
+        def expected(key: str) -> str:
+            paper_id = papers[key]
+            if paper_id in cells_by_paper:
+                return expected_digest(store, collection, cells_by_paper[paper_id])[0]
+            return ledger[key]["digest"]   # its rows are the ones recorded: so is its digest
+
         for key, paper_id in papers.items():
-            record = records.get(key)
+            record = ledger.get(key)
             if record is None:
                 plan.mark(key, collection, "never synced")
             elif record.get("paper_id") != paper_id:
                 plan.mark(key, collection, "the file now holds another paper")
             elif incarnation is None or record.get("incarnation") != incarnation:
                 plan.mark(key, collection, "the collection was dropped or recreated")
-            elif record.get("digest") != expected[key][0]:
+            elif record.get("digest") != expected(key):
                 plan.mark(key, collection, "its cells changed")
-        for key in records.keys() - papers.keys():
+        for key in ledger.keys() - papers.keys():
             plan.mark(key, collection, "left the warehouse")
         if incarnation is None:
             continue
-        if store.count(collection) == sum(int(record.get("entities") or 0) for record in records.values()):
+        if counted[collection] == sum(int(record.get("entities") or 0) for record in ledger.values()):
             continue
         # Entities that no record explains: compare every paper's stored entities with its expected ones.
         stored = _stored_hashes(store, collection)
         owners = {pid: key for key, pid in papers.items()}
         for key, paper_id in papers.items():
             hashes = stored.get(paper_id, {})
-            if _digest(f"{k}:{v}" for k, v in hashes.items()) != expected[key][0]:
+            if _digest(f"{k}:{v}" for k, v in hashes.items()) != expected(key):
                 plan.mark(key, collection, "its stored entities differ from its cells")
-        departed = {records[k].get("paper_id") for k in records.keys() - papers.keys()}
+        departed = {ledger[k].get("paper_id") for k in ledger.keys() - papers.keys()}
         plan.orphans[collection] = sorted(pid for pid in stored if pid not in owners and pid not in departed)
     return plan
+
+
+def _cells_by_paper(con: Any, paper_ids: list[str]) -> dict[str, list[Cell]]:
+    cells: dict[str, list[Cell]] = {paper: [] for paper in paper_ids}
+    for cell in collect_cells(con, default_encodable(), paper_ids) if paper_ids else []:
+        cells[cell.pdf_id].append(cell)
+    return cells
 
 
 def delete_orphans(store: Any, plan: VectorPlan) -> int:
