@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import dagster as dg
@@ -24,14 +23,13 @@ class PaperlakeResource(dg.ConfigurableResource):
 
     def settings(self) -> Settings:
         home = Path(self.home).expanduser().resolve()
-        overrides: dict[str, object] = {"embedding_cache": Path(self.embedding_cache)} if self.embedding_cache else {}
         return Settings.from_env(
             home=home,
             backend=self.backend,
             mineru_dir=Path(self.mineru_dir).resolve() if self.mineru_dir else None,
             max_chunk_tokens=self.max_chunk_tokens,
-            milvus_uri=self.milvus_uri or os.environ.get("MILVUS_URI") or str(home / "milvus.db"),
-            **overrides,
+            milvus_uri=self.milvus_uri,          # None: MILVUS_URI, else the home's Milvus Lite file
+            embedding_cache=Path(self.embedding_cache) if self.embedding_cache else None,
         )
 
     def inbox_paths(self) -> list[Path]:
@@ -73,14 +71,13 @@ class LLMResource(dg.ConfigurableResource):
 
 
 def paperlake_from_env() -> PaperlakeResource:
-    """The resource as `dagster dev` and the schedule see it: PAPERLAKE_HOME, PAPERLAKE_INBOX (os.pathsep list)."""
-    inboxes = [p for p in os.environ.get("PAPERLAKE_INBOX", "").split(os.pathsep) if p]
+    """The resource as `dagster dev` and the schedule see it, from the one reader of the environment
+    (:meth:`paperlake.config.Settings.from_env`: PAPERLAKE_HOME, PAPERLAKE_INBOX, …)."""
+    settings = Settings.from_env()
     return PaperlakeResource(
-        home=os.environ.get("PAPERLAKE_HOME", "data"),
-        inboxes=inboxes,
-        mineru_dir=os.environ.get("PAPERLAKE_MINERU_DIR") or None,
-        backend=os.environ.get("PAPERLAKE_BACKEND", "auto"),
-        max_chunk_tokens=int(os.environ.get("PAPERLAKE_MAX_CHUNK_TOKENS", "512")),
+        home=str(settings.home), inboxes=[str(p) for p in settings.inboxes],
+        mineru_dir=str(settings.mineru_dir) if settings.mineru_dir else None, backend=settings.backend,
+        max_chunk_tokens=settings.max_chunk_tokens,
     )
 
 

@@ -49,7 +49,8 @@ sys.path.insert(0, str(REPO))
 from paperlake.vectors.encoders import EmbeddingCache, TextEncoder, encode_cached  # noqa: E402
 from paperlake.vectors.entities import collect_cells  # noqa: E402
 from paperlake.vectors.search import search  # noqa: E402
-from paperlake.vectors.store import VectorStore, default_home, partition_name, sync_warehouse  # noqa: E402
+from paperlake.config import Settings  # noqa: E402
+from paperlake.vectors.store import VectorStore, partition_name, sync_warehouse  # noqa: E402
 
 TEXT_COLLECTIONS = ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2", "text_hybrid")
 METHODS = {
@@ -413,7 +414,7 @@ def build_synthetic(store: VectorStore, cells, size: int, seed: int = 0) -> dict
 
 
 def main(argv: list[str] | None = None) -> dict:
-    home = default_home()
+    home = Settings.from_env().home
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--warehouse", type=Path, default=home / "warehouse.duckdb")
     parser.add_argument("--sample-warehouse", type=Path, default=None,

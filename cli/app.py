@@ -52,7 +52,7 @@ HomeOption = typer.Option(None, "--home", help="PAPERLAKE_HOME (default ./data).
 
 def _inboxes(inboxes: list[Path] | None) -> list[Path]:
     if not inboxes:
-        inboxes = [Path(p) for p in os.environ.get("PAPERLAKE_INBOX", "").split(os.pathsep) if p]
+        inboxes = list(Settings.from_env().inboxes)
     if not inboxes:
         _fail("no inbox given: pass a folder (e.g. ../shared/corpus/inbox) or set PAPERLAKE_INBOX")
     missing = [str(p) for p in inboxes if not p.is_dir()]

@@ -19,14 +19,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from paperlake.config import Settings
+from paperlake.config import Settings, is_server_uri
 
 SINGLE_WRITER_POOLS = ("warehouse", "formulas")
 PID_TAG = "paperlake/pid"
-
-
-def is_server_uri(uri: str) -> bool:
-    return uri.startswith(("http://", "https://", "tcp://", "grpc://"))
 
 
 def pool_limits(settings: Settings) -> dict[str, int]:

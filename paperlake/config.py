@@ -17,6 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+def is_server_uri(uri: str) -> bool:
+    """A Milvus server (HTTP, gRPC, or a server's Unix socket), as opposed to a Milvus Lite file: the store connects
+    to it instead of locking a file, and the instance leaves its `milvus` pool unlimited (writers are concurrent)."""
+    return uri.startswith(("http://", "https://", "tcp://", "grpc://", "unix:"))
+
+
 def _env(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name)
     return value if value not in (None, "") else default
@@ -42,6 +48,7 @@ class Settings:
     eval_methods: str = "classic_rag"     # comma-separated; the first is the one the threshold applies to
     embedding_cache: Path | None = None   # the embedding cache file; default cache/embeddings.sqlite (a shared one
     # is safe: it is content-addressed by model and text, and SQLite serialises writers)
+    inboxes: tuple[Path, ...] = ()       # PAPERLAKE_INBOX (os.pathsep-separated): what the sensor and `ingest` read
     eval_min_answer_at_5: float = 0.4     # the retrieval-quality check warns below this answer@5 (sample: .60-.70; random vectors: .15-.18)
 
     @property
@@ -96,6 +103,7 @@ class Settings:
             evaluate=(_env("PAPERLAKE_EVALUATE", "1") or "1").lower() not in ("0", "false", "no", "off"),
             eval_methods=_env("PAPERLAKE_EVAL_METHODS", "classic_rag"),
             eval_min_answer_at_5=float(_env("PAPERLAKE_EVAL_MIN_ANSWER5", "0.4") or 0.4),
+            inboxes=tuple(Path(p) for p in (_env("PAPERLAKE_INBOX") or "").split(os.pathsep) if p),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

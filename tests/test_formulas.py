@@ -609,3 +609,17 @@ def test_a_vector_formula_never_becomes_a_collapsed_scalar_template():
 def test_vector_products_and_cancellations_are_not_scalar_templates(latex, computable):
     formula = only(formulas_from_equation(row(latex)))
     assert formula.computable is computable, (formula.status, formula.reason)
+
+
+def test_parameter_order_does_not_depend_on_the_hash_seed():
+    """A formula's parameters come out in one order whatever the process's hash seed (sympy's symbol sets iterate
+    by hash), so a graph rebuilt by another process writes the same tables."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from paperlake.formulas.latex import to_sympy; "
+            r"print(list(to_sympy(r'\mathrm{score} = \frac{\alpha M + I_t}{\beta_k z}').symbols))")
+    orders = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(6)}
+    assert len(orders) == 1 and "I_t" in orders.pop()

@@ -79,6 +79,7 @@ class FormulaGraph:
         self.formulas: dict[str, Formula] = {}
         self.relations: dict[str, Relation] = {}
         self._embeddings: dict[str, np.ndarray] = {}
+        self._owners: dict[str, str] | None = None   # occurrence id → formula id; None: rebuilt when next needed
 
     # ------------------------------------------------------------------------------------------ building
 
@@ -124,8 +125,7 @@ class FormulaGraph:
     def _place(self, candidate: Formula, vector: np.ndarray | None, judge: Judge | None,
                report: AddReport) -> tuple[Formula, str]:
         occurrence = candidate.occurrences[0]
-        known = next((formula for formula in self.formulas.values() if any(
-            other.occurrence_id == occurrence.occurrence_id for other in formula.occurrences)), None)
+        known = self._owner_of(occurrence.occurrence_id)
         if known is not None:
             return known, "unchanged"
         existing = self.formulas.get(candidate.formula_id)
@@ -151,6 +151,8 @@ class FormulaGraph:
             self._embeddings[candidate.formula_id] = vector
         occurrence.matched_by = "new"
         self.formulas[candidate.formula_id] = candidate
+        if self._owners is not None:
+            self._owners[occurrence.occurrence_id] = candidate.formula_id
         return candidate, "new"
 
     def _nearest(self, candidate: Formula, vector: np.ndarray) -> tuple[Formula, float] | None:
@@ -177,7 +179,9 @@ class FormulaGraph:
         if method == "canonical_key" and entity.expr is not None and candidate.expr is not None:
             occurrence.symbol_map = _symbol_map(candidate.expr, entity.expr)
         entity.occurrences.append(occurrence)
-        self._link_same_as(entity)
+        if self._owners is not None:
+            self._owners[occurrence.occurrence_id] = entity.formula_id
+        self._link_occurrence(entity, len(entity.occurrences) - 1)
         for parameter in candidate.parameters:
             target = entity.parameter(occurrence.symbol_map.get(parameter.name, parameter.name))
             if target is not None and not target.description and parameter.description:
@@ -193,18 +197,34 @@ class FormulaGraph:
     def _add(self, relation: Relation) -> None:
         self.relations[relation.relation_id] = relation
 
+    def _owner_of(self, occurrence_id: str) -> Formula | None:
+        """The formula holding an occurrence, from an index kept beside the formulas (a scan of every occurrence
+        per candidate made adding a paper grow with the whole graph)."""
+        if self._owners is None:
+            self._owners = {occurrence.occurrence_id: formula.formula_id for formula in self.formulas.values()
+                            for occurrence in formula.occurrences}
+        formula_id = self._owners.get(occurrence_id)
+        return self.formulas.get(formula_id) if formula_id is not None else None
+
     def _link_same_as(self, formula: Formula) -> None:
         """Each occurrence → the formula's earliest occurrence in another paper, with how it was matched."""
         own = {occurrence.occurrence_id for occurrence in formula.occurrences}
         for relation_id, relation in list(self.relations.items()):
             if relation.type == "same_as" and (relation.source in own or relation.target in own):
                 del self.relations[relation_id]
-        for position, occurrence in enumerate(formula.occurrences):
-            earlier = [known for known in formula.occurrences[:position] if known.paper_id != occurrence.paper_id]
-            if earlier:
-                evidence = occurrence.matched_by if occurrence.similarity is None else \
-                    f"{occurrence.matched_by} cosine={occurrence.similarity:.3f}"
-                self._add(Relation(occurrence.occurrence_id, earlier[0].occurrence_id, "same_as", evidence))
+        for position in range(len(formula.occurrences)):
+            self._link_occurrence(formula, position)
+
+    def _link_occurrence(self, formula: Formula, position: int) -> None:
+        """The same_as relation of one occurrence: to the formula's earliest occurrence in another paper. Appending
+        an occurrence leaves the earlier ones' relations as they are, so a merge adds just this one."""
+        occurrence = formula.occurrences[position]
+        earlier = next((known for known in formula.occurrences[:position] if known.paper_id != occurrence.paper_id),
+                       None)
+        if earlier is not None:
+            evidence = occurrence.matched_by if occurrence.similarity is None else \
+                f"{occurrence.matched_by} cosine={occurrence.similarity:.3f}"
+            self._add(Relation(occurrence.occurrence_id, earlier.occurrence_id, "same_as", evidence))
 
     def _relate(self, formula: Formula) -> None:
         for constant in formula.constants:
@@ -227,6 +247,7 @@ class FormulaGraph:
         """Drop the paper's occurrences, then formulas left with none and every relation that pointed at them."""
         removed_occurrences: set[str] = set()
         removed_formulas: list[str] = []
+        self._owners = None
         for formula in list(self.formulas.values()):
             kept = [occurrence for occurrence in formula.occurrences if occurrence.paper_id != paper_id]
             removed_occurrences |= {occurrence.occurrence_id for occurrence in formula.occurrences

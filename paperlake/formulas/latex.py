@@ -1365,7 +1365,9 @@ def _from_direct(expression: sympy.Basic, known: frozenset[str], expected: set[s
                  result: ConversionResult) -> sympy.Basic | None:
     """Accept sympy's reading only if it found exactly the names we would (``d\\theta`` is not ``dtheta``)."""
     mapping: dict[sympy.Basic, sympy.Basic] = {}
-    for symbol in expression.free_symbols | _bound_symbols(expression):
+    # in name order: a set of symbols iterates in an order that changes with the process's hash seed, and the
+    # names recorded here become the formula's parameters, in this order
+    for symbol in sorted(expression.free_symbols | _bound_symbols(expression), key=lambda s: str(s.name)):
         raw = str(symbol.name)
         name = identifier(raw)
         if re.search(r"[*()\s]", raw) or name not in expected:

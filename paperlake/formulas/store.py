@@ -91,7 +91,7 @@ def graph_counts(tables: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
 
 # Bump when extraction, conversion or merging changes what a paper's equations become: the next update rebuilds the
 # graph from every paper instead of only the changed ones.
-EXTRACTOR_VERSION = "formulas-3"
+EXTRACTOR_VERSION = "formulas-4"
 STATE_NAME = "state.json"
 
 

@@ -25,11 +25,6 @@ TEXT_BACKENDS = ("torch", "onnx", "onnx-int8")
 FUSIONS = ("convex", "rrf", "milvus-rrf", "milvus-weighted")  # milvus-*: fused inside Milvus (hybrid_search)
 
 
-def default_home() -> Path:
-    """``$PAPERLAKE_HOME`` (default ``data``): warehouse, Milvus file, caches."""
-    return Path(os.environ.get("PAPERLAKE_HOME", "data"))
-
-
 def model_cache_dir() -> Path:
     """Where derived model files (ONNX exports of the configured encoders) are kept: ``$PAPERLAKE_MODEL_CACHE``,
     default ``~/.cache/paperlake`` (``$XDG_CACHE_HOME/paperlake``). They are keyed by the weights' digest, so every

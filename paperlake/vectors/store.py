@@ -27,8 +27,9 @@ from typing import Iterable, Sequence
 from pymilvus import DataType, Function, FunctionType, MilvusClient, MilvusException
 from pymilvus.milvus_client.index import IndexParams
 
+from paperlake.config import Settings, is_server_uri
 from paperlake.failpoints import fault_point
-from paperlake.vectors.config import CollectionSpec, VectorConfig, default_home, load_config
+from paperlake.vectors.config import CollectionSpec, VectorConfig, load_config
 from paperlake.vectors.encoders import EmbeddingCache, EncoderRegistry, encode_cached, encode_pooled, render_region
 from paperlake.vectors.entities import Cell, Encodable, collect_cells
 from paperlake.vectors.filters import quote_literal, validate_filter
@@ -102,15 +103,11 @@ def partition_name(table: str, column: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", f"{table}__{column}")
 
 
-def _is_server_uri(uri: str) -> bool:
-    return uri.startswith(("http://", "https://", "tcp://", "grpc://", "unix:"))
-
-
 def _default_cache_dir(uri: str) -> Path:
     """``cache/`` beside a Milvus Lite file (its home: PAPERLAKE_HOME/milvus.db → PAPERLAKE_HOME/cache), so a store
     opened by path alone never writes into another home's cache; for a server, ``$PAPERLAKE_HOME/cache``."""
-    if _is_server_uri(uri):
-        return default_home() / "cache"
+    if is_server_uri(uri):
+        return Settings.from_env().cache
     return Path(uri).expanduser().resolve().parent / "cache"
 
 
@@ -169,7 +166,7 @@ class VectorStore:
         self.encoders = encoders or EncoderRegistry(self.config, allow_random_clip=allow_random_clip)
         self._guard: FileLockGuard | None = None
         self.db_path: Path | None = None
-        if _is_server_uri(self.uri):
+        if is_server_uri(self.uri):
             self.client = MilvusClient(self.uri, token=token)
         else:
             path = Path(self.uri).expanduser().resolve()
@@ -407,6 +404,8 @@ class VectorStore:
         """Entity id → text_hash of the paper's entities in ``collection``."""
         self.load(collection)
         expression = f"pdf_id == {quote_literal(paper_id)}"
+        if self.count(collection, expression) == 0:   # a new paper: counting scans a third as long as fetching
+            return {}
         rows = self.client.query(collection, filter=expression, output_fields=["id", "text_hash"], limit=_QUERY_LIMIT)
         if len(rows) >= _QUERY_LIMIT:
             rows = []
