@@ -474,7 +474,7 @@ class ViewImage(Action):
     @classmethod
     def _sha256(cls, path: Any) -> str:
         """The file's sha256, hashed once per (path, mtime, size): viewing more pages of a paper does not re-read it."""
-        import hashlib  # noqa: PLC0415
+        import hashlib
 
         stat = path.stat()
         key = (str(path), stat.st_mtime_ns, stat.st_size)
@@ -488,7 +488,7 @@ class ViewImage(Action):
 
 def render_region(path: Any, page_number: int, box: list[float], dpi: int, max_pixels: int) -> tuple[bytes, list]:
     """PNG of a page or a clipped region, scaled so its longer side is at most ``max_pixels``."""
-    import pymupdf  # noqa: PLC0415 (heavy import, only when an image is asked for)
+    import pymupdf  # heavy import, only when an image is asked for
 
     with pymupdf.open(str(path)) as document:
         if page_number > document.page_count:
@@ -499,7 +499,8 @@ def render_region(path: Any, page_number: int, box: list[float], dpi: int, max_p
             x0, y0, w, h = box
             clip = pymupdf.Rect(x0, y0, x0 + w, y0 + h) & page.rect
             if clip.is_empty or clip.width < 1 or clip.height < 1:
-                raise ValueError(f"bounding_box {box} lies outside the page ({page.rect.width:g} x {page.rect.height:g})")
+                raise ValueError(f"bounding_box {box} lies outside the page "
+                                 f"({page.rect.width:g} x {page.rect.height:g})")
         zoom = min(dpi / 72, max_pixels / max(clip.width, clip.height))
         pixmap = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), clip=clip, alpha=False)
         return pixmap.tobytes("png"), [clip.x0, clip.y0, clip.width, clip.height]
@@ -514,7 +515,7 @@ class CalculateExpr(Action):
     examples: ClassVar[tuple[dict[str, Any], ...]] = ({"expr": "round((71.2 - 68.5) / 68.5 * 100, 2)"},)
 
     def execute(self, env: AgentEnv) -> Observation:
-        from paperlake.safe_eval import SafeEvalError, safe_eval  # noqa: PLC0415
+        from paperlake.safe_eval import SafeEvalError, safe_eval
 
         try:
             value = safe_eval(self.expr)

@@ -127,7 +127,7 @@ def quote_filter_list(values: Sequence[str]) -> str:
 
 def open_vector_backend(milvus_uri: str) -> VectorBackend | None:
     """The Milvus collections through ``paperlake.vectors``; None when no collection has been built yet."""
-    from paperlake.vectors.store import VectorStore  # noqa: PLC0415 (heavy: torch, pymilvus)
+    from paperlake.vectors.store import VectorStore  # heavy: torch, pymilvus
 
     store = VectorStore(milvus_uri)
     if not any(store.client.has_collection(spec.name) for spec in store.active_specs()):
@@ -140,7 +140,7 @@ class MilvusVectors:
     """Adapter from ``paperlake.vectors`` (store, search, descriptions) to the agent's vector backend."""
 
     def __init__(self, store: Any) -> None:
-        from paperlake.vectors import describe, filters, search  # noqa: PLC0415
+        from paperlake.vectors import describe, filters, search
 
         self._store = store
         self._describe = describe.describe_collections
@@ -197,7 +197,7 @@ def open_formula_backend(warehouse: Any, milvus_uri: str | None = None) -> Formu
     """The formula graph through ``paperlake.formulas``, or None when that layer is not installed yet; with
     ``milvus_uri`` its search uses the Milvus ``formulas`` collection when that exists."""
     try:
-        from paperlake import formulas  # noqa: PLC0415 (optional layer)
+        from paperlake import formulas  # optional layer
     except ImportError:
         return None
     factory = getattr(formulas, "agent_backend", None)

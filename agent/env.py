@@ -72,7 +72,7 @@ def live_catalogue(warehouse: ReadOnlyWarehouse) -> list[TableInfo]:
     )
     documented: dict[str, TableInfo] = {}
     try:
-        from schemas.warehouse import catalogue  # noqa: PLC0415 (the repo's schemas package)
+        from schemas.warehouse import catalogue  # the repo's schemas package
 
         for table in catalogue():
             columns = tuple(ColumnInfo(c.name, c.data_type, c.description, c.encodable) for c in table.columns)

@@ -64,7 +64,8 @@ Make the question self-contained (name the paper by its title when it is about o
 Functions: {functions}
 Examples: {{"eval_func": "eval_float_exact_match", "eval_kwargs": {{"gold": 74.1, "ndigits": 1}}}};
 {{"eval_func": "eval_string_fuzzy_match", "eval_kwargs": {{"gold": "BERT-large", "lowercase": true, "threshold": 90}}}}.
-{feedback}Reply with one JSON object only: {{"question": ..., "answer_format": ..., "tags": [...], "evaluator": {{...}}}}"""
+{feedback}Reply with one JSON object only: {{"question": ..., "answer_format": ..., "tags": [...], \
+"evaluator": {{...}}}}"""
 
 _FUNCTION_HELP = (
     "eval_bool_exact_match(gold), eval_int_exact_match(gold), eval_float_exact_match(gold, ndigits, tolerance), "

@@ -396,7 +396,7 @@ def _parse_yaml(text: str, action_names: Collection[str]) -> ParsedAction:
         if _flow_depth(candidate) > MAX_NESTING:
             raise _too_deep()
         try:
-            value = yaml.load(candidate, Loader=_ActionLoader)  # noqa: S506 (a SafeLoader subclass)
+            value = yaml.load(candidate, Loader=_ActionLoader)  # a SafeLoader subclass
         except _YAMLRefused as refused:
             raise ActionParseError(f"invalid YAML action: {refused}") from None
         except RecursionError:

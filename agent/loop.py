@@ -111,7 +111,7 @@ def observation_message(env: AgentEnv, observation: Observation, with_images: bo
         return {"role": "user", "content": text}
     if not with_images:
         return {"role": "user", "content": text + "\n(the image is no longer shown; view it again if needed)"}
-    from paperlake.llm import image_part  # noqa: PLC0415
+    from paperlake.llm import image_part
 
     return {"role": "user", "content": [{"type": "text", "text": text}, *(image_part(p) for p in observation.images)]}
 

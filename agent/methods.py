@@ -658,7 +658,8 @@ def _single(spec: Method, task: Task, env: AgentEnv, llm: ChatClient, config: Lo
     prompt = task_prompt(task, env, show_ids=False)
     if spec.name != "question_only":
         prompt += "\n[Context]:\n" + context_text(env, items)
-    messages = [{"role": "system", "content": SYSTEM_ROLE}, {"role": "user", "content": f"{prompt}\n\n{_ANSWER_INSTRUCTIONS}"}]
+    messages = [{"role": "system", "content": SYSTEM_ROLE},
+                {"role": "user", "content": f"{prompt}\n\n{_ANSWER_INSTRUCTIONS}"}]
     try:
         response = _single_call(llm, messages, config, usage)
     except LLMError as problem:
@@ -687,7 +688,8 @@ def _two_stage(
         "[Action]: the action.",
         *schemas,
     ])
-    messages = [{"role": "system", "content": env.redact(stage_one)}, {"role": "user", "content": task_prompt(task, env)}]
+    messages = [{"role": "system", "content": env.redact(stage_one)},
+                {"role": "user", "content": task_prompt(task, env)}]
     try:
         response = strip_response(_single_call(llm, messages, config, usage))
     except LLMError as problem:
@@ -740,9 +742,10 @@ def _seed_action(spec: Method, task: Task, env: AgentEnv, k: int) -> tuple[Actio
         where = " or ".join("contains(lower(text_content), " + _sql_string(t) + ")" for t in terms)
         if papers:
             where = f"({where}) and cast(ref_paper_id as varchar) in ({', '.join(_sql_string(p) for p in papers)})"
+        matches = " + ".join("cast(contains(lower(text_content), " + _sql_string(t) + ") as integer)" for t in terms)
         action = RetrieveFromDatabase(
             f"SELECT chunk_id, ref_paper_id, page_number, text_content FROM chunks WHERE {where} "
-            f"ORDER BY ({' + '.join('cast(contains(lower(text_content), ' + _sql_string(t) + ') as integer)' for t in terms)}) DESC, "
+            f"ORDER BY ({matches}) DESC, "
             f"ref_paper_id, page_number LIMIT {k}"
         )
         return action, run_action(action, env)
@@ -772,7 +775,8 @@ _RECAP_INSTRUCTIONS = """Answer in five labelled parts:
 [Extract]: each value you need from the context, with where it comes from (paper, table/figure, row, column).
 [Compute]: the computation in words and numbers.
 [Answer]: the final answer, following the answer format.
-[Present]: the computation as one arithmetic expression over the extracted numbers (e.g. (71.2 - 68.5) / 68.5 * 100), or NONE if no computation is needed."""
+[Present]: the computation as one arithmetic expression over the extracted numbers (e.g. (71.2 - 68.5) / 68.5 * 100), \
+or NONE if no computation is needed."""
 _RECAP_PART = re.compile(r"\[\s*(restate|extract|compute|answer|present)\s*\]\s*:?", re.I)
 
 
@@ -794,7 +798,7 @@ def choose_recap_answer(answer_format: str, llm_answer: str | None, expression: 
     format asks) wins when it evaluates; otherwise, and whenever it fails, the model's own answer stands."""
     if not numeric_format(answer_format) or not expression or expression.strip().upper().startswith("NONE"):
         return llm_answer, "llm"
-    from paperlake.safe_eval import SafeEvalError, safe_eval  # noqa: PLC0415
+    from paperlake.safe_eval import SafeEvalError, safe_eval
 
     text = _FENCE.sub(lambda m: m.group(1), expression).strip().strip("`").strip()
     text = text.splitlines()[0] if text else text
@@ -821,7 +825,8 @@ def _recap_method(spec: Method, task: Task, env: AgentEnv, llm: ChatClient, conf
     return _recap_answer(spec, task, env, llm, config, items, usage, trajectory, unavailable)
 
 
-_RERANK_INSTRUCTIONS = """Above are candidate table rows, table columns and tables, numbered. Rank them by how useful each is
+_RERANK_INSTRUCTIONS = """\
+Above are candidate table rows, table columns and tables, numbered. Rank them by how useful each is
 for answering the question: the ones holding the values the question asks for first. Reply with one line:
 [Ranking]: the numbers of the {k} most useful candidates, best first, comma-separated (e.g. [Ranking]: 4, 1, 9)."""
 _RERANK_LINE = re.compile(r"\[\s*ranking\s*\]\s*:?\s*([^\n]*)", re.I)
@@ -881,6 +886,7 @@ def _recap_answer(spec: Method, task: Task, env: AgentEnv, llm: ChatClient, conf
     parts = recap_parts(response)
     llm_answer = extract_answer(parts["answer"]) if parts.get("answer") else extract_answer(response)
     answer, chosen = choose_recap_answer(task.answer_format, llm_answer, parts.get("present"))
-    trajectory.append(Turn(len(trajectory), response, action_type="recap", parameters={"parts": parts, "chosen": chosen},
+    trajectory.append(Turn(len(trajectory), response, action_type="recap",
+                           parameters={"parts": parts, "chosen": chosen},
                            observation=f"answer chosen from the {chosen}: {answer!r}"))
     return _finish(spec, task, env, trajectory, usage, answer, config, unavailable)

@@ -89,7 +89,8 @@ def ask(
     use_cache: bool = True,
     config: LoopConfig | None = None,
 ) -> AgentResult:
-    """Answer one question about the corpus (or about ``paper_ids``); raises ``LLMNotConfigured`` without an endpoint."""
+    """Answer one question about the corpus (or about ``paper_ids``); raises ``LLMNotConfigured`` without an
+    endpoint."""
     get_method(method)
     papers = _check_paper_ids(paper_ids or [])
     llm = llm or ChatClient.from_settings(settings, use_cache=use_cache)
@@ -206,7 +207,7 @@ def _score_question(example: Any, items: list[Any], env: AgentEnv) -> QuestionRe
     evaluator = _example_field(example, "evaluator")
     gold = [g for g in gold_values(evaluator) if answer_needles(g)]
     if "retrieval" in task.tags:
-        from rapidfuzz import fuzz  # noqa: PLC0415
+        from rapidfuzz import fuzz
 
         titles = env.titles(i.paper_id for i in items if i.paper_id)
         found_titles = [t.lower() for t in titles.values()]
@@ -274,7 +275,7 @@ def _page_hit(example: Any, items: Sequence[Any]) -> int:
 def probe_metrics(examples: Iterable[Any], env: AgentEnv, method: str = "neusym_rag", k: int = 5) -> ProbeMetrics:
     """Answer@1 and answer@k (answer-bearing recall of the first hit and of the first ``k``) and page@k of
     ``method``'s deterministic first retrieval; no LLM is called."""
-    import time  # noqa: PLC0415
+    import time
 
     get_method(method)
     started = time.perf_counter()
@@ -312,9 +313,9 @@ def probe_metrics(examples: Iterable[Any], env: AgentEnv, method: str = "neusym_
 def volume_quality(settings: Settings, volume: str, env: AgentEnv | None = None) -> dict[str, Any]:
     """Score a volume's probe set (``paperlake.evaluation.sets``) with each of ``settings.eval_methods``'s first
     retrievals and record the report; the first method's answer@5 is held against the threshold."""
-    import datetime as dt  # noqa: PLC0415
+    import datetime as dt
 
-    from paperlake.evaluation.sets import quality_fingerprint, read_jsonl, record_quality, volume_set_path  # noqa: PLC0415
+    from paperlake.evaluation.sets import quality_fingerprint, read_jsonl, record_quality, volume_set_path
 
     methods = [m.strip() for m in settings.eval_methods.split(",") if m.strip()]
     for method in methods:

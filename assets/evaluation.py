@@ -14,9 +14,9 @@ import hashlib
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from assets.vectors import vector_assets
 from assets.partitions import papers, run_paper_keys, volumes
 from assets.resources import PaperlakeResource
+from assets.vectors import vector_assets
 from paperlake.evaluation.probes import KINDS, PROBES_VERSION
 from paperlake.evaluation.sets import _GENERATOR_DIGEST, volume_set_path, write_probes, write_volume_set
 from paperlake.pipeline import parse_code_version
@@ -75,7 +75,7 @@ def volume_set(context: dg.AssetExecutionContext, paperlake: PaperlakeResource) 
                 "PAPERLAKE_EVAL_MIN_ANSWER5.",
 )
 def retrieval_quality(context: dg.AssetCheckExecutionContext, paperlake: PaperlakeResource) -> dg.AssetCheckResult:
-    from agent.run import volume_quality  # noqa: PLC0415 (the agent stack loads only when the check runs)
+    from agent.run import volume_quality  # the agent stack loads only when the check runs
 
     volume = context.partition_key
     report = volume_quality(paperlake.settings(), volume)

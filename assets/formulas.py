@@ -5,12 +5,17 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from assets.resources import LLMResource, PaperlakeResource
+from paperlake.failpoints import fault_point
 from paperlake.formulas.collection import FORMULA_COLLECTION, sync_formula_collection
 from paperlake.formulas.llm import formula_assistant
 from paperlake.formulas.store import EXTRACTOR_VERSION, FORMULA_SCHEMAS, minilm_embedder, update_formula_graph
-from paperlake.failpoints import fault_point
-from paperlake.freshness import (FORMULA_COLLECTION_CODE_VERSION, SYNCED_PROPERTY, formula_collection_inputs,
-                                 formula_dir, turtle_path)
+from paperlake.freshness import (
+    FORMULA_COLLECTION_CODE_VERSION,
+    SYNCED_PROPERTY,
+    formula_collection_inputs,
+    formula_dir,
+    turtle_path,
+)
 from paperlake.vectors.store import VectorStore
 from paperlake.warehouse import connect_read_only
 

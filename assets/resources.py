@@ -57,7 +57,8 @@ class LLMResource(dg.ConfigurableResource):
         from dataclasses import replace
 
         changes = {name: value for name, value in (
-            ("openai_base_url", self.base_url), ("openai_api_key", self.api_key), ("llm_model", self.model), ("vlm_model", self.vlm_model),
+            ("openai_base_url", self.base_url), ("openai_api_key", self.api_key), ("llm_model", self.model),
+            ("vlm_model", self.vlm_model),
             ("llm_budget", self.budget), ("llm_concurrency", self.concurrency),
             ("llm_requests_per_minute", self.requests_per_minute)) if value}
         return replace(settings, **changes)

@@ -11,10 +11,10 @@ import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, DbtProject, dbt_assets
 
 from assets.resources import PaperlakeResource
-from paperlake.formulas.store import ensure_formula_contract
-from paperlake.lake import Lake
 from paperlake.failpoints import fault_point
+from paperlake.formulas.store import ensure_formula_contract
 from paperlake.freshness import formula_model_inputs, warehouse_inputs
+from paperlake.lake import Lake
 from paperlake.warehouse import DBT_PROJECT_DIR, dbt_digest, dbt_env, dbt_target_path, prepare_build, publish_build
 
 DBT_PROJECT = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)

@@ -64,7 +64,8 @@ def run_mode(mode: str, warehouse: Path, work: Path, queries: list[dict], files:
         else:
             unique = {c.text for c in cells}
             encoded, tokens = len(unique), sum(encoder.token_counts(sorted(unique)))
-        quality = measure_quality(query_ranks(store, queries, files, {m: METHODS[m] for m in ("bm25", "dense", "hybrid")}))
+        quality = measure_quality(query_ranks(store, queries, files,
+                                              {m: METHODS[m] for m in ("bm25", "dense", "hybrid")}))
     return {"sync_seconds": round(seconds, 1), "failures": report.failures, "encoded_inputs": encoded,
             "encoded_tokens": tokens, "cache_misses": store.cache.stats.misses if store.cache else None,
             "quality": quality}

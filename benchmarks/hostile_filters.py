@@ -21,8 +21,8 @@ import random
 import sys
 import time
 import tracemalloc
-from pathlib import Path
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from paperlake.vectors.filters import FIELD_TYPES, MAX_FILTER_CHARS, FilterError, validate_filter
@@ -78,7 +78,10 @@ def _number(rng: random.Random) -> str:
 def _comparison(rng: random.Random) -> str:
     name = rng.choice(list(FIELD_TYPES)) if rng.random() < 0.85 else rng.choice(FIELDS)
     kind = FIELD_TYPES.get(name, str)
-    value = (lambda: _number(rng) if kind is int else _string_literal(rng))
+
+    def value() -> str:
+        return _number(rng) if kind is int else _string_literal(rng)
+
     roll = rng.random()
     if roll < 0.15:
         return f"{name} {rng.choice(['in', 'not in'])} [{', '.join(value() for _ in range(rng.randint(0, 5)))}]"
@@ -187,7 +190,7 @@ def fuzz_filters(seconds: float, seed: int = 0, store: Any = None, collection: s
                     except SearchFailed as error:
                         report.search_failed += 1
                         _keep(report, max_examples, text, f"SearchFailed: {error}")
-            except BaseException as error:  # noqa: BLE001 - counting exactly what must never happen
+            except BaseException as error:  # counting exactly what must never happen
                 if isinstance(error, KeyboardInterrupt):
                     raise
                 outcome = "crashed"
@@ -217,7 +220,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "hostile_filters.json")
+    parser.add_argument("--out", type=Path,
+                        default=Path(__file__).resolve().parent / "results" / "hostile_filters.json")
     args = parser.parse_args()
     report = fuzz_filters(args.seconds, args.seed)
     text = json.dumps({"seconds": args.seconds, "seed": args.seed, **report.to_dict()}, indent=2, ensure_ascii=True)

@@ -160,7 +160,7 @@ def sympy_equivalent(a: str, b: str, seconds: int = 3) -> tuple[bool | None, str
             return all(x is None or simplify(x - y) == 0 for x, y in zip(left, right)), "simplify"
     except _Timeout:
         return None, "timeout"
-    except Exception as error:  # noqa: BLE001 - any parser failure means "not comparable by sympy"
+    except Exception as error:  # any parser failure means "not comparable by sympy"
         return None, f"parse: {type(error).__name__}"
     finally:
         signal.alarm(0)
@@ -177,7 +177,7 @@ def parses(latex: str) -> bool:
                 if operand.strip():
                     parse_latex(operand, strict=True)
         return True
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
@@ -242,7 +242,10 @@ def run(corpus: Path, papers: list[str] | None, limit: int | None, pad: float = 
 
 def summarise(records: list[dict]) -> dict:
     total = len(records)
-    share = (lambda n: round(n / total, 3) if total else 0.0)
+
+    def share(n: int) -> float:
+        return round(n / total, 3) if total else 0.0
+
     similarities = [r["similarity"] for r in records]
     bins = Counter(min(int(s * 10), 9) for s in similarities)
     per_paper: dict[str, dict] = defaultdict(lambda: {"equations": 0, "matched": 0})

@@ -24,12 +24,16 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from paperlake.parsing.gold import (  # noqa: E402
-    CLASSES, Detection, GoldDocument, detections_from_parsed, load_gold, score,
+    CLASSES,
+    Detection,
+    GoldDocument,
+    detections_from_parsed,
+    load_gold,
+    score,
 )
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "parse_fidelity.json"
@@ -45,7 +49,7 @@ def run_paperlake(document: GoldDocument) -> list[Detection]:
 
 
 def run_layout(document: GoldDocument) -> list[Detection]:
-    import pymupdf.layout  # noqa: F401  (activates the ONNX layout model)
+    import pymupdf.layout  # activates the ONNX layout model
 
     found = []
     with pymupdf.open(document.pdf) as pdf:
@@ -86,7 +90,6 @@ DETECTORS = {"paperlake": run_paperlake, "layout": run_layout, "mineru": run_min
 
 def latex_equal(gold: str, ours: str) -> bool:
     from latex import sympy_equivalent  # benchmarks/latex.py
-
     from paperlake.latex_glyphs import normalize_latex
 
     if normalize_latex(gold) == normalize_latex(ours):

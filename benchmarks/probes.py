@@ -69,7 +69,8 @@ def main() -> None:
                 metrics = probe_metrics(examples, env, method, k=5)
                 results["volumes"][volume]["methods"][method] = {
                     "answer_at_1": metrics.answer_at_1, "answer_at_5": metrics.answer_at_k,
-                    "page_at_5": metrics.page_at_k, "ms_per_probe": round(1000 * metrics.seconds / max(1, len(examples)), 1),
+                    "page_at_5": metrics.page_at_k,
+                    "ms_per_probe": round(1000 * metrics.seconds / max(1, len(examples)), 1),
                     "by_kind": metrics.by_kind, "error": metrics.error,
                 }
                 print(f"{volume:10s} {method:18s} answer@1 {metrics.answer_at_1:.3f}  answer@5 "

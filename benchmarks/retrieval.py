@@ -46,10 +46,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from paperlake.config import Settings  # noqa: E402
 from paperlake.vectors.encoders import EmbeddingCache, TextEncoder, encode_cached  # noqa: E402
 from paperlake.vectors.entities import collect_cells  # noqa: E402
 from paperlake.vectors.search import search  # noqa: E402
-from paperlake.config import Settings  # noqa: E402
 from paperlake.vectors.store import VectorStore, partition_name, sync_warehouse  # noqa: E402
 
 TEXT_COLLECTIONS = ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2", "text_hybrid")
@@ -419,7 +419,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--warehouse", type=Path, default=home / "warehouse.duckdb")
     parser.add_argument("--sample-warehouse", type=Path, default=None,
                         help="build (if missing) and read a sample warehouse at this path instead")
-    parser.add_argument("--corpus", type=Path, default=Path(os.environ.get("PAPERLAKE_CORPUS", REPO.parent / "shared" / "corpus")))
+    parser.add_argument("--corpus", type=Path,
+                        default=Path(os.environ.get("PAPERLAKE_CORPUS", REPO.parent / "shared" / "corpus")))
     parser.add_argument("--work-dir", type=Path, default=home / "bench")
     parser.add_argument("--queries", type=Path, default=REPO / "benchmarks" / "retrieval_queries.jsonl")
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "retrieval.json")
@@ -497,7 +498,8 @@ def main(argv: list[str] | None = None) -> dict:
         result["fusion_two_fold"] = two_fold(ranks)
         result["hybrid_vs_better_route"] = paired_bootstrap(ranks)
         if len(queries) > FUSION_CHOSEN_ON:
-            held_out = {view: {m: r[FUSION_CHOSEN_ON:] for m, r in per_view.items()} for view, per_view in ranks.items()}
+            held_out = {view: {m: r[FUSION_CHOSEN_ON:] for m, r in per_view.items()}
+                        for view, per_view in ranks.items()}
             result["held_out_queries"] = {
                 "queries": len(queries) - FUSION_CHOSEN_ON,
                 "note": f"lines after the first {FUSION_CHOSEN_ON}, which chose the fusion",

@@ -114,7 +114,8 @@ def bulk_vectors(settings, store, paper_keys: list[str]) -> float:
         rows = store._rows(spec, changed, CollectionSyncStats(spec.name))
         by_partition = defaultdict(list)
         for row in rows:
-            by_partition[store.view_partition(spec.name, row["table_name"], row["column_name"], create=True)].append(row)
+            partition = store.view_partition(spec.name, row["table_name"], row["column_name"], create=True)
+            by_partition[partition].append(row)
         for partition, part_rows in by_partition.items():
             for start in range(0, len(part_rows), 5000):
                 store.client.insert(spec.name, part_rows[start:start + 5000], partition_name=partition)
@@ -147,10 +148,10 @@ def measure(size: int, source_lake: Path, work: Path) -> dict:
     keys = [copier.publish(i) for i in range(size - 1)]
     result: dict = {"papers_before": size - 1, "lake_seconds": round(time.perf_counter() - started, 1)}
     prepare_dbt_manifest(settings)
-    from orchestration.definitions import build_definitions
-    from orchestration.instance import dagster_instance
     from assets.partitions import papers
     from assets.resources import LLMResource, PaperlakeResource
+    from orchestration.definitions import build_definitions
+    from orchestration.instance import dagster_instance
 
     resource = PaperlakeResource(home=str(home), inboxes=[], backend="pymupdf")
     instance = dagster_instance(settings)
@@ -221,7 +222,8 @@ def main() -> None:
     if args.home is None and not (home / "warehouse.duckdb").exists():
         from orchestration.run import ingest
 
-        settings = Settings.from_env(home=home, backend="auto", mineru_dir=(args.shared / "corpus" / "mineru").resolve())
+        settings = Settings.from_env(home=home, backend="auto",
+                                     mineru_dir=(args.shared / "corpus" / "mineru").resolve())
         ingest([args.shared / "corpus" / "inbox"], settings)
     results: dict = {"machine": platform.platform(), "cpus": os.cpu_count(), "source": str(home), "sizes": {}}
     for size in [int(x) for x in args.sizes.split(",")]:

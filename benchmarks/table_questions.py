@@ -40,8 +40,8 @@ def main() -> None:
                              "papers were parsed with)")
     args = parser.parse_args()
 
-    from agent.run import open_env, retrieval_only
     import agent.methods as methods
+    from agent.run import open_env, retrieval_only
     from paperlake.config import Settings
 
     settings = Settings.from_env(home=args.home.resolve())
@@ -56,7 +56,8 @@ def main() -> None:
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         backends = sorted(b for (b,) in con.execute("select distinct backend from tables").fetchall())
     out = args.out or REPO / "benchmarks" / "results" / f"table_questions_{'+'.join(backends)}.json"
-    results: dict = {"questions": len(examples), "table_backends": backends, "papers": len({e["anchor_pdf"][0] for e in examples}),
+    results: dict = {"questions": len(examples), "table_backends": backends,
+                     "papers": len({e["anchor_pdf"][0] for e in examples}),
                      "machine": platform.platform(), "home": str(settings.home), "methods": {}, "hdrag_halves": {}}
     with open_env(settings) as env:
         for method in METHODS:

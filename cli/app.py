@@ -360,8 +360,9 @@ def evaluate_cmd(
     home: Optional[Path] = HomeOption,
 ) -> None:
     """Evaluate a method on an AirQA-format set: trajectories, predictions, and a report per tag."""
-    from agent.run import answer, open_env, retrieval_only as run_retrieval_only
     from agent.loop import LoopConfig
+    from agent.run import answer, open_env
+    from agent.run import retrieval_only as run_retrieval_only
     from paperlake.evaluation.dataset import DatasetError, evaluate, load_examples
     from paperlake.llm import ChatClient, LLMNotConfigured
 

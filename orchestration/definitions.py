@@ -14,10 +14,10 @@ from assets.enrichment import enrichment_summaries
 from assets.evaluation import evaluation_probes, retrieval_quality, volume_set
 from assets.formulas import formula_collection, formula_graph
 from assets.parse import inbox_pdf, parsed_views
+from assets.resources import LLMResource, PaperlakeResource, paperlake_from_env, warehouse_resource
 from assets.vectors import vector_assets
 from assets.warehouse import dbt_cli_resource, formula_models, warehouse_models
 from orchestration.jobs import JOBS
-from assets.resources import LLMResource, PaperlakeResource, paperlake_from_env, warehouse_resource
 from orchestration.sensors import inbox_schedule, inbox_sensor, stores_sensor
 
 

@@ -26,7 +26,6 @@ from paperlake.pipeline import IngestPlan, plan_ingest
 from paperlake.vectors.ledger import VectorPlan, delete_orphans, read_ledger, stale_papers
 from paperlake.warehouse import DBT_PROJECT_DIR, dbt_env
 
-
 # The terminal shows a progress bar and one line per failure; the full event log is in the Dagster instance (UI).
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 # Papers per run for the per-paper jobs: a run costs ~0.6 s of Dagster bookkeeping on top of the work (a third of
@@ -186,11 +185,11 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     import dagster as dg
 
     from assets.parse import observe_inbox
+    from assets.partitions import papers
+    from assets.resources import LLMResource, PaperlakeResource
     from assets.vectors import vector_assets
     from orchestration.definitions import build_definitions
     from orchestration.jobs import FORMULA_ASSETS
-    from assets.partitions import papers
-    from assets.resources import LLMResource, PaperlakeResource
 
     notify = progress or (lambda key, status: None)
     lake = Lake(settings.lake)
@@ -239,8 +238,9 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
         summary.stale["warehouse"] = reason
         result = runner.run("build_warehouse", log="dbt-build.log")
         if not result.success:
-            summary.failures.append(StageFailure("warehouse", f"{failure_reason(result)} (the previous warehouse is "
-                                                              f"still live; dbt's log: {runner.log_dir / 'dbt-build.log'})"))
+            summary.failures.append(StageFailure(
+                "warehouse", f"{failure_reason(result)} (the previous warehouse is still live; dbt's log: "
+                             f"{runner.log_dir / 'dbt-build.log'})"))
             summary.step_seconds["total"] = time.perf_counter() - started
             return summary
         summary.warehouse_built = True
@@ -307,13 +307,21 @@ def _evaluate(runner: "_Runner", instance, settings: Settings, summary: IngestSu
     """Probes for the papers whose warehouse rows changed, then each volume whose probe set or vector collections
     changed: its set and its retrieval_quality check (one `evaluate_volume` run). An unchanged ingest runs none."""
     from assets.partitions import papers, volumes
-    from paperlake.evaluation.sets import (orphan_probe_files, read_quality, remove_probes, stale_probe_papers,
-                                           stale_volumes, volume_set_path, volumes as warehouse_volumes)
+    from paperlake.evaluation.sets import (
+        orphan_probe_files,
+        read_quality,
+        remove_probes,
+        stale_probe_papers,
+        stale_volumes,
+        volume_set_path,
+    )
+    from paperlake.evaluation.sets import volumes as warehouse_volumes
 
     for key in orphan_probe_files(settings):
         remove_probes(settings, key)
     present = warehouse_volumes(settings)
-    for path in [*(settings.evaluation / "volume_set").glob("*.jsonl"), *(settings.evaluation / "quality").glob("*.json")]:
+    for path in [*(settings.evaluation / "volume_set").glob("*.jsonl"),
+                 *(settings.evaluation / "quality").glob("*.json")]:
         if path.stem not in present:  # a volume with no paper left: its set and latest report go (its history stays)
             path.unlink(missing_ok=True)
     stale = sorted(stale_probe_papers(settings))

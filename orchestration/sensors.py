@@ -18,6 +18,8 @@ import json
 import dagster as dg
 
 from assets.parse import inbox_events
+from assets.partitions import papers, volumes
+from assets.resources import PaperlakeResource
 from assets.vectors import vector_assets
 from orchestration.jobs import (
     FORMULA_ASSETS,
@@ -29,8 +31,6 @@ from orchestration.jobs import (
     probe_paper,
     sync_vectors,
 )
-from assets.partitions import papers, volumes
-from assets.resources import PaperlakeResource
 from paperlake.inbox import scan_inbox
 from paperlake.pipeline import parser_version, plan_ingest, resolve_backend
 
@@ -99,7 +99,8 @@ def _in_flight(instance: dg.DagsterInstance) -> set[str]:
     return {run.job_name for run in instance.get_runs(dg.RunsFilter(statuses=IN_FLIGHT))}
 
 
-def _request(instance: dg.DagsterInstance, job_name: str, reason: str, inputs: object, **kwargs) -> dg.RunRequest | None:
+def _request(instance: dg.DagsterInstance, job_name: str, reason: str, inputs: object,
+             **kwargs) -> dg.RunRequest | None:
     """A run request whose run key names the inputs and the attempt; None once MAX_ATTEMPTS runs failed on them."""
     digest = hashlib.sha256(json.dumps([job_name, inputs], sort_keys=True, default=str).encode()).hexdigest()[:16]
     failed = len(instance.get_runs(dg.RunsFilter(tags={INPUTS_TAG: digest},
@@ -166,7 +167,8 @@ def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) 
                                asset_selection=selection)
             requests += [request] if request else []
         notes.append(f"vectors: {len(vectors.stale)} paper(s)")
-    if not requests and vectors is not None and settings.evaluate and not {probe_paper.name, evaluate_volume.name} & active:
+    if (not requests and vectors is not None and settings.evaluate
+            and not {probe_paper.name, evaluate_volume.name} & active):
         requests, note = _evaluation_requests(settings, instance)
         notes += [note] if note else []
     return requests, "; ".join(notes) or "every store is current"

@@ -49,7 +49,8 @@ class Settings:
     embedding_cache: Path | None = None   # the embedding cache file; default cache/embeddings.sqlite (a shared one
     # is safe: it is content-addressed by model and text, and SQLite serialises writers)
     inboxes: tuple[Path, ...] = ()       # PAPERLAKE_INBOX (os.pathsep-separated): what the sensor and `ingest` read
-    eval_min_answer_at_5: float = 0.4     # the retrieval-quality check warns below this answer@5 (sample: .60-.70; random vectors: .15-.18)
+    eval_min_answer_at_5: float = 0.4     # the retrieval-quality check warns below this answer@5 (sample: .60-.70;
+    # random vectors: .15-.18)
 
     @property
     def lake(self) -> Path:

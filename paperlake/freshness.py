@@ -7,10 +7,10 @@ stale when that record is missing or names other inputs than the current ones:
 |---|---|---|
 | parse (per paper) | file sha256, manifest row, backend, parser version | the lake record, written after every view |
 | warehouse | dbt project digest, lake digest | ``_paperlake.builds`` in the warehouse, swapped in with it |
-| formula graph | extractor version, each paper's equation rows | ``state.json``, written last, with each output's sha256 |
+| formula graph | extractor version, equation rows per paper | ``state.json``, written last, with each output's sha256 |
 | formula models | dbt formula models' digest, formula graph digest | ``_paperlake.builds`` |
 | formulas collection | formula graph digest, collection code version | the collection's ``paperlake.synced`` property |
-| vector collections (per paper) | the paper's expected entities | ``vectors/<collection>/<key>.json`` + the collection |
+| vector collections (per paper) | expected entities per paper | ``vectors/<collection>/<key>.json`` + the collection |
 
 A process killed at any line leaves each record either absent, or describing outputs that are there: the next
 ingest redoes exactly what is stale, whatever a dead run meant to do. A store removed by hand has no record, so it

@@ -36,7 +36,8 @@ ERROR_VIEW = "ingest_errors"
 ERROR_SCHEMA = pa.schema(
     [
         ("paper_key", pa.string()), ("paper_id", pa.string()), ("volume", pa.string()), ("file_name", pa.string()),
-        ("pdf_path", pa.string()), ("sha256", pa.string()), ("stage", pa.string()), ("reason", pa.string()), ("parser_version", pa.string()), ("manifest_hash", pa.string()),
+        ("pdf_path", pa.string()), ("sha256", pa.string()), ("stage", pa.string()), ("reason", pa.string()),
+        ("parser_version", pa.string()), ("manifest_hash", pa.string()),
         ("occurred_at", pa.timestamp("us", tz="UTC")), ("duplicate_of", pa.string()),
     ]
 )
@@ -128,7 +129,8 @@ class Lake:
         self.remove_views(paper_key)
         row = {
             "paper_key": paper_key, "paper_id": paper_id, "volume": volume, "file_name": Path(pdf_path).name,
-            "pdf_path": str(pdf_path), "sha256": sha256, "stage": stage, "reason": reason, "parser_version": parser_version, "manifest_hash": manifest_hash,
+            "pdf_path": str(pdf_path), "sha256": sha256, "stage": stage, "reason": reason,
+            "parser_version": parser_version, "manifest_hash": manifest_hash,
             "occurred_at": datetime.now(timezone.utc), "duplicate_of": duplicate_of,
         }
         self.ensure_contract()

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from paperlake.config import Settings
-from paperlake.inbox import PaperSource, paper_key_for, read_manifest, scan_inbox, source_for_pdf
 from paperlake.ids import sha256_file
+from paperlake.inbox import PaperSource, paper_key_for, read_manifest, scan_inbox, source_for_pdf
 from paperlake.lake import Lake
 from paperlake.quality import QualityReport, validate_paper
 from paperlake.views import ParsedPaper
@@ -197,7 +197,8 @@ def ingest_paper(source: PaperSource, lake: Lake, settings: Settings, *, backend
         lake.record_error(
             source.paper_key, stage=outcome.stage or "parse", reason=outcome.reason or "unknown",
             volume=source.volume, pdf_path=str(source.pdf_path), sha256=source.sha256, paper_id=outcome.paper_id,
-            parser_version=parser_version(chosen), manifest_hash=source.manifest_hash, duplicate_of=outcome.duplicate_of,
+            parser_version=parser_version(chosen), manifest_hash=source.manifest_hash,
+            duplicate_of=outcome.duplicate_of,
         )
     outcome.seconds = time.perf_counter() - started
     return outcome

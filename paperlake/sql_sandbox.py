@@ -294,7 +294,7 @@ def _serve(stdin, stdout) -> None:
         _send(stdout, {"error": "failed", "message": f"warehouse {Path(config['path']).name} cannot be opened for "
                                                      f"reading (is an ingest writing it?): {_first_line(error)}"})
         return
-    except Exception as error:  # noqa: BLE001 - reported to the parent, which raises it
+    except Exception as error:  # reported to the parent, which raises it
         _send(stdout, {"error": "failed", "message": f"{type(error).__name__}: {_first_line(error)}"})
         return
     _send(stdout, {"opened": True})
@@ -330,7 +330,7 @@ def _answer(connection: duckdb.DuckDBPyConnection, request: dict) -> dict:
         if not timer.is_alive() and time.monotonic() - started >= timeout:
             return {"error": "timeout", "message": f"query interrupted after {timeout:g} s (the time limit)"}
         return {"error": "failed", "message": _first_line(error)}
-    except Exception as error:  # noqa: BLE001 - a value Python cannot hold (a date out of range, ...)
+    except Exception as error:  # a value Python cannot hold (a date out of range, ...)
         return {"error": "failed", "message": f"{type(error).__name__}: {_first_line(error)}"}
     finally:
         timer.cancel()

@@ -1,8 +1,8 @@
 """The warehouse catalogue: tables, columns, types, descriptions and ``encodable`` flags.
 
-The one source of truth is the dbt marts' YAML (``dbt_project/models/{marts,formulas}/*.yml``): dbt enforces those column
-names and types as model contracts and documents them; this module reads the same files for the agent's map of
-the data (its prompt) and for the vector layer (which cells to encode). Nothing here is written twice.
+The one source of truth is the dbt marts' YAML (``dbt_project/models/{marts,formulas}/*.yml``): dbt enforces those
+column names and types as model contracts and documents them; this module reads the same files for the agent's map
+of the data (its prompt) and for the vector layer (which cells to encode). Nothing here is written twice.
 """
 
 from __future__ import annotations

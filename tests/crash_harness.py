@@ -84,7 +84,8 @@ def snapshot(home: Path) -> dict:
             if table in PRIMARY_KEYS:
                 distinct = con.execute(f'select count(distinct "{PRIMARY_KEYS[table]}") from "{table}"').fetchone()[0]
                 assert distinct == count, f"{home}: {table} has duplicate {PRIMARY_KEYS[table]}"
-        state["warehouse.papers"] = sorted(r[0] for r in con.execute("select paper_id::varchar from metadata").fetchall())
+        state["warehouse.papers"] = sorted(r[0] for r in
+                                           con.execute("select paper_id::varchar from metadata").fetchall())
     store = VectorStore(str(home / "milvus.db"), cache_path=home / "cache" / "embeddings.sqlite")
     try:
         names = [spec.name for spec in load_config().active_collections()] + ["formulas"]
@@ -108,7 +109,8 @@ def snapshot(home: Path) -> dict:
     state["formulas.triples"] = len(Graph().parse(home / "formulas" / "formulas.ttl", format="turtle"))
     state["lake.files"] = sorted(str(p.relative_to(home / "lake")) for p in (home / "lake").rglob("*.parquet")
                                  if not p.name.startswith("."))
-    state["lake.records"] = sorted(str(p.relative_to(home / "lake")) for p in (home / "lake" / "_papers").rglob("*.json"))
+    state["lake.records"] = sorted(str(p.relative_to(home / "lake"))
+                                   for p in (home / "lake" / "_papers").rglob("*.json"))
     return state
 
 

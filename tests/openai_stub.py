@@ -59,7 +59,7 @@ def _serve(script_path: Path, record_path: Path, idle: float) -> None:
             self.end_headers()
             self.wfile.write(body)
 
-        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_POST(self) -> None:  # http.server's naming
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
             with lock:

@@ -15,13 +15,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from agent.backends import CollectionInfo, Hit, InvalidFilter, ToolOutcome  # noqa: E402
-from agent.env import AgentEnv  # noqa: E402
-from paperlake.config import Settings  # noqa: E402
-from paperlake.ids import element_id, page_id, paper_id  # noqa: E402
-from paperlake.safe_eval import SafeEvalError, safe_eval  # noqa: E402
-from paperlake.sql_sandbox import ReadOnlyWarehouse  # noqa: E402
-from schemas.warehouse import catalogue  # noqa: E402
+from agent.backends import CollectionInfo, Hit, InvalidFilter, ToolOutcome
+from agent.env import AgentEnv
+from paperlake.config import Settings
+from paperlake.ids import element_id, page_id, paper_id
+from paperlake.safe_eval import SafeEvalError, safe_eval
+from paperlake.sql_sandbox import ReadOnlyWarehouse
+from schemas.warehouse import catalogue
 
 CALIBRATION = paper_id("Rank Calibration for Language Model Uncertainty", "emnlp2024")
 LORETTA = paper_id("LoRETTA: Low-Rank Economic Tensor-Train Adaptation", "naacl2024")
@@ -108,9 +108,9 @@ def _rows(home: Path) -> dict[str, list[dict[str, Any]]]:
             for index, label, base, ours in ((1, "SST-2", 68.5, 71.2), (2, "MNLI", 61.0, 64.3))
         ],
         "images": [
-            {"image_id": IMAGE_ID, "image_caption": "Figure 3: WER of DD2 and NV1.", "bounding_box": [72, 100, 328, 200],
-             "ordinal": 0, "ref_paper_id": CALIBRATION, "ref_page_id": page_id(CALIBRATION, 2), "page_number": 2,
-             "image_label": "Figure 3"},
+            {"image_id": IMAGE_ID, "image_caption": "Figure 3: WER of DD2 and NV1.",
+             "bounding_box": [72, 100, 328, 200], "ordinal": 0, "ref_paper_id": CALIBRATION,
+             "ref_page_id": page_id(CALIBRATION, 2), "page_number": 2, "image_label": "Figure 3"},
         ],
         "equations": [
             {"equation_id": element_id(CALIBRATION, "equation", 1, 0), "equation_content": r"RCE = \sum_i |r_i - c_i|",
@@ -238,8 +238,8 @@ def home(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def env(home: Path):
-    environment = AgentEnv(ReadOnlyWarehouse(home / "warehouse.duckdb", timeout=5), FakeVectors(home / "warehouse.duckdb"),
-                           FakeFormulas(), home=home)
+    environment = AgentEnv(ReadOnlyWarehouse(home / "warehouse.duckdb", timeout=5),
+                           FakeVectors(home / "warehouse.duckdb"), FakeFormulas(), home=home)
     yield environment
     environment.close()
 

@@ -109,7 +109,8 @@ def test_view_image_sends_an_image_message(tmp_path: Path, env) -> None:  # noqa
 
 def test_only_the_latest_images_are_resent(tmp_path: Path, env) -> None:  # noqa: F811
     view = turn("ViewImage", {"paper_id": CALIBRATION, "page_number": 1})
-    script = [view, turn("ViewImage", {"paper_id": CALIBRATION, "page_number": 2}), turn("GenerateAnswer", {"answer": 1})]
+    script = [view, turn("ViewImage", {"paper_id": CALIBRATION, "page_number": 2}),
+              turn("GenerateAnswer", {"answer": 1})]
     result, requests = run("neusym_rag", script, tmp_path, env, config=LoopConfig(image_turns=1))
     last = requests[-1]["messages"]
     images = [p for m in last if isinstance(m["content"], list) for p in m["content"] if p["type"] == "image_url"]
@@ -174,7 +175,8 @@ def test_turn_exhaustion_is_not_an_answer(tmp_path: Path, env) -> None:  # noqa:
 
 
 def test_llm_500_mid_run_is_retried(tmp_path: Path, env) -> None:  # noqa: F811
-    script = [turn("RetrieveFromDatabase", {"sql": TABLE_SQL}), {"status": 500}, turn("GenerateAnswer", {"answer": 71.2})]
+    script = [turn("RetrieveFromDatabase", {"sql": TABLE_SQL}), {"status": 500},
+              turn("GenerateAnswer", {"answer": 71.2})]
     result, requests = run("neusym_rag", script, tmp_path, env)
     assert result.answered and result.usage.retries == 1 and len(requests) == 3
     assert requests[1]["messages"] == requests[2]["messages"]

@@ -10,7 +10,16 @@ import pytest
 from agent.actions import CalculateExpr, RetrieveFromDatabase, RetrieveFromVectorstore, ViewImage
 from agent.backends import InvalidFilter, validate_filter
 from paperlake.sql_sandbox import ReadOnlyWarehouse, SQLFailed, SQLRefused, SQLTimeout, check_statement
-from test_agent_fixtures import CALIBRATION, LORETTA, env, home  # noqa: F401 (fixtures)
+from test_agent_fixtures import CALIBRATION, LORETTA, build_warehouse, env  # noqa: F401 (fixtures)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """The small agent warehouse, built as test_agent_fixtures.home builds it; defined here rather than imported, as
+    each test's `home` parameter would shadow the import. The imported `env` fixture takes this one."""
+    build_warehouse(tmp_path / "home")
+    return tmp_path / "home"
+
 
 REFUSED = [
     ("insert into chunks (chunk_id) values (uuid())", "INSERT"),

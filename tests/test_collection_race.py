@@ -76,7 +76,8 @@ def test_processes_racing_to_create_every_collection_all_succeed(server):
     barrier = context.Barrier(writers)
     with context.Manager() as manager:
         results = manager.dict()
-        processes = [context.Process(target=_create_all, args=(server.uri, barrier, results, i)) for i in range(writers)]
+        processes = [context.Process(target=_create_all, args=(server.uri, barrier, results, i))
+                     for i in range(writers)]
         for process in processes:
             process.start()
         for process in processes:

@@ -11,8 +11,18 @@ import duckdb
 import pytest
 
 from conftest import make_inbox
-from crash_harness import (FIRST, SECOND, add_paper, assert_same_stores, build_references, failure_lines, fresh_home,
-                           killed_at, must_ingest, run_ingest)
+from crash_harness import (
+    FIRST,
+    SECOND,
+    add_paper,
+    assert_same_stores,
+    build_references,
+    failure_lines,
+    fresh_home,
+    killed_at,
+    must_ingest,
+    run_ingest,
+)
 
 pytestmark = pytest.mark.crash
 

@@ -11,8 +11,19 @@ import duckdb
 import pytest
 
 from conftest import corpus_pdf, make_inbox, manifest_rows
-from crash_harness import (FIRST, OTHER, SECOND, add_paper, assert_same_stores, build_references, failure_lines,
-                           fresh_home, killed_at, must_ingest, run_ingest)
+from crash_harness import (
+    FIRST,
+    OTHER,
+    SECOND,
+    add_paper,
+    assert_same_stores,
+    build_references,
+    failure_lines,
+    fresh_home,
+    killed_at,
+    must_ingest,
+    run_ingest,
+)
 
 pytestmark = pytest.mark.crash
 
@@ -39,11 +50,13 @@ def test_kill_during_vectors_after_a_replacement_leaves_no_old_entities(tmp_path
         writer.writeheader()
         writer.writerow(row)
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        old_id = con.execute("select paper_id::varchar from metadata where paper_key like ?", [f"%{SECOND}"]).fetchone()[0]
+        old_id = con.execute("select paper_id::varchar from metadata where paper_key like ?",
+                             [f"%{SECOND}"]).fetchone()[0]
     killed_at(home, inbox, "vectors.upserted@2")
     must_ingest(home, inbox)
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        new_id = con.execute("select paper_id::varchar from metadata where paper_key like ?", [f"%{SECOND}"]).fetchone()[0]
+        new_id = con.execute("select paper_id::varchar from metadata where paper_key like ?",
+                             [f"%{SECOND}"]).fetchone()[0]
         cells = collect_cells(con, default_encodable(), [new_id])
     assert new_id != old_id
     with VectorStore(str(home / "milvus.db"), cache_path=home / "cache" / "embeddings.sqlite") as store:

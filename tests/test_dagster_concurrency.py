@@ -32,7 +32,8 @@ def ingested(tmp_path_factory: pytest.TempPathFactory, dbt_manifest: Path) -> di
 
 def expected_counts(settings: Settings, paper_id: str) -> dict[str, int]:
     from assets.vectors import vector_assets
-    from paperlake.vectors.entities import collect_cells, default_encodable as paper_encodable
+    from paperlake.vectors.entities import collect_cells
+    from paperlake.vectors.entities import default_encodable as paper_encodable
 
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         texts = sum(cell.kind == "text" for cell in collect_cells(con, paper_encodable(), [paper_id]))
@@ -119,8 +120,8 @@ def test_two_partition_runs_share_a_milvus_lite_file_through_the_pool(ingested):
 
 
 def test_two_partition_runs_write_concurrently_through_a_milvus_lite_server(ingested, tmp_path):
-    from orchestration.instance import dagster_instance
     from assets.partitions import papers
+    from orchestration.instance import dagster_instance
     from paperlake.vectors.server import milvus_lite_server
 
     file_settings: Settings = ingested["settings"]

@@ -11,9 +11,9 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
+from cli.app import app
 from conftest import ingest_sample
 from openai_stub import start_stub
-from cli.app import app
 from paperlake.enrichment import DEFAULT_KINDS, dry_run, resolve_kinds
 from paperlake.enrichment.kinds import BadAnswer, read_answer
 from paperlake.enrichment.runner import Budget, BudgetError, enrichment_path
@@ -103,7 +103,8 @@ def test_first_run_fills_every_kind_everywhere_and_the_second_makes_no_call(buil
                               "count(section_summary) from sections union all select 'tables', count(table_summary) "
                               "from tables union all select 'images', count(image_summary) from images union all "
                               "select 'metadata', count(tldr) from metadata"))
-    assert filled["pages"] == query(home, "select count(*) from pages where trim(coalesce(page_content, '')) <> ''")[0][0]
+    assert filled["pages"] == query(home, "select count(*) from pages "
+                                          "where trim(coalesce(page_content, '')) <> ''")[0][0]
     assert filled["tables"] == query(home, "select count(*) from tables")[0][0]
     assert filled["images"] == query(home, "select count(*) from images")[0][0]  # panels share their figure's
     assert filled["metadata"] == 2

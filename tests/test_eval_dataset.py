@@ -217,10 +217,13 @@ def _valid_line(**overrides) -> dict:
         (_valid_line(question=""), "line 2: field 'question'"),
         (_valid_line(tags=["single", "tabel"]), "line 2: field 'tags': unknown tag"),
         (_valid_line(anchor_pdf="2bc5cd85-6e11-576a-8814-63a144001700"), "line 2: field 'anchor_pdf'"),
-        (_valid_line(evaluator={"eval_func": "eval_nope", "eval_kwargs": {}}), "line 2: field 'evaluator': unknown eval_func"),
-        (_valid_line(evaluator={"eval_func": "eval_negation", "eval_kwargs": {"eval_func": "eval_nope", "eval_kwargs": {}}}),
+        (_valid_line(evaluator={"eval_func": "eval_nope", "eval_kwargs": {}}),
+         "line 2: field 'evaluator': unknown eval_func"),
+        (_valid_line(evaluator={"eval_func": "eval_negation",
+                                "eval_kwargs": {"eval_func": "eval_nope", "eval_kwargs": {}}}),
          "line 2: field 'evaluator': unknown eval_func 'eval_nope'"),
-        (_valid_line(evaluator={"eval_func": "eval_int_exact_match", "eval_kwargs": [7]}), "line 2: field 'evaluator.eval_kwargs'"),
+        (_valid_line(evaluator={"eval_func": "eval_int_exact_match", "eval_kwargs": [7]}),
+         "line 2: field 'evaluator.eval_kwargs'"),
         (_valid_line(), "line 2: field 'uuid'.*already used on line 1"),
     ],
 )
@@ -281,7 +284,8 @@ def test_evaluate_records_failing_evaluators_and_passes_the_question_to_the_judg
         uuid="0b1c6a55-8b9e-4a0e-9d1e-3f0f6c1f2a4d",
         question="Why does PPI help?",
         tags=["single", "text", "subjective"],
-        evaluator={"eval_func": "eval_reference_answer_with_llm", "eval_kwargs": {"reference_answer": "tighter intervals"}},
+        evaluator={"eval_func": "eval_reference_answer_with_llm",
+                   "eval_kwargs": {"reference_answer": "tighter intervals"}},
     )
     examples = load_examples(_write_lines(tmp_path / "set.jsonl", [_valid_line(), llm_line]))
     predictions = {e.uuid: "7" for e in examples}

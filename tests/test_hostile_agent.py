@@ -470,5 +470,6 @@ def test_a_formula_tool_called_outside_the_agent_refuses_huge_integers() -> None
     tool = FormulaTool(formula_id="f", name="y_f", description="", output="y", expression="a * 2",
                        parameter_schema={"properties": {"a": {}}, "required": ["a"]}, constants={}, defaults={})
     refused = tool(a=10**400)
-    assert not refused.ok and "must be finite" in refused.error and "1.8e308" in refused.error and len(refused.error) < 120
+    assert (not refused.ok and "must be finite" in refused.error and "1.8e308" in refused.error
+            and len(refused.error) < 120)
     assert tool(a=3).value == 6

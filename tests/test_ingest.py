@@ -158,7 +158,8 @@ class TestIncremental:
 
         settings = state["settings"]
         digest = freshness.dbt_digest
-        monkeypatch.setattr(freshness, "dbt_digest", lambda part: "models-edited" if part == "warehouse" else digest(part))
+        monkeypatch.setattr(freshness, "dbt_digest",
+                            lambda part: "models-edited" if part == "warehouse" else digest(part))
         before = parse_materializations(settings)
         summary = run(state)
         assert summary.warehouse_built and summary.published == [] and "dbt" in summary.stale["warehouse"]
@@ -273,8 +274,8 @@ def test_vector_fingerprint_follows_entity_settings_not_search_settings(tmp_path
     """Changing how search fuses (or a comment) must not re-sync every paper; changing an encoder must."""
     import yaml
 
-    from paperlake.vectors.ledger import stage_fingerprint as vectors_fingerprint
     from paperlake.vectors.config import CONFIG_ENV, default_config_path
+    from paperlake.vectors.ledger import stage_fingerprint as vectors_fingerprint
 
     original = default_config_path().read_text(encoding="utf-8")
     config = yaml.safe_load(original)
@@ -289,7 +290,8 @@ def test_vector_fingerprint_follows_entity_settings_not_search_settings(tmp_path
     path.write_text(yaml.safe_dump(searched), encoding="utf-8")
     assert vectors_fingerprint() == base
 
-    encoders = {**config["encoders"], "all_minilm_l6_v2": {**config["encoders"]["all_minilm_l6_v2"], "max_seq_length": 128}}
+    encoders = {**config["encoders"],
+                "all_minilm_l6_v2": {**config["encoders"]["all_minilm_l6_v2"], "max_seq_length": 128}}
     path.write_text(yaml.safe_dump({**config, "encoders": encoders}), encoding="utf-8")
     assert vectors_fingerprint() != base
 

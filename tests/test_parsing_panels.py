@@ -10,10 +10,9 @@ from functools import cache
 import pymupdf
 import pytest
 
+from conftest import CORPUS_INBOX, corpus_pdf
 from paperlake.parsing.blocks import Block
 from paperlake.parsing.pymupdf_backend import _Element, _whitest_cut, read_layout
-
-from conftest import CORPUS_INBOX, corpus_pdf
 
 pytestmark = pytest.mark.skipif(not CORPUS_INBOX.is_dir(), reason="the shared sample corpus is not mounted")
 

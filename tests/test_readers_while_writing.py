@@ -11,8 +11,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from conftest import make_inbox
 from cli.app import app
+from conftest import make_inbox
 from paperlake.config import Settings
 from paperlake.warehouse import build_path
 

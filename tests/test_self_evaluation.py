@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from cli.app import app
 from conftest import CORPUS_INBOX, ingest_sample
 from openai_stub import start_stub
-from cli.app import app
 from paperlake.evaluation.dataset import load_examples
 from paperlake.evaluation.needles import answer_needles, contains_needle
 from paperlake.evaluation.probes import KINDS, paper_probes, verify
@@ -141,9 +141,9 @@ def test_an_unchanged_ingest_evaluates_nothing(built):
 
 
 def _run_check(built, volume: str):
+    from assets.resources import PaperlakeResource
     from orchestration.definitions import build_definitions
     from orchestration.instance import dagster_instance
-    from assets.resources import PaperlakeResource
 
     settings = built["settings"]
     defs = build_definitions(PaperlakeResource(home=str(settings.home), mineru_dir=str(settings.mineru_dir)))

@@ -12,8 +12,8 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from conftest import ingest_sample
 from cli.app import app
+from conftest import ingest_sample
 from paperlake.config import Settings
 
 # The arithmetic-mechanism paper brings a computable formula (the residual stream update) for the MathRAG test.
@@ -38,9 +38,9 @@ def paper_ids(settings: Settings) -> dict[str, str]:
 
 
 def test_each_collection_holds_one_entity_per_non_empty_encodable_cell(built):
-    from paperlake.vectors.entities import default_encodable as paper_encodable
     from paperlake.vectors.config import load_config
     from paperlake.vectors.entities import collect_cells
+    from paperlake.vectors.entities import default_encodable as paper_encodable
     from paperlake.vectors.store import VectorStore
 
     settings = built["settings"]
@@ -171,9 +171,9 @@ def test_ask_through_the_cli_with_a_scripted_endpoint_cites_the_real_stores(buil
 def test_mathrag_computes_through_a_formula_tool_from_the_warehouse(built, tmp_path):
     from agent.run import ask
     from openai_stub import start_stub
+    from paperlake.formulas import agent_backend
     from paperlake.llm import ChatClient
     from paperlake.sql_sandbox import ReadOnlyWarehouse
-    from paperlake.formulas import agent_backend
 
     settings = built["settings"]
     with ReadOnlyWarehouse(settings.warehouse) as warehouse:

@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 import yaml
 
+from conftest import CORPUS
 from paperlake.vectors.config import ConfigError, default_config_path, load_config, parse_config
 from paperlake.vectors.encoders import EmbeddingCache, EncoderRegistry, TextEncoder, encode_cached, onnx_model_path
 from paperlake.vectors.entities import collect_cells
 from paperlake.vectors.sample_warehouse import build_sample_warehouse
 from paperlake.vectors.search import fuse
-
-from conftest import CORPUS
 
 PAPER = "emnlp2024-012-numerologic"
 

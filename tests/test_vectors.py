@@ -12,6 +12,7 @@ import duckdb
 import numpy as np
 import pytest
 
+from conftest import CORPUS
 from paperlake.vectors.config import load_config, parse_config
 from paperlake.vectors.describe import describe_collections, render_for_prompt
 from paperlake.vectors.encoders import ClipImageEncoder, EncoderUnavailable, render_region
@@ -20,8 +21,6 @@ from paperlake.vectors.filters import FilterError, validate_filter
 from paperlake.vectors.sample_warehouse import build_sample_warehouse
 from paperlake.vectors.search import search
 from paperlake.vectors.store import VectorStore, sync_warehouse
-
-from conftest import CORPUS
 
 NUMEROLOGIC = "emnlp2024-012-numerologic"
 INVERSION = "emnlp2024-126-embedding-inversion-attack"
@@ -262,7 +261,8 @@ def test_hybrid_routes_and_coverage_weighting(synced, sample, monkeypatch):
     assert searched == ["text_hybrid", "text_hybrid"] and own[0].pdf_id == ids[NUMEROLOGIC]
 
     searched.clear()
-    weighted = dataclasses.replace(store.config, hybrid_routes=("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2"),
+    weighted = dataclasses.replace(store.config,
+                                   hybrid_routes=("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2"),
                                    coverage_weighting=True)
     monkeypatch.setattr(store, "config", weighted)
     only_dense = search(store, query, "text_hybrid", "pages", "page_content", limit=5, weights=[0.0, 1.0])
@@ -303,7 +303,8 @@ def test_resync_of_changed_paper_leaves_no_stale_entity(tmp_path, sample, cache_
         con.execute("delete from chunks where chunk_id in (select unnest(?::varchar[]))", [chunk_ids[:5]])
         con.execute("update chunks set text_content = 'A rewritten paragraph about place values.' where chunk_id = ?",
                     [chunk_ids[6]])
-        page_id = con.execute("select page_id from pages where ref_paper_id = ? and page_number = 2", [pid]).fetchone()[0]
+        page_id = con.execute("select page_id from pages where ref_paper_id = ? and page_number = 2",
+                              [pid]).fetchone()[0]
         con.execute("insert into chunks values ('new-chunk', ?, 999, ?, ?)", ["été " * 12000, pid, page_id])
         con.execute("delete from reference where ref_paper_id = ?", [pid])
 

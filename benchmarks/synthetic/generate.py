@@ -33,8 +33,18 @@ from typing import Any
 import pymupdf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from latex_parts import (  # noqa: E402
-    TOPICS, Element, algorithm, diagram, equation, figure, paragraph, prompt_box, sentence, table, title,
+from latex_parts import (
+    TOPICS,
+    Element,
+    algorithm,
+    diagram,
+    equation,
+    figure,
+    paragraph,
+    prompt_box,
+    sentence,
+    table,
+    title,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -246,7 +246,8 @@ def _tree(rng: random.Random) -> str:
             subtree(depth - 1) for _ in range(rng.randint(1, 3))) + "}"
 
     children = " ".join(subtree(2) for _ in range(rng.randint(2, 3)))
-    return (r"\begin{tikzpicture}[level distance=8mm, level 1/.style={sibling distance=26mm}, level 2/.style={sibling distance=11mm}, every node/.style={font=\small}]"
+    return (r"\begin{tikzpicture}[level distance=8mm, level 1/.style={sibling distance=26mm}, "
+            r"level 2/.style={sibling distance=11mm}, every node/.style={font=\small}]"
             rf"\node {{S}} {children};\end{{tikzpicture}}")
 
 

@@ -169,7 +169,8 @@ def _item(kind: Kind, row: dict[str, Any], paper: dict[str, Any]) -> Item | None
         text = f"Paper: {title}\nSection: {row.get('section_title') or ''}\n{body}"
     elif kind.name == "table_summary":
         body = (row.get("table_content") or row.get("table_caption") or "").strip()
-        text = f"Paper: {title}\nCaption: {row.get('table_caption') or ''}\nTable (HTML):\n{row.get('table_content') or ''}"
+        text = (f"Paper: {title}\nCaption: {row.get('table_caption') or ''}\n"
+                f"Table (HTML):\n{row.get('table_content') or ''}")
     elif kind.name == "image_summary":
         body = (row.get("image_caption") or "").strip() or ("figure" if row.get("bbox") else "")
         text = f"Paper: {title}\nCaption: {row.get('image_caption') or '(none)'}"

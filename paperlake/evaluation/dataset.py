@@ -222,7 +222,8 @@ class Report:
             "correct": sum(q.score for q in self.questions),
             "unanswered": sum(not q.answered for q in self.questions),
             "errors": len(self.errors),
-            "by_tag": {t.tag: {"group": t.group, "count": t.count, "correct": t.correct, "score": t.score} for t in self.by_tag},
+            "by_tag": {t.tag: {"group": t.group, "count": t.count, "correct": t.correct, "score": t.score}
+                       for t in self.by_tag},
             "questions": [asdict(q) for q in self.questions],
         }
 
@@ -264,7 +265,8 @@ class Report:
         axes.set_ylabel("score (%)")
         axes.set_title(f"Scores by tag ({len(self.questions)} questions)")
         handles = [Patch(color=colour, label=group) for group, colour in colours.items()]
-        axes.legend([*handles, overall], [*colours, f"overall {self.overall:.1%}"], loc="upper right", fontsize=8, ncols=2)
+        axes.legend([*handles, overall], [*colours, f"overall {self.overall:.1%}"], loc="upper right", fontsize=8,
+                    ncols=2)
         figure.tight_layout()
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)

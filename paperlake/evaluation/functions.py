@@ -62,6 +62,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from rapidfuzz import fuzz, utils
 
+
 class EvaluationError(ValueError):
     """The evaluator is misconfigured (not: the prediction is wrong)."""
 
@@ -99,7 +100,8 @@ def get_eval_function(name: str) -> EvalFunction:
         ) from None
 
 
-def run_evaluator(eval_func: str, pred: Any, eval_kwargs: Mapping[str, Any] | None = None, llm: Judge | None = None) -> int:
+def run_evaluator(eval_func: str, pred: Any, eval_kwargs: Mapping[str, Any] | None = None,
+                  llm: Judge | None = None) -> int:
     """Resolve ``eval_func`` by name and score ``pred``; the judge goes only to functions that take one."""
     func = get_eval_function(eval_func)
     if eval_kwargs is not None and not isinstance(eval_kwargs, Mapping):
@@ -543,7 +545,8 @@ def eval_paper_relevance_with_reference_answer(pred: Any, reference_answer: Any,
     """The predicted title matches the reference title (or any of a list) by case-insensitive fuzzy ratio."""
     references = [reference_answer] if isinstance(reference_answer, str) else reference_answer
     if not isinstance(references, list | tuple) or not references:
-        raise EvaluationError("eval_paper_relevance_with_reference_answer: reference_answer must be a title or a list of titles")
+        raise EvaluationError("eval_paper_relevance_with_reference_answer: reference_answer must be a title or a list "
+                              "of titles")
     _check_fuzzy_options("ratio", threshold, "eval_paper_relevance_with_reference_answer")
     return int(any(_fuzzy_score(pred, title, "ratio", True, False) >= threshold for title in references))
 
@@ -562,7 +565,8 @@ def _sub_evaluations(eval_func_list: Any, eval_kwargs_list: Any, func: str) -> l
 
 
 @_register
-def eval_conjunction(pred: Any, eval_func_list: list[str], eval_kwargs_list: list[dict], llm: Judge | None = None) -> int:
+def eval_conjunction(pred: Any, eval_func_list: list[str], eval_kwargs_list: list[dict],
+                     llm: Judge | None = None) -> int:
     """The prediction is a list with one element per sub-evaluation, and every one passes."""
     subs = _sub_evaluations(eval_func_list, eval_kwargs_list, "eval_conjunction")
     parts = _as_list(pred)
@@ -572,7 +576,8 @@ def eval_conjunction(pred: Any, eval_func_list: list[str], eval_kwargs_list: lis
 
 
 @_register
-def eval_disjunction(pred: Any, eval_func_list: list[str], eval_kwargs_list: list[dict], llm: Judge | None = None) -> int:
+def eval_disjunction(pred: Any, eval_func_list: list[str], eval_kwargs_list: list[dict],
+                     llm: Judge | None = None) -> int:
     """The prediction is a list with one element per sub-evaluation, and at least one passes."""
     subs = _sub_evaluations(eval_func_list, eval_kwargs_list, "eval_disjunction")
     parts = _as_list(pred)
@@ -609,7 +614,8 @@ def parse_judgement(text: str) -> bool | None:
     return words[-1].lower() == "true" if words else None
 
 
-def _ask_judge(llm: Judge | None, func: str, question: str, sections: list[tuple[str, str]], pred: Any, rule: str) -> int:
+def _ask_judge(llm: Judge | None, func: str, question: str, sections: list[tuple[str, str]], pred: Any,
+               rule: str) -> int:
     if llm is None:
         raise EvaluationError(
             f"{func} needs an LLM endpoint (set OPENAI_BASE_URL, OPENAI_API_KEY and a model, and pass a judge)"

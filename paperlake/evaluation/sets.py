@@ -177,7 +177,7 @@ def write_volume_set(settings: Settings, volume: str) -> dict[str, Any]:
 
 def quality_fingerprint(settings: Settings, volume: str) -> str:
     """What the volume's retrieval-quality report depends on (see the module docstring)."""
-    from paperlake.vectors.ledger import read_ledger, stage_fingerprint  # noqa: PLC0415 (vectors stack is heavy)
+    from paperlake.vectors.ledger import read_ledger, stage_fingerprint  # vectors stack is heavy
 
     keys = set(volumes(settings).get(volume, []))
     root = settings.home / "vectors"

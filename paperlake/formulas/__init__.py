@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 
-def agent_backend(warehouse, milvus_uri=None):  # noqa: ANN001, ANN201 - the agent's optional formula layer
+def agent_backend(warehouse, milvus_uri=None):  # the agent's optional formula layer
     from paperlake.formulas.store import agent_backend as backend
 
     return backend(warehouse, milvus_uri)

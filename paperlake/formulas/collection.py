@@ -26,8 +26,12 @@ from pymilvus import DataType
 
 from paperlake.vectors.encoders import encode_cached
 from paperlake.vectors.filters import OPERATORS, validate_filter
-from paperlake.vectors.store import (INCARNATION_PROPERTY, SchemaMismatchError, create_collection_if_absent,
-                                      ensure_indexes)
+from paperlake.vectors.store import (
+    INCARNATION_PROPERTY,
+    SchemaMismatchError,
+    create_collection_if_absent,
+    ensure_indexes,
+)
 
 FORMULA_COLLECTION = "formulas"
 FORMULA_ENCODER = "all_minilm_l6_v2"
@@ -194,7 +198,8 @@ def search_formula_collection(store: Any, query: str, limit: int = 5, filter: st
     store.load(FORMULA_COLLECTION)
     vector = store.encoders.get(FORMULA_ENCODER).encode([query])[0].tolist()
     results = store.client.search(
-        FORMULA_COLLECTION, data=[vector], anns_field="vector", filter=validate_filter(filter, FILTER_FIELDS), limit=limit,
+        FORMULA_COLLECTION, data=[vector], anns_field="vector", filter=validate_filter(filter, FILTER_FIELDS),
+        limit=limit,
         output_fields=["formula_id", "label", "status", "pdf_id", "page_number", "paper_ids", "text"])
     hits = []
     for raw in results[0] if results else []:

@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import re
 import warnings
-from functools import lru_cache
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal, Union
 
 import sympy

@@ -21,9 +21,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from paperlake.failpoints import fault_point
 from paperlake.formulas.graph import FormulaGraph
 from paperlake.formulas.rdf import to_turtle
-from paperlake.failpoints import fault_point
 from paperlake.ids import text_hash
 from paperlake.lake import atomic_write_bytes, write_table_atomic
 

@@ -52,8 +52,8 @@ class FormulaTool:
                 return ToolResult(False, error=f"parameter {name!r} must be a number, got {type(value).__name__} "
                                                f"{value!r}")
             if not _finite(value):
-                return ToolResult(False, error=f"parameter {name!r} must be finite (a number of magnitude at most 1.8e308), "
-                                               f"got {_preview(value)}")
+                return ToolResult(False, error=f"parameter {name!r} must be finite (a number of magnitude at most "
+                                               f"1.8e308), got {_preview(value)}")
         try:
             return ToolResult(True, value=safe_eval(self.expression, {**self.constants, **values}))
         except (SafeEvalError, ArithmeticError, ValueError) as error:

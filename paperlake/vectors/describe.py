@@ -82,7 +82,8 @@ def render_for_prompt(descriptions: list[dict]) -> str:
         if not d["active"]:
             continue
         models = "; ".join(
-            f"{v['field']}: {v['model']} ({v['dimension']}{'-d' if isinstance(v['dimension'], int) else ''}, {v['metric']})"
+            f"{v['field']}: {v['model']} "
+            f"({v['dimension']}{'-d' if isinstance(v['dimension'], int) else ''}, {v['metric']})"
             for v in d["vectors"]
         )
         lines.append(f"- {d['name']} ({d['modality']}{', hybrid' if d['hybrid'] else ''}): {d['description']}")

@@ -426,7 +426,8 @@ class ClipImageEncoder:
         out = []
         with torch.inference_mode():
             for start in range(0, len(images), self.batch_size):
-                batch = [preprocess(Image.open(io.BytesIO(b)).convert("RGB")) for b in images[start:start + self.batch_size]]
+                batch = [preprocess(Image.open(io.BytesIO(b)).convert("RGB"))
+                         for b in images[start:start + self.batch_size]]
                 out.append(model.encode_image(torch.stack(batch).to(self.device)).float().cpu().numpy())
         return _normalise(np.concatenate(out))
 
@@ -504,7 +505,8 @@ class EmbeddingCache:
             part = unique[start:start + 500]
             marks = ",".join("?" * len(part))
             rows = con.execute(
-                f"select content_sha256, dimension, vector from embeddings where model_id = ? and content_sha256 in ({marks})",
+                "select content_sha256, dimension, vector from embeddings where model_id = ? "
+                f"and content_sha256 in ({marks})",
                 [model_id, *part],
             )
             for sha, dimension, blob in rows:
@@ -573,7 +575,8 @@ def encode_cached(encoder, contents: Sequence[str | bytes], cache: EmbeddingCach
     return EncodeResult(matrix, hits=hits, misses=len(todo), seconds=seconds)
 
 
-def encode_pooled(encoder: TextEncoder, segments: Sequence[Sequence[str]], cache: EmbeddingCache | None) -> EncodeResult:
+def encode_pooled(encoder: TextEncoder, segments: Sequence[Sequence[str]],
+                  cache: EmbeddingCache | None) -> EncodeResult:
     """One vector per item from its segments' windows (:meth:`TextEncoder.windows`): the token-weighted mean of the
     window vectors, normalised. Windows are encoded through the cache, so a text shared by several items (a chunk,
     and the page and section it belongs to) is encoded once. ``segments``: per item, the texts it is made of (a

@@ -261,7 +261,8 @@ class _Parser:
                                  f"drop the quotes, e.g. {field} == {example}")
             return _quote(str(token.value))
         if token.kind == "ident" and token.value in self.fields:
-            raise self.error(f"comparing two fields ({field} and {token.value})", "compare a field with a literal value")
+            raise self.error(f"comparing two fields ({field} and {token.value})",
+                             "compare a field with a literal value")
         if token.kind == "ident":
             raise self.error(f"bare word {_show(token.value)} at column {token.column}",
                              f"quote string values, e.g. {field} == '{_shorten(token.value, 40)}'")
@@ -293,7 +294,8 @@ class _Parser:
                 if separator.kind == "rbrack":
                     break
                 if separator.kind != "comma":
-                    raise self.error(f"expected ',' or ']' at column {separator.column}", "separate list values with commas")
+                    raise self.error(f"expected ',' or ']' at column {separator.column}",
+                                     "separate list values with commas")
             return f"{field} {'not in' if negated else 'in'} [{', '.join(values)}]"
         if token.kind == "keyword" and token.value == "like":
             if kind is not str:

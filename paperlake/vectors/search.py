@@ -87,8 +87,9 @@ def search(
 ) -> list[Hit]:
     """Top ``limit`` entities of ``collection`` for ``query``, restricted to the view and the (validated) filter.
 
-    On a hybrid collection, ``fusion`` (``convex`` | ``rrf`` | ``milvus-rrf`` | ``milvus-weighted``) and ``weights`` (one per vector field) override the
-    configured ones. Raises :class:`FilterError` for a bad filter, :class:`SearchFailed` when Milvus fails.
+    On a hybrid collection, ``fusion`` (``convex`` | ``rrf`` | ``milvus-rrf`` | ``milvus-weighted``) and ``weights``
+    (one per vector field) override the configured ones. Raises :class:`FilterError` for a bad filter,
+    :class:`SearchFailed` when Milvus fails.
     """
     try:
         return _search(store, query, collection, table_name, column_name, filter, limit, hybrid, weights, fusion)

@@ -222,7 +222,8 @@ def start_milvus_lite_server(
     while True:
         if process.poll() is not None:
             server.stop()
-            raise ServerStartError(f"milvus-lite server for {data_dir} exited with {process.returncode}: {_tail(log_path)}")
+            raise ServerStartError(f"milvus-lite server for {data_dir} exited with {process.returncode}: "
+                                   f"{_tail(log_path)}")
         with contextlib.suppress(OSError):
             with socket.create_connection((host, port), timeout=0.5):
                 return server

@@ -293,7 +293,8 @@ class VectorStore:
                     input_field_names=["text"], output_field_names=[vector.field],
                 ))
             else:
-                schema.add_field(vector.field, DataType.FLOAT_VECTOR, dim=self.config.encoders[vector.encoder].dimension)
+                schema.add_field(vector.field, DataType.FLOAT_VECTOR,
+                                 dim=self.config.encoders[vector.encoder].dimension)
             index_params.add_index(vector.field, index_type=vector.index, metric_type=vector.metric,
                                    params=dict(vector.index_params))
         for scalar in ("pdf_id", "table_name", "column_name", "page_number"):

@@ -13,7 +13,7 @@ _SUBCAPTION = re.compile(r"^\((?:[a-z]|[ivx]{1,4})\)\s")
 
 def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
     """Lines starting "Table 3:" / "Figure 2." at a paragraph start, with the lines that continue them."""
-    ordered = sorted(lines, key=lambda l: (l.column, l.bbox[1]))
+    ordered = sorted(lines, key=lambda line: (line.column, line.bbox[1]))
     captions = []
     used: set[int] = set()
     for i, line in enumerate(ordered):

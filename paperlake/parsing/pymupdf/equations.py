@@ -14,7 +14,14 @@ from paperlake.parsing.blocks import DocumentLayout
 from paperlake.parsing.pymupdf.captions import _CAPTION
 from paperlake.parsing.pymupdf.geometry import Box, _chain_groups, _horizontal_gap, _union, _vertical_gap
 from paperlake.parsing.pymupdf.page import (
-    _MATH_CHARS, _MATH_FONT, _TEXT_FLAGS, Column, _column_box, _DocumentStyle, _Line, _PageContent,
+    _MATH_CHARS,
+    _MATH_FONT,
+    _TEXT_FLAGS,
+    Column,
+    _column_box,
+    _DocumentStyle,
+    _Line,
+    _PageContent,
 )
 from paperlake.parsing.pymupdf.regions import _looks_like_heading
 
@@ -196,8 +203,8 @@ def _equation_rows(candidates: list[_Line], bars: list[Box]) -> list[list[_Line]
     for line in candidates:
         if id(line) not in narrow:
             continue
-        near = [(_vertical_gap(line.bbox, _union([l.bbox for l in row])), row) for row in rows
-                if _horizontal_gap(line.bbox, _union([l.bbox for l in row])) < 10]
+        near = [(_vertical_gap(line.bbox, _union([row_line.bbox for row_line in row])), row) for row in rows
+                if _horizontal_gap(line.bbox, _union([row_line.bbox for row_line in row])) < 10]
         near = [(gap, row) for gap, row in near if gap <= 6]
         if near:
             min(near, key=lambda pair: pair[0])[1].append(line)
@@ -305,7 +312,7 @@ def _math_evidence(line: _Line) -> float:
 
 def _equation_text(lines: list[_Line]) -> str:
     """An equation's lines top to bottom (scripts are already merged into their lines)."""
-    return " ".join(line.text for line in sorted(lines, key=lambda l: (l.bbox[1], l.bbox[0])))
+    return " ".join(line.text for line in sorted(lines, key=lambda line: (line.bbox[1], line.bbox[0])))
 
 
 # ------------------------------------------------------------------------------------------------ glyphs

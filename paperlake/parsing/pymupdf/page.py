@@ -407,7 +407,7 @@ def _mark_body_text(lines: list[_Line], page: _PageContent, style: _DocumentStyl
     for column, column_lines in by_column.items():
         left, _ = _column_box(style, column)
         previous: _Line | None = None
-        for line in sorted(column_lines, key=lambda l: l.bbox[1]):
+        for line in sorted(column_lines, key=lambda column_line: column_line.bbox[1]):
             if line.role or _inside_any(line.bbox, enclosures):
                 previous = None
                 continue
@@ -431,7 +431,7 @@ def _flush_prose(lines: list[_Line], style: _DocumentStyle) -> set[int]:
     for column, column_lines in by_column.items():
         left, _ = _column_box(style, column)
         run: list[_Line] = []
-        for line in sorted(column_lines, key=lambda l: l.bbox[1]) + [None]:
+        for line in sorted(column_lines, key=lambda column_line: column_line.bbox[1]) + [None]:
             if line is not None and run and line.bbox[1] - run[-1].bbox[3] <= 0.8 * line.size:
                 run.append(line)
                 continue

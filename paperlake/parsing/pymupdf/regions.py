@@ -11,7 +11,15 @@ from typing import Literal
 from paperlake.parsing.blocks import TableCell
 from paperlake.parsing.pymupdf.captions import _caption_kind, _caption_label, _captions
 from paperlake.parsing.pymupdf.geometry import (
-    Box, _area, _box_gap, _chain_groups, _contains, _inside_any, _intersection, _union, _within_extent,
+    Box,
+    _area,
+    _box_gap,
+    _chain_groups,
+    _contains,
+    _inside_any,
+    _intersection,
+    _union,
+    _within_extent,
 )
 from paperlake.parsing.pymupdf.page import (
     _BOTTOM_MARGIN_SHARE,
@@ -122,7 +130,7 @@ def _both_sides(
     caption_box = _union([line.bbox for line in caption])
     left, right = _column_box(style, style.column_of(caption_box))
     candidates = [e for e in elements if id(e) not in claimed and _within_extent(e.bbox, left, right)]
-    other_boxes = [_union([l.bbox for l in other]) for other in captions if other is not caption]
+    other_boxes = [_union([line.bbox for line in other]) for other in captions if other is not caption]
     other_boxes = [box for box in other_boxes if min(box[2], right) - max(box[0], left) > 0]
     above = (_collect(candidates, caption_box, "up", [b[3] for b in other_boxes], style.body_size)
              if "up" in directions else [])

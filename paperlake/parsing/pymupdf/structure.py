@@ -168,20 +168,22 @@ class _StructureBuilder:
         largest = max(line.size for line in top_lines)
         if largest < self.style.body_size + 1.5:
             return None, []
-        title_lines = sorted((l for l in top_lines if l.size >= largest - 0.5), key=lambda l: l.bbox[1])
-        title_lines = [l for l in title_lines if l.bbox[1] - title_lines[0].bbox[3] < 3 * largest]
-        title_bottom = max(l.bbox[3] for l in title_lines)
+        title_lines = sorted((line for line in top_lines if line.size >= largest - 0.5), key=lambda line: line.bbox[1])
+        title_lines = [line for line in title_lines if line.bbox[1] - title_lines[0].bbox[3] < 3 * largest]
+        title_bottom = max(line.bbox[3] for line in title_lines)
         end = min(
-            (l.bbox[1] for l in first.free_lines if l.bbox[1] > title_bottom and self._ends_front_matter(l)),
+            (line.bbox[1] for line in first.free_lines
+             if line.bbox[1] > title_bottom and self._ends_front_matter(line)),
             default=0.4 * page.height,
         )
         author_lines = sorted(
-            (l for l in top_lines if title_bottom < l.bbox[1] < end and id(l) not in {id(t) for t in title_lines}),
-            key=lambda l: (round((l.bbox[1] + l.bbox[3]) / 8), l.bbox[0]),  # rows of names, left to right
+            (line for line in top_lines
+             if title_bottom < line.bbox[1] < end and id(line) not in {id(t) for t in title_lines}),
+            key=lambda line: (round((line.bbox[1] + line.bbox[3]) / 8), line.bbox[0]),  # rows of names, left to right
         )
-        self.title_ids = {id(l) for l in title_lines}
-        self.front_ids = self.title_ids | {id(l) for l in author_lines}
-        title = " ".join(l.text for l in title_lines)
+        self.title_ids = {id(line) for line in title_lines}
+        self.front_ids = self.title_ids | {id(line) for line in author_lines}
+        title = " ".join(line.text for line in title_lines)
         return title or None, _author_names(author_lines)
 
     def _ends_front_matter(self, line: _Line) -> bool:
