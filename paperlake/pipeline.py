@@ -8,7 +8,6 @@ raises into the caller, so one bad PDF never takes the others down.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 import traceback
@@ -19,10 +18,11 @@ from paperlake.config import Settings
 from paperlake.ids import sha256_file
 from paperlake.inbox import PaperSource, paper_key_for, read_manifest, scan_inbox, source_for_pdf
 from paperlake.lake import Lake
+from paperlake.parsing.backends import PARSERS, auto_parser, parse_with
 from paperlake.quality import QualityReport, validate_paper
 from paperlake.views import ParsedPaper
 
-BACKENDS = ("auto", "pymupdf", "mineru")
+BACKENDS = ("auto", *PARSERS)
 
 
 class IngestError(Exception):
@@ -34,24 +34,20 @@ class IngestError(Exception):
 
 
 def parser_version(backend: str) -> str:
-    if backend == "mineru":
-        from paperlake.parsing.mineru_backend import PARSER_VERSION
-    else:
-        from paperlake.parsing.pymupdf_backend import PARSER_VERSION
-    return PARSER_VERSION
+    return PARSERS[backend].version
 
 
 def parse_code_version() -> str:
-    """Both parsers' versions: the parse asset's code version, so a bump of either marks the parse stale in the UI
+    """Every parser's version: the parse asset's code version, so a bump of any marks the parse stale in the UI
     exactly as :func:`needs_parse` re-parses the papers that backend produced."""
-    return f"parse:pymupdf={parser_version('pymupdf')};mineru={parser_version('mineru')}"
+    return "parse:" + ";".join(f"{name}={parser.version}" for name, parser in PARSERS.items())
 
 
 def resolve_backend(source: PaperSource, requested: str) -> str:
     if requested not in BACKENDS:
         raise ValueError(f"unknown backend {requested!r}; choose one of {', '.join(BACKENDS)}")
     if requested == "auto":
-        return "mineru" if source.mineru_dir is not None else "pymupdf"
+        return auto_parser(source)
     return requested
 
 
@@ -83,20 +79,7 @@ def parse_source(source: PaperSource, backend: str, settings: Settings) -> Parse
     from paperlake.parsing.errors import ParseError
 
     try:
-        if backend == "mineru":
-            from paperlake.parsing import mineru_backend
-
-            if source.mineru_dir is None:
-                if not settings.mineru_executable:
-                    raise ParseError(source.paper_key, "mineru", "no MinerU outputs for this PDF and no "
-                                     "PAPERLAKE_MINERU_EXECUTABLE configured to produce them")
-                produced = mineru_backend.run_mineru(source.pdf_path, settings.cache / "mineru" / source.paper_key,
-                                                     settings.mineru_executable, [], paper_key=source.paper_key)
-                source = dataclasses.replace(source, mineru_dir=produced)
-            return mineru_backend.parse(source, max_chunk_tokens=settings.max_chunk_tokens)
-        from paperlake.parsing import pymupdf_backend
-
-        return pymupdf_backend.parse(source, max_chunk_tokens=settings.max_chunk_tokens)
+        return parse_with(backend, source, settings)
     except ParseError as error:
         raise IngestError(source.paper_key, error.stage, error.reason) from error
 

@@ -47,3 +47,16 @@ def test_the_checker_sees_lazy_imports(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from orchestration.run import ingest\n    import dagster as dg\n")
     assert imported_packages(module) == {"orchestration", "dagster"}
+
+
+def test_the_pipeline_names_no_parser():
+    """The parser seam: the pipeline asks the registry (paperlake.parsing.backends.PARSERS) for a backend's version
+    and parse, and names none itself, so a new backend is one class in the registry."""
+    from paperlake.parsing.backends import PARSERS
+    from paperlake.pipeline import BACKENDS, parse_code_version, parser_version
+
+    source = (REPO / "paperlake" / "pipeline.py").read_text(encoding="utf-8")
+    assert '"mineru"' not in source and '"pymupdf"' not in source
+    assert set(BACKENDS) == {"auto", *PARSERS}
+    assert all(parser_version(name) == parser.version and f"{name}={parser.version}" in parse_code_version()
+               for name, parser in PARSERS.items())
