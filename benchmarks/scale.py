@@ -11,11 +11,15 @@ measured afterwards is the cost of the stores' size, not of new content). Then, 
 2. one more paper (another copy) is published to the lake, and the production path is timed, stage by stage:
    the freshness checks ``paperlake ingest`` runs, the ``build_warehouse`` job (side-file copy, dbt build and tests,
    swap), the ``build_formulas`` job (graph, its dbt models, the formulas collection) and the paper's
-   ``sync_vectors`` run (its three text collections).
+   ``sync_vectors`` run (its three text collections), with the vector store held open from the check on, as the
+   ingest holds it.
+
+The formula graph of copies stays as small as the sample's (copies merge into the same formulas; only occurrences
+grow), so its figure is a lower bound for distinct papers.
 
 Results: seconds per stage per N and each stage's ratio to N = 19 (the issue's target: at most 2x at N = 2000).
 
-    python benchmarks/scale.py [--sizes 19,500,2000] [--home BUILT_HOME] [--work-dir D] [--out FILE]
+    python benchmarks/scale.py [--sizes 19,500,2000] [--milvus server,lite] [--home BUILT_HOME] [--work-dir D]
 """
 
 from __future__ import annotations
@@ -93,9 +97,8 @@ def bulk_vectors(settings, store, paper_keys: list[str]) -> float:
     write their sync records, as if each paper had been synced; one flush per collection. Returns seconds."""
     from collections import defaultdict
 
-    from paperlake.lake import atomic_write_bytes
     from paperlake.vectors.entities import collect_cells, default_encodable
-    from paperlake.vectors.ledger import expected_digest, ledger_path
+    from paperlake.vectors.ledger import content_versions, write_sync_record
     from paperlake.vectors.store import CollectionSyncStats
     from paperlake.warehouse import connect_read_only
 
@@ -103,6 +106,7 @@ def bulk_vectors(settings, store, paper_keys: list[str]) -> float:
     with connect_read_only(settings.warehouse) as con:
         ids = dict(con.execute("select paper_key, paper_id::varchar from metadata").fetchall())
         cells = collect_cells(con, default_encodable(), [ids[k] for k in paper_keys])
+        versions = content_versions(con, [ids[k] for k in paper_keys])
     by_paper = defaultdict(list)
     for cell in cells:
         by_paper[cell.pdf_id].append(cell)
@@ -120,18 +124,34 @@ def bulk_vectors(settings, store, paper_keys: list[str]) -> float:
             for start in range(0, len(part_rows), 5000):
                 store.client.insert(spec.name, part_rows[start:start + 5000], partition_name=partition)
         store.client.flush(spec.name)
-        incarnation = store.incarnation(spec.name)
         for key in paper_keys:
             paper = ids[key]
-            digest, expected = expected_digest(store, spec.name, by_paper[paper])
-            payload = json.dumps({"paper_id": paper, "digest": digest, "entities": expected,
-                                  "incarnation": incarnation}).encode()
-            atomic_write_bytes(ledger_path(settings.home, spec.name, key), lambda h, p=payload: h.write(p))
+            write_sync_record(settings.home, store, spec.name, key, paper, by_paper[paper], versions.get(paper, ""),
+                              len({c.entity_id for c in by_paper[paper] if c.kind == spec.modality}))
     return time.perf_counter() - started
 
 
-def measure(size: int, source_lake: Path, work: Path) -> dict:
-    """Baseline of ``size - 1`` papers, then the timed addition of one more."""
+def measure(size: int, source_lake: Path, work: Path, milvus: str) -> dict:
+    """Baseline of ``size - 1`` papers, then the timed addition of one more. ``milvus``: ``lite`` (the home's Milvus
+    Lite file, opened by the ingest: every ingest loads each collection whole) or ``server`` (a ``milvus-lite
+    server`` on the home's file standing in for a Milvus server, which keeps its collections loaded)."""
+    home = work / f"n{size}-{milvus}"
+    shutil.rmtree(home, ignore_errors=True)
+    if milvus == "lite":
+        os.environ.pop("MILVUS_URI", None)
+        return _measure(size, source_lake, home)
+    from paperlake.vectors.server import milvus_lite_server
+
+    home.mkdir(parents=True)
+    with milvus_lite_server(home / "milvus.db") as server:
+        os.environ["MILVUS_URI"] = server.uri
+        try:
+            return _measure(size, source_lake, home)
+        finally:
+            os.environ.pop("MILVUS_URI", None)
+
+
+def _measure(size: int, source_lake: Path, home: Path) -> dict:
     import dagster as dg
 
     from assets.vectors import vector_assets
@@ -140,8 +160,6 @@ def measure(size: int, source_lake: Path, work: Path) -> dict:
     from paperlake.freshness import formula_staleness, warehouse_staleness
     from paperlake.vectors.ledger import stale_papers
 
-    home = work / f"n{size}"
-    shutil.rmtree(home, ignore_errors=True)
     settings = Settings.from_env(home=home)
     copier = LakeCopier(source_lake, settings.lake)
     started = time.perf_counter()
@@ -153,7 +171,7 @@ def measure(size: int, source_lake: Path, work: Path) -> dict:
     from orchestration.definitions import build_definitions
     from orchestration.instance import dagster_instance
 
-    resource = PaperlakeResource(home=str(home), inboxes=[], backend="pymupdf")
+    resource = PaperlakeResource(home=str(home), inboxes=[], backend="pymupdf", milvus_uri=settings.milvus_uri)
     instance = dagster_instance(settings)
     runner = _Runner(build_definitions(resource, LLMResource()), instance, settings)
     collections = [definition.key.path[-1] for definition in vector_assets]
@@ -180,18 +198,18 @@ def measure(size: int, source_lake: Path, work: Path) -> dict:
     stages["check_warehouse"] = round(time.perf_counter() - began, 2)
     assert stale, "the new paper must make the warehouse stale"
     stages["warehouse"] = timed_run("build_warehouse", log="dbt-build.log")
-    began = time.perf_counter()
-    with _open_store(settings) as store:
-        formulas = formula_staleness(settings, store)
-        plan = stale_papers(settings, store, collections)
-    stages["check_formulas_and_vectors"] = round(time.perf_counter() - began, 2)
-    assert set(plan.stale) == {new_key}, f"only the new paper should need vectors, got {sorted(plan.stale)[:5]}"
     from orchestration.jobs import FORMULA_ASSETS
 
-    selection = [key for part in formulas for key in FORMULA_ASSETS[part].keys]
-    stages["formulas"] = timed_run("build_formulas", asset_selection=selection, log="formulas-build.log")
-    stages["vectors"] = timed_run("sync_vectors", partition_key=new_key,
-                                  asset_selection=[dg.AssetKey(["vectors", c]) for c in sorted(plan.stale[new_key])])
+    began = time.perf_counter()
+    with _open_store(settings) as store:   # held through the stages that use it, as `paperlake ingest` does
+        formulas = formula_staleness(settings, store)
+        plan = stale_papers(settings, store, collections)
+        stages["check_formulas_and_vectors"] = round(time.perf_counter() - began, 2)
+        assert set(plan.stale) == {new_key}, f"only the new paper should need vectors, got {sorted(plan.stale)[:5]}"
+        selection = [key for part in formulas for key in FORMULA_ASSETS[part].keys]
+        stages["formulas"] = timed_run("build_formulas", asset_selection=selection, log="formulas-build.log")
+        stages["vectors"] = timed_run("sync_vectors", partition_key=new_key, asset_selection=[
+            dg.AssetKey(["vectors", c]) for c in sorted(plan.stale[new_key])])
     stages["total"] = round(sum(stages.values()), 2)
     result["add_one_paper_seconds"] = stages
     result["warehouse_mb_after"] = round(settings.warehouse.stat().st_size / 2**20, 1)
@@ -208,6 +226,7 @@ def main() -> None:
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared")
     parser.add_argument("--work-dir", type=Path, default=Path("data") / "bench-scale")
     parser.add_argument("--keep", action="store_true", help="keep each size's home (they are large)")
+    parser.add_argument("--milvus", default="server,lite", help="server, lite or both (comma-separated)")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scale.json")
     args = parser.parse_args()
 
@@ -225,21 +244,22 @@ def main() -> None:
         settings = Settings.from_env(home=home, backend="auto",
                                      mineru_dir=(args.shared / "corpus" / "mineru").resolve())
         ingest([args.shared / "corpus" / "inbox"], settings)
-    results: dict = {"machine": platform.platform(), "cpus": os.cpu_count(), "source": str(home), "sizes": {}}
-    for size in [int(x) for x in args.sizes.split(",")]:
-        results["sizes"][str(size)] = measure(size, home / "lake", work)
-        if not args.keep:
-            shutil.rmtree(work / f"n{size}", ignore_errors=True)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    sizes = results["sizes"]
-    if "19" in sizes:
-        first = sizes["19"]["add_one_paper_seconds"]
-        for entry in sizes.values():
-            entry["ratio_to_19"] = {stage: round(seconds / first[stage], 2) if first[stage] else None
-                                    for stage, seconds in entry["add_one_paper_seconds"].items()}
-    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps({n: (e["add_one_paper_seconds"], e.get("ratio_to_19")) for n, e in sizes.items()}, indent=1))
+    results: dict = {"machine": platform.platform(), "cpus": os.cpu_count(), "source": str(home), "milvus": {}}
+    for milvus in args.milvus.split(","):
+        sizes = results["milvus"][milvus] = {}
+        for size in [int(x) for x in args.sizes.split(",")]:
+            sizes[str(size)] = measure(size, home / "lake", work, milvus)
+            if not args.keep:
+                shutil.rmtree(work / f"n{size}-{milvus}", ignore_errors=True)
+            if "19" in sizes:
+                first = sizes["19"]["add_one_paper_seconds"]
+                sizes[str(size)]["ratio_to_19"] = {
+                    stage: round(seconds / first[stage], 2) if first[stage] else None
+                    for stage, seconds in sizes[str(size)]["add_one_paper_seconds"].items()}
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps({f"{m} N={n}": (e["add_one_paper_seconds"], e.get("ratio_to_19"))
+                      for m, sizes in results["milvus"].items() for n, e in sizes.items()}, indent=1))
 
 
 if __name__ == "__main__":

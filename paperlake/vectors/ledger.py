@@ -152,6 +152,18 @@ def sync_paper_keys(settings: Any, collection: str, paper_keys: Iterable[str]) -
     return results
 
 
+def write_sync_record(home: Path, store: Any, collection: str, paper_key: str, paper_id: str, cells: list[Cell],
+                      content: str, entities: int) -> int:
+    """Record that ``collection`` holds the paper's ``entities`` made from ``cells`` (whose rows have the content
+    version ``content``); call only once they are flushed. Returns how many entities the cells call for."""
+    digest, expected = expected_digest(store, collection, cells)
+    payload = json.dumps({"paper_id": paper_id, "digest": digest, "entities": entities,
+                          "incarnation": store.incarnation(collection), "content": content,
+                          "fingerprint": store.fingerprint(store.config.collection(collection))}).encode()
+    atomic_write_bytes(ledger_path(home, collection, paper_key), lambda handle: handle.write(payload))
+    return expected
+
+
 def _sync_one(store: Any, settings: Any, collection: str, paper_key: str, paper_id: str | None,
               cells: list[Cell], content: str) -> dict[str, Any]:
     ledger = ledger_path(settings.home, collection, paper_key)
@@ -170,11 +182,7 @@ def _sync_one(store: Any, settings: Any, collection: str, paper_key: str, paper_
     fault_point("vectors.synced")
     stats = report.collections[collection]
     entities = store.count(collection, f"pdf_id == '{paper_id}'")
-    digest, expected = expected_digest(store, collection, cells)
-    payload = json.dumps({"paper_id": paper_id, "digest": digest, "entities": entities,
-                          "incarnation": store.incarnation(collection), "content": content,
-                          "fingerprint": store.fingerprint(store.config.collection(collection))}).encode()
-    atomic_write_bytes(ledger, lambda handle: handle.write(payload))
+    expected = write_sync_record(settings.home, store, collection, paper_key, paper_id, cells, content, entities)
     return {"status": "synced", "paper_id": paper_id, "entities": entities, "expected": expected,
             "cells": len(cells), "encoded": stats.encoded, "skipped_unchanged": stats.unchanged,
             "deleted": stats.deleted + deleted_previous, "seconds": round(report.seconds, 3)}
