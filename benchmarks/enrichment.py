@@ -1,12 +1,12 @@
 """Enrichment over a whole volume set against the scripted OpenAI-compatible server: calls, time, and that every store
 agrees afterwards.
 
-Copies an ingested home (``--home``, default ``$PAPERLAKE_HOME``) to a work folder, starts ``tests/openai_stub.py``
-on 127.0.0.1 (answers: a JSON tag list for the tags prompt, else a summary echoing the item's first words), then:
-a dry run (the planned calls and worst-case tokens), `ingest` with the endpoint configured (enrichment, warehouse,
-vectors; seconds per stage), the check that every planned item has its column filled in the warehouse and one
-entity per filled cell in each text collection, and a second `ingest` that must make no request. The stub answers
-at once, so the times are paperlake's own overhead per call, not a model's latency.
+Copies an ingested home (``--home``, default ``$PAPERLAKE_HOME``) to a work folder, starts
+``tests/support/openai_stub.py`` on 127.0.0.1 (answers: a JSON tag list for the tags prompt, else a summary echoing
+the item's first words), then: a dry run (the planned calls and worst-case tokens), `ingest` with the endpoint
+configured (enrichment, warehouse, vectors; seconds per stage), the check that every planned item has its column
+filled in the warehouse and one entity per filled cell in each text collection, and a second `ingest` that must make
+no request. The stub answers at once, so the times are paperlake's own overhead per call, not a model's latency.
 Results go to ``benchmarks/results/enrichment.json``.
 
     python benchmarks/enrichment.py --home data [--kinds page_summary,...] [--concurrency 4]
@@ -49,12 +49,12 @@ def main() -> None:
 
     import duckdb
 
-    from openai_stub import start_stub
     from orchestration.run import ingest
     from paperlake.config import Settings
     from paperlake.enrichment import dry_run, resolve_kinds
     from paperlake.vectors.config import load_config
     from paperlake.vectors.store import VectorStore
+    from support.openai_stub import start_stub
 
     work = Path(tempfile.mkdtemp(prefix="paperlake-enrich-bench-"))
     home = work / "home"

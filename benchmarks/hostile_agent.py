@@ -10,9 +10,10 @@ action and run (:func:`agent.actions.run_action`) against an environment; what c
 - **refused**: an :class:`~agent.formats.ActionParseError`, one line for the model;
 - **error**: any other exception, an unbounded observation or a multi-line refusal: a bug.
 
-``tests/test_hostile_agent.py`` runs the same check under hypothesis. Run: ``python benchmarks/hostile_agent.py
-[--seconds 30] [--seed 0] [--out FILE]``; prints the counts, the worst time and peak memory (tracemalloc) of one
-input, and the first errors, and writes them to ``benchmarks/results/hostile_agent.json``.
+``tests/integration/test_hostile_agent.py`` runs the same check under hypothesis. Run:
+``python benchmarks/hostile_agent.py [--seconds 30] [--seed 0] [--out FILE]``; prints the counts, the worst time and
+peak memory (tracemalloc) of one input, and the first errors, and writes them to
+``benchmarks/results/hostile_agent.json``.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ filter that does not re-validate to itself) is counted as a crash and the first 
 
 The inputs mix deep nesting, long runs of ``not``, token soup from the filter grammar, valid filters with one
 character changed, random Unicode (control characters and unpaired surrogates included), huge numbers and long
-strings. ``tests/test_hostile_filters.py`` states the same property with hypothesis; this module is the open-ended
-version a benchmark run can give minutes to.
+strings. ``tests/integration/test_hostile_filters.py`` states the same property with hypothesis; this module is the
+open-ended version a benchmark run can give minutes to.
 
 Run: ``python benchmarks/hostile_filters.py [--seconds S] [--seed N]``; prints the counts as JSON.
 """

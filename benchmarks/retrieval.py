@@ -22,7 +22,8 @@ hybrid collections of a Milvus Lite file under the work dir, and measures:
   500 cells/s on the real cell mix would need.
 
 Until the dbt warehouse exists, ``--sample-warehouse PATH`` builds a warehouse-shaped DuckDB from the sample corpus
-(page texts from the PDFs, elements from the MinerU outputs) at PATH and reads that instead.
+(page texts from the PDFs, elements from the MinerU outputs; ``tests/support/sample_warehouse.py``) at PATH and reads
+that instead.
 
     python benchmarks/retrieval.py [--warehouse W | --sample-warehouse S] [--synthetic 100000]
 """
@@ -45,6 +46,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # support.sample_warehouse (--sample-warehouse)
 
 from paperlake.config import Settings  # noqa: E402
 from paperlake.vectors.encoders import EmbeddingCache, TextEncoder, encode_cached  # noqa: E402
@@ -436,7 +438,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.sample_warehouse is not None:
         warehouse, kind = args.sample_warehouse, "sample warehouse (PDF page texts + MinerU elements)"
         if not warehouse.exists():
-            from paperlake.vectors.sample_warehouse import build_sample_warehouse
+            from support.sample_warehouse import build_sample_warehouse
 
             warehouse.parent.mkdir(parents=True, exist_ok=True)
             build_sample_warehouse(warehouse, args.corpus)

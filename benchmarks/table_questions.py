@@ -2,7 +2,7 @@
 
 Reads an ingested home (default ``$PAPERLAKE_HOME``; ``--ingest`` ingests the sample corpus into it first) and scores
 every method's deterministic first retrieval on ``tests/data/airqa_tables.jsonl`` (44 hand-written questions over
-13 sample papers, each gold value checked on its PDF page by ``tests/test_eval_dataset.py``): answer-bearing
+13 sample papers, each gold value checked on its PDF page by ``tests/unit/test_eval_dataset.py``): answer-bearing
 recall@1 and @5 (an item bears the answer when its text states the gold value as papers print it). No LLM.
 
 The ensemble's RRF constant was chosen on the odd-numbered questions; the even-numbered ones are reported apart as

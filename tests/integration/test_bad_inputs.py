@@ -1,0 +1,97 @@
+"""Bad files never take the others down: each gets an ingest_errors row, no partial rows, and a fix is picked up."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pymupdf
+import pytest
+
+from paperlake.config import Settings
+from paperlake.lake import Lake
+from paperlake.views import VIEWS
+from support.fixtures import corpus_pdf, make_inbox
+
+GOOD = "emnlp2024-126-embedding-inversion-attack"
+
+
+def write_bad_files(volume: Path) -> dict[str, str]:
+    """file stem → the stage its failure must name."""
+    good = corpus_pdf(GOOD).read_bytes()
+    (volume / "corrupt.pdf").write_bytes(good[: len(good) // 7] + b"\x00garbage" * 50)
+    (volume / "not-a-pdf.pdf").write_text("this is a plain text file that someone named .pdf\n" * 20)
+    with pymupdf.open(corpus_pdf(GOOD)) as document:
+        document.save(volume / "encrypted.pdf", encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="owner",
+                      user_pw="secret")
+        pixmap = document[0].get_pixmap(dpi=72)
+    scanned = pymupdf.open()
+    page = scanned.new_page(width=595, height=842)
+    page.insert_image(page.rect, pixmap=pixmap)  # an image of a page, no text layer
+    scanned.save(volume / "scanned.pdf")
+    # a syntactically valid PDF whose page tree is empty
+    (volume / "zero-pages.pdf").write_bytes(
+        b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[]/Count 0>>endobj\n"
+        b"trailer<</Root 1 0 R>>\n%%EOF\n"
+    )
+    shutil.copyfile(corpus_pdf(GOOD), volume / "zz-duplicate.pdf")
+    return {"corrupt": "open", "not-a-pdf": "open", "encrypted": "open", "scanned": "text layer",
+            "zero-pages": "open", "zz-duplicate": "identity"}
+
+
+@pytest.fixture(scope="module")
+def bad_inbox(tmp_path_factory: pytest.TempPathFactory, dbt_manifest: Path, corpus: Path) -> dict:
+    root = tmp_path_factory.mktemp("bad")
+    inbox = make_inbox(root, [GOOD])
+    expected = write_bad_files(inbox / "emnlp2024")
+    settings = Settings.from_env(home=root / "home", backend="pymupdf", mineru_dir=None)
+    from orchestration.run import ingest
+
+    summary = ingest([inbox], settings)
+    return {"inbox": inbox, "settings": settings, "expected": expected, "summary": summary}
+
+
+def rows(settings: Settings, sql: str, *params):
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        return con.execute(sql, params).fetchall()
+
+
+def test_good_paper_is_ingested_despite_bad_neighbours(bad_inbox):
+    assert bad_inbox["summary"].published == [f"emnlp2024/{GOOD}"]
+    assert rows(bad_inbox["settings"], "select paper_key from metadata") == [(f"emnlp2024/{GOOD}",)]
+
+
+def test_each_bad_file_has_one_error_row_naming_stage_and_reason(bad_inbox):
+    errors = {key.split("/")[1]: (stage, reason) for key, stage, reason in rows(
+        bad_inbox["settings"], "select paper_key, stage, reason from ingest_errors")}
+    assert set(errors) == set(bad_inbox["expected"])
+    for stem, stage in bad_inbox["expected"].items():
+        assert errors[stem][0] == stage, (stem, errors[stem])
+        assert errors[stem][1], stem
+    assert "encrypt" in errors["encrypted"][1].lower() or "password" in errors["encrypted"][1].lower()
+    assert "text" in errors["scanned"][1].lower()
+    assert "zero" in errors["zero-pages"][1].lower() or "no pages" in errors["zero-pages"][1].lower()
+    assert f"emnlp2024/{GOOD}" in errors["zz-duplicate"][1]
+    assert rows(bad_inbox["settings"], "select num_papers, num_failed from volumes") == [(1, 6)]
+
+
+def test_failed_papers_have_no_partial_rows(bad_inbox):
+    lake = Lake(bad_inbox["settings"].lake)
+    for stem in bad_inbox["expected"]:
+        key = f"emnlp2024/{stem}"
+        assert not any(lake.view_path(view, key).exists() for view in VIEWS)
+        assert lake.error(key) is not None
+
+
+def test_unchanged_bad_file_is_not_retried_but_a_fixed_one_is(bad_inbox):
+    from orchestration.run import ingest
+
+    again = ingest([bad_inbox["inbox"]], bad_inbox["settings"])
+    assert again.plan.to_parse == []  # a broken file is not retried until it changes
+    shutil.copyfile(corpus_pdf("emnlp2024-012-numerologic"), bad_inbox["inbox"] / "emnlp2024" / "corrupt.pdf")
+    fixed = ingest([bad_inbox["inbox"]], bad_inbox["settings"])
+    assert fixed.published == ["emnlp2024/corrupt"]
+    settings = bad_inbox["settings"]
+    assert rows(settings, "select count(*) from ingest_errors where paper_key = 'emnlp2024/corrupt'") == [(0,)]
+    assert rows(settings, "select count(*) from metadata") == [(2,)]

@@ -1,0 +1,130 @@
+"""Crash consistency, part 2: kills during the vector stage after a replacement, during a removal and during the
+warehouse swap; a collection that fails every paper; and (``-m crash_matrix``) a kill at every fail point. See
+``support/crash_harness.py``."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+
+import duckdb
+import pytest
+
+from support.crash_harness import (
+    FIRST,
+    OTHER,
+    SECOND,
+    add_paper,
+    assert_same_stores,
+    build_references,
+    failure_lines,
+    fresh_home,
+    killed_at,
+    must_ingest,
+    run_ingest,
+)
+from support.fixtures import corpus_pdf, make_inbox, manifest_rows
+
+pytestmark = [pytest.mark.crash, pytest.mark.usefixtures("corpus")]
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory: pytest.TempPathFactory, dbt_manifest) -> dict:
+    return build_references(tmp_path_factory)
+
+
+def test_kill_during_vectors_after_a_replacement_leaves_no_old_entities(tmp_path, references):
+    """Finding 4: a file replaced by another paper under the same name, killed while its vectors sync: the old
+    paper's entities go and the new paper's arrive, in every collection."""
+    from paperlake.vectors.config import load_config
+    from paperlake.vectors.entities import collect_cells, default_encodable
+    from paperlake.vectors.store import VectorStore
+
+    home = fresh_home(tmp_path, references["home_both"])
+    inbox = make_inbox(tmp_path, [FIRST, SECOND])
+    volume = inbox / SECOND.split("-")[0]
+    shutil.copyfile(corpus_pdf(OTHER), volume / f"{SECOND}.pdf")
+    row = {**manifest_rows(OTHER.split("-")[0])[f"{OTHER}.pdf"], "file": f"{SECOND}.pdf"}
+    with (volume / "manifest.csv").open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(row))
+        writer.writeheader()
+        writer.writerow(row)
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        old_id = con.execute("select paper_id::varchar from metadata where paper_key like ?",
+                             [f"%{SECOND}"]).fetchone()[0]
+    killed_at(home, inbox, "vectors.upserted@2")
+    must_ingest(home, inbox)
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        new_id = con.execute("select paper_id::varchar from metadata where paper_key like ?",
+                             [f"%{SECOND}"]).fetchone()[0]
+        cells = collect_cells(con, default_encodable(), [new_id])
+    assert new_id != old_id
+    with VectorStore(str(home / "milvus.db"), cache_path=home / "cache" / "embeddings.sqlite") as store:
+        for spec in load_config().active_collections():
+            assert store.count(spec.name, f"pdf_id == '{old_id}'") == 0, spec.name
+            expected = sum(cell.kind == spec.modality for cell in cells)
+            assert expected and store.count(spec.name, f"pdf_id == '{new_id}'") == expected, spec.name
+    code, output = run_ingest(home, inbox)
+    assert code == 0 and "vectors 0 paper(s)" in " ".join(output.split())
+
+
+def test_kill_during_a_removal_converges(tmp_path, references):
+    """A paper deleted from the inbox, the removal killed half-way through the lake: the next run finishes it."""
+    home = fresh_home(tmp_path, references["home_both"])
+    inbox = make_inbox(tmp_path, [FIRST])
+    killed_at(home, inbox, "lake.view_removed@4")
+    must_ingest(home, inbox)
+    assert_same_stores(home, references["one"])
+
+
+def test_kill_during_the_warehouse_swap_converges(tmp_path, references):
+    """Killed after dbt finished, just before the side file replaces the live one."""
+    home = fresh_home(tmp_path, references["home_both"])
+    inbox = make_inbox(tmp_path, [FIRST])
+    killed_at(home, inbox, "warehouse.before_swap")
+    must_ingest(home, inbox)
+    assert_same_stores(home, references["one"])
+
+
+def test_a_failing_collection_fails_each_paper_in_one_line(tmp_path, references):
+    """A collection that cannot take the papers' vectors (built by hand with the wrong dimension): every paper
+    whose vectors it should hold gets one failure line naming the paper, the stage and the reason; exit 1."""
+    from pymilvus import DataType
+
+    from paperlake.vectors.store import VectorStore
+
+    home = fresh_home(tmp_path, references["home_one"])
+    inbox = make_inbox(tmp_path, [FIRST])
+    add_paper(inbox, SECOND)
+    name = "text_sentence_transformers_all_minilm_l6_v2"
+    with VectorStore(str(home / "milvus.db"), use_cache=False) as store:
+        store.client.drop_collection(name)
+        schema = store.client.create_schema(auto_id=False)
+        schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
+        schema.add_field("vector", DataType.FLOAT_VECTOR, dim=8)
+        store.client.create_collection(name, schema=schema)
+    code, output = run_ingest(home, inbox)
+    assert code == 1, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    lines = failure_lines(output)
+    keys = sorted(f"{stem.split('-')[0]}/{stem}" for stem in (FIRST, SECOND))
+    assert sorted(line.split(":")[0].removeprefix("failed ") for line in lines) == keys, output[-3000:]
+    assert all(": vectors: " in line and "8-d" in line for line in lines), lines
+
+
+MATRIX = ["lake.view_written@3", "warehouse.dbt_event@2", "warehouse.after_swap", "formulas.table_written@1",
+          "formulas.table_written@4", "formulas.before_state", "formula_models.dbt_event@1",
+          "formula_models.before_swap", "formula_collection.synced", "vectors.upserted@1", "vectors.upserted@3",
+          "vectors.synced@2"]
+
+
+@pytest.mark.crash_matrix
+@pytest.mark.parametrize("failpoint", MATRIX)
+def test_a_kill_at_each_fail_point_converges(tmp_path, references, failpoint):
+    """The second paper added to a home holding the first, killed at one fail point, then run to the end."""
+    home = fresh_home(tmp_path, references["home_one"])
+    inbox = make_inbox(tmp_path, [FIRST])
+    add_paper(inbox, SECOND)
+    killed_at(home, inbox, failpoint)
+    must_ingest(home, inbox)
+    assert_same_stores(home, references["both"])

@@ -1,0 +1,531 @@
+"""Vector layer: cells from a small warehouse, Milvus Lite collections, sync, search, filters, hybrid, CLIP path.
+
+The warehouse is built in tmp from two sample papers (page texts from the PDFs, elements from their MinerU
+outputs). MiniLM encodes on CPU, so the embedding cache is shared by the whole session.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import duckdb
+import numpy as np
+import pytest
+
+from paperlake.vectors.config import load_config, parse_config
+from paperlake.vectors.describe import describe_collections, render_for_prompt
+from paperlake.vectors.encoders import ClipImageEncoder, EncoderUnavailable, render_region
+from paperlake.vectors.entities import DEFAULT_ENCODABLE, collect_cells, entity_id, truncate_utf8
+from paperlake.vectors.filters import FilterError, validate_filter
+from paperlake.vectors.search import search
+from paperlake.vectors.store import VectorStore, sync_warehouse
+from support.sample_warehouse import build_sample_warehouse
+
+NUMEROLOGIC = "emnlp2024-012-numerologic"
+INVERSION = "emnlp2024-126-embedding-inversion-attack"
+TEXT_COLLECTIONS = ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2", "text_hybrid")
+IMAGE_COLLECTION = "image_clip_clip_vit_base_patch32"
+
+
+@pytest.fixture(scope="session")
+def sample(tmp_path_factory, corpus):
+    """A two-paper warehouse; returns (path, {slug: paper_id})."""
+    path = tmp_path_factory.mktemp("warehouse") / "warehouse.duckdb"
+    papers = build_sample_warehouse(path, corpus, [NUMEROLOGIC, INVERSION])
+    return path, {p.slug: p.paper_id for p in papers}
+
+
+@pytest.fixture(scope="session")
+def cache_path(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache") / "embeddings.sqlite"
+
+
+def open_store(path, cache_path, **kwargs):
+    return VectorStore(path, cache_path=cache_path, allow_random_clip=True, **kwargs)
+
+
+def cells_of(warehouse, paper_ids=None):
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        return collect_cells(con, paper_ids=paper_ids)
+
+
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory, sample, cache_path):
+    """A store with both papers synced into every active collection (read-only for the tests that use it)."""
+    warehouse, _ = sample
+    store = open_store(tmp_path_factory.mktemp("milvus") / "vectors.db", cache_path)
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        report = sync_warehouse(store, con)
+    assert not report.failures
+    yield store, report
+    store.close()
+
+
+# ── pure functions ───────────────────────────────────────────────────────────────────────────────────────────────
+
+
+def test_entity_ids_are_deterministic_uuid5():
+    import uuid
+
+    assert entity_id("chunks", "text_content", "abc") == str(uuid.uuid5(uuid.NAMESPACE_DNS, "chunks.text_content.abc"))
+    assert entity_id("chunks", "text_content", "abc") != entity_id("pages", "page_content", "abc")
+
+
+def test_truncate_counts_utf8_bytes_and_keeps_whole_characters():
+    text = "é" * 40000  # 80000 bytes
+    cut, truncated = truncate_utf8(text, 65535)
+    assert truncated and len(cut.encode("utf-8")) <= 65535 and set(cut) == {"é"}
+    assert truncate_utf8("short", 65535) == ("short", False)
+
+
+def test_collect_cells_pages_and_views(sample):
+    warehouse, ids = sample
+    cells = cells_of(warehouse)
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        expected = 0
+        for table, column, kind in DEFAULT_ENCODABLE:
+            if kind == "text":
+                expected += con.execute(
+                    f'select count(*) from "{table}" where trim(coalesce("{column}", \'\')) <> \'\'').fetchone()[0]
+            else:
+                expected += con.execute(f'select count(*) from "{table}" where {column} is not null').fetchone()[0]
+        chunk_pages = dict(con.execute(
+            "select c.chunk_id, p.page_number from chunks c join pages p on p.page_id = c.ref_page_id").fetchall())
+        section_pages = dict(con.execute("select section_id, page_numbers[1] from sections").fetchall())
+    assert len(cells) == expected
+    assert len({c.entity_id for c in cells}) == len(cells)
+    for cell in cells:
+        assert cell.pdf_id in ids.values()
+        if cell.table_name == "metadata":
+            assert cell.page_number == 1
+        if cell.table_name == "chunks":
+            assert cell.page_number == chunk_pages[cell.primary_key]
+        if cell.table_name == "sections":
+            assert cell.page_number == section_pages[cell.primary_key]
+        if cell.kind == "image":
+            assert cell.bbox and cell.pdf_path and cell.pdf_sha256 and not cell.text
+    only_one = cells_of(warehouse, [ids[NUMEROLOGIC]])
+    assert only_one and {c.pdf_id for c in only_one} == {ids[NUMEROLOGIC]}
+
+
+def test_config_activity_follows_local_weights(tmp_path, monkeypatch):
+    config = load_config()
+    names = {c.name for c in config.collections}
+    assert {"text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2",
+            "text_sentence_transformers_bge_large_en_v1_5", IMAGE_COLLECTION, "text_hybrid"} <= names
+    monkeypatch.delenv("PAPERLAKE_BGE_PATH", raising=False)
+    monkeypatch.delenv("PAPERLAKE_CLIP_PATH", raising=False)
+    active = {c.name for c in config.active_collections()}
+    assert active == {"text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2", "text_hybrid"}
+    bge = config.collection("text_sentence_transformers_bge_large_en_v1_5")
+    assert "PAPERLAKE_BGE_PATH" in config.inactive_reason(bge)
+    (tmp_path / "bge").mkdir()
+    monkeypatch.setenv("PAPERLAKE_BGE_PATH", str(tmp_path / "bge"))
+    assert config.inactive_reason(bge) is None
+    with pytest.raises(ValueError, match="unknown encoder"):
+        parse_config({"collections": [{"name": "x", "modality": "text",
+                                       "vectors": [{"field": "v", "kind": "dense", "encoder": "nope",
+                                                    "metric": "COSINE", "index": "AUTOINDEX"}]}]})
+
+
+def test_filter_validation_hints():
+    assert validate_filter("pdf_id == 'a' and page_number in [1, 2]") == 'pdf_id == "a" and page_number in [1, 2]'
+    assert validate_filter("") == ""
+    cases = {
+        "paper_id == 'x'": "unknown field 'paper_id' — use pdf_id",
+        "page = 3": "use ==",
+        "page_number == '3'": "drop the quotes",
+        "pdf_id == 42": "quote it",
+        "pdf_id in ('a', 'b')": "square brackets",
+        "(pdf_id == 'a'": "never closed",
+        "pdf_id == 'a' page_number == 1": "join conditions with and / or",
+        "text == 'x'": "allowed fields",
+    }
+    for expression, hint in cases.items():
+        with pytest.raises(FilterError) as error:
+            validate_filter(expression)
+        assert hint in str(error.value), (expression, str(error.value))
+
+
+# ── Milvus Lite: sync, counts, search ────────────────────────────────────────────────────────────────────────────
+
+
+def test_counts_equal_non_empty_encodable_cells(synced, sample):
+    store, report = synced
+    warehouse, ids = sample
+    cells = cells_of(warehouse)
+    text_cells = [c for c in cells if c.kind == "text"]
+    image_cells = [c for c in cells if c.kind == "image"]
+    for name in TEXT_COLLECTIONS:
+        assert store.count(name) == len(text_cells), name
+        for pid in ids.values():
+            assert store.count(name, f"pdf_id == '{pid}'") == sum(c.pdf_id == pid for c in text_cells)
+    assert store.count(IMAGE_COLLECTION) == len(image_cells) > 0
+    views = {(c.table_name, c.column_name) for c in text_cells}
+    for table, column in views:
+        expr = f"table_name == '{table}' and column_name == '{column}'"
+        assert store.count("text_bm25_en", expr) == sum(c.view == f"{table}.{column}" for c in text_cells)
+
+
+def test_second_sync_encodes_and_writes_nothing(synced, sample):
+    store, _ = synced
+    warehouse, _ = sample
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        again = sync_warehouse(store, con)
+    for paper in again.papers.values():
+        assert paper.encoded == 0 and paper.upserted == 0 and paper.deleted == 0
+        assert all(s.unchanged == s.cells for s in paper.collections.values())
+
+
+def test_a_fresh_store_reuses_the_embedding_cache(tmp_path, sample, cache_path, synced):
+    warehouse, ids = sample
+    with open_store(tmp_path / "fresh.db", cache_path) as store:
+        report = store.sync_paper(ids[INVERSION], cells_of(warehouse, [ids[INVERSION]]), TEXT_COLLECTIONS)
+    dense = report.collections["text_sentence_transformers_all_minilm_l6_v2"]
+    assert dense.upserted == dense.cells > 0
+    assert dense.encoded == 0 and dense.cache_hits >= dense.cells   # one hit per window (a long cell has several)
+
+
+def test_search_restricts_to_view_and_filter(synced, sample):
+    store, _ = synced
+    _, ids = sample
+    pid = ids[NUMEROLOGIC]
+    for collection in ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2"):
+        hits = search(store, "number of digits as a prefix", collection, "chunks", "text_content",
+                      filter=f"pdf_id == '{pid}' and page_number <= 2", limit=10)
+        assert hits
+        assert all(h.pdf_id == pid and h.page_number <= 2 for h in hits)
+        assert all((h.table_name, h.column_name) == ("chunks", "text_content") for h in hits)
+        scores = [h.score for h in hits]
+        assert scores == sorted(scores, reverse=True) and all(s > 0 for s in scores)
+    other = search(store, "embedding matrix obfuscation attack", "text_bm25_en", "chunks", "text_content",
+                   filter=f"pdf_id != '{pid}'", limit=5)
+    assert other and all(h.pdf_id == ids[INVERSION] for h in other)
+    titles = search(store, "NumeroLogic", "text_bm25_en", "metadata", "title", limit=5)
+    assert [h.pdf_id for h in titles] == [pid]
+    assert search(store, "anything", "text_bm25_en", "chunks", "no_such_column") == []
+
+
+def test_bad_filter_raises_with_hint(synced):
+    store, _ = synced
+    with pytest.raises(FilterError, match="unknown field 'paper_id' — use pdf_id"):
+        search(store, "numbers", "text_bm25_en", "chunks", "text_content", filter="paper_id == 'x'")
+
+
+def test_hybrid_search_fuses_bm25_and_dense_routes(synced, sample):
+    store, _ = synced
+    _, ids = sample
+    query = "reformatting technique that adds the count of digits before each number"
+    fused = search(store, query, "text_bm25_en", "chunks", "text_content", limit=5, hybrid=True)
+    assert fused and all(h.collection == "text_hybrid" for h in fused)
+    assert [h.score for h in fused] == sorted((h.score for h in fused), reverse=True)
+    assert fused[0].pdf_id == ids[NUMEROLOGIC]
+    # the configured weights favour BM25: with all the weight on one route, fusion reproduces that route's order
+    bm25 = search(store, query, "text_bm25_en", "chunks", "text_content", limit=5)
+    only_bm25 = search(store, query, "text_hybrid", "chunks", "text_content", limit=5, weights=[1.0, 0.0])
+    assert [h.primary_key for h in only_bm25] == [h.primary_key for h in bm25]
+    rrf = search(store, query, "text_hybrid", "chunks", "text_content", limit=5, fusion="rrf")
+    assert rrf[0].pdf_id == ids[NUMEROLOGIC]
+    assert 0 < rrf[0].score <= sum(store.config.hybrid_weights) / (store.config.rrf_k + 1)
+    in_milvus = search(store, query, "text_hybrid", "chunks", "text_content", limit=5, fusion="milvus-rrf")
+    assert in_milvus[0].pdf_id == ids[NUMEROLOGIC] and all(h.collection == "text_hybrid" for h in in_milvus)
+    assert 0 < in_milvus[0].score <= 2 / (store.config.rrf_k + 1)  # Milvus' RRF: Σ 1/(k + rank) over two routes
+    milvus_weighted = search(store, query, "text_hybrid", "chunks", "text_content", limit=5,
+                             fusion="milvus-weighted", weights=[1.0, 0.0])
+    assert [h.primary_key for h in milvus_weighted] == [h.primary_key for h in bm25]
+    weighted = search(store, query, "text_hybrid", "chunks", "text_content", limit=5, weights=[0.3, 0.7],
+                      filter=f"pdf_id == '{ids[NUMEROLOGIC]}'")
+    assert weighted and all(h.pdf_id == ids[NUMEROLOGIC] for h in weighted)
+    with pytest.raises(ValueError, match="weights"):
+        search(store, query, "text_hybrid", "chunks", "text_content", weights=[1.0])
+
+
+def test_hybrid_routes_and_coverage_weighting(synced, sample, monkeypatch):
+    """The configured routes make hybrid's BM25 route the BM25 search itself; without them the hybrid collection's
+    own fields answer; coverage weighting only ever lowers dense contributions, by the share of the cell seen."""
+    import dataclasses
+
+    store, _ = synced
+    _, ids = sample
+    query = "reformatting technique that adds the count of digits before each number"
+    assert store.config.hybrid_routes == ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2")
+    searched = []
+    original = store.client.search
+    monkeypatch.setattr(store.client, "search", lambda name, **kw: searched.append(name) or original(name, **kw))
+    routed = search(store, query, "text_hybrid", "pages", "page_content", limit=5)
+    assert searched == list(store.config.hybrid_routes) and routed[0].pdf_id == ids[NUMEROLOGIC]
+    searched.clear()
+    monkeypatch.setattr(store, "config", dataclasses.replace(store.config, hybrid_routes=()))
+    own = search(store, query, "text_hybrid", "pages", "page_content", limit=5)
+    assert searched == ["text_hybrid", "text_hybrid"] and own[0].pdf_id == ids[NUMEROLOGIC]
+
+    searched.clear()
+    weighted = dataclasses.replace(store.config,
+                                   hybrid_routes=("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2"),
+                                   coverage_weighting=True)
+    monkeypatch.setattr(store, "config", weighted)
+    only_dense = search(store, query, "text_hybrid", "pages", "page_content", limit=5, weights=[0.0, 1.0])
+    plain = {h.primary_key: h.score for h in search(store, query, "text_sentence_transformers_all_minilm_l6_v2",
+                                                    "pages", "page_content", limit=20)}
+    encoder = store.encoders.get("all_minilm_l6_v2")
+    for hit in only_dense:  # min-max normalised dense score x the share of the page MiniLM saw
+        share = encoder.seen_fractions([hit.text])[0]
+        assert 0 < share < 1 and hit.score <= share + 1e-9 and hit.primary_key in plain
+
+
+def test_describe_lists_models_views_and_counts(synced):
+    store, _ = synced
+    described = {d["name"]: d for d in describe_collections(store)}
+    bm25 = described["text_bm25_en"]
+    assert bm25["active"] and bm25["vectors"][0]["metric"] == "BM25"
+    assert sum(v.get("count", 0) for v in bm25["views"]) == bm25["count"]
+    assert described["text_sentence_transformers_all_minilm_l6_v2"]["vectors"][0]["dimension"] == 384
+    clip = described[IMAGE_COLLECTION]
+    assert clip["vectors"][0]["encoder"]["random"] is True
+    bge = described["text_sentence_transformers_bge_large_en_v1_5"]
+    assert bge["active"] is False and "PAPERLAKE_BGE_PATH" in bge["inactive_reason"]
+    prompt = render_for_prompt(list(described.values()))
+    assert "chunks.text_content" in prompt and "pdf_id" in prompt and "bge" not in prompt
+
+
+# ── re-sync, delete, reopen ──────────────────────────────────────────────────────────────────────────────────────
+
+
+def test_resync_of_changed_paper_leaves_no_stale_entity(tmp_path, sample, cache_path, synced):
+    warehouse, ids = sample
+    pid = ids[NUMEROLOGIC]
+    changed = tmp_path / "changed.duckdb"
+    shutil.copyfile(warehouse, changed)
+    with duckdb.connect(str(changed)) as con:
+        chunk_ids = [r[0] for r in con.execute(
+            "select chunk_id from chunks where ref_paper_id = ? order by ordinal", [pid]).fetchall()]
+        con.execute("delete from chunks where chunk_id in (select unnest(?::varchar[]))", [chunk_ids[:5]])
+        con.execute("update chunks set text_content = 'A rewritten paragraph about place values.' where chunk_id = ?",
+                    [chunk_ids[6]])
+        page_id = con.execute("select page_id from pages where ref_paper_id = ? and page_number = 2",
+                              [pid]).fetchone()[0]
+        con.execute("insert into chunks values ('new-chunk', ?, 999, ?, ?)", ["été " * 12000, pid, page_id])
+        con.execute("delete from reference where ref_paper_id = ?", [pid])
+
+    with open_store(tmp_path / "vectors.db", cache_path) as store:
+        before = store.sync_paper(pid, cells_of(warehouse, [pid]))
+        other_before = store.sync_paper(ids[INVERSION], cells_of(warehouse, [ids[INVERSION]]))
+        old_cells = cells_of(warehouse, [pid])
+        new_cells = cells_of(changed, [pid])
+        report = store.sync_paper(pid, new_cells)
+        removed = {c.entity_id for c in old_cells} - {c.entity_id for c in new_cells}
+        for name in TEXT_COLLECTIONS:
+            want = {c.entity_id for c in new_cells if c.kind == "text"}
+            assert set(store.existing_hashes(name, pid)) == want, name
+            assert store.count(name, f"pdf_id == '{pid}'") == len(want)
+            stats = report.collections[name]
+            assert stats.deleted == len({e for e in removed}) and stats.upserted == 2
+        dense = report.collections["text_sentence_transformers_all_minilm_l6_v2"]
+        # the rewritten chunk, and the distinct windows of the new long one (every token is encoded)
+        long_text = next(c.text for c in new_cells if c.primary_key == "new-chunk" and c.kind == "text")
+        windows = {w for w, _ in store.encoders.get("all_minilm_l6_v2").windows([long_text])[0]}
+        assert len(windows) > 1 and dense.encoded == 1 + len(windows) and any("truncated" in n for n in dense.notes)
+        assert report.collections["text_hybrid"].encoded == 0  # same MiniLM vectors, from the cache
+        assert before.collections["text_bm25_en"].cells == len([c for c in old_cells if c.kind == "text"])
+        other = ids[INVERSION]
+        assert store.count("text_bm25_en", f"pdf_id == '{other}'") == other_before.collections["text_bm25_en"].cells
+        long_hit = search(store, "été", "text_bm25_en", "chunks", "text_content", filter=f"pdf_id == '{pid}'", limit=1)
+        assert long_hit and len(long_hit[0].text.encode("utf-8")) <= 65535
+
+
+def test_delete_paper_leaves_none_and_spares_others(tmp_path, sample, cache_path, synced):
+    warehouse, ids = sample
+    with open_store(tmp_path / "vectors.db", cache_path) as store:
+        for pid in ids.values():
+            store.sync_paper(pid, cells_of(warehouse, [pid]))
+        gone, kept = ids[NUMEROLOGIC], ids[INVERSION]
+        kept_before = {n: store.count(n, f"pdf_id == '{kept}'") for n in TEXT_COLLECTIONS}
+        deleted = store.delete_paper(gone)
+        assert all(deleted[n] > 0 for n in TEXT_COLLECTIONS)
+        for name in (*TEXT_COLLECTIONS, IMAGE_COLLECTION):
+            assert store.count(name, f"pdf_id == '{gone}'") == 0
+        assert {n: store.count(n, f"pdf_id == '{kept}'") for n in TEXT_COLLECTIONS} == kept_before
+        assert store.sync_paper(gone, []).deleted == 0
+
+
+def test_reopen_loads_collections_and_searches(tmp_path, sample, cache_path, synced):
+    warehouse, ids = sample
+    pid = ids[INVERSION]
+    path = tmp_path / "vectors.db"
+    with open_store(path, cache_path) as store:
+        store.sync_paper(pid, cells_of(warehouse, [pid]), ["text_bm25_en"])
+        expected = store.count("text_bm25_en")
+    with open_store(path, cache_path) as store:
+        assert store.count("text_bm25_en") == expected
+        hits = search(store, "obfuscated embedding matrix", "text_bm25_en", "chunks", "text_content", limit=3)
+        assert hits and hits[0].pdf_id == pid
+
+
+# ── CLIP path (random model, explicit test flag) ─────────────────────────────────────────────────────────────────
+
+
+def test_clip_needs_weights_unless_random_is_explicit():
+    with pytest.raises(EncoderUnavailable, match="PAPERLAKE_CLIP_PATH"):
+        ClipImageEncoder("openai/clip-vit-base-patch32", "ViT-B-32", None)
+    encoder = ClipImageEncoder("openai/clip-vit-base-patch32", "ViT-B-32", None, allow_random=True)
+    assert encoder.metadata["random"] is True and "RANDOM" in encoder.model_id
+
+
+def test_clip_renders_regions_and_stores_512d_vectors(synced, sample):
+    store, _ = synced
+    warehouse, ids = sample
+    image = next(c for c in cells_of(warehouse, [ids[NUMEROLOGIC]]) if c.kind == "image")
+    png = render_region(image.pdf_path, image.page_number, image.bbox, dpi=72)
+    assert png.startswith(b"\x89PNG")
+    import pymupdf
+
+    pixmap = pymupdf.Pixmap(png)
+    assert abs(pixmap.width - image.bbox[2]) <= 2 and abs(pixmap.height - image.bbox[3]) <= 2
+    rows = store.client.query(IMAGE_COLLECTION, filter=f'id == "{image.entity_id}"',
+                              output_fields=["vector", "bbox", "page_number"])
+    assert len(rows) == 1
+    vector = np.asarray(rows[0]["vector"], dtype=np.float32)
+    assert vector.shape == (512,) and abs(np.linalg.norm(vector) - 1) < 1e-3
+    assert rows[0]["bbox"] == list(image.bbox) and rows[0]["page_number"] == image.page_number
+    hits = search(store, "a bar chart", IMAGE_COLLECTION, "images", "bounding_box", limit=3)
+    assert hits and all(h.bbox and h.text is None for h in hits)
+
+
+# ── one process per .db: the server for sharing, the lock guard for direct access ────────────────────────────────
+
+
+def _sync_worker(uri: str, warehouse: str, paper_id: str, cache_path: str) -> dict:
+    """Runs in a spawned process: sync one paper through the server."""
+    with VectorStore(uri, cache_path=cache_path) as store:
+        report = store.sync_paper(paper_id, cells_of(warehouse, [paper_id]), TEXT_COLLECTIONS)
+    return {name: stats.upserted for name, stats in report.collections.items()}
+
+
+_HOLD_SCRIPT = """
+import sys, time
+from paperlake.vectors.store import VectorStore
+store = VectorStore(sys.argv[1], use_cache=False)
+store.ensure_collections(["text_bm25_en"])
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_two_processes_sync_concurrently_through_a_server(tmp_path, sample, cache_path, synced):
+    import multiprocessing
+
+    from paperlake.vectors.server import StoreLockedError, milvus_lite_server
+
+    warehouse, ids = sample
+    data_dir = tmp_path / "shared.db"
+    expected = {}
+    for pid in ids.values():
+        expected[pid] = sum(c.kind == "text" for c in cells_of(warehouse, [pid]))
+    with milvus_lite_server(data_dir) as server:
+        with VectorStore(server.uri, cache_path=cache_path) as store:
+            store.ensure_collections(TEXT_COLLECTIONS)
+        with pytest.raises(StoreLockedError, match="milvus-lite server"):
+            VectorStore(data_dir, lock_timeout=0.5, use_cache=False)
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(2) as pool:
+            results = pool.starmap(_sync_worker, [(server.uri, str(warehouse), pid, str(cache_path))
+                                                  for pid in ids.values()])
+        assert [r["text_bm25_en"] for r in results] == list(expected.values())
+        with VectorStore(server.uri, cache_path=cache_path) as store:
+            for name in TEXT_COLLECTIONS:
+                for pid, count in expected.items():
+                    assert store.count(name, f"pdf_id == '{pid}'") == count
+    assert server.process.returncode is not None
+    with open_store(data_dir, cache_path) as store:  # stopped cleanly: the file opens directly, data intact
+        assert store.count("text_bm25_en") == sum(expected.values())
+
+
+def test_file_lock_guard_times_out_with_a_clear_error(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from paperlake.vectors.server import StoreLockedError
+
+    path = tmp_path / "held.db"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_SCRIPT, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        started = time.monotonic()
+        with pytest.raises(StoreLockedError) as error:
+            VectorStore(path, lock_timeout=1, use_cache=False)
+        assert time.monotonic() - started < 10
+        message = str(error.value)
+        assert f"pid {holder.pid}" in message and "one process per .db" in message and "milvus_lite_server" in message
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    with VectorStore(path, lock_timeout=5, use_cache=False) as store:
+        assert store.client.has_collection("text_bm25_en")
+
+
+def _retrieval_benchmark():
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "retrieval.py"
+    spec = importlib.util.spec_from_file_location("benchmark_retrieval", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return script, module
+
+
+def test_benchmark_queries_are_verified_against_the_pdfs(corpus):
+    script, module = _retrieval_benchmark()
+    queries = module.load_queries(script.with_name("retrieval_queries.jsonl"), corpus)
+    assert len(queries) >= 40
+    assert len({q["paper"] for q in queries}) == 19
+    assert all(q["page"] in q["gold_pages"] for q in queries)
+
+
+def test_benchmark_compares_hybrid_to_the_better_route_with_a_paired_interval():
+    _, module = _retrieval_benchmark()
+    # ranks of the first gold page per query; None = not found
+    bm25 = [1, 2, 1, None, 3, 1, 2, 1]
+    report = module.paired_bootstrap({"v": {"bm25": bm25, "dense": [2, 5, None, None, 4, 3, 1, 2], "hybrid": bm25}})
+    assert report["v"]["better_single_route"] == "bm25"
+    assert report["v"]["mrr_difference"] == 0 and report["v"]["ci95"] == [0, 0]
+    worse = module.paired_bootstrap({"v": {"bm25": bm25, "dense": [None] * 8, "hybrid": [2, 2, 2, None, 3, 2, 2, 2]}})
+    low, high = worse["v"]["ci95"]
+    assert low < high < 0 and worse["v"]["queries_worse"] == 4 and worse["v"]["queries_better"] == 0
+
+
+def test_benchmark_states_the_compute_an_encoding_target_needs(tmp_path):
+    import json
+
+    _, module = _retrieval_benchmark()
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"num_hidden_layers": 6, "hidden_size": 384, "intermediate_size": 1536}), encoding="utf-8")
+    encoding = {"variants": {"onnx@model": {"mean_tokens_per_cell": 100.0, "mix_tokens_per_s": 2000.0}}}
+    entry = module.compute_ceiling(encoding, tmp_path)["variants"]["onnx@model"]
+    per_token = 2 * 6 * (4 * 384 ** 2 + 2 * 384 * 1536) + 4 * 6 * 384 * 100  # dense layers + attention
+    assert entry["mflops_per_token"] == round(per_token / 1e6, 1)
+    assert entry["achieved_gflops"] == round(2000 * per_token / 1e9, 1)
+    # 500 cells/s of 100 tokens is 25x the 2000 tokens/s measured
+    assert entry["shortfall_factor"] == 25.0
+
+
+def test_content_versions_change_with_a_papers_rows_only(tmp_path):
+    """The staleness check reads cells only for papers whose rows changed since their sync: the version must move
+    with any column of any of the paper's rows (pooling reads page ids, titles and order too), and only for it."""
+    import duckdb
+
+    from paperlake.vectors.ledger import content_versions
+
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    con.execute("create table metadata (paper_id varchar, title varchar)")
+    con.execute("create table chunks (chunk_id varchar, ref_paper_id varchar, ordinal int, text_content varchar)")
+    con.execute("insert into metadata values ('p1', 'One'), ('p2', 'Two')")
+    con.execute("insert into chunks values ('c1', 'p1', 0, 'alpha'), ('c2', 'p1', 1, 'beta'), ('c3', 'p2', 0, 'x')")
+    before = content_versions(con)
+    assert set(before) == {"p1", "p2"} and content_versions(con, ["p2"]) == {"p2": before["p2"]}
+    con.execute("update chunks set ordinal = 2 where chunk_id = 'c2'")   # not a text: the order pooling reads
+    after = content_versions(con)
+    assert after["p1"] != before["p1"] and after["p2"] == before["p2"]
+    con.execute("delete from chunks where chunk_id = 'c2'")
+    assert content_versions(con)["p1"] not in (before["p1"], after["p1"])

