@@ -20,6 +20,7 @@ class PaperlakeResource(dg.ConfigurableResource):
     max_chunk_tokens: int = 512
     embedding_cache: str | None = None   # unset: PAPERLAKE_EMBEDDING_CACHE, else the home's cache
     milvus_uri: str | None = None        # unset: MILVUS_URI, else the home's Milvus Lite file
+    lake_dir: str | None = None          # unset: PAPERLAKE_LAKE, else the home's lake
 
     def settings(self) -> Settings:
         home = Path(self.home).expanduser().resolve()
@@ -30,6 +31,7 @@ class PaperlakeResource(dg.ConfigurableResource):
             max_chunk_tokens=self.max_chunk_tokens,
             milvus_uri=self.milvus_uri,          # None: MILVUS_URI, else the home's Milvus Lite file
             embedding_cache=Path(self.embedding_cache) if self.embedding_cache else None,
+            lake_dir=Path(self.lake_dir) if self.lake_dir else None,
         )
 
     def inbox_paths(self) -> list[Path]:

@@ -1,6 +1,7 @@
 """Warehouse stage: dbt (dbt-duckdb) models over the lake, in one lineage graph with the parse assets."""
 
 
+import contextlib
 import os
 import shutil
 import sys
@@ -35,15 +36,32 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: Pa
     ensure_formula_contract(settings.lake / "formulas")
     inputs = warehouse_inputs(settings) if stage == "warehouse" else formula_model_inputs(settings)
     prepare_build(settings.warehouse)
-    os.environ.update(dbt_env(settings.lake, settings.warehouse))
     target = dbt_target_path(settings.home, stage)
     shutil.rmtree(target, ignore_errors=True)
-    for event in dbt.cli(["build"], context=context, target_path=target).stream():
+    with _environment(dbt_env(settings.lake, settings.warehouse)):   # dagster-dbt hands dbt a copy of os.environ
+        invocation = dbt.cli(["build"], context=context, target_path=target)
+    for event in invocation.stream():
         fault_point(f"{stage}.dbt_event")
         yield event
     fault_point(f"{stage}.before_swap")
     publish_build(settings.warehouse, stage, inputs)
     fault_point(f"{stage}.after_swap")
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]):
+    """``values`` in os.environ while dbt's process starts, then as they were: this process's later runs (another
+    home, another lake) must not inherit them."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 class PaperlakeDbtTranslator(DagsterDbtTranslator):

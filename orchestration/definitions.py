@@ -8,6 +8,8 @@ extractor, the vector stage's fingerprint), so the UI's "code version changed" m
 
 from __future__ import annotations
 
+import json
+
 import dagster as dg
 
 from assets.enrichment import enrichment_summaries
@@ -17,14 +19,18 @@ from assets.parse import inbox_pdf, parsed_views
 from assets.resources import LLMResource, PaperlakeResource, paperlake_from_env, warehouse_resource
 from assets.vectors import vector_assets
 from assets.warehouse import dbt_cli_resource, formula_models, warehouse_models
+from orchestration.executors import executor_definition
 from orchestration.jobs import JOBS
 from orchestration.sensors import inbox_schedule, inbox_sensor, stores_sensor
+from paperlake.config import Settings
 
 
 def build_definitions(paperlake: PaperlakeResource | None = None, llm: LLMResource | None = None) -> dg.Definitions:
-    """The whole graph; ``paperlake`` overrides the environment's resource (the CLI passes its own inbox/home)."""
+    """The whole graph; ``paperlake`` overrides the environment's resource (the CLI passes its own inbox/home). The
+    jobs' executor is the configured one (:mod:`orchestration.executors`)."""
     paperlake = paperlake or paperlake_from_env()
     return dg.Definitions(
+        executor=executor_definition(Settings.from_env()),
         assets=[inbox_pdf, parsed_views, enrichment_summaries, warehouse_models, formula_graph, formula_models,
                 formula_collection, *vector_assets, evaluation_probes, volume_set],
         asset_checks=[retrieval_quality],
@@ -34,6 +40,12 @@ def build_definitions(paperlake: PaperlakeResource | None = None, llm: LLMResour
         resources={"paperlake": paperlake, "dbt": dbt_cli_resource(), "llm": llm or LLMResource(),
                    "warehouse": warehouse_resource(paperlake)},
     )
+
+
+def job_for_workers(job_name: str, resource: str) -> dg.JobDefinition:
+    """The named job as the process that started the run built it (``resource``: the PaperlakeResource's fields as
+    JSON): what a multiprocess child or a Celery worker reconstructs to execute its steps."""
+    return build_definitions(PaperlakeResource(**json.loads(resource))).resolve_job_def(job_name)
 
 
 defs = build_definitions()

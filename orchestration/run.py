@@ -110,10 +110,12 @@ def failure_reason(result) -> str:
 
 
 class _Runner:
-    """Executes the Definitions' named jobs in this process, against the persistent instance."""
+    """Executes the Definitions' named jobs against the persistent instance: in this process, or with the configured
+    executor (:mod:`orchestration.executors`), whose workers rebuild the job from ``resource``'s fields."""
 
-    def __init__(self, defs, instance, settings: Settings):
+    def __init__(self, defs, instance, settings: Settings, resource: dict | None = None):
         self.defs, self.instance, self.settings = defs, instance, settings
+        self.resource = resource or {}
         self.log_dir = settings.home / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -128,13 +130,23 @@ class _Runner:
             tags |= {ASSET_PARTITION_RANGE_START_TAG: partition_range[0],
                      ASSET_PARTITION_RANGE_END_TAG: partition_range[1]}
             tags["paperlake/volume"] = partition_range[0].partition("/")[0]
-        job = self.defs.resolve_job_def(job_name)
         with contextlib.ExitStack() as stack:
             if log:  # dagster-dbt echoes dbt's log to stdout
                 stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(self.log_dir / log, "w"))))
-            return job.execute_in_process(instance=self.instance, partition_key=partition_key,
-                                          asset_selection=asset_selection, raise_on_error=False, tags=tags,
-                                          run_config=QUIET | (run_config or {}))
+            if self.settings.executor == "in_process":
+                return self.defs.resolve_job_def(job_name).execute_in_process(
+                    instance=self.instance, partition_key=partition_key, asset_selection=asset_selection,
+                    raise_on_error=False, tags=tags, run_config=QUIET | (run_config or {}))
+            import dagster as dg
+
+            from orchestration.executors import execution_config, reconstructable_job
+
+            if partition_key:
+                tags["dagster/partition"] = partition_key
+            with dg.execute_job(reconstructable_job(job_name, self.resource), instance=self.instance,
+                                run_config=QUIET | execution_config(self.settings) | (run_config or {}), tags=tags,
+                                asset_selection=asset_selection, raise_on_error=False) as result:
+                return result
 
 
     def run_papers(self, job_name: str, keys: list[str], *, asset_selection=None) -> list[tuple[list[str], object]]:
@@ -198,11 +210,12 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     resource = PaperlakeResource(
         home=str(settings.home), inboxes=[str(p) for p in inboxes],
         mineru_dir=str(settings.mineru_dir) if settings.mineru_dir else None, backend=settings.backend,
-        max_chunk_tokens=settings.max_chunk_tokens, milvus_uri=settings.milvus_uri,
+        max_chunk_tokens=settings.max_chunk_tokens, milvus_uri=settings.milvus_uri, lake_dir=str(settings.lake),
         embedding_cache=str(settings.embedding_cache) if settings.embedding_cache else None,
     )
     instance = dagster_instance(settings)
-    runner = _Runner(build_definitions(resource, LLMResource.from_settings(settings)), instance, settings)
+    runner = _Runner(build_definitions(resource, LLMResource.from_settings(settings)), instance, settings,
+                     resource.model_dump())
     keys = plan.removed + [s.paper_key for s in plan.to_parse]  # a removed paper frees its id first
     _add_partitions(instance, papers.name, keys)
     observe_inbox(instance, [s for s in sources if s.paper_key not in plan.removed])
@@ -249,9 +262,9 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
 
     stage_started = time.perf_counter()
     collections = [definition.key.path[-1] for definition in vector_assets]
-    # The store opened for the check stays open through the stages that use it: the steps' own stores share its
-    # server, so a Milvus Lite file's collections are loaded once per ingest (loading is what grows with the store:
-    # ~2.6 s per collection at 500 papers) instead of once per step.
+    # The store opened for the check stays open through the stages that use it: in process, the steps' own stores
+    # share its server, so a Milvus Lite file's collections are loaded once per ingest (loading is what grows with
+    # the store: ~2.6 s per collection at 500 papers) instead of once per step.
     held = contextlib.ExitStack()
     try:
         store = held.enter_context(_open_store(settings))
@@ -267,6 +280,8 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
         formulas = formula_staleness(settings, None)
         vectors = VectorPlan()
     summary.step_seconds["check"] = time.perf_counter() - stage_started
+    if settings.executor != "in_process":
+        held.close()   # the steps run in other processes, which open the store themselves (a Lite file: one at a time)
     with held:
         _downstream(runner, instance, settings, summary, formulas, vectors, notify)
     _forget_partitions(instance, papers.name, settings, lake, {s.paper_key for s in sources}, collections)

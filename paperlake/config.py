@@ -48,13 +48,18 @@ class Settings:
     eval_methods: str = "classic_rag"     # comma-separated; the first is the one the threshold applies to
     embedding_cache: Path | None = None   # the embedding cache file; default cache/embeddings.sqlite (a shared one
     # is safe: it is content-addressed by model and text, and SQLite serialises writers)
+    encoder_device: str = "auto"          # PAPERLAKE_DEVICE: auto (a GPU when the runtime sees one) | cpu | cuda
+    lake_dir: Path | None = None          # PAPERLAKE_LAKE: the lake elsewhere (a file system every worker sees)
+    executor: str = "in_process"          # in_process | multiprocess | celery: where `paperlake ingest` runs steps
+    celery_broker: str = "redis://127.0.0.1:6379/0"   # the celery executor's broker and result backend
+    celery_backend: str | None = None     # default: the broker
     inboxes: tuple[Path, ...] = ()       # PAPERLAKE_INBOX (os.pathsep-separated): what the sensor and `ingest` read
     eval_min_answer_at_5: float = 0.4     # the retrieval-quality check warns below this answer@5 (sample: .60-.70;
     # random vectors: .15-.18)
 
     @property
     def lake(self) -> Path:
-        return self.home / "lake"
+        return self.lake_dir or self.home / "lake"
 
     @property
     def warehouse(self) -> Path:
@@ -105,6 +110,11 @@ class Settings:
             eval_methods=_env("PAPERLAKE_EVAL_METHODS", "classic_rag"),
             eval_min_answer_at_5=float(_env("PAPERLAKE_EVAL_MIN_ANSWER5", "0.4") or 0.4),
             inboxes=tuple(Path(p) for p in (_env("PAPERLAKE_INBOX") or "").split(os.pathsep) if p),
+            executor=_env("PAPERLAKE_EXECUTOR", "in_process"),
+            encoder_device=_env("PAPERLAKE_DEVICE", "auto"),
+            lake_dir=Path(_env("PAPERLAKE_LAKE")).expanduser().resolve() if _env("PAPERLAKE_LAKE") else None,
+            celery_broker=_env("PAPERLAKE_CELERY_BROKER", "redis://127.0.0.1:6379/0"),
+            celery_backend=_env("PAPERLAKE_CELERY_BACKEND"),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

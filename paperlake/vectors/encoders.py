@@ -141,7 +141,8 @@ class TextEncoder:
                     self._model = self._load_torch()
                 else:
                     self._model = OnnxTextModel(onnx_model_path(self.path, self.model_id, self.backend, self.onnx_dir),
-                                                self.path, self.max_seq_length or _model_max_seq_length(self.path))
+                                                self.path, self.max_seq_length or _model_max_seq_length(self.path),
+                                                device=self.device)
         return self._model
 
     def _load_torch(self):
@@ -221,7 +222,7 @@ class OnnxTextModel:
     """Mean-pooled, normalised sentence embeddings from an exported BERT-style graph (the MiniLM pipeline:
     Transformer → mean pooling → normalise). Texts are sorted by length and batched, so padding stays small."""
 
-    def __init__(self, onnx_path: Path, model_dir: str | Path, max_seq_length: int):
+    def __init__(self, onnx_path: Path, model_dir: str | Path, max_seq_length: int, device: str = "cpu"):
         import onnxruntime
         from tokenizers import Tokenizer
 
@@ -239,7 +240,10 @@ class OnnxTextModel:
         # idle threads sleep instead of spinning: our cores are shared (ingest, tests), and spinning workers that
         # lose their core stall every call; measured cost when idle: ~0.3 ms on a one-query encode
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = onnxruntime.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        providers = ["CPUExecutionProvider"]
+        if device == "cuda" and "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+            providers.insert(0, "CUDAExecutionProvider")
+        self.session = onnxruntime.InferenceSession(str(onnx_path), options, providers=providers)
         self.inputs = {i.name for i in self.session.get_inputs()}
 
     def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
@@ -603,6 +607,47 @@ def encode_pooled(encoder: TextEncoder, segments: Sequence[Sequence[str]],
                         seconds=time.perf_counter() - started)
 
 
+DEVICES = ("auto", "cpu", "cuda")
+_BYTES_PER_BATCH_ITEM = 64 * 2**20   # activations of one 256-token MiniLM/CLIP input with headroom, measured ~40 MB
+
+
+def resolve_device(requested: str = "auto", *, runtime: str = "onnx") -> str:
+    """``auto``: CUDA when the encoder's runtime can use a GPU here (``onnx``: onnxruntime-gpu's CUDA provider;
+    ``torch``: torch sees a GPU), else the CPU. An ONNX encoder never imports torch to decide. Vectors agree across
+    devices within float tolerance, so the embedding cache is shared by them."""
+    if requested not in DEVICES:
+        raise ValueError(f"the encoder device must be one of {', '.join(DEVICES)}, got {requested!r}")
+    if requested != "auto":
+        return requested
+    return "cuda" if _cuda_available(runtime) else "cpu"
+
+
+def _cuda_available(runtime: str) -> bool:
+    try:
+        if runtime == "onnx":
+            import onnxruntime
+
+            return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except ImportError:
+        return False
+
+
+def gpu_batch_size(configured: int, free_bytes: int | None = None, ceiling: int = 1024) -> int:
+    """The batch for a GPU: as many inputs as half its free memory holds (at least the configured batch, at most
+    ``ceiling``); the configured one when the free memory cannot be read."""
+    if free_bytes is None:
+        try:
+            import torch
+
+            free_bytes = int(torch.cuda.mem_get_info()[0])
+        except Exception:  # no torch, or no CUDA context: keep what the config says
+            return configured
+    return max(configured, min(ceiling, free_bytes // 2 // _BYTES_PER_BATCH_ITEM))
+
+
 _SHARED_ENCODERS: dict[tuple, "TextEncoder | ClipImageEncoder"] = {}
 _SHARED_LOCK = threading.Lock()
 
@@ -610,11 +655,11 @@ _SHARED_LOCK = threading.Lock()
 class EncoderRegistry:
     """Builds the configured encoders on first use and keeps one instance of each per process."""
 
-    def __init__(self, config: VectorConfig, *, allow_random_clip: bool = False, device: str = "cpu",
+    def __init__(self, config: VectorConfig, *, allow_random_clip: bool = False, device: str = "auto",
                  onnx_dir: str | Path | None = None):
         self.config = config
         self.allow_random_clip = allow_random_clip
-        self.device = device
+        self.device = device   # resolved per encoder, by its runtime (resolve_device)
         self.onnx_dir = Path(onnx_dir) if onnx_dir is not None else model_cache_dir() / "onnx"
         self._encoders: dict[str, TextEncoder | ClipImageEncoder] = {}
         self._lock = threading.Lock()
@@ -643,9 +688,11 @@ class EncoderRegistry:
         if spec.kind == "sentence_transformers":
             if path is None:
                 raise EncoderUnavailable(spec.unavailable_reason())
-            return TextEncoder(spec.model_id, path, spec.dimension, spec.batch_size, self.device, backend=spec.backend,
+            device = resolve_device(self.device, runtime="torch" if spec.backend == "torch" else "onnx")
+            batch = gpu_batch_size(spec.batch_size) if device == "cuda" else spec.batch_size
+            return TextEncoder(spec.model_id, path, spec.dimension, batch, device, backend=spec.backend,
                                max_seq_length=spec.max_seq_length, onnx_dir=self.onnx_dir, long_text=spec.long_text)
         return ClipImageEncoder(
             spec.model_id, spec.open_clip_model, path, spec.dimension, spec.batch_size,
-            allow_random=self.allow_random_clip, device=self.device,
+            allow_random=self.allow_random_clip, device=resolve_device(self.device, runtime="torch"),
         )

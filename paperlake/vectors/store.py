@@ -163,7 +163,8 @@ class VectorStore:
             cache = EmbeddingCache(cache_path or _default_cache_dir(self.uri) / "embeddings.sqlite")
         self.cache = cache
         # exported ONNX graphs are shared by every home on the machine (config.model_cache_dir)
-        self.encoders = encoders or EncoderRegistry(self.config, allow_random_clip=allow_random_clip)
+        self.encoders = encoders or EncoderRegistry(self.config, allow_random_clip=allow_random_clip,
+                                                    device=Settings.from_env().encoder_device)
         self._guard: FileLockGuard | None = None
         self.db_path: Path | None = None
         if is_server_uri(self.uri):

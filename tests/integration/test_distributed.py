@@ -1,0 +1,171 @@
+"""Beyond one machine: the same asset graph with its steps on two Celery workers (separate processes, a Redis broker,
+a Milvus server) builds exactly the stores a single-process ingest builds.
+
+Debian's ``redis-server`` (installed by ``./run test`` when missing) is started on 127.0.0.1 by the test, the workers
+are ``celery -A dagster_celery.app worker`` processes, and ``milvus-lite server`` stands in for a Milvus server;
+everything is stopped by pid. Skipped, saying why, only where redis-server cannot be had."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+from dagster import DagsterEventType
+
+from support.fixtures import REPO, make_inbox
+
+pytestmark = pytest.mark.usefixtures("corpus")
+
+# four short papers of two volumes (5 to 10 pages): enough steps for two workers, short enough for the suite
+PAPERS = ["emnlp2024-012-numerologic", "emnlp2024-126-embedding-inversion-attack",
+          "emnlp2024-177-cute-token-understanding", "naacl2024-116-quantum-lindblad-lm"]
+TEXT_COLLECTIONS = ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2", "text_hybrid")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _default_signals() -> None:  # background jobs here may ignore SIGTERM: reset it so the children stop by pid
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def redis(tmp_path_factory) -> str:
+    executable = shutil.which("redis-server")
+    if executable is None:
+        pytest.skip("redis-server is not installed and could not be installed here (apt-get install redis-server): "
+                    "the Celery executor needs a broker")
+    port = _free_port()
+    log = tmp_path_factory.mktemp("redis") / "redis.log"
+    process = subprocess.Popen([executable, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                "--appendonly", "no", "--protected-mode", "yes"], stdout=open(log, "w"),
+                               stderr=subprocess.STDOUT, preexec_fn=_default_signals)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                _stop(process)
+                pytest.fail(f"redis-server did not start: {log.read_text()[-1000:]}")
+            time.sleep(0.1)
+    yield f"redis://127.0.0.1:{port}/0"
+    _stop(process)
+
+
+def _celery_workers(broker: str, settings_env: dict[str, str], root: Path, count: int) -> list[subprocess.Popen]:
+    config = root / "celery-config"
+    config.mkdir()
+    (config / "dagster_celery_config.py").write_text(f"broker_url = {broker!r}\nresult_backend = {broker!r}\n")
+    env = {**os.environ, **settings_env, "PYTHONPATH": os.pathsep.join([str(config), str(REPO)]),
+           "HF_HUB_OFFLINE": "1", "DAGSTER_DISABLE_TELEMETRY": "1"}
+    workers = [subprocess.Popen([sys.executable, "-m", "celery", "-A", "dagster_celery.app", "worker", "--pool", "solo",
+                                 "-n", f"worker{i}@%h", "-Q", "dagster", "--prefetch-multiplier=1", "-l", "INFO"],
+                                env=env, cwd=REPO, stdout=open(root / f"worker{i}.log", "w"),
+                                stderr=subprocess.STDOUT, preexec_fn=_default_signals) for i in range(count)]
+    from celery import Celery
+
+    app = Celery(broker=broker, backend=broker)
+    deadline = time.monotonic() + 120
+    while len(app.control.ping(timeout=1.0) or []) < count:
+        if any(w.poll() is not None for w in workers) or time.monotonic() > deadline:
+            for worker in workers:
+                _stop(worker)
+            pytest.fail("celery workers did not come up: " + (root / "worker0.log").read_text()[-1500:])
+    return workers
+
+
+def _warehouse_rows(settings) -> dict[str, list[tuple]]:
+    """Every mart's rows, in one order, without the columns that say when (timestamps differ between runs)."""
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        tables = [name for (name,) in con.execute(
+            "select table_name from information_schema.tables where table_schema = current_schema() "
+            "and table_type = 'BASE TABLE'").fetchall()]
+        rows = {}
+        for table in tables:
+            columns = [name for name, kind in con.execute(
+                "select column_name, data_type from information_schema.columns where table_name = ? and "
+                "table_schema = current_schema()", [table]).fetchall() if "TIME" not in kind
+                and name not in ("pdf_path", "created_at")]
+            listed = ", ".join(f'"{c}"' for c in columns)
+            rows[table] = con.execute(f'select {listed} from "{table}" order by all').fetchall()
+    return rows
+
+
+def _entities(settings) -> dict[str, set[tuple[str, str]]]:
+    from paperlake.vectors.store import VectorStore
+
+    with VectorStore(settings.milvus_uri, cache_path=settings.embeddings) as store:
+        found = {}
+        for name in TEXT_COLLECTIONS:
+            store.load(name)
+            found[name] = {(row["id"], row["text_hash"]) for row in store.client.query(
+                name, filter="", output_fields=["id", "text_hash"], limit=16384)}
+    return found
+
+
+def test_two_celery_workers_build_the_stores_one_process_builds(tmp_path, redis, dbt_manifest, monkeypatch):
+    from orchestration.run import dagster_instance, ingest
+    from paperlake.config import Settings
+    from paperlake.vectors.server import milvus_lite_server
+
+    inbox = make_inbox(tmp_path / "shared", PAPERS)
+    single = Settings.from_env(home=tmp_path / "single", backend="pymupdf", evaluate=False)
+    summary = ingest([inbox], single)
+    assert summary.ok and len(summary.published) == 4, [f.line() for f in summary.failures]
+
+    home = tmp_path / "distributed"
+    home.mkdir()
+    with milvus_lite_server(home / "milvus.db") as milvus:
+        # what every worker must see: the same lake and warehouse home (a shared file system in a deployment), the
+        # same Dagster instance storage, the Milvus server and the broker
+        shared_env = {"PAPERLAKE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "MILVUS_URI": milvus.uri,
+                      "PAPERLAKE_EXECUTOR": "celery", "PAPERLAKE_CELERY_BROKER": redis, "PAPERLAKE_EVALUATE": "0",
+                      "PAPERLAKE_EMBEDDING_CACHE": os.environ.get("PAPERLAKE_EMBEDDING_CACHE", "")}
+        workers = _celery_workers(redis, shared_env, tmp_path, count=2)
+        try:
+            for name, value in shared_env.items():
+                monkeypatch.setenv(name, value)
+            distributed = Settings.from_env(home=home, backend="pymupdf")
+            assert distributed.executor == "celery"
+            summary = ingest([inbox], distributed)
+            assert summary.ok and len(summary.published) == 4, [f.line() for f in summary.failures]
+            assert summary.vectors_synced and summary.warehouse_built
+
+            # the steps ran in the two worker processes, never in this one
+            instance = dagster_instance(distributed)
+            runs = instance.get_runs()
+            step_pids = {entry.dagster_event.pid for run in runs
+                         for entry in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START)}
+            assert step_pids == {worker.pid for worker in workers}, (step_pids, [w.pid for w in workers])
+            assert all(run.run_config.get("execution", {}).get("config", {}).get("broker") == redis for run in runs)
+
+            # and they built the same stores: every mart (formula tables included), every entity of every collection
+            assert _warehouse_rows(distributed) == _warehouse_rows(single)
+            assert _entities(distributed) == _entities(single)
+        finally:
+            for worker in workers:
+                _stop(worker)
