@@ -1,8 +1,6 @@
 """Warehouse stage: dbt (dbt-duckdb) models over the lake, in one lineage graph with the parse assets."""
 
 
-import contextlib
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -12,6 +10,7 @@ import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, DbtProject, dbt_assets
 
 from assets.resources import PaperlakeResource
+from paperlake.config import environment
 from paperlake.failpoints import fault_point
 from paperlake.formulas.store import ensure_formula_contract
 from paperlake.freshness import formula_model_inputs, warehouse_inputs
@@ -38,30 +37,15 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: Pa
     prepare_build(settings.warehouse)
     target = dbt_target_path(settings.home, stage)
     shutil.rmtree(target, ignore_errors=True)
-    with _environment(dbt_env(settings.lake, settings.warehouse)):   # dagster-dbt hands dbt a copy of os.environ
-        invocation = dbt.cli(["build"], context=context, target_path=target)
+    with environment(dbt_env(settings.lake, settings.warehouse)):   # dagster-dbt hands dbt a copy of os.environ
+        # unit tests (dbt_project/models/marts/_unit_tests.yml) run in the test suite, not in every build
+        invocation = dbt.cli(["build", "--exclude-resource-type", "unit_test"], context=context, target_path=target)
     for event in invocation.stream():
         fault_point(f"{stage}.dbt_event")
         yield event
     fault_point(f"{stage}.before_swap")
     publish_build(settings.warehouse, stage, inputs)
     fault_point(f"{stage}.after_swap")
-
-
-@contextlib.contextmanager
-def _environment(values: dict[str, str]):
-    """``values`` in os.environ while dbt's process starts, then as they were: this process's later runs (another
-    home, another lake) must not inherit them."""
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 class PaperlakeDbtTranslator(DagsterDbtTranslator):

@@ -97,6 +97,8 @@ def _dbt_parse(settings: Settings, env: dict[str, str]) -> None:
 
 def failure_reason(result) -> str:
     """The innermost error of a failed run's failed steps, on one line (the stack traces stay in the instance)."""
+    if isinstance(result, RunOutcome):
+        return result.reason
     reasons = []
     for event in result.all_events:
         if not event.is_step_failure:
@@ -116,6 +118,7 @@ class _Runner:
     def __init__(self, defs, instance, settings: Settings, resource: dict | None = None):
         self.defs, self.instance, self.settings = defs, instance, settings
         self.resource = resource or {}
+        self._pool = None
         self.log_dir = settings.home / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -137,12 +140,16 @@ class _Runner:
                 return self.defs.resolve_job_def(job_name).execute_in_process(
                     instance=self.instance, partition_key=partition_key, asset_selection=asset_selection,
                     raise_on_error=False, tags=tags, run_config=QUIET | (run_config or {}))
+            import warnings
+
             import dagster as dg
 
             from orchestration.executors import execution_config, reconstructable_job
 
             if partition_key:
                 tags["dagster/partition"] = partition_key
+            # dagster-celery registers its task again for every run of this process: the same callable, said loudly
+            warnings.filterwarnings("ignore", message=r"Task name '.*' is already registered")
             with dg.execute_job(reconstructable_job(job_name, self.resource), instance=self.instance,
                                 run_config=QUIET | execution_config(self.settings) | (run_config or {}), tags=tags,
                                 asset_selection=asset_selection, raise_on_error=False) as result:
@@ -152,21 +159,81 @@ class _Runner:
     def run_papers(self, job_name: str, keys: list[str], *, asset_selection=None) -> list[tuple[list[str], object]]:
         """``job_name`` for the paper partitions ``keys``, in this order: consecutive partitions in one run each
         (at most :data:`PAPERS_PER_RUN`); a batch whose run fails is run again one paper per run, so each failure
-        is a paper's. Returns (papers, run result) per run."""
+        is a paper's. Returns (papers, run result) per run.
+
+        With an executor outside this process and ``concurrent_runs`` > 1, the batches are cut so that each of
+        that many runs gets a share, and the runs are launched at once, each from its own process (Dagster's
+        run-time logging set-up is not thread-safe: two runs in threads of one process deadlock on the logging
+        locks; a fork would copy gRPC's threads), which rebuilds this runner: that is what keeps several workers
+        busy. The stores' pools still hold, since every step claims its pool's slot through the instance whichever
+        run it belongs to."""
         from assets.partitions import PAPERS
 
-        outcomes = []
-        for batch in consecutive_batches(self.instance.get_dynamic_partitions(PAPERS), keys, PAPERS_PER_RUN):
-            if len(batch) == 1:
-                outcomes.append((batch, self.run(job_name, partition_key=batch[0], asset_selection=asset_selection)))
-                continue
-            result = self.run(job_name, partition_range=(batch[0], batch[-1]), asset_selection=asset_selection)
-            if result.success:
-                outcomes.append((batch, result))
-            else:
-                outcomes += [([key], self.run(job_name, partition_key=key, asset_selection=asset_selection))
-                             for key in batch]
-        return outcomes
+        concurrent = self.settings.concurrent_runs if self.settings.executor != "in_process" else 1
+        size = max(1, min(PAPERS_PER_RUN, -(-len(keys) // concurrent)))
+        batches = consecutive_batches(self.instance.get_dynamic_partitions(PAPERS), keys, size)
+        if concurrent <= 1 or len(batches) <= 1:
+            return [outcome for batch in batches for outcome in self._run_batch(job_name, batch, asset_selection)]
+        tasks = [(job_name, batch, asset_selection) for batch in batches]
+        return [outcome for outcomes in self._processes().map(_run_batch_elsewhere, tasks) for outcome in outcomes]
+
+    def _processes(self):
+        """The run processes, started once per runner (each imports Dagster and the definitions: ~5 s) and shut
+        down when the runner goes."""
+        if self._pool is None:
+            import multiprocessing
+            import warnings
+            import weakref
+            from concurrent.futures import ProcessPoolExecutor
+
+            self._pool = ProcessPoolExecutor(self.settings.concurrent_runs,
+                                             mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_start_run_process,
+                                             initargs=(self.settings, self.resource, list(warnings.filters)))
+            weakref.finalize(self, self._pool.shutdown)
+        return self._pool
+
+    def _run_batch(self, job_name: str, batch: list[str], asset_selection) -> list[tuple[list[str], object]]:
+        if len(batch) == 1:
+            return [(batch, self.run(job_name, partition_key=batch[0], asset_selection=asset_selection))]
+        result = self.run(job_name, partition_range=(batch[0], batch[-1]), asset_selection=asset_selection)
+        if result.success:
+            return [(batch, result)]
+        return [([key], self.run(job_name, partition_key=key, asset_selection=asset_selection)) for key in batch]
+
+
+_PROCESS_RUNNER: _Runner | None = None   # a run process's runner, built once by _start_run_process
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What a run in another process reports back: its success and, when it failed, why."""
+
+    success: bool
+    reason: str = ""
+    run_id: str = ""
+
+
+def _start_run_process(settings: Settings, resource: dict, filters: list) -> None:
+    """A run process's start: the runner rebuilt from the same settings and resource values, the parent's warning
+    filters (the CLI's quiet_third_party) kept."""
+    import warnings
+
+    import dagster as dg
+
+    from assets.resources import LLMResource, PaperlakeResource
+    from orchestration.definitions import build_definitions
+
+    global _PROCESS_RUNNER
+    warnings.filters[:] = filters
+    defs = build_definitions(PaperlakeResource(**resource), LLMResource.from_settings(settings))
+    _PROCESS_RUNNER = _Runner(defs, dg.DagsterInstance.from_config(str(settings.dagster_home)), settings, resource)
+
+
+def _run_batch_elsewhere(task: tuple) -> list[tuple[list[str], RunOutcome]]:
+    job_name, batch, asset_selection = task
+    return [(papers, RunOutcome(result.success, "" if result.success else failure_reason(result), result.run_id))
+            for papers, result in _PROCESS_RUNNER._run_batch(job_name, batch, asset_selection)]
 
 
 def consecutive_batches(order: list[str], keys: list[str], limit: int) -> list[list[str]]:

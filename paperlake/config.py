@@ -12,7 +12,9 @@ Everything lives under ``PAPERLAKE_HOME`` (default ``./data``)::
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,10 +51,13 @@ class Settings:
     embedding_cache: Path | None = None   # the embedding cache file; default cache/embeddings.sqlite (a shared one
     # is safe: it is content-addressed by model and text, and SQLite serialises writers)
     encoder_device: str = "auto"          # PAPERLAKE_DEVICE: auto (a GPU when the runtime sees one) | cpu | cuda
+    encoder_threads: int | None = None    # PAPERLAKE_ENCODER_THREADS: ONNX threads per process (None: every core)
     lake_dir: Path | None = None          # PAPERLAKE_LAKE: the lake elsewhere (a file system every worker sees)
     executor: str = "in_process"          # in_process | multiprocess | celery: where `paperlake ingest` runs steps
     celery_broker: str = "redis://127.0.0.1:6379/0"   # the celery executor's broker and result backend
     celery_backend: str | None = None     # default: the broker
+    concurrent_runs: int = 1              # PAPERLAKE_CONCURRENT_RUNS: per-paper runs launched at once by `ingest`
+    # with an executor outside the process (multiprocess, celery): set it to the number of workers
     inboxes: tuple[Path, ...] = ()       # PAPERLAKE_INBOX (os.pathsep-separated): what the sensor and `ingest` read
     eval_min_answer_at_5: float = 0.4     # the retrieval-quality check warns below this answer@5 (sample: .60-.70;
     # random vectors: .15-.18)
@@ -112,9 +117,27 @@ class Settings:
             inboxes=tuple(Path(p) for p in (_env("PAPERLAKE_INBOX") or "").split(os.pathsep) if p),
             executor=_env("PAPERLAKE_EXECUTOR", "in_process"),
             encoder_device=_env("PAPERLAKE_DEVICE", "auto"),
+            encoder_threads=int(_env("PAPERLAKE_ENCODER_THREADS")) if _env("PAPERLAKE_ENCODER_THREADS") else None,
             lake_dir=Path(_env("PAPERLAKE_LAKE")).expanduser().resolve() if _env("PAPERLAKE_LAKE") else None,
             celery_broker=_env("PAPERLAKE_CELERY_BROKER", "redis://127.0.0.1:6379/0"),
             celery_backend=_env("PAPERLAKE_CELERY_BACKEND"),
+            concurrent_runs=max(1, int(_env("PAPERLAKE_CONCURRENT_RUNS", "1") or 1)),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` in os.environ for the block, then as they were (what a child process started meanwhile inherits,
+    without this process's later work seeing them)."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

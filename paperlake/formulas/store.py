@@ -218,9 +218,9 @@ def minilm_embedder(cache_path: Path | None = None) -> Callable[[list[str]], np.
     def embed(texts: list[str]) -> np.ndarray:
         from paperlake.formulas.collection import FORMULA_ENCODER
         from paperlake.vectors.config import load_config
-        from paperlake.vectors.encoders import EmbeddingCache, EncoderRegistry, encode_cached
+        from paperlake.vectors.encoders import EmbeddingCache, encode_cached, encoder_registry
 
-        encoder = EncoderRegistry(load_config()).get(FORMULA_ENCODER)
+        encoder = encoder_registry(load_config()).get(FORMULA_ENCODER)
         cache = EmbeddingCache(cache_path) if cache_path is not None else None
         try:
             return encode_cached(encoder, list(texts), cache).vectors

@@ -68,6 +68,7 @@ class TextEncoder:
         max_seq_length: int | None = None,
         onnx_dir: str | Path | None = None,
         long_text: str = "truncate",
+        threads: int | None = None,
     ):
         if backend not in TEXT_BACKENDS:
             raise ValueError(f"{model_id}: backend must be one of {TEXT_BACKENDS}, got {backend!r}")
@@ -78,6 +79,7 @@ class TextEncoder:
         self.dimension = dimension
         self.batch_size = batch_size
         self.device = device
+        self.threads = threads   # ONNX Runtime's intra-op threads (None: one per core)
         self.backend = backend
         self.max_seq_length = max_seq_length
         self.long_text = long_text
@@ -142,7 +144,7 @@ class TextEncoder:
                 else:
                     self._model = OnnxTextModel(onnx_model_path(self.path, self.model_id, self.backend, self.onnx_dir),
                                                 self.path, self.max_seq_length or _model_max_seq_length(self.path),
-                                                device=self.device)
+                                                device=self.device, threads=self.threads)
         return self._model
 
     def _load_torch(self):
@@ -222,7 +224,8 @@ class OnnxTextModel:
     """Mean-pooled, normalised sentence embeddings from an exported BERT-style graph (the MiniLM pipeline:
     Transformer → mean pooling → normalise). Texts are sorted by length and batched, so padding stays small."""
 
-    def __init__(self, onnx_path: Path, model_dir: str | Path, max_seq_length: int, device: str = "cpu"):
+    def __init__(self, onnx_path: Path, model_dir: str | Path, max_seq_length: int, device: str = "cpu",
+                 threads: int | None = None):
         import onnxruntime
         from tokenizers import Tokenizer
 
@@ -240,6 +243,8 @@ class OnnxTextModel:
         # idle threads sleep instead of spinning: our cores are shared (ingest, tests), and spinning workers that
         # lose their core stall every call; measured cost when idle: ~0.3 ms on a one-query encode
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if threads:   # several encoding processes on one machine share its cores instead of each taking them all
+            options.intra_op_num_threads = threads
         providers = ["CPUExecutionProvider"]
         if device == "cuda" and "CUDAExecutionProvider" in onnxruntime.get_available_providers():
             providers.insert(0, "CUDAExecutionProvider")
@@ -617,6 +622,10 @@ def resolve_device(requested: str = "auto", *, runtime: str = "onnx") -> str:
     devices within float tolerance, so the embedding cache is shared by them."""
     if requested not in DEVICES:
         raise ValueError(f"the encoder device must be one of {', '.join(DEVICES)}, got {requested!r}")
+    if requested == "cuda" and not _cuda_available(runtime):
+        needs = "onnxruntime-gpu's CUDAExecutionProvider" if runtime == "onnx" else "torch.cuda.is_available()"
+        raise RuntimeError(f"PAPERLAKE_DEVICE=cuda, but this {runtime} runtime sees no GPU ({needs} is missing): "
+                           "use auto to fall back to the CPU")
     if requested != "auto":
         return requested
     return "cuda" if _cuda_available(runtime) else "cpu"
@@ -652,12 +661,22 @@ _SHARED_ENCODERS: dict[tuple, "TextEncoder | ClipImageEncoder"] = {}
 _SHARED_LOCK = threading.Lock()
 
 
+def encoder_registry(config: VectorConfig, **kwargs) -> "EncoderRegistry":
+    """A registry with the environment's device and threads (:class:`paperlake.config.Settings`): every store of
+    the process asks for the same encoders, so they load once."""
+    from paperlake.config import Settings
+
+    settings = Settings.from_env()
+    return EncoderRegistry(config, device=settings.encoder_device, threads=settings.encoder_threads, **kwargs)
+
+
 class EncoderRegistry:
     """Builds the configured encoders on first use and keeps one instance of each per process."""
 
     def __init__(self, config: VectorConfig, *, allow_random_clip: bool = False, device: str = "auto",
-                 onnx_dir: str | Path | None = None):
+                 onnx_dir: str | Path | None = None, threads: int | None = None):
         self.config = config
+        self.threads = threads
         self.allow_random_clip = allow_random_clip
         self.device = device   # resolved per encoder, by its runtime (resolve_device)
         self.onnx_dir = Path(onnx_dir) if onnx_dir is not None else model_cache_dir() / "onnx"
@@ -676,7 +695,8 @@ class EncoderRegistry:
         with self._lock:
             if name not in self._encoders:
                 spec = self.config.encoders[name]
-                key = (spec, str(spec.weights_path()), self.device, str(self.onnx_dir), self.allow_random_clip)
+                key = (spec, str(spec.weights_path()), self.device, str(self.onnx_dir), self.allow_random_clip,
+                       self.threads)
                 with _SHARED_LOCK:
                     if key not in _SHARED_ENCODERS:
                         _SHARED_ENCODERS[key] = self._build(spec)
@@ -691,7 +711,8 @@ class EncoderRegistry:
             device = resolve_device(self.device, runtime="torch" if spec.backend == "torch" else "onnx")
             batch = gpu_batch_size(spec.batch_size) if device == "cuda" else spec.batch_size
             return TextEncoder(spec.model_id, path, spec.dimension, batch, device, backend=spec.backend,
-                               max_seq_length=spec.max_seq_length, onnx_dir=self.onnx_dir, long_text=spec.long_text)
+                               max_seq_length=spec.max_seq_length, onnx_dir=self.onnx_dir, long_text=spec.long_text,
+                               threads=self.threads)
         return ClipImageEncoder(
             spec.model_id, spec.open_clip_model, path, spec.dimension, spec.batch_size,
             allow_random=self.allow_random_clip, device=resolve_device(self.device, runtime="torch"),

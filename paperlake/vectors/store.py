@@ -30,7 +30,14 @@ from pymilvus.milvus_client.index import IndexParams
 from paperlake.config import Settings, is_server_uri
 from paperlake.failpoints import fault_point
 from paperlake.vectors.config import CollectionSpec, VectorConfig, load_config
-from paperlake.vectors.encoders import EmbeddingCache, EncoderRegistry, encode_cached, encode_pooled, render_region
+from paperlake.vectors.encoders import (
+    EmbeddingCache,
+    EncoderRegistry,
+    encode_cached,
+    encode_pooled,
+    encoder_registry,
+    render_region,
+)
 from paperlake.vectors.entities import Cell, Encodable, collect_cells
 from paperlake.vectors.filters import quote_literal, validate_filter
 from paperlake.vectors.server import FileLockGuard
@@ -163,8 +170,7 @@ class VectorStore:
             cache = EmbeddingCache(cache_path or _default_cache_dir(self.uri) / "embeddings.sqlite")
         self.cache = cache
         # exported ONNX graphs are shared by every home on the machine (config.model_cache_dir)
-        self.encoders = encoders or EncoderRegistry(self.config, allow_random_clip=allow_random_clip,
-                                                    device=Settings.from_env().encoder_device)
+        self.encoders = encoders or encoder_registry(self.config, allow_random_clip=allow_random_clip)
         self._guard: FileLockGuard | None = None
         self.db_path: Path | None = None
         if is_server_uri(self.uri):

@@ -9,18 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import duckdb
 import pytest
 from dagster import DagsterEventType
 
-from support.fixtures import REPO, make_inbox
+from support.fixtures import make_inbox
 
 pytestmark = pytest.mark.usefixtures("corpus")
 
@@ -30,72 +24,18 @@ PAPERS = ["emnlp2024-012-numerologic", "emnlp2024-126-embedding-inversion-attack
 TEXT_COLLECTIONS = ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2", "text_hybrid")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _default_signals() -> None:  # background jobs here may ignore SIGTERM: reset it so the children stop by pid
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def redis(tmp_path_factory) -> str:
-    executable = shutil.which("redis-server")
-    if executable is None:
+    from orchestration.local_cluster import BrokerUnavailable, redis_server
+
+    if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed and could not be installed here (apt-get install redis-server): "
                     "the Celery executor needs a broker")
-    port = _free_port()
-    log = tmp_path_factory.mktemp("redis") / "redis.log"
-    process = subprocess.Popen([executable, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                "--appendonly", "no", "--protected-mode", "yes"], stdout=open(log, "w"),
-                               stderr=subprocess.STDOUT, preexec_fn=_default_signals)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                _stop(process)
-                pytest.fail(f"redis-server did not start: {log.read_text()[-1000:]}")
-            time.sleep(0.1)
-    yield f"redis://127.0.0.1:{port}/0"
-    _stop(process)
-
-
-def _celery_workers(broker: str, settings_env: dict[str, str], root: Path, count: int) -> list[subprocess.Popen]:
-    config = root / "celery-config"
-    config.mkdir()
-    (config / "dagster_celery_config.py").write_text(f"broker_url = {broker!r}\nresult_backend = {broker!r}\n")
-    env = {**os.environ, **settings_env, "PYTHONPATH": os.pathsep.join([str(config), str(REPO)]),
-           "HF_HUB_OFFLINE": "1", "DAGSTER_DISABLE_TELEMETRY": "1"}
-    workers = [subprocess.Popen([sys.executable, "-m", "celery", "-A", "dagster_celery.app", "worker", "--pool", "solo",
-                                 "-n", f"worker{i}@%h", "-Q", "dagster", "--prefetch-multiplier=1", "-l", "INFO"],
-                                env=env, cwd=REPO, stdout=open(root / f"worker{i}.log", "w"),
-                                stderr=subprocess.STDOUT, preexec_fn=_default_signals) for i in range(count)]
-    from celery import Celery
-
-    app = Celery(broker=broker, backend=broker)
-    deadline = time.monotonic() + 120
-    while len(app.control.ping(timeout=1.0) or []) < count:
-        if any(w.poll() is not None for w in workers) or time.monotonic() > deadline:
-            for worker in workers:
-                _stop(worker)
-            pytest.fail("celery workers did not come up: " + (root / "worker0.log").read_text()[-1500:])
-    return workers
+    try:
+        with redis_server(tmp_path_factory.mktemp("redis")) as url:
+            yield url
+    except BrokerUnavailable as error:
+        pytest.fail(str(error))
 
 
 def _warehouse_rows(settings) -> dict[str, list[tuple]]:
@@ -128,6 +68,7 @@ def _entities(settings) -> dict[str, set[tuple[str, str]]]:
 
 
 def test_two_celery_workers_build_the_stores_one_process_builds(tmp_path, redis, dbt_manifest, monkeypatch):
+    from orchestration.local_cluster import celery_workers
     from orchestration.run import dagster_instance, ingest
     from paperlake.config import Settings
     from paperlake.vectors.server import milvus_lite_server
@@ -144,9 +85,9 @@ def test_two_celery_workers_build_the_stores_one_process_builds(tmp_path, redis,
         # same Dagster instance storage, the Milvus server and the broker
         shared_env = {"PAPERLAKE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "MILVUS_URI": milvus.uri,
                       "PAPERLAKE_EXECUTOR": "celery", "PAPERLAKE_CELERY_BROKER": redis, "PAPERLAKE_EVALUATE": "0",
+                      "PAPERLAKE_CONCURRENT_RUNS": "2",
                       "PAPERLAKE_EMBEDDING_CACHE": os.environ.get("PAPERLAKE_EMBEDDING_CACHE", "")}
-        workers = _celery_workers(redis, shared_env, tmp_path, count=2)
-        try:
+        with celery_workers(redis, shared_env, 2, tmp_path / "workers") as workers:
             for name, value in shared_env.items():
                 monkeypatch.setenv(name, value)
             distributed = Settings.from_env(home=home, backend="pymupdf")
@@ -162,10 +103,11 @@ def test_two_celery_workers_build_the_stores_one_process_builds(tmp_path, redis,
                          for entry in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START)}
             assert step_pids == {worker.pid for worker in workers}, (step_pids, [w.pid for w in workers])
             assert all(run.run_config.get("execution", {}).get("config", {}).get("broker") == redis for run in runs)
+            # two per-paper runs were in flight at once (the parse of three papers of one volume: two runs)
+            spans = sorted((r.start_time, r.end_time) for r in instance.get_run_records()
+                           if r.dagster_run.job_name == "ingest_paper")
+            assert len(spans) == 3 and any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:])), spans
 
             # and they built the same stores: every mart (formula tables included), every entity of every collection
             assert _warehouse_rows(distributed) == _warehouse_rows(single)
             assert _entities(distributed) == _entities(single)
-        finally:
-            for worker in workers:
-                _stop(worker)

@@ -14,8 +14,10 @@ def test_auto_follows_the_runtime(monkeypatch):
         resolve_device("tpu")
 
 
-def test_this_machine_has_no_gpu_so_auto_is_the_cpu():
+def test_this_machine_has_no_gpu_so_auto_is_the_cpu_and_cuda_is_refused():
     assert resolve_device("auto", runtime="onnx") == "cpu"
+    with pytest.raises(RuntimeError, match="PAPERLAKE_DEVICE=cuda, but this onnx runtime sees no GPU"):
+        resolve_device("cuda", runtime="onnx")
 
 
 def test_gpu_batch_from_free_memory():
