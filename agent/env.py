@@ -19,6 +19,7 @@ from agent.backends import CollectionInfo, FormulaBackend, FormulaTool, VectorBa
 from agent.evidence import Evidence, snippet
 from agent.formats import MAX_COLUMNS, OUTPUT_FORMATS, cell_text, clip_value, format_table, render_action
 from paperlake.sql_sandbox import QueryResult, ReadOnlyWarehouse
+from schemas.warehouse import Column, Table, catalogue
 
 PREFERRED_TEXT_COLLECTIONS = (
     "text_sentence_transformers_all_minilm_l6_v2",
@@ -30,29 +31,7 @@ _MAX_IDS_PER_LOOKUP = 500
 _EVIDENCE_CELL_CHARS = 300  # an evidence snippet is 300 characters: more of a cell is never read
 
 
-@dataclass(frozen=True)
-class ColumnInfo:
-    name: str
-    data_type: str
-    description: str = ""
-    encodable: str | None = None
-
-
-@dataclass(frozen=True)
-class TableInfo:
-    name: str
-    description: str
-    columns: tuple[ColumnInfo, ...]
-
-    @property
-    def primary_key(self) -> str:
-        return self.columns[0].name
-
-    def has(self, column: str) -> bool:
-        return any(c.name == column for c in self.columns)
-
-
-def live_catalogue(warehouse: ReadOnlyWarehouse) -> list[TableInfo]:
+def live_catalogue(warehouse: ReadOnlyWarehouse) -> list[Table]:
     """The documented catalogue (``schemas.warehouse``) restricted to the tables the live file has; tables it does
     not document are described from DuckDB's own catalogue (column comments when present)."""
     live = warehouse.query(
@@ -60,9 +39,9 @@ def live_catalogue(warehouse: ReadOnlyWarehouse) -> list[TableInfo]:
         "where schema_name = 'main' and database_name = current_database() order by table_name, column_index",
         max_rows=100_000,
     )
-    live_columns: dict[str, list[ColumnInfo]] = {}
+    live_columns: dict[str, list[Column]] = {}
     for table, column, data_type, comment in live.rows:
-        live_columns.setdefault(table, []).append(ColumnInfo(column, str(data_type).lower(), comment))
+        live_columns.setdefault(table, []).append(Column(column, str(data_type).lower(), comment))
     comments = dict(
         warehouse.query(
             "select table_name, coalesce(comment, '') from duckdb_tables() where schema_name = 'main' "
@@ -70,23 +49,18 @@ def live_catalogue(warehouse: ReadOnlyWarehouse) -> list[TableInfo]:
             max_rows=10_000,
         ).rows
     )
-    documented: dict[str, TableInfo] = {}
     try:
-        from schemas.warehouse import catalogue  # the repo's schemas package
-
-        for table in catalogue():
-            columns = tuple(ColumnInfo(c.name, c.data_type, c.description, c.encodable) for c in table.columns)
-            documented[table.name] = TableInfo(table.name, table.description, columns)
-    except (ImportError, FileNotFoundError, OSError):
+        documented = {table.name: table for table in catalogue()}
+    except OSError:   # no dbt YAML next to the package: the live file's own catalogue only
         documented = {}
-    result: list[TableInfo] = []
+    result: list[Table] = []
     for name in [t for t in documented if t in live_columns] + sorted(set(live_columns) - set(documented)):
         if name in documented:
             present = {c.name for c in live_columns[name]}
             doc = documented[name]
-            result.append(TableInfo(name, doc.description, tuple(c for c in doc.columns if c.name in present)))
+            result.append(Table(name, doc.description, tuple(c for c in doc.columns if c.name in present)))
         else:
-            result.append(TableInfo(name, comments.get(name, ""), tuple(live_columns[name])))
+            result.append(Table(name, comments.get(name, ""), tuple(live_columns[name])))
     return result
 
 
@@ -108,7 +82,7 @@ class AgentEnv:
     scope_paper_ids: list[str] = field(default_factory=list)
     retrieved_formulas: dict[str, dict[str, Any]] = field(default_factory=dict)
     tools: dict[str, FormulaTool] = field(default_factory=dict)
-    _catalogue: list[TableInfo] | None = field(default=None, repr=False)
+    _catalogue: list[Table] | None = field(default=None, repr=False)
     _collections: list[CollectionInfo] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -153,12 +127,12 @@ class AgentEnv:
 
     # -- catalogue ------------------------------------------------------------------------------------------------
 
-    def catalogue(self) -> list[TableInfo]:
+    def catalogue(self) -> list[Table]:
         if self._catalogue is None:
             self._catalogue = live_catalogue(self.warehouse) if self.warehouse is not None else []
         return self._catalogue
 
-    def table(self, name: str) -> TableInfo | None:
+    def table(self, name: str) -> Table | None:
         return next((t for t in self.catalogue() if t.name == name), None)
 
     def collections(self) -> list[CollectionInfo]:

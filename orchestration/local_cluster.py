@@ -1,8 +1,7 @@
 """A Celery cluster on this machine, for trying the celery executor, for the multi-worker test and the throughput
 benchmark: Debian's ``redis-server`` as the broker on 127.0.0.1 and N ``celery -A dagster_celery.app worker``
-processes, every one started here and stopped by pid. They are started without a pre-exec hook (so by vfork/posix_spawn,
-not fork): a fork of a process that has loaded gRPC (pymilvus) runs gRPC's fork handlers, which can kill the child
-before it execs; both programs install their own signal handlers, so nothing needs resetting.
+processes, every one started here and stopped by pid, and with this process (``paperlake.vectors.server.launched``:
+set up by the child itself, never by a fork of this process, whose gRPC threads would abort it).
 
 A deployment runs the same worker command on other machines (``deploy/README.md``); here every process shares this
 machine's lake, instance storage and Milvus.
@@ -22,7 +21,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from paperlake.vectors.server import free_port
+from paperlake.vectors.server import free_port, launched
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -52,8 +51,8 @@ def redis_server(log_dir: Path, port: int | None = None, startup_timeout: float 
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / "redis.log"
     with open(log, "w") as out:
-        process = subprocess.Popen([executable, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                    "--appendonly", "no", "--protected-mode", "yes"], stdout=out,
+        process = subprocess.Popen(launched([executable, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                    "--appendonly", "no", "--protected-mode", "yes"]), stdout=out,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + startup_timeout
@@ -99,7 +98,7 @@ def celery_workers(broker: str, env: dict[str, str], count: int, log_dir: Path,
     try:
         for index in range(count):
             with open(log_dir / f"worker{index}.log", "w") as out:
-                workers.append(subprocess.Popen(worker_command(f"worker{index}"), env=worker_env, cwd=REPO,
+                workers.append(subprocess.Popen(launched(worker_command(f"worker{index}")), env=worker_env, cwd=REPO,
                                                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
         from celery import Celery
 

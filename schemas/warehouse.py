@@ -23,8 +23,8 @@ NEUSYM_TABLES = ("metadata", "pages", "sections", "chunks", "tables", "images", 
 class Column:
     name: str
     data_type: str
-    description: str
-    encodable: str | None  # "text" | "image" | None
+    description: str = ""
+    encodable: str | None = None  # "text" | "image" | None
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ class Table:
     @property
     def primary_key(self) -> str:
         return self.columns[0].name
+
+    def has(self, column: str) -> bool:
+        return any(c.name == column for c in self.columns)
 
     def column(self, name: str) -> Column:
         for column in self.columns:

@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -172,15 +173,32 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def _child_setup() -> None:
-    """Runs in the child before exec: default signal handling, and die with the parent (Linux)."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(Exception):
-            import ctypes
+# Run in a fresh interpreter between spawn and exec: default signal handling (a background shell may have left
+# SIGINT/SIGTERM ignored, which an exec keeps), and death with the parent (Linux), checked against a parent that died
+# before the request was in place.
+_LAUNCHER = """
+import os, signal, sys
+for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(number, signal.SIG_DFL)
+if sys.platform.startswith("linux"):
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(0)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
 
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+def launched(command: list[str]) -> list[str]:
+    """``command`` run with default signals and stopped when this process dies, set up by the child itself: no
+    pre-exec hook, so the child is started by vfork/posix_spawn. A fork would run gRPC's fork handlers (pymilvus is
+    loaded here), which can abort the child before it execs ('epoll_wait error: Bad file descriptor', SIGABRT): a
+    test that started a server after another had used Milvus failed that way."""
+    executable = command[0] if os.path.isabs(command[0]) else shutil.which(command[0]) or command[0]
+    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(os.getpid()), executable, *command[1:]]
 
 
 def start_milvus_lite_server(
@@ -212,7 +230,7 @@ def start_milvus_lite_server(
     try:
         with open(log_path, "ab") as log:
             process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_child_setup
+                launched(command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
     except BaseException:
         guard.release()
