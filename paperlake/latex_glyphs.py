@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 import pymupdf
 
+from paperlake.geometry import union
+
 __all__ = ["GlyphLatex", "reconstruct_latex", "normalize_latex"]
 
 
@@ -213,7 +215,7 @@ class _Atom:
 
 
 def _union(atoms: list[_Atom]) -> tuple[float, float, float, float]:
-    return (min(a.x0 for a in atoms), min(a.y0 for a in atoms), max(a.x1 for a in atoms), max(a.y1 for a in atoms))
+    return union((a.x0, a.y0, a.x1, a.y1) for a in atoms)
 
 
 def _compound(latex: str, kind: str, parts: list[_Atom], baseline: float, size: float) -> _Atom:

@@ -17,6 +17,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
+from paperlake.geometry import Box, iou
 from paperlake.views import ParsedPaper
 
 IOU_THRESHOLD = 0.5
@@ -30,7 +31,6 @@ _BODY_SUBTYPES = {"table_body", "image_body", "chart_body"}
 _CONTENT_LIST_SCALE = 1000.0
 _LEADING_NUMBER = re.compile(r"^\s*(?:\d+(?:\.\d+)*|[A-Z](?:\.\d+)*)\.?\s+(?=\S)")
 
-Box = tuple[float, float, float, float]
 
 
 @dataclass
@@ -162,16 +162,6 @@ def _boxes(rows: list[dict[str, Any]]) -> list[tuple[int, Box]]:
         x, y, w, h = row["bbox"]
         boxes.append((row["page_number"], (x, y, x + w, y + h)))
     return boxes
-
-
-def iou(a: Box, b: Box) -> float:
-    width = min(a[2], b[2]) - max(a[0], b[0])
-    height = min(a[3], b[3]) - max(a[1], b[1])
-    if width <= 0 or height <= 0:
-        return 0.0
-    inter = width * height
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
 
 
 def _match_boxes(reference: list[tuple[int, Box]], ours: list[tuple[int, Box]]) -> int:

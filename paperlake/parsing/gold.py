@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from paperlake.parsing.compare import iou
+from paperlake.geometry import iou
 
 IOU_THRESHOLD = 0.5
 CLASSES = ("tables", "figures", "equations")

@@ -27,6 +27,7 @@ from typing import Any
 
 import pymupdf
 
+from paperlake.geometry import union as _union
 from paperlake.inbox import PaperSource
 from paperlake.parsing.assemble import assemble
 from paperlake.parsing.blocks import Block, DocumentLayout, PageInfo, TableCell
@@ -873,10 +874,6 @@ def _code_text(body: str) -> str:
 
 def _letters(text: str) -> str:
     return re.sub(r"[^a-z]", "", text.lower())
-
-
-def _union(boxes: list[tuple[float, float, float, float]]) -> tuple[float, float, float, float]:
-    return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
 
 
 def _overlap_x(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:

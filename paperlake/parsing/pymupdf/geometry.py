@@ -3,31 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-Box = tuple[float, float, float, float]
+# the basic measures are the library's (paperlake.geometry); this package's modules know them by these names
+from paperlake.geometry import Box
+from paperlake.geometry import area as _area  # noqa: F401
+from paperlake.geometry import intersection as _intersection  # noqa: F401
+from paperlake.geometry import iou as _box_iou  # noqa: F401
+from paperlake.geometry import union as _union  # noqa: F401
+
 T = TypeVar("T")
-
-
-def _union(boxes: list[Box] | Any) -> Box:
-    boxes = list(boxes)
-    return (
-        min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes)
-    )
-
-
-def _area(box: Any) -> float:
-    return max(0.0, box[2] - box[0]) * max(0.0, box[3] - box[1])
-
-
-def _intersection(a: Box, b: Box) -> Box:
-    return max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
-
-
-def _box_iou(a: Box, b: Box) -> float:
-    inter = _area(_intersection(a, b))
-    union = _area(a) + _area(b) - inter
-    return inter / union if union > 0 else 0.0
 
 
 def _contains(outer: Box, inner: Box, tolerance: float = 1.0) -> bool:
