@@ -51,12 +51,13 @@ judge is asked to end with ``True`` or ``False`` in a fenced block; we read the 
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import json
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Protocol, runtime_checkable
 
@@ -441,30 +442,68 @@ def eval_structured_object_exact_match(
 _SCALAR_ELEMENT_TYPES = ("str", "int", "float", "bool")
 
 
-def _element_matcher(
-    element_type: str,
-    ndigits: int | None,
-    tolerance: float,
-    fuzz_method: str,
-    threshold: float,
-    lowercase: bool,
-    ignore_blank: bool,
-    func: str,
-) -> Callable[[Any, Any], bool]:
-    """One predicted element vs one gold element; any other element_type than str/int/float/bool is structured."""
-    _check_float_options(ndigits, tolerance, func)
-    _check_fuzzy_options(fuzz_method, threshold, func)
-    options = _MatchOptions(False, lowercase, ignore_blank, ndigits, tolerance, threshold, fuzz_method)
-    if element_type == "str":
-        return lambda p, g: _match(p, str(g), options)
-    if element_type == "int":
-        return lambda p, g: _to_int(p) is not None and _to_int(p) == _to_int(g)
-    if element_type == "float":
-        return lambda p, g: (_to_float(p) is not None and _to_float(g) is not None
-                             and _floats_close(_to_float(p), _to_float(g), ndigits, tolerance))
-    if element_type == "bool":
-        return lambda p, g: _to_bool(p) is not None and _to_bool(p) is _to_bool(g)
-    return lambda p, g: bool(_structured_match(p, g, options))
+@dataclass(frozen=True)
+class ElementOptions:
+    """How one predicted element is compared with one gold element: the keyword options AirQA's three element
+    evaluators share (any ``element_type`` other than str/int/float/bool is structured)."""
+
+    element_type: str = "str"
+    ndigits: int | None = 2
+    tolerance: float = 1e-6
+    fuzz_method: str = "ratio"
+    threshold: float = -1
+    lowercase: bool = False
+    ignore_blank: bool = False
+
+    def matcher(self, func: str) -> Callable[[Any, Any], bool]:
+        _check_float_options(self.ndigits, self.tolerance, func)
+        _check_fuzzy_options(self.fuzz_method, self.threshold, func)
+        options = _MatchOptions(False, self.lowercase, self.ignore_blank, self.ndigits, self.tolerance,
+                                self.threshold, self.fuzz_method)
+        if self.element_type == "str":
+            return lambda p, g: _match(p, str(g), options)
+        if self.element_type == "int":
+            return lambda p, g: _to_int(p) is not None and _to_int(p) == _to_int(g)
+        if self.element_type == "float":
+            return lambda p, g: (_to_float(p) is not None and _to_float(g) is not None
+                                 and _floats_close(_to_float(p), _to_float(g), self.ndigits, self.tolerance))
+        if self.element_type == "bool":
+            return lambda p, g: _to_bool(p) is not None and _to_bool(p) is _to_bool(g)
+        return lambda p, g: bool(_structured_match(p, g, options))
+
+
+_ELEMENT_OPTIONS = tuple(
+    inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=f.default)
+    for f in fields(ElementOptions)
+)
+
+
+def _element_evaluator(check: Callable[..., int]) -> EvalFunction:
+    """Registers an element evaluator written as ``check(pred, gold_items, matches, *own)``: the registered
+    function has AirQA's signature (``pred, gold``, its own parameters, then the :class:`ElementOptions` keywords),
+    checks the gold list and builds ``matches`` from the options."""
+    name = check.__name__
+    own = list(inspect.signature(check).parameters.values())[3:]
+    signature = inspect.Signature([
+        inspect.Parameter("pred", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Any),
+        inspect.Parameter("gold", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Any),
+        *own, *_ELEMENT_OPTIONS,
+    ], return_annotation=int)
+
+    @functools.wraps(check)
+    def evaluator(*args: Any, **kwargs: Any) -> int:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise EvaluationError(f"{name}: {exc}") from None
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        gold_items = _gold_list(values.pop("gold"), name)
+        options = ElementOptions(**{p.name: values.pop(p.name) for p in _ELEMENT_OPTIONS})
+        return check(values.pop("pred"), gold_items, options.matcher(name), *values.values())
+
+    evaluator.__signature__ = signature  # type: ignore[attr-defined]
+    return _register(evaluator)
 
 
 def _gold_list(gold: Any, func: str) -> list:
@@ -473,66 +512,27 @@ def _gold_list(gold: Any, func: str) -> list:
     return list(gold)
 
 
-@_register
-def eval_element_included(
-    pred: Any,
-    gold: Any,
-    element_type: str = "str",
-    ndigits: int | None = 2,
-    tolerance: float = 1e-6,
-    fuzz_method: str = "ratio",
-    threshold: float = -1,
-    lowercase: bool = False,
-    ignore_blank: bool = False,
-) -> int:
+@_element_evaluator
+def eval_element_included(pred: Any, gold_items: list, matches: Callable[[Any, Any], bool]) -> int:
     """The prediction matches at least one element of the gold list."""
-    func = "eval_element_included"
-    gold_items = _gold_list(gold, func)
-    matches = _element_matcher(element_type, ndigits, tolerance, fuzz_method, threshold, lowercase, ignore_blank, func)
     return int(any(matches(pred, g) for g in gold_items))
 
 
-@_register
-def eval_element_list_included(
-    pred: Any,
-    gold: Any,
-    element_type: str = "str",
-    ndigits: int | None = 2,
-    tolerance: float = 1e-6,
-    fuzz_method: str = "ratio",
-    threshold: float = -1,
-    lowercase: bool = False,
-    ignore_blank: bool = False,
-) -> int:
+@_element_evaluator
+def eval_element_list_included(pred: Any, gold_items: list, matches: Callable[[Any, Any], bool]) -> int:
     """Every predicted element is in the gold list; an empty (or unparseable) prediction scores 0."""
-    func = "eval_element_list_included"
-    gold_items = _gold_list(gold, func)
-    matches = _element_matcher(element_type, ndigits, tolerance, fuzz_method, threshold, lowercase, ignore_blank, func)
     pred_items = _as_list(pred)
     if not pred_items:
         return 0
     return int(all(any(matches(p, g) for g in gold_items) for p in pred_items))
 
 
-@_register
-def eval_element_list_overlap(
-    pred: Any,
-    gold: Any,
-    count: int = 1,
-    element_type: str = "str",
-    ndigits: int | None = 2,
-    tolerance: float = 1e-6,
-    fuzz_method: str = "ratio",
-    threshold: float = -1,
-    lowercase: bool = False,
-    ignore_blank: bool = False,
-) -> int:
+@_element_evaluator
+def eval_element_list_overlap(pred: Any, gold_items: list, matches: Callable[[Any, Any], bool],
+                              count: int = 1) -> int:
     """At least ``count`` distinct gold elements are matched, each by a different predicted element."""
-    func = "eval_element_list_overlap"
-    gold_items = _gold_list(gold, func)
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise EvaluationError(f"{func}: count must be a positive int, got {count!r}")
-    matches = _element_matcher(element_type, ndigits, tolerance, fuzz_method, threshold, lowercase, ignore_blank, func)
+        raise EvaluationError(f"eval_element_list_overlap: count must be a positive int, got {count!r}")
     pred_items = _as_list(pred)
     if not pred_items:
         return 0
