@@ -17,7 +17,7 @@ final as (
         authors,
         pdf_path,
         t.summary as tldr,
-        g.tags as tags,
+        g.tags,
         venue,
         paper_key,
         file_name,
