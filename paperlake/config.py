@@ -56,6 +56,11 @@ class Settings:
     executor: str = "in_process"          # in_process | multiprocess | celery: where `paperlake ingest` runs steps
     celery_broker: str = "redis://127.0.0.1:6379/0"   # the celery executor's broker and result backend
     celery_backend: str | None = None     # default: the broker
+    llm_prices: str | None = None         # PAPERLAKE_LLM_PRICES: JSON {"model": [usd per M input, per M output]}
+    llm_temperature: float | None = None  # PAPERLAKE_LLM_TEMPERATURE (None: the client's default)
+    llm_top_p: float | None = None        # PAPERLAKE_LLM_TOP_P
+    model_cache: Path | None = None       # PAPERLAKE_MODEL_CACHE, else $XDG_CACHE_HOME/paperlake, ~/.cache/paperlake
+    collections_config: Path | None = None   # PAPERLAKE_COLLECTIONS: another collections.yaml
     concurrent_runs: int = 1              # PAPERLAKE_CONCURRENT_RUNS: per-paper runs launched at once by `ingest`
     # with an executor outside the process (multiprocess, celery): set it to the number of workers
     inboxes: tuple[Path, ...] = ()       # PAPERLAKE_INBOX (os.pathsep-separated): what the sensor and `ingest` read
@@ -122,6 +127,12 @@ class Settings:
             celery_broker=_env("PAPERLAKE_CELERY_BROKER", "redis://127.0.0.1:6379/0"),
             celery_backend=_env("PAPERLAKE_CELERY_BACKEND"),
             concurrent_runs=max(1, int(_env("PAPERLAKE_CONCURRENT_RUNS", "1") or 1)),
+            llm_prices=_env("PAPERLAKE_LLM_PRICES"),
+            llm_temperature=float(_env("PAPERLAKE_LLM_TEMPERATURE")) if _env("PAPERLAKE_LLM_TEMPERATURE") else None,
+            llm_top_p=float(_env("PAPERLAKE_LLM_TOP_P")) if _env("PAPERLAKE_LLM_TOP_P") else None,
+            model_cache=Path(_env("PAPERLAKE_MODEL_CACHE") or Path(_env("XDG_CACHE_HOME") or Path.home() / ".cache")
+                             / "paperlake").expanduser(),
+            collections_config=Path(_env("PAPERLAKE_COLLECTIONS")) if _env("PAPERLAKE_COLLECTIONS") else None,
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

@@ -88,8 +88,8 @@ def user_message(text: str, images: list[bytes] | None = None) -> dict[str, Any]
     return {"role": "user", "content": [{"type": "text", "text": text}, *(image_part(png) for png in images)]}
 
 
-def prices_from_env() -> dict[str, tuple[float, float]]:
-    raw = os.environ.get("PAPERLAKE_LLM_PRICES")
+def parse_prices(raw: str | None) -> dict[str, tuple[float, float]]:
+    """``Settings.llm_prices`` (PAPERLAKE_LLM_PRICES) as model → (USD per million input, per million output)."""
     if not raw:
         return {}
     try:
@@ -169,11 +169,12 @@ class ChatClient:
             api_key=settings.openai_api_key,
             model=settings.llm_model or DEFAULT_MODEL,
             cache_dir=settings.cache / "llm" if use_cache else None,
-            prices=prices_from_env(),
+            prices=parse_prices(settings.llm_prices),
         )
-        for key, variable in (("temperature", "PAPERLAKE_LLM_TEMPERATURE"), ("top_p", "PAPERLAKE_LLM_TOP_P")):
-            if os.environ.get(variable):
-                values[key] = float(os.environ[variable])
+        if settings.llm_temperature is not None:
+            values["temperature"] = settings.llm_temperature
+        if settings.llm_top_p is not None:
+            values["top_p"] = settings.llm_top_p
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 

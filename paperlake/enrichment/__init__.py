@@ -76,12 +76,12 @@ def stale_papers(settings: Settings, kinds: tuple[str, ...] | None = None, keys:
 def dry_run(settings: Settings, kinds: tuple[str, ...] | None = None, keys: list[str] | None = None,
             retry_errors: bool = False) -> dict[str, Any]:
     """What enriching would ask, per paper and in total, with worst-case tokens and cost; calls nothing."""
-    from paperlake.llm import prices_from_env
+    from paperlake.llm import parse_prices
 
     lake = _lake(settings)
     kinds = kinds or resolve_kinds(settings.enrich_kinds)
     models = models_for(settings)
-    prices = prices_from_env()
+    prices = parse_prices(settings.llm_prices)
 
     def price(model: str, prompt: int, completion: int) -> float:
         per_in, per_out = prices.get(model, (0.0, 0.0))

@@ -29,10 +29,9 @@ def model_cache_dir() -> Path:
     """Where derived model files (ONNX exports of the configured encoders) are kept: ``$PAPERLAKE_MODEL_CACHE``,
     default ``~/.cache/paperlake`` (``$XDG_CACHE_HOME/paperlake``). They are keyed by the weights' digest, so every
     PAPERLAKE_HOME on the machine shares one export instead of paying ~15 s per home."""
-    if os.environ.get("PAPERLAKE_MODEL_CACHE"):
-        return Path(os.environ["PAPERLAKE_MODEL_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "paperlake"
+    from paperlake.config import Settings
+
+    return Settings.from_env().model_cache or Path.home() / ".cache" / "paperlake"
 
 
 class ConfigError(ValueError):
@@ -150,9 +149,11 @@ class VectorConfig:
 
 
 def default_config_path() -> Path:
-    env = os.environ.get(CONFIG_ENV)
-    if env:
-        return Path(env)
+    from paperlake.config import Settings
+
+    configured = Settings.from_env().collections_config
+    if configured:
+        return configured
     if _REPO_DEFAULT.is_file():
         return _REPO_DEFAULT
     try:  # an installed (non-editable) package keeps the YAML as package data of `schemas`
