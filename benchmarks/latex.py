@@ -2,12 +2,12 @@
 
 For every ``"type": "equation"`` entry in ``corpus/mineru/<paper>/*_content_list.json`` the equation's box (MinerU's
 0–1000 scale, converted to points with the page size in ``layout.json(.gz)``) is read back from
-``corpus/inbox/<volume>/<paper>.pdf`` with :func:`paperlake.latex_glyphs.reconstruct_latex` and compared with
+``corpus/inbox/<volume>/<paper>.pdf`` with :func:`paperlake.parsing.glyph_latex.reconstruct_latex` and compared with
 MinerU's LaTeX (``$$`` and ``\\tag`` stripped):
 
 - **sympy-equivalent**: both sides parse with sympy's ``parse_latex`` (strict) after the same light clean-up, and
   ``simplify(a - b) == 0`` (for relations: same relation, and both sides equivalent pairwise);
-- **similar**: ``rapidfuzz.fuzz.ratio`` of the two :func:`~paperlake.latex_glyphs.normalize_latex` keys / 100;
+- **similar**: ``rapidfuzz.fuzz.ratio`` of the two :func:`~paperlake.parsing.glyph_latex.normalize_latex` keys / 100;
 - **matched** when sympy-equivalent or similarity ≥ 0.8.
 
 MinerU's LaTeX is itself a model's reading of the page image, not ground truth: a mismatch can be either side's
@@ -33,7 +33,7 @@ from pathlib import Path
 import pymupdf
 from rapidfuzz import fuzz
 
-from paperlake.latex_glyphs import normalize_latex, reconstruct_latex
+from paperlake.parsing.glyph_latex import normalize_latex, reconstruct_latex
 from paperlake.parsing.mineru_backend import split_equation
 
 MATCH_THRESHOLD = 0.8

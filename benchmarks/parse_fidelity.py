@@ -90,7 +90,7 @@ DETECTORS = {"paperlake": run_paperlake, "layout": run_layout, "mineru": run_min
 
 def latex_equal(gold: str, ours: str) -> bool:
     from latex import sympy_equivalent  # benchmarks/latex.py
-    from paperlake.latex_glyphs import normalize_latex
+    from paperlake.parsing.glyph_latex import normalize_latex
 
     if normalize_latex(gold) == normalize_latex(ours):
         return True

@@ -15,7 +15,7 @@ import pymupdf
 import pytest
 from sympy.parsing.latex import parse_latex
 
-from paperlake.latex_glyphs import GlyphLatex, normalize_latex, reconstruct_latex
+from paperlake.parsing.glyph_latex import GlyphLatex, normalize_latex, reconstruct_latex
 from paperlake.parsing.mineru_backend import split_equation
 from support.fixtures import CORPUS_MINERU, corpus_pdf
 
