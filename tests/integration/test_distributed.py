@@ -111,3 +111,26 @@ def test_two_celery_workers_build_the_stores_one_process_builds(tmp_path, redis,
             # and they built the same stores: every mart (formula tables included), every entity of every collection
             assert _warehouse_rows(distributed) == _warehouse_rows(single)
             assert _entities(distributed) == _entities(single)
+
+
+def test_the_multiprocess_executor_runs_each_step_in_a_child_process(tmp_path, dbt_manifest, monkeypatch):
+    """The second executor outside the process: Dagster's multiprocess executor, one child process per step, the
+    same stores (one short paper, a Milvus Lite file: its pool keeps one writer at a time)."""
+    from orchestration.run import dagster_instance, ingest
+    from paperlake.config import Settings
+
+    inbox = make_inbox(tmp_path / "shared", PAPERS[:1])
+    monkeypatch.setenv("PAPERLAKE_EXECUTOR", "multiprocess")
+    settings = Settings.from_env(home=tmp_path / "home", backend="pymupdf", evaluate=False)
+    assert settings.executor == "multiprocess"
+    summary = ingest([inbox], settings)
+    assert summary.ok and summary.published == [f"emnlp2024/{PAPERS[0]}"], [f.line() for f in summary.failures]
+    assert summary.warehouse_built and summary.vectors_synced
+
+    instance = dagster_instance(settings)
+    step_pids = {entry.dagster_event.pid for run in instance.get_runs()
+                 for entry in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START)}
+    assert step_pids and os.getpid() not in step_pids
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        assert con.execute("select count(*) from metadata").fetchone() == (1,)
+        assert con.execute("select count(*) from chunks").fetchone()[0] > 0
