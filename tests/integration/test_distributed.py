@@ -103,6 +103,12 @@ def test_two_celery_workers_build_the_stores_one_process_builds(tmp_path, redis,
                          for entry in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START)}
             assert step_pids == {worker.pid for worker in workers}, (step_pids, [w.pid for w in workers])
             assert all(run.run_config.get("execution", {}).get("config", {}).get("broker") == redis for run in runs)
+            # the single-writer pools are the instance's whatever the executor (dagster-celery's loop claims a
+            # step's slot through the instance before it queues the task); a Milvus server needs none
+            storage = instance.event_log_storage
+            assert {pool: storage.get_concurrency_info(pool).slot_count for pool in ("warehouse", "formulas")} == {
+                "warehouse": 1, "formulas": 1}
+            assert "milvus" not in storage.get_concurrency_keys()
             # two per-paper runs were in flight at once (the parse of three papers of one volume: two runs)
             spans = sorted((r.start_time, r.end_time) for r in instance.get_run_records()
                            if r.dagster_run.job_name == "ingest_paper")
