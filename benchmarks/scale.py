@@ -114,15 +114,19 @@ def bulk_vectors(settings, store, paper_keys: list[str]) -> float:
     store.ensure_collections(specs)
     for spec in specs:
         fingerprint = store.fingerprint(spec)
-        changed = [(c, store.cell_hash(spec, fingerprint, c)) for c in cells if c.kind == spec.modality]
-        rows = store._rows(spec, changed, CollectionSyncStats(spec.name))
-        by_partition = defaultdict(list)
-        for row in rows:
-            partition = store.view_partition(spec.name, row["table_name"], row["column_name"], create=True)
-            by_partition[partition].append(row)
-        for partition, part_rows in by_partition.items():
-            for start in range(0, len(part_rows), 5000):
-                store.client.insert(spec.name, part_rows[start:start + 5000], partition_name=partition)
+        # a hundred papers' rows at a time: all 2,000 papers' rows with their vectors held at once took 20 GB
+        for first in range(0, len(paper_keys), 100):
+            group = {ids[key] for key in paper_keys[first:first + 100]}
+            changed = [(c, store.cell_hash(spec, fingerprint, c)) for c in cells
+                       if c.kind == spec.modality and c.pdf_id in group]
+            rows = store._rows(spec, changed, CollectionSyncStats(spec.name))
+            by_partition = defaultdict(list)
+            for row in rows:
+                partition = store.view_partition(spec.name, row["table_name"], row["column_name"], create=True)
+                by_partition[partition].append(row)
+            for partition, part_rows in by_partition.items():
+                for start in range(0, len(part_rows), 5000):
+                    store.client.insert(spec.name, part_rows[start:start + 5000], partition_name=partition)
         store.client.flush(spec.name)
         for key in paper_keys:
             paper = ids[key]
