@@ -12,8 +12,13 @@ headers, which are abbreviated:
 - an abbreviation of one or two consecutive question words, read as Schwartz and Hearst read abbreviations: every
   letter in order, the first one starting the long form (``sqrt`` for *square roots*), three letters at least.
 
+A label the paper defines (the line's ``header_glossary``: ``2D+: addition``, ``ori: original model``, from
+:mod:`paperlake.parsing.glossary`) is stated when its own words are or when its definition's are, whichever more
+(``two-digit addition`` states ``2D+``). Numbers are compared as numbers are spoken and printed: ``three`` is ``3``,
+``22nd`` and ``22th`` are ``22``.
+
 A line's match is (words matched, share of its header words matched); the ranking is a third route of the ensemble's
-reciprocal-rank fusion. Nothing here knows a paper, a dataset name or a model: the same three rules for every table.
+reciprocal-rank fusion. Nothing here knows a paper, a dataset name or a model: the same rules for every table.
 """
 
 from __future__ import annotations
@@ -31,9 +36,21 @@ _COMMON = frozenset(
 MIN_PARTIAL = 3   # letters a prefix or an abbreviation must have before it counts
 
 
+_NUMBER_WORDS = {word: str(i) for i, word in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split()) if i >= 2}   # not "one": "which one", "no one"
+_ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
+
+
+def _normal(word: str) -> str:
+    ordinal = _ORDINAL.match(word)
+    return ordinal.group(1) if ordinal else _NUMBER_WORDS.get(word, word)
+
+
 def words(text: str) -> list[str]:
-    """Lower-cased alphanumeric runs (``F1-score`` → ``f1``, ``score``; ``2D+`` → ``2d``)."""
-    return [w.lower() for w in _WORD.findall(text or "")]
+    """Lower-cased alphanumeric runs (``F1-score`` → ``f1``, ``score``; ``2D+`` → ``2d``), numbers as digits
+    (``three`` → ``3``, ``22nd`` → ``22``)."""
+    return [_normal(w.lower()) for w in _WORD.findall(text or "")]
 
 
 def header_words(path: Iterable[str]) -> list[str]:
@@ -45,6 +62,16 @@ def header_words(path: Iterable[str]) -> list[str]:
                 continue
             seen.setdefault(word, None)
     return list(seen)
+
+
+def glossary_of(entries: Iterable[str] | None) -> dict[str, str]:
+    """``["2D+: addition"]`` (a line's ``header_glossary``) → ``{"2D+": "addition"}``."""
+    glossary = {}
+    for entry in entries or []:
+        label, _, long = str(entry).partition(": ")
+        if label and long:
+            glossary[label.strip()] = long.strip()
+    return glossary
 
 
 def _abbreviates(short: str, long: str) -> bool:
@@ -86,21 +113,35 @@ class HeaderMatch:
         return self.matched, self.share
 
 
-def match(path: Iterable[str], question_words: Sequence[str]) -> HeaderMatch:
-    """How much of one header path the question states."""
-    wanted = header_words(path)
-    hits = sum(1 for word in wanted if word_matches(word, question_words))
-    return HeaderMatch(hits, hits / len(wanted) if wanted else 0.0)
+def match(path: Iterable[str], question_words: Sequence[str], glossary: dict[str, str] | None = None
+          ) -> HeaderMatch:
+    """How much of one header path the question states; a part the ``glossary`` defines counts by its own words or
+    its definition's, whichever the question states more of."""
+    glossary = glossary or {}
+    hits = total = 0
+    seen: set[str] = set()
+    for part in path:
+        readings = [header_words([part])]
+        if part.strip() in glossary:
+            readings.append(header_words([glossary[part.strip()]]))
+        readings = [[w for w in reading if w not in seen] for reading in readings]
+        scored = [(sum(1 for w in reading if word_matches(w, question_words)), len(reading)) for reading in readings]
+        best = max(scored, key=lambda hit_count: (hit_count[0], -hit_count[1]))
+        hits, total = hits + best[0], total + best[1]
+        seen.update(w for reading in readings for w in reading)
+    return HeaderMatch(hits, hits / total if total else 0.0)
 
 
-def rank_lines(question: str, lines: Sequence[tuple[tuple[str, str], Sequence[str], int]]
+def rank_lines(question: str, lines: Sequence[tuple[tuple[str, str], Sequence[str], int]
+                                               | tuple[tuple[str, str], Sequence[str], int, Sequence[str]]]
                ) -> list[tuple[str, str]]:
     """Line keys ordered by their header match, best first; lines whose header the question does not state at all
-    are left out. ``lines`` are (key, header path, table rank); ties go to the better-ranked table, then the key."""
+    are left out. ``lines`` are (key, header path, table rank[, header glossary]); ties go to the better-ranked
+    table, then the key."""
     question_words = [w for w in words(question) if w not in _COMMON]
     scored = []
-    for key, path, table_rank in lines:
-        found = match(path, question_words)
+    for key, path, table_rank, *glossary in lines:
+        found = match(path, question_words, glossary_of(glossary[0] if glossary else None))
         if found.matched:
             scored.append((-found.matched, -found.share, table_rank, key))
     scored.sort()

@@ -396,12 +396,15 @@ def _header_route(env: AgentEnv, task: Task, ranked: list[tuple[str, str]], foun
     for view, (id_column, text_column, path_column) in {
             "table_rows": ("row_id", "row_text", "row_header_path"),
             "table_columns": ("column_id", "column_text", "column_header_path")}.items():
-        for row_id, table_id, text, path, paper_id, page in env.query(
+        info = rows_info if view == "table_rows" else columns_info
+        # a warehouse built before labels were glossed has no header_glossary: the paths alone, then
+        glossary = "header_glossary" if "header_glossary" in {c.name for c in info.columns} else "null"
+        for row_id, table_id, text, path, paper_id, page, defined in env.query(
                 f"select cast({id_column} as varchar), cast(ref_table_id as varchar), {text_column}, {path_column}, "
-                f"cast(ref_paper_id as varchar), page_number from {view} "
+                f"cast(ref_paper_id as varchar), page_number, {glossary} from {view} "
                 f"where cast(ref_table_id as varchar) in ({marks})", tables, max_rows=100_000).rows:
             key = (view, row_id)
-            lines.append((key, list(path or []), tables.index(table_id)))
+            lines.append((key, list(path or []), tables.index(table_id), list(defined or [])))
             texts.setdefault(key, {}).setdefault(text_column, text or "")
             found.setdefault(key, ContextItem(
                 text="", paper_id=paper_id, page_number=page, table_name=view, column_name=text_column,

@@ -70,14 +70,14 @@ VIEW_SCHEMAS: dict[str, pa.Schema] = {
         [
             ("row_id", _STR), ("table_id", _STR), ("paper_id", _STR), ("page_number", _INT), ("page_id", _STR),
             ("row_index", _INT), ("row_header_path", pa.list_(_STR)), ("row_text", _STR), ("num_values", _INT),
-            ("backend", _STR),
+            ("header_glossary", pa.list_(_STR)), ("backend", _STR),
         ]
     ),
     "table_columns": pa.schema(
         [
             ("column_id", _STR), ("table_id", _STR), ("paper_id", _STR), ("page_number", _INT), ("page_id", _STR),
             ("col_index", _INT), ("column_header_path", pa.list_(_STR)), ("unit", _STR), ("column_text", _STR),
-            ("num_values", _INT), ("backend", _STR),
+            ("num_values", _INT), ("header_glossary", pa.list_(_STR)), ("backend", _STR),
         ]
     ),
     "images": pa.schema(

@@ -18,7 +18,16 @@ from paperlake import ids
 from paperlake.inbox import PaperSource
 from paperlake.parsing.blocks import Block, DocumentLayout, TableCell
 from paperlake.parsing.errors import ParseError
-from paperlake.parsing.table_structure import TableStructure, caption_head, header_unit, table_lines, table_structure
+from paperlake.parsing.glossary import table_glossary
+from paperlake.parsing.inline_math import plain_text
+from paperlake.parsing.table_structure import (
+    TableStructure,
+    caption_head,
+    header_labels,
+    header_unit,
+    table_lines,
+    table_structure,
+)
 from paperlake.views import ParsedPaper
 
 # Blocks whose text belongs to the body (sections and chunks); titles, authors and running heads do not.
@@ -389,6 +398,7 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
 
     # Whole figure → (its image id, its ordinal, how many panels it has so far).
     figures: dict[int, tuple[str, int, int]] = {}
+    paragraphs = [b.text for b in blocks if b.kind in {"text", "list_item", "abstract", "footnote"} and b.text]
     previous_prose: Block | None = None
     awaiting_context: list[dict] = []
     for block in blocks:
@@ -408,7 +418,7 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
                     "table_structure": structure.quality, "detector": block.detector, **located,
                 }
             )
-            _add_table_structure_rows(parsed, table_id, block, structure, common)
+            _add_table_structure_rows(parsed, table_id, block, structure, common, paragraphs)
         elif block.kind == "figure" and block.parent is None:
             ordinal = next_ordinal("image", page)
             image_id = ids.element_id(paper_id, "image", page, ordinal)
@@ -486,9 +496,11 @@ def _xywh(bbox: tuple[float, float, float, float]) -> list[float]:
 
 
 def _add_table_structure_rows(
-    parsed: ParsedPaper, table_id: str, block: Block, structure: TableStructure, common: dict[str, str]
+    parsed: ParsedPaper, table_id: str, block: Block, structure: TableStructure, common: dict[str, str],
+    paragraphs: list[str],
 ) -> None:
-    """The table's cells with their header paths and numbers, and its row and column lines (HD-RAG's H-RCL)."""
+    """The table's cells with their header paths and numbers, and its row and column lines (HD-RAG's H-RCL), which
+    state what the paper defines the table's labels to mean (:mod:`paperlake.parsing.glossary`)."""
     for cell in structure.cells.iter_rows(named=True):
         column_path = cell["column_header_path"]
         parsed.rows("table_cells").append(
@@ -502,18 +514,20 @@ def _add_table_structure_rows(
             }
         )
     located = {"page_number": block.page_number, "page_id": ids.page_id(common["paper_id"], block.page_number)}
-    rows, columns = table_lines(structure, caption_head(block.label, block.caption))
+    glossary = table_glossary(header_labels(structure), block.caption, paragraphs)
+    rows, columns = table_lines(structure, caption_head(block.label, plain_text(block.caption or "")), glossary)
     for line in rows:
         parsed.rows("table_rows").append(
             {"row_id": ids.element_id(table_id, "row", line.index), "table_id": table_id, "row_index": line.index,
              "row_header_path": line.header_path, "row_text": line.text, "num_values": line.num_values,
-             **located, **common}
+             "header_glossary": line.glossary, **located, **common}
         )
     for line in columns:
         parsed.rows("table_columns").append(
             {"column_id": ids.element_id(table_id, "column", line.index), "table_id": table_id,
              "col_index": line.index, "column_header_path": line.header_path, "unit": line.unit,
-             "column_text": line.text, "num_values": line.num_values, **located, **common}
+             "column_text": line.text, "num_values": line.num_values, "header_glossary": line.glossary,
+             **located, **common}
         )
 
 

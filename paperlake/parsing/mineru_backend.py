@@ -32,9 +32,10 @@ from paperlake.inbox import PaperSource
 from paperlake.parsing.assemble import assemble
 from paperlake.parsing.blocks import Block, DocumentLayout, PageInfo, TableCell
 from paperlake.parsing.errors import ParseError
+from paperlake.parsing.inline_math import plain_text
 from paperlake.views import ParsedPaper
 
-PARSER_VERSION = "mineru-6"
+PARSER_VERSION = "mineru-7"
 BACKEND = "mineru"
 STAGE = "mineru"
 DEFAULT_TIMEOUT_SECONDS = 3600
@@ -461,42 +462,14 @@ def _span(value: str | None) -> int:
 
 def table_cells(table_html: str) -> list[TableCell]:
     """Cells of MinerU's table HTML; the first row and ``<th>``/``<thead>`` cells are headers. Inline math in a
-    cell is read as the text it prints (:func:`plain_cell_text`)."""
+    cell is read as the text it prints (:func:`paperlake.parsing.inline_math.plain_text`)."""
     parser = _CellParser()
     parser.feed(table_html)
     parser.close()
     parser._close_cell()
     for cell in parser.cells:
-        cell.text = plain_cell_text(cell.text)
+        cell.text = plain_text(cell.text)
     return parser.cells
-
-
-_CELL_SYMBOLS = {r"\pm": "±", r"\times": "×", r"\uparrow": "↑", r"\downarrow": "↓", r"\%": "%",
-                 r"\dagger": "†", r"\ddagger": "‡", r"\ast": "*", r"\star": "⋆", r"\approx": "≈",
-                 r"\leq": "≤", r"\geq": "≥", r"\le": "≤", r"\ge": "≥", r"\cdot": "·", r"\checkmark": "✓",
-                 r"\sim": "~", r"\infty": "∞", r"\alpha": "α", r"\beta": "β", r"\lambda": "λ", r"\mu": "μ"}
-_CELL_MATH = re.compile(r"\$([^$]*)\$")
-
-
-def plain_cell_text(text: str) -> str:
-    """A table cell's inline LaTeX as the text it prints: MinerU writes ``$1 4 ^ { 1 9 }$`` for "1419",
-    ``$\\pm 0 . 3$`` for "± 0.3", ``$\\mathbf { 7 7 . 3 }$`` for a bold 77.3. Text outside ``$…$`` is kept."""
-    if "$" not in (text or ""):
-        return text
-
-    def plain(match: re.Match) -> str:
-        math = match.group(1)
-        for command, symbol in sorted(_CELL_SYMBOLS.items(), key=lambda kv: -len(kv[0])):
-            math = re.sub(re.escape(command) + r"(?![A-Za-z])", symbol, math)
-        math = re.sub(r"\\(?:mathrm|mathbf|textbf|mathit|textit|text|bf|it|rm|boldsymbol|mathbb|mathcal|"
-                      r"underline|overline|hat|tilde|bar)(?![A-Za-z])", " ", math)
-        math = re.sub(r"\\[A-Za-z]+", " ", math)          # other commands: their arguments stay
-        math = re.sub(r"[{}^_~\\]", " ", math)
-        math = re.sub(r"(?<=[\d.]) +(?=[\d.])", "", math)  # "7 7 . 3" → "77.3"
-        math = re.sub(r"(?<=\b[A-Za-z]) (?=[A-Za-z]\b)", "", math)  # "o r i" → "ori"
-        return " ".join(math.split())
-
-    return " ".join(_CELL_MATH.sub(plain, text).split())
 
 
 # ---------------------------------------------------------------------------------------------------- equations

@@ -27,6 +27,8 @@ from typing import Any
 
 import polars as pl
 
+from paperlake.parsing.glossary import glossed
+
 _NUMBER = re.compile(
     r"^(?P<times>[×x]\s*)?(?P<currency>[$£€¥]\s*)?\(?\s*(?P<sign>[-+−–]?)\s*(?P<int>\d{1,3}(?:,\d{3})+|\d+)?"
     r"(?P<frac>\.\d+)?(?:[eE](?P<exp>[-+−]?\d+))?\s*(?P<scale>[kKMB]\b)?\s*(?P<percent>%)?\s*\)?"
@@ -268,21 +270,41 @@ class TableLine:
     text: str
     num_values: int
     unit: str | None = None
+    glossary: list[str] = field(default_factory=list)   # "LABEL: long form" for the labels of its own path
 
 
 def _path_text(path: list[str] | None) -> str:
     return _PATH_JOIN.join(p for p in (path or []) if p)
 
 
-def table_lines(structure: TableStructure, head: str) -> tuple[list[TableLine], list[TableLine]]:
+def header_labels(structure: TableStructure) -> list[str]:
+    """The texts of a table's header and stub cells, in reading order, once each."""
+    cells = structure.cells
+    if cells.is_empty():
+        return []
+    labels = cells.filter(pl.col("is_header") | pl.col("is_stub")).sort(["row", "col"])["text"].to_list()
+    return list(dict.fromkeys(t.strip() for t in labels if t and t.strip()))
+
+
+def table_lines(structure: TableStructure, head: str, glossary: dict[str, str] | None = None
+                ) -> tuple[list[TableLine], list[TableLine]]:
     """HD-RAG's row- and column-level representations of a table, deterministic text (no LLM).
 
     A row renders as ``<caption head>`` / ``Row: <row header path>`` / ``<column header path>: <value>; …`` and a
     column as ``<caption head>`` / ``Column: <column header path> (unit)`` / ``<row header path>: <value>; …``, so a
     question naming a model and a metric finds the one line holding both with the value beside them. Body rows only
     (header rows are in every line's paths); data columns only (the stub columns are every row's path). A cell
-    spanning rows or columns is a value of each line it covers.
+    spanning rows or columns is a value of each line it covers. A label the paper defines (``glossary``, from
+    :mod:`paperlake.parsing.glossary`) is stated beside it in the line's own ``Row:``/``Column:`` path
+    (``Row: 2D+ (addition)``), and the line's ``glossary`` lists those definitions.
     """
+    glossary = glossary or {}
+
+    def own_path(path: list[str]) -> tuple[str, list[str]]:
+        parts = [p for p in path if p]
+        return (_PATH_JOIN.join(glossed(p, glossary) for p in parts),
+                [f"{p.strip()}: {glossary[p.strip()]}" for p in parts if p.strip() in glossary])
+
     cells = structure.cells
     if cells.is_empty():
         return [], []
@@ -306,9 +328,10 @@ def table_lines(structure: TableStructure, head: str) -> tuple[list[TableLine], 
                  for v in sorted(values, key=lambda v: v["col"])]
         own = [v for v in values if v["row"] == r] or values
         path = list(own[0]["row_header_path"] or [])
-        label = f"Row: {_path_text(path)}" if path else f"Row {r + 1 - structure.header_rows}"
+        shown, defined = own_path(path)
+        label = f"Row: {shown}" if path else f"Row {r + 1 - structure.header_rows}"
         rows_out.append(TableLine(r, path, f"{head}\n{label}\n" + "; ".join(parts),
-                                  sum(v["number"] is not None for v in values)))
+                                  sum(v["number"] is not None for v in values), glossary=defined))
     for c in range(structure.stub_columns, n_cols):
         values = [x for x in records if x["col"] <= c < x["col"] + x["colspan"]]
         if not values:
@@ -317,9 +340,10 @@ def table_lines(structure: TableStructure, head: str) -> tuple[list[TableLine], 
         unit = header_unit(path)
         parts = [f"{_path_text(v['row_header_path'])}: {v['text']}" if v["row_header_path"] else v["text"]
                  for v in sorted(values, key=lambda v: v["row"])]
-        label = f"Column: {_path_text(path)}" if path else f"Column {c + 1 - structure.stub_columns}"
+        shown, defined = own_path(path)
+        label = f"Column: {shown}" if path else f"Column {c + 1 - structure.stub_columns}"
         columns_out.append(TableLine(c, path, f"{head}\n{label}\n" + "; ".join(parts),
-                                     sum(v["number"] is not None for v in values), unit))
+                                     sum(v["number"] is not None for v in values), unit, defined))
     return rows_out, columns_out
 
 

@@ -47,3 +47,27 @@ def test_rank_lines_orders_by_words_matched_then_share_then_table_rank():
     ]
     ranked = hm.rank_lines("ELMo on MPQA?", lines)
     assert ranked == [("table_columns", "d"), ("table_rows", "b"), ("table_rows", "a"), ("table_columns", "c")]
+
+
+def test_a_defined_label_is_stated_by_its_definition():
+    question = q("What accuracy does the original model reach on two-digit addition?")
+    glossary = hm.glossary_of(["2D+: addition", "ori: original model"])
+    assert glossary == {"2D+": "addition", "ori": "original model"}
+    assert hm.match(["2D+"], question, glossary).matched == 1          # by "addition"
+    assert hm.match(["2D+"], question).matched == 0                    # the label alone says nothing
+    # a label and its definition are one header part: counted once, by whichever states more
+    assert hm.match(["ori"], question, glossary) == hm.HeaderMatch(1, 1.0)
+
+
+def test_numbers_are_compared_as_spoken_and_printed():
+    question = q("When the 22nd attention head of layer 17 is intervened, on three-digit division?")
+    assert hm.match(["1722"], question, {"1722": "22th head in 17th layer"}).matched == 4   # 22 head 17 layer
+    assert hm.match(["3D"], question, {"3D": "3-digit"}).matched == 2                       # 3, digit
+    assert "1" not in q("which one is best")                                              # "one" stays a word
+
+
+def test_rank_lines_reads_each_lines_glossary():
+    lines = [(("table_rows", "a"), ["2D-"], 0, ["2D-: subtraction"]),
+             (("table_rows", "b"), ["2D+"], 0, ["2D+: addition"]),
+             (("table_rows", "c"), ["all"], 0)]
+    assert hm.rank_lines("accuracy on two-digit addition", lines) == [("table_rows", "b")]

@@ -362,8 +362,25 @@ def test_whole_corpus_parses_with_labelled_floats_and_boxes_inside_pages():
     ("$\\mathrm { o r i }$", "ori"), ("$\\uparrow$ BLEU", "↑ BLEU"), ("no math, 12", "no math, 12"),
 ])
 def test_inline_math_in_table_cells_reads_as_printed(cell, text):
-    from paperlake.parsing.mineru_backend import plain_cell_text, table_cells
+    from paperlake.parsing.inline_math import plain_text
+    from paperlake.parsing.mineru_backend import table_cells
 
-    assert plain_cell_text(cell) == text
+    assert plain_text(cell) == text
     assert table_cells(f"<table><tr><td>Model</td><td>X</td></tr><tr><td>A</td><td>{cell}</td></tr></table>")[-1].text \
         == text
+
+
+def test_table_lines_state_what_the_paper_defines_their_labels_to_mean():
+    """The arithmetic paper's Table 1 labels its rows 2D+ … 2D/ (defined in the text: "addition (2D+)") and a column
+    "ori" (defined in the caption, written in inline LaTeX: '"ori": original model')."""
+    parsed = mineru.parse(_source("emnlp2024-193-arithmetic-mechanism"))
+    table_1 = next(t["table_id"] for t in parsed.rows("tables") if t["table_label"] == "Table 1")
+    rows = {tuple(r["row_header_path"]): r for r in parsed.rows("table_rows") if r["table_id"] == table_1}
+    columns = {tuple(c["column_header_path"]): c for c in parsed.rows("table_columns") if c["table_id"] == table_1}
+    assert rows[("2D+",)]["header_glossary"] == ["2D+: addition"]
+    assert rows[("2D*",)]["header_glossary"] == ["2D*: multiplication"]   # Markdown's "2D\*" in the text
+    assert "\nRow: 2D+ (addition)\n" in rows[("2D+",)]["row_text"]
+    assert rows[("all",)]["header_glossary"] == []
+    assert columns[("ori",)]["header_glossary"] == ["ori: original model"]
+    # the caption heading each line reads as printed, not as MinerU's letter-by-letter LaTeX
+    assert "\\mathrm" not in columns[("ori",)]["column_text"] and "original model" in columns[("ori",)]["column_text"]

@@ -8,6 +8,7 @@ final as (
         column_text,
         e.summary as column_summary,
         column_header_path,
+        header_glossary,
         array_to_string(column_header_path, ' > ') as column_header,
         unit,
         col_index,

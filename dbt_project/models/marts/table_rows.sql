@@ -8,6 +8,7 @@ final as (
         row_text,
         e.summary as row_summary,
         row_header_path,
+        header_glossary,
         array_to_string(row_header_path, ' > ') as row_header,
         row_index,
         num_values,

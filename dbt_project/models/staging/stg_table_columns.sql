@@ -13,6 +13,7 @@ renamed as (
         column_header_path,
         unit,
         column_text,
+        header_glossary,
         num_values,
         backend
     from source

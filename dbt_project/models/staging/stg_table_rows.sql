@@ -12,6 +12,7 @@ renamed as (
         row_index,
         row_header_path,
         row_text,
+        header_glossary,
         num_values,
         backend
     from source

@@ -17,7 +17,7 @@ from paperlake.parsing.pymupdf.structure import _analyse_page, _build_layout
 from paperlake.parsing.pymupdf.tables import _fill_table_cells
 from paperlake.views import ParsedPaper
 
-PARSER_VERSION = "pymupdf-17"
+PARSER_VERSION = "pymupdf-18"
 BACKEND = "pymupdf"
 
 _MIN_TEXT_CHARS = 50          # fewer characters than this on the first pages: a scan without a text layer
