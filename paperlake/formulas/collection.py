@@ -22,10 +22,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from pymilvus import DataType
-
 from paperlake.vectors.encoders import encode_cached
 from paperlake.vectors.filters import OPERATORS, validate_filter
+from paperlake.vectors.pymilvus_names import DataType
 from paperlake.vectors.store import (
     INCARNATION_PROPERTY,
     SchemaMismatchError,

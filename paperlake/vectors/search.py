@@ -30,10 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from pymilvus import AnnSearchRequest, MilvusException, RRFRanker, WeightedRanker
-
 from paperlake.vectors.config import FUSIONS, CollectionSpec, VectorFieldSpec
 from paperlake.vectors.filters import FilterError, quote_literal, validate_filter
+from paperlake.vectors.pymilvus_names import AnnSearchRequest, MilvusException, RRFRanker, WeightedRanker
 from paperlake.vectors.store import VectorStore
 
 __all__ = ["FilterError", "Hit", "SearchFailed", "search"]

@@ -24,9 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from pymilvus import DataType, Function, FunctionType, MilvusClient, MilvusException
-from pymilvus.milvus_client.index import IndexParams
-
 from paperlake.config import Settings, is_server_uri
 from paperlake.failpoints import fault_point
 from paperlake.vectors.config import CollectionSpec, VectorConfig, load_config
@@ -40,6 +37,14 @@ from paperlake.vectors.encoders import (
 )
 from paperlake.vectors.entities import Cell, Encodable, collect_cells
 from paperlake.vectors.filters import quote_literal, validate_filter
+from paperlake.vectors.pymilvus_names import (
+    DataType,
+    Function,
+    FunctionType,
+    IndexParams,
+    MilvusClient,
+    MilvusException,
+)
 from paperlake.vectors.server import FileLockGuard
 
 log = logging.getLogger(__name__)
