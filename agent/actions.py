@@ -74,8 +74,10 @@ def bounded(observation: Observation) -> Observation:
     if len(observation.text) <= MAX_OBSERVATION_CHARS:
         return observation
     cut = len(observation.text) - MAX_OBSERVATION_CHARS
-    observation.text = (f"{observation.text[:MAX_OBSERVATION_CHARS]}\n[Note: the observation was cut at "
-                        f"{MAX_OBSERVATION_CHARS} characters ({cut} characters cut); ask for less at a time]")
+    observation.text = (
+        f"{observation.text[:MAX_OBSERVATION_CHARS]}\n[Note: the observation was cut at "
+        f"{MAX_OBSERVATION_CHARS} characters ({cut} characters cut); ask for less at a time]"
+    )
     return observation
 
 
@@ -133,8 +135,14 @@ class Action:
             annotation = hints[item.name]
             type_name = getattr(annotation, "__name__", None) if not hasattr(annotation, "__origin__") else None
             result.append(
-                Param(item.name, annotation, str(type_name or annotation).replace("typing.", ""), required, default,
-                      item.metadata.get("doc", ""))
+                Param(
+                    item.name,
+                    annotation,
+                    str(type_name or annotation).replace("typing.", ""),
+                    required,
+                    default,
+                    item.metadata.get("doc", ""),
+                )
             )
         return result
 
@@ -272,8 +280,10 @@ class RetrieveFromDatabase(Action):
 
     sql: str = field(metadata=_doc("a single SQL query"))
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
-        {"sql": "SELECT table_id, table_caption, page_number FROM tables WHERE ref_paper_id = "
-                "'00000000-0000-0000-0000-000000000000' ORDER BY page_number, ordinal LIMIT 10"},
+        {
+            "sql": "SELECT table_id, table_caption, page_number FROM tables WHERE ref_paper_id = "
+            "'00000000-0000-0000-0000-000000000000' ORDER BY page_number, ordinal LIMIT 10"
+        },
     )
 
     def execute(self, env: AgentEnv) -> Observation:
@@ -289,8 +299,13 @@ class RetrieveFromDatabase(Action):
             return error("sql_error", str(problem))
         cut_bytes = getattr(result, "cut_bytes", False)  # the sandbox's byte cap: its note says so, not "more rows"
         formatted = format_table(
-            result.columns, result.rows, env.output_format, env.max_rows, env.max_tokens,
-            result.truncated and not cut_bytes, [result.note] if cut_bytes else (),
+            result.columns,
+            result.rows,
+            env.output_format,
+            env.max_rows,
+            env.max_tokens,
+            result.truncated and not cut_bytes,
+            [result.note] if cut_bytes else (),
         )
         shown = result.rows[: formatted.shown_rows]
         return Observation(
@@ -312,9 +327,14 @@ class RetrieveFromVectorstore(Action):
     filter: str = field(default="", metadata=_doc("a boolean filter expression; empty for none"))
     limit: int = field(default=5, metadata=_doc(f"how many results, 1 to {MAX_VECTOR_LIMIT}"))
     examples: ClassVar[tuple[dict[str, Any], ...]] = (
-        {"query": "ablation results on the validation set", "collection_name": "text_bm25_en",
-         "table_name": "chunks", "column_name": "text_content",
-         "filter": "pdf_id == '00000000-0000-0000-0000-000000000000'", "limit": 5},
+        {
+            "query": "ablation results on the validation set",
+            "collection_name": "text_bm25_en",
+            "table_name": "chunks",
+            "column_name": "text_content",
+            "filter": "pdf_id == '00000000-0000-0000-0000-000000000000'",
+            "limit": 5,
+        },
     )
 
     def execute(self, env: AgentEnv) -> Observation:
@@ -374,8 +394,13 @@ def hits_observation(env: AgentEnv, hits: list[Any], modality: str, source: str)
     content = "bbox" if modality == "image" else "text"
     columns = ["primary_key", "pdf_id", "page_number", "score", content]
     rows = [
-        (h.primary_key, h.pdf_id, h.page_number, round(float(h.score), 4),
-         jsonable(list(h.bbox)) if content == "bbox" and h.bbox else h.text)
+        (
+            h.primary_key,
+            h.pdf_id,
+            h.page_number,
+            round(float(h.score), 4),
+            jsonable(list(h.bbox)) if content == "bbox" and h.bbox else h.text,
+        )
         for h in hits
     ]
     formatted = format_table(columns, rows, env.output_format, env.max_rows, env.max_tokens)
@@ -432,11 +457,15 @@ class ViewImage(Action):
         ):
             return error("invalid_parameter", "bounding_box must be [x0, y0, w, h] (four finite numbers), or []")
         if box and not all(abs(v) <= self.MAX_POINTS for v in box):
-            return error("invalid_parameter", f"bounding_box values are PDF points and lie within ±{self.MAX_POINTS:g}"
-                         f" (the largest PDF page), got [{', '.join(f'{v:.4g}' for v in box)}]")
+            return error(
+                "invalid_parameter",
+                f"bounding_box values are PDF points and lie within ±{self.MAX_POINTS:g}"
+                f" (the largest PDF page), got [{', '.join(f'{v:.4g}' for v in box)}]",
+            )
         if box and (box[2] < 1 or box[3] < 1):
-            return error("invalid_parameter", f"bounding_box must be at least 1 x 1 points, "
-                         f"got w={box[2]:.4g}, h={box[3]:.4g}")
+            return error(
+                "invalid_parameter", f"bounding_box must be at least 1 x 1 points, got w={box[2]:.4g}, h={box[3]:.4g}"
+            )
         if env.warehouse is None:
             return error("unavailable", "no warehouse is open")
         located = env.pdf_path(canonical)
@@ -448,8 +477,9 @@ class ViewImage(Action):
         if path.suffix.lower() != ".pdf" or not path.is_file():
             return error("not_found", f"the PDF of paper {canonical} is not available on this machine")
         try:
-            recorded = env.query("select sha256 from metadata where cast(paper_id as varchar) = ?", [canonical],
-                                 max_rows=1).rows
+            recorded = env.query(
+                "select sha256 from metadata where cast(paper_id as varchar) = ?", [canonical], max_rows=1
+            ).rows
             found = self._sha256(path)
         except (SQLFailed, SQLTimeout) as problem:
             return error("unavailable", f"cannot read the sha256 of paper {canonical} from the warehouse: {problem}")
@@ -457,8 +487,11 @@ class ViewImage(Action):
             return error("not_found", f"the PDF of paper {canonical} is not available on this machine")
         # a warehouse built by the pipeline always records it (dbt tests metadata.sha256 not_null)
         if recorded and recorded[0][0] and str(recorded[0][0]).lower() != found:
-            return error("file_changed", f"the PDF of paper {canonical} on this machine is not the file that was "
-                         "ingested (its sha256 differs); re-ingest it before viewing its pages")
+            return error(
+                "file_changed",
+                f"the PDF of paper {canonical} on this machine is not the file that was "
+                "ingested (its sha256 differs); re-ingest it before viewing its pages",
+            )
         try:
             png, shown = render_region(path, self.page_number, list(box), env.image_dpi, env.image_max_pixels)
         except ValueError as problem:
@@ -499,8 +532,9 @@ def render_region(path: Any, page_number: int, box: list[float], dpi: int, max_p
             x0, y0, w, h = box
             clip = pymupdf.Rect(x0, y0, x0 + w, y0 + h) & page.rect
             if clip.is_empty or clip.width < 1 or clip.height < 1:
-                raise ValueError(f"bounding_box {box} lies outside the page "
-                                 f"({page.rect.width:g} x {page.rect.height:g})")
+                raise ValueError(
+                    f"bounding_box {box} lies outside the page ({page.rect.width:g} x {page.rect.height:g})"
+                )
         zoom = min(dpi / 72, max_pixels / max(clip.width, clip.height))
         pixmap = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), clip=clip, alpha=False)
         return pixmap.tobytes("png"), [clip.x0, clip.y0, clip.width, clip.height]
@@ -547,9 +581,14 @@ def _formula_evidence(record: dict[str, Any], source: str) -> Evidence | None:
         return None
     bbox = record.get("bbox") or record.get("bounding_box")
     return Evidence(
-        str(paper), record.get("page_number"), tuple(bbox) if bbox else None, "formulas", "latex",
+        str(paper),
+        record.get("page_number"),
+        tuple(bbox) if bbox else None,
+        "formulas",
+        "latex",
         str(record.get("formula_id") or record.get("constant_id") or record.get("name") or ""),
-        snippet(record.get("latex") or record.get("value") or ""), source,
+        snippet(record.get("latex") or record.get("value") or ""),
+        source,
     )
 
 
@@ -566,8 +605,9 @@ class RetrieveMathKnowledge(Action):
         if env.formulas is None:
             return error("unavailable", "no formula graph is available here")
         if len(self.search_terms) > MAX_SEARCH_TERMS:
-            return error("invalid_parameter",
-                         f"give at most {MAX_SEARCH_TERMS} search_terms, got {len(self.search_terms)}")
+            return error(
+                "invalid_parameter", f"give at most {MAX_SEARCH_TERMS} search_terms, got {len(self.search_terms)}"
+            )
         terms = [str(t) for t in self.search_terms if str(t).strip()]
         if not self.query.strip() and not terms:
             return error("invalid_parameter", "give a query or search_terms")
@@ -681,8 +721,11 @@ class CallTool(Action):
 
 
 NEUSYM_ACTIONS: tuple[type[Action], ...] = (
-    RetrieveFromDatabase, RetrieveFromVectorstore, ViewImage, CalculateExpr, GenerateAnswer,
+    RetrieveFromDatabase,
+    RetrieveFromVectorstore,
+    ViewImage,
+    CalculateExpr,
+    GenerateAnswer,
 )
 MATH_ACTIONS: tuple[type[Action], ...] = (RetrieveMathKnowledge, RetrieveConstant, CreateDynamicTool, CallTool)
 ALL_ACTIONS: tuple[type[Action], ...] = (*NEUSYM_ACTIONS, ClassicRetrieve, *MATH_ACTIONS)
-

@@ -174,8 +174,15 @@ class MilvusVectors:
         self, query: str, collection: str, table_name: str, column_name: str, filter: str = "", limit: int = 5
     ) -> list[Hit]:
         try:
-            hits = self._search(self._store, query, collection, table_name=table_name, column_name=column_name,
-                                filter=filter, limit=limit)
+            hits = self._search(
+                self._store,
+                query,
+                collection,
+                table_name=table_name,
+                column_name=column_name,
+                filter=filter,
+                limit=limit,
+            )
         except self._filter_error as error:
             raise InvalidFilter(str(error)) from error
         return [

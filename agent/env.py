@@ -51,7 +51,7 @@ def live_catalogue(warehouse: ReadOnlyWarehouse) -> list[Table]:
     )
     try:
         documented = {table.name: table for table in catalogue()}
-    except OSError:   # no dbt YAML next to the package: the live file's own catalogue only
+    except OSError:  # no dbt YAML next to the package: the live file's own catalogue only
         documented = {}
     result: list[Table] = []
     for name in [t for t in documented if t in live_columns] + sorted(set(live_columns) - set(documented)):
@@ -243,8 +243,11 @@ class AgentEnv:
                 bbox = tuple(record["bounding_box"])
             if paper_id is None and row_id is None:
                 continue
-            text = " | ".join(cell_text(clip_value(record[c], _EVIDENCE_CELL_CHARS)[0])
-                              for c in content[:MAX_COLUMNS] if record.get(c) is not None)
+            text = " | ".join(
+                cell_text(clip_value(record[c], _EVIDENCE_CELL_CHARS)[0])
+                for c in content[:MAX_COLUMNS]
+                if record.get(c) is not None
+            )
             evidence.append(
                 Evidence(
                     paper_id=paper_id,

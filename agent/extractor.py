@@ -110,8 +110,8 @@ class SynthesisStats:
 
 @dataclass
 class Synthesis:
-    examples: list[dict[str, Any]]          # AirQA rows (verified first; unverified ones only when kept)
-    trajectories: list[dict[str, Any]]      # chat-format records of the verified examples
+    examples: list[dict[str, Any]]  # AirQA rows (verified first; unverified ones only when kept)
+    trajectories: list[dict[str, Any]]  # chat-format records of the verified examples
     stats: SynthesisStats
     usage: dict[str, Any]
 
@@ -130,40 +130,71 @@ def _order(seed: str, items: list[Any], key: Any) -> list[Any]:
 
 def draw_contexts(env: AgentEnv, volume: str, limit: int) -> list[Context]:
     """Up to ``limit`` contexts of the volume, cycling over the context kinds and the papers."""
-    papers = _rows(env, "select paper_id::varchar, title, abstract from metadata where volume = ? order by paper_key",
-                   [volume])
+    papers = _rows(
+        env, "select paper_id::varchar, title, abstract from metadata where volume = ? order by paper_key", [volume]
+    )
     if not papers:
         return []
     pools: dict[str, list[Context]] = {kind: [] for kind in CONTEXT_KINDS}
     for paper_id, title, _ in papers:
-        for cid, text, page in _rows(env, "select chunk_id::varchar, text_content, page_number from chunks "
-                                          "where ref_paper_id = ? and length(text_content) > 400", [paper_id]):
+        for cid, text, page in _rows(
+            env,
+            "select chunk_id::varchar, text_content, page_number from chunks "
+            "where ref_paper_id = ? and length(text_content) > 400",
+            [paper_id],
+        ):
             pools["text"].append(Context("text", [paper_id], [title], text[:_CONTEXT_CHARS], page, "chunks", cid))
-        for tid, caption, page in _rows(env, "select table_id::varchar, table_caption, page_number from tables "
-                                             "where ref_paper_id = ? and table_structure = 'ok'", [paper_id]):
-            lines = [r[0] for r in _rows(env, "select row_text from table_rows where ref_table_id = ? "
-                                              "order by row_index limit 12", [tid])]
+        for tid, caption, page in _rows(
+            env,
+            "select table_id::varchar, table_caption, page_number from tables "
+            "where ref_paper_id = ? and table_structure = 'ok'",
+            [paper_id],
+        ):
+            lines = [
+                r[0]
+                for r in _rows(
+                    env, "select row_text from table_rows where ref_table_id = ? order by row_index limit 12", [tid]
+                )
+            ]
             if lines:
                 text = (caption or "") + "\n" + "\n".join(lines)
                 pools["table"].append(Context("table", [paper_id], [title], text[:_CONTEXT_CHARS], page, "tables", tid))
-        for iid, caption, page in _rows(env, "select image_id::varchar, image_caption, page_number from images "
-                                             "where ref_paper_id = ? and parent_image_id is null and "
-                                             "length(image_caption) > 60", [paper_id]):
+        for iid, caption, page in _rows(
+            env,
+            "select image_id::varchar, image_caption, page_number from images "
+            "where ref_paper_id = ? and parent_image_id is null and "
+            "length(image_caption) > 60",
+            [paper_id],
+        ):
             pools["image"].append(Context("image", [paper_id], [title], caption[:_CONTEXT_CHARS], page, "images", iid))
         for eid, latex, before, after, page in _rows(
-                env, "select equation_id::varchar, coalesce(latex_source, equation_text), context, context_after, "
-                     "page_number from equations where ref_paper_id = ? and context_after is not null", [paper_id]):
+            env,
+            "select equation_id::varchar, coalesce(latex_source, equation_text), context, context_after, "
+            "page_number from equations where ref_paper_id = ? and context_after is not null",
+            [paper_id],
+        ):
             text = f"{before or ''}\n[display equation] {latex or ''}\n{after or ''}"
-            pools["formula"].append(Context("formula", [paper_id], [title], text[:_CONTEXT_CHARS], page, "equations",
-                                            eid))
+            pools["formula"].append(
+                Context("formula", [paper_id], [title], text[:_CONTEXT_CHARS], page, "equations", eid)
+            )
     with_abstract = [p for p in papers if p[2]]
     for first, second in zip(with_abstract, with_abstract[1:] + with_abstract[:1]):
         if first[0] != second[0]:
             text = f"Paper A: {first[1]}\n{first[2]}\n\nPaper B: {second[1]}\n{second[2]}"
-            pools["multiple"].append(Context("multiple", [first[0], second[0]], [first[1], second[1]],
-                                             text[:_CONTEXT_CHARS], None, "metadata", f"{first[0]}+{second[0]}"))
-    ordered = {kind: _order(f"{EXTRACTOR_VERSION}|{volume}|{kind}", pool, lambda c: c.key)
-               for kind, pool in pools.items()}
+            pools["multiple"].append(
+                Context(
+                    "multiple",
+                    [first[0], second[0]],
+                    [first[1], second[1]],
+                    text[:_CONTEXT_CHARS],
+                    None,
+                    "metadata",
+                    f"{first[0]}+{second[0]}",
+                )
+            )
+    ordered = {
+        kind: _order(f"{EXTRACTOR_VERSION}|{volume}|{kind}", pool, lambda c: c.key) for kind, pool in pools.items()
+    }
     chosen: list[Context] = []
     while len(chosen) < limit and any(ordered.values()):
         for kind in CONTEXT_KINDS:
@@ -180,9 +211,9 @@ def read_json(text: str) -> Any:
     """The first JSON value in a model's reply (fenced or bare); ValueError when there is none."""
     fenced = re.search(r"```(?:json)?\s*(.+?)```", text, re.S)
     body = fenced.group(1) if fenced else text
-    for match in re.finditer(r"[\[{]", body):   # the outermost value: the first opener that decodes
+    for match in re.finditer(r"[\[{]", body):  # the outermost value: the first opener that decodes
         try:
-            value, _ = json.JSONDecoder().raw_decode(body[match.start():])
+            value, _ = json.JSONDecoder().raw_decode(body[match.start() :])
             return value
         except ValueError:
             continue
@@ -190,24 +221,34 @@ def read_json(text: str) -> Any:
 
 
 def explore(llm: ChatClient, context: Context, count: int = 2) -> list[dict[str, Any]]:
-    where = (f"the paper “{context.titles[0]}”" if len(context.titles) == 1
-             else " and ".join(f"“{t}”" for t in context.titles))
-    extra = ("Each question must need both papers (compare or combine them)." if context.kind == "multiple" else "")
+    where = (
+        f"the paper “{context.titles[0]}”"
+        if len(context.titles) == 1
+        else " and ".join(f"“{t}”" for t in context.titles)
+    )
+    extra = "Each question must need both papers (compare or combine them)." if context.kind == "multiple" else ""
     prompt = EXPLORER_PROMPT.format(where=where, count=count, extra=extra, kind=context.kind, context=context.text)
     reply = llm.complete([{"role": "user", "content": prompt}], max_tokens=800)
     pairs = read_json(reply.text)
     if isinstance(pairs, dict):
         pairs = [pairs]
-    return [p for p in pairs if isinstance(p, dict) and str(p.get("question", "")).strip()
-            and p.get("answer") not in (None, "")][:count]
+    return [
+        p
+        for p in pairs
+        if isinstance(p, dict) and str(p.get("question", "")).strip() and p.get("answer") not in (None, "")
+    ][:count]
 
 
 def _tracker_prompt(context: Context, pair: dict[str, Any], feedback: str) -> str:
     return TRACKER_PROMPT.format(
-        papers="; ".join(context.titles), question=pair["question"],
-        answer=json.dumps(pair["answer"], ensure_ascii=False), kind=context.kind,
-        types=list(TAG_GROUPS["question type"]), elements=list(TAG_GROUPS["element"]),
-        evaluations=list(TAG_GROUPS["evaluation"]), functions=_FUNCTION_HELP,
+        papers="; ".join(context.titles),
+        question=pair["question"],
+        answer=json.dumps(pair["answer"], ensure_ascii=False),
+        kind=context.kind,
+        types=list(TAG_GROUPS["question type"]),
+        elements=list(TAG_GROUPS["element"]),
+        evaluations=list(TAG_GROUPS["evaluation"]),
+        functions=_FUNCTION_HELP,
         feedback=f"Your previous reply was rejected: {feedback}\n" if feedback else "",
     )
 
@@ -223,14 +264,17 @@ def track(llm: ChatClient, context: Context, pair: dict[str, Any], volume: str) 
                 raise DatasetError("expected one JSON object")
             uid = uuid_lib.uuid5(_NAMESPACE, f"{EXTRACTOR_VERSION}|{context.key}|{pair['question']}")
             row = {
-                "uuid": str(uid), "question": fields.get("question") or pair["question"],
+                "uuid": str(uid),
+                "question": fields.get("question") or pair["question"],
                 "answer_format": fields.get("answer_format") or "a concise answer in plain text",
-                "tags": fields.get("tags") or [], "anchor_pdf": list(context.paper_ids), "reference_pdf": [],
-                "conference": [volume], "evaluator": fields.get("evaluator"),
+                "tags": fields.get("tags") or [],
+                "anchor_pdf": list(context.paper_ids),
+                "reference_pdf": [],
+                "conference": [volume],
+                "evaluator": fields.get("evaluator"),
             }
             example = Example.from_dict(row)
-            gold_passes = run_evaluator(example.evaluator.eval_func, pair["answer"], example.evaluator.eval_kwargs,
-                                        llm)
+            gold_passes = run_evaluator(example.evaluator.eval_func, pair["answer"], example.evaluator.eval_kwargs, llm)
             if not gold_passes:
                 raise DatasetError(f"the evaluator rejects the answer {pair['answer']!r} it was built for")
             return example, ""
@@ -257,13 +301,26 @@ def chat_record(example: Example, result: AgentResult) -> dict[str, Any]:
     ]
     while messages and messages[-1]["role"] != "assistant":
         messages.pop()
-    return {"uuid": example.uuid, "method": result.method, "messages": messages,
-            "answer": result.answer, "tags": example.tags}
+    return {
+        "uuid": example.uuid,
+        "method": result.method,
+        "messages": messages,
+        "answer": result.answer,
+        "tags": example.tags,
+    }
 
 
-def synthesize(env: AgentEnv, llm: ChatClient, volume: str, *, limit: int = 20, pairs_per_context: int = 2,
-               method: str = "neusym_rag", keep_unverified: bool = False,
-               config: LoopConfig | None = None) -> Synthesis:
+def synthesize(
+    env: AgentEnv,
+    llm: ChatClient,
+    volume: str,
+    *,
+    limit: int = 20,
+    pairs_per_context: int = 2,
+    method: str = "neusym_rag",
+    keep_unverified: bool = False,
+    config: LoopConfig | None = None,
+) -> Synthesis:
     """Explorer → tracker → actor over ``limit`` contexts of ``volume``. LLM failures cost the item, never the run."""
     config = config or LoopConfig(max_turns=8)
     stats = SynthesisStats()
@@ -291,11 +348,20 @@ def synthesize(env: AgentEnv, llm: ChatClient, volume: str, *, limit: int = 20, 
             row = example.to_dict() | {
                 "gold_answer": pair["answer"],
                 "extractor": {
-                    "version": EXTRACTOR_VERSION, "status": "verified" if score else "unverified",
-                    "context": {"kind": context.kind, "table": context.table_name, "row_id": context.row_id,
-                                "page_number": context.page_number},
-                    "actor": {"method": method, "status": result.status, "answer": result.answer,
-                              "turns": len(result.trajectory)},
+                    "version": EXTRACTOR_VERSION,
+                    "status": "verified" if score else "unverified",
+                    "context": {
+                        "kind": context.kind,
+                        "table": context.table_name,
+                        "row_id": context.row_id,
+                        "page_number": context.page_number,
+                    },
+                    "actor": {
+                        "method": method,
+                        "status": result.status,
+                        "answer": result.answer,
+                        "turns": len(result.trajectory),
+                    },
                 },
             }
             if score:

@@ -126,12 +126,12 @@ def split_response(response: str) -> tuple[str, str]:
         pass
     if action is None:
         thought_match = _THOUGHT.search(response)
-        thought = response[thought_match.end():].strip() if thought_match else ""
+        thought = response[thought_match.end() :].strip() if thought_match else ""
         return thought, response.strip()
     head = response[: action.start()]
     thought_match = _THOUGHT.search(head)
-    thought = head[thought_match.end():] if thought_match else head
-    return thought.strip(), response[action.end():].strip()
+    thought = head[thought_match.end() :] if thought_match else head
+    return thought.strip(), response[action.end() :].strip()
 
 
 def strip_response(response: str) -> str:
@@ -189,7 +189,7 @@ def _parse_markdown(text: str, action_names: Collection[str]) -> ParsedAction:
                     f'e.g. {name}(parameter="value") on one line, with quotes balanced and escaped'
                 )
             call, end = found
-            return _call_to_action(call, candidate[match.start(): end].strip())
+            return _call_to_action(call, candidate[match.start() : end].strip())
     if unknown:
         raise _unknown_action(unknown, action_names)
     raise ActionParseError(
@@ -208,7 +208,7 @@ def _complete_call(text: str, start: int) -> tuple[ast.Call, int] | None:
         if attempts > _MAX_CALL_ATTEMPTS:
             return None
         try:
-            tree = ast.parse(text[start: position + 1].strip(), mode="eval")
+            tree = ast.parse(text[start : position + 1].strip(), mode="eval")
         except SyntaxError as problem:
             if "integer string conversion" in str(problem):  # a literal past Python's int-digit limit
                 raise _long_number() from None
@@ -471,7 +471,9 @@ def render_action(name: str, parameters: dict[str, Any], action_format: str) -> 
         return json.dumps({"action_type": name, "parameters": jsonable(parameters)}, ensure_ascii=False)
     if action_format == "yaml":
         return yaml.safe_dump(
-            {"action_type": name, "parameters": jsonable(parameters)}, sort_keys=False, allow_unicode=True,
+            {"action_type": name, "parameters": jsonable(parameters)},
+            sort_keys=False,
+            allow_unicode=True,
             width=1000,
         ).strip()
     if action_format == "xml":
@@ -520,10 +522,9 @@ def jsonable(value: Any) -> Any:
 
 def _render_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], output_format: str) -> str:
     if output_format == "json":
-        return "\n".join(
-            json.dumps({c: jsonable(v) for c, v in zip(columns, row)}, ensure_ascii=False) for row in rows
-        )
+        return "\n".join(json.dumps({c: jsonable(v) for c, v in zip(columns, row)}, ensure_ascii=False) for row in rows)
     if output_format == "markdown":
+
         def cell(value: Any) -> str:
             return cell_text(value).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
@@ -538,9 +539,7 @@ def _render_rows(columns: Sequence[str], rows: Sequence[Sequence[Any]], output_f
         return "\n\n".join(blocks)
     if output_format == "html":
         head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(cell_text(v))}</td>" for v in row) + "</tr>" for row in rows
-        )
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(cell_text(v))}</td>" for v in row) + "</tr>" for row in rows)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
     raise ValueError(f"unknown output format {output_format!r}; choose from {', '.join(OUTPUT_FORMATS)}")
 
@@ -646,11 +645,15 @@ def format_table(
     if len(columns) > MAX_COLUMNS:
         notes.append(f"showing the first {MAX_COLUMNS} of {len(columns)} columns; select only the columns you need")
     if cells_cut:
-        notes.append(f"values longer than {MAX_CELL_CHARS} characters were cut where marked '…['; select a part of "
-                     "them, e.g. substr(column, 1, 1000), or fewer list elements")
+        notes.append(
+            f"values longer than {MAX_CELL_CHARS} characters were cut where marked '…['; select a part of "
+            "them, e.g. substr(column, 1, 1000), or fewer list elements"
+        )
     if cut_chars:
-        notes.append(f"the text was cut at {MAX_OBSERVATION_CHARS} characters ({cut_chars} characters cut); select "
-                     "fewer rows or columns, or shorter values")
+        notes.append(
+            f"the text was cut at {MAX_OBSERVATION_CHARS} characters ({cut_chars} characters cut); select "
+            "fewer rows or columns, or shorter values"
+        )
     if cut_tokens:
         notes.append(f"the last row was cut after {max_tokens} tokens ({cut_tokens} tokens cut)")
     if notes:

@@ -33,12 +33,17 @@ _COMMON = frozenset(
     "a an and are as at by for from in into is it of on or the to with w o vs all avg average total mean "
     "model models method methods dataset datasets data table results result score scores ours".split()
 )
-MIN_PARTIAL = 3   # letters a prefix or an abbreviation must have before it counts
+MIN_PARTIAL = 3  # letters a prefix or an abbreviation must have before it counts
 
 
-_NUMBER_WORDS = {word: str(i) for i, word in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty".split()) if i >= 2}   # not "one": "which one", "no one"
+_NUMBER_WORDS = {
+    word: str(i)
+    for i, word in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+        "seventeen eighteen nineteen twenty".split()
+    )
+    if i >= 2
+}  # not "one": "which one", "no one"
 _ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
 
 
@@ -105,16 +110,15 @@ def word_matches(header_word: str, question: Sequence[str]) -> bool:
 
 @dataclass(frozen=True)
 class HeaderMatch:
-    matched: int       # header words the question states
-    share: float       # of the line's header words
+    matched: int  # header words the question states
+    share: float  # of the line's header words
 
     @property
     def key(self) -> tuple[int, float]:
         return self.matched, self.share
 
 
-def match(path: Iterable[str], question_words: Sequence[str], glossary: dict[str, str] | None = None
-          ) -> HeaderMatch:
+def match(path: Iterable[str], question_words: Sequence[str], glossary: dict[str, str] | None = None) -> HeaderMatch:
     """How much of one header path the question states; a part the ``glossary`` defines counts by its own words or
     its definition's, whichever the question states more of."""
     glossary = glossary or {}
@@ -132,9 +136,12 @@ def match(path: Iterable[str], question_words: Sequence[str], glossary: dict[str
     return HeaderMatch(hits, hits / total if total else 0.0)
 
 
-def rank_lines(question: str, lines: Sequence[tuple[tuple[str, str], Sequence[str], int]
-                                               | tuple[tuple[str, str], Sequence[str], int, Sequence[str]]]
-               ) -> list[tuple[str, str]]:
+def rank_lines(
+    question: str,
+    lines: Sequence[
+        tuple[tuple[str, str], Sequence[str], int] | tuple[tuple[str, str], Sequence[str], int, Sequence[str]]
+    ],
+) -> list[tuple[str, str]]:
     """Line keys ordered by their header match, best first; lines whose header the question does not state at all
     are left out. ``lines`` are (key, header path, table rank[, header glossary]); ties go to the better-ranked
     table, then the key."""

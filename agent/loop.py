@@ -174,8 +174,15 @@ class ReActLoop:
         self._record(0, response, thought, action, rendered, observation, seeded=True)
 
     def _record(
-        self, index: int, response: str, thought: str, action: Action | None, action_text: str | None,
-        observation: Observation, usage: Usage | None = None, seeded: bool = False,
+        self,
+        index: int,
+        response: str,
+        thought: str,
+        action: Action | None,
+        action_text: str | None,
+        observation: Observation,
+        usage: Usage | None = None,
+        seeded: bool = False,
     ) -> Turn:
         observation = bounded(observation)
         response = clip_text(response, MAX_RESPONSE_CHARS)
@@ -195,14 +202,15 @@ class ReActLoop:
             seeded=seeded,
         )
         self.trajectory.append(turn)
-        self.pairs.append(({"role": "assistant", "content": response}, observation_message(self.env, observation),
-                           observation))
+        self.pairs.append(
+            ({"role": "assistant", "content": response}, observation_message(self.env, observation), observation)
+        )
         return turn
 
     def messages(self) -> list[dict[str, Any]]:
         head = [{"role": "system", "content": self.system}]
-        pairs = self.pairs[-self.config.history_window:] if self.config.history_window else []
-        image_pairs = [i for i, (_, _, obs) in enumerate(pairs) if obs.images][-self.config.image_turns:]
+        pairs = self.pairs[-self.config.history_window :] if self.config.history_window else []
+        image_pairs = [i for i, (_, _, obs) in enumerate(pairs) if obs.images][-self.config.image_turns :]
 
         def build(window: list[tuple[dict, dict, Observation]], offset: int) -> list[dict[str, Any]]:
             omitted = len(self.pairs) - len(window)
@@ -211,8 +219,11 @@ class ReActLoop:
             for position, (assistant, observed, observation) in enumerate(window):
                 keep_image = (position + offset) in image_pairs
                 body.append(assistant)
-                body.append(observed if keep_image or not observation.images
-                            else observation_message(self.env, observation, with_images=False))
+                body.append(
+                    observed
+                    if keep_image or not observation.images
+                    else observation_message(self.env, observation, with_images=False)
+                )
             return head + body
 
         offset = 0
@@ -260,8 +271,15 @@ class ReActLoop:
                 break
         citations = cite(self.env, self.trajectory, answer, self.config.max_citations) if status == "answered" else []
         return AgentResult(
-            question=self.task.question, method=self.method, status=status, answer=answer, citations=citations,
-            trajectory=self.trajectory, usage=self.usage, error=failure, uuid=self.task.uuid,
+            question=self.task.question,
+            method=self.method,
+            status=status,
+            answer=answer,
+            citations=citations,
+            trajectory=self.trajectory,
+            usage=self.usage,
+            error=failure,
+            uuid=self.task.uuid,
             transcript=self.transcript(),
         )
 

@@ -80,8 +80,16 @@ class ContextItem:
     source: str = ""
 
     def evidence(self, source: str) -> Evidence:
-        return Evidence(self.paper_id, self.page_number, self.bbox, self.table_name, self.column_name, self.row_id,
-                        snippet(self.text), source)
+        return Evidence(
+            self.paper_id,
+            self.page_number,
+            self.bbox,
+            self.table_name,
+            self.column_name,
+            self.row_id,
+            snippet(self.text),
+            source,
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -100,7 +108,8 @@ def scope_papers(task: Task, env: AgentEnv) -> list[str]:
             where = " or ".join(f"lower({c}) in ({marks})" for c in columns)
             rows = env.query(
                 f"select cast(paper_id as varchar) from metadata where {where} order by 1",
-                wanted * len(columns), max_rows=100_000,
+                wanted * len(columns),
+                max_rows=100_000,
             ).rows
             return [r[0] for r in rows]
     return []
@@ -127,15 +136,22 @@ def _vector_items(env: AgentEnv, task: Task, views: Sequence[tuple[str, str]], k
             continue
         hits = env.vectors.search(task.question, collection, table, column, scope, k)
         located = env.locate(table, [h.primary_key for h in hits if not h.bbox]) if hits else {}
-        ranked.append([
-            ContextItem(
-                text=h.text or "", paper_id=str(h.pdf_id), page_number=h.page_number, table_name=h.table_name,
-                column_name=h.column_name, row_id=str(h.primary_key),
-                bbox=tuple(h.bbox) if h.bbox else located.get(str(h.primary_key), (None, None, None))[2],
-                score=float(h.score), source=collection,
-            )
-            for h in hits
-        ])
+        ranked.append(
+            [
+                ContextItem(
+                    text=h.text or "",
+                    paper_id=str(h.pdf_id),
+                    page_number=h.page_number,
+                    table_name=h.table_name,
+                    column_name=h.column_name,
+                    row_id=str(h.primary_key),
+                    bbox=tuple(h.bbox) if h.bbox else located.get(str(h.primary_key), (None, None, None))[2],
+                    score=float(h.score),
+                    source=collection,
+                )
+                for h in hits
+            ]
+        )
     return _interleave(ranked, k)
 
 
@@ -200,8 +216,17 @@ def _symbolic_items(env: AgentEnv, task: Task, k: int) -> list[ContextItem]:
     )
     rows = env.query(sql, params + [k], max_rows=k).rows
     return [
-        ContextItem(text=text, paper_id=paper, page_number=page, table_name=table, column_name=column, row_id=row,
-                    bbox=tuple(bbox) if bbox else None, score=float(score), source="sql_keywords")
+        ContextItem(
+            text=text,
+            paper_id=paper,
+            page_number=page,
+            table_name=table,
+            column_name=column,
+            row_id=row,
+            bbox=tuple(bbox) if bbox else None,
+            score=float(score),
+            source="sql_keywords",
+        )
         for table, column, row, paper, page, bbox, text, score in rows
     ]
 
@@ -217,8 +242,15 @@ def _title_abstract_items(env: AgentEnv, task: Task, k: int) -> list[ContextItem
     ).rows
     order = {p: i for i, p in enumerate(papers)}
     return [
-        ContextItem(f"[Title]: {title}\n[Abstract]: {abstract or ''}", pid, 1, "metadata", "title,abstract", pid,
-                    source="metadata")
+        ContextItem(
+            f"[Title]: {title}\n[Abstract]: {abstract or ''}",
+            pid,
+            1,
+            "metadata",
+            "title,abstract",
+            pid,
+            source="metadata",
+        )
         for pid, title, abstract in sorted(rows, key=lambda r: order[r[0]])
     ]
 
@@ -231,7 +263,9 @@ def _full_text_items(env: AgentEnv, task: Task, k: int, cutoff: int = FULL_TEXT_
     marks = ", ".join("?" for _ in papers)
     rows = env.query(
         f"select cast(page_id as varchar), cast(ref_paper_id as varchar), page_number, page_content from pages "
-        f"where cast(ref_paper_id as varchar) in ({marks}) order by page_number", papers, max_rows=100_000,
+        f"where cast(ref_paper_id as varchar) in ({marks}) order by page_number",
+        papers,
+        max_rows=100_000,
     ).rows
     order = {p: i for i, p in enumerate(papers)}
     items, budget = [], cutoff
@@ -250,22 +284,46 @@ def _formula_items(env: AgentEnv, task: Task, k: int) -> list[ContextItem]:
     items = []
     for record in env.formulas.search_formulas(task.question, limit=k):
         text = f"{record.get('name', '')}: {record.get('latex', '')}".strip(": ")
-        items.append(ContextItem(text, record.get("paper_id"), record.get("page_number"), "formulas", "latex",
-                                 str(record.get("formula_id")), source="formulas"))
+        items.append(
+            ContextItem(
+                text,
+                record.get("paper_id"),
+                record.get("page_number"),
+                "formulas",
+                "latex",
+                str(record.get("formula_id")),
+                source="formulas",
+            )
+        )
     return items
 
 
-NEURAL_VIEWS = (("chunks", "text_content"), ("tables", "table_content"), ("tables", "table_caption"),
-                ("images", "image_caption"), ("equations", "equation_content"))
+NEURAL_VIEWS = (
+    ("chunks", "text_content"),
+    ("tables", "table_content"),
+    ("tables", "table_caption"),
+    ("images", "image_caption"),
+    ("equations", "equation_content"),
+)
 # RECAP computes over header-addressed cells: the row and column lines name each value's headers.
-RECAP_VIEWS = (("table_rows", "row_text"), ("table_columns", "column_text"), ("tables", "table_content"),
-               ("chunks", "text_content"), ("tables", "table_caption"))
+RECAP_VIEWS = (
+    ("table_rows", "row_text"),
+    ("table_columns", "column_text"),
+    ("tables", "table_content"),
+    ("chunks", "text_content"),
+    ("tables", "table_caption"),
+)
 # HD-RAG's ensemble retrieves over the row, column and table entities of its hierarchical table representation:
 # the row and column lines and the table's caption (not the whole table's HTML, which holds every value of the
 # table and would stand in for the line that answers).
-HDRAG_VIEWS = (("table_rows", "row_text"), ("table_columns", "column_text"), ("tables", "table_caption"),
-               ("table_rows", "row_summary"), ("table_columns", "column_summary"))  # summaries: when enriched
-HDRAG_CANDIDATES = 20   # per route, and how many the reranker sees
+HDRAG_VIEWS = (
+    ("table_rows", "row_text"),
+    ("table_columns", "column_text"),
+    ("tables", "table_caption"),
+    ("table_rows", "row_summary"),
+    ("table_columns", "column_summary"),
+)  # summaries: when enriched
+HDRAG_CANDIDATES = 20  # per route, and how many the reranker sees
 # Route weights: those of the configured hybrid fusion (schemas/collections.yaml: BM25 0.8, dense 0.2, measured on
 # the labelled chunk queries of benchmarks/retrieval.py), read at run time. RRF's constant is 20, not the usual 60:
 # each route returns only 20 candidates, and with 60 the first and the twentieth differ by a factor of 1.3, which
@@ -343,10 +401,19 @@ def hdrag_candidates(env: AgentEnv, task: Task, n: int = HDRAG_CANDIDATES) -> li
             key = (hit.table_name, str(hit.primary_key))
             fused[key] = fused.get(key, 0.0) + weights[route] / (_RRF_K + rank)
             texts.setdefault(key, {})[hit.column_name] = hit.text or ""
-            found.setdefault(key, ContextItem(
-                text="", paper_id=str(hit.pdf_id), page_number=hit.page_number,
-                table_name=hit.table_name, column_name=hit.column_name, row_id=str(hit.primary_key),
-                bbox=tuple(hit.bbox) if hit.bbox else None, source=f"hdrag:{route}"))
+            found.setdefault(
+                key,
+                ContextItem(
+                    text="",
+                    paper_id=str(hit.pdf_id),
+                    page_number=hit.page_number,
+                    table_name=hit.table_name,
+                    column_name=hit.column_name,
+                    row_id=str(hit.primary_key),
+                    bbox=tuple(hit.bbox) if hit.bbox else None,
+                    source=f"hdrag:{route}",
+                ),
+            )
     header_ranked = _header_route(env, task, sorted(fused, key=lambda key: (-fused[key], key))[:n], found, texts)
     for rank, key in enumerate(header_ranked[:n], start=1):
         fused[key] = fused.get(key, 0.0) + HDRAG_HEADER_WEIGHT / (_RRF_K + rank)
@@ -362,8 +429,13 @@ def hdrag_candidates(env: AgentEnv, task: Task, n: int = HDRAG_CANDIDATES) -> li
     return items
 
 
-def _header_route(env: AgentEnv, task: Task, ranked: list[tuple[str, str]], found: dict[tuple[str, str], ContextItem],
-                  texts: dict[tuple[str, str], dict[str, str]]) -> list[tuple[str, str]]:
+def _header_route(
+    env: AgentEnv,
+    task: Task,
+    ranked: list[tuple[str, str]],
+    found: dict[tuple[str, str], ContextItem],
+    texts: dict[tuple[str, str], dict[str, str]],
+) -> list[tuple[str, str]]:
     """The ensemble's third route, HD-RAG's second level: every row and column line of the
     :data:`HDRAG_HEADER_TABLES` tables ranked highest, ordered by how much of its header path the question states
     (:mod:`agent.header_match`). Lines no route found are added to ``found``/``texts``."""
@@ -381,8 +453,10 @@ def _header_route(env: AgentEnv, task: Task, ranked: list[tuple[str, str]], foun
         if wanted:
             marks = ", ".join("?" for _ in wanted)
             for row_id, table_id in env.query(
-                    f"select cast({id_column} as varchar), cast(ref_table_id as varchar) from {view} "
-                    f"where cast({id_column} as varchar) in ({marks})", wanted).rows:
+                f"select cast({id_column} as varchar), cast(ref_table_id as varchar) from {view} "
+                f"where cast({id_column} as varchar) in ({marks})",
+                wanted,
+            ).rows:
                 owner[(view, row_id)] = table_id
     for key in ranked:
         table_id = owner.get(key)
@@ -394,30 +468,46 @@ def _header_route(env: AgentEnv, task: Task, ranked: list[tuple[str, str]], foun
     marks = ", ".join("?" for _ in tables)
     lines = []
     for view, (id_column, text_column, path_column) in {
-            "table_rows": ("row_id", "row_text", "row_header_path"),
-            "table_columns": ("column_id", "column_text", "column_header_path")}.items():
+        "table_rows": ("row_id", "row_text", "row_header_path"),
+        "table_columns": ("column_id", "column_text", "column_header_path"),
+    }.items():
         info = rows_info if view == "table_rows" else columns_info
         # a warehouse built before labels were glossed has no header_glossary: the paths alone, then
         glossary = "header_glossary" if "header_glossary" in {c.name for c in info.columns} else "null"
         for row_id, table_id, text, path, paper_id, page, defined in env.query(
-                f"select cast({id_column} as varchar), cast(ref_table_id as varchar), {text_column}, {path_column}, "
-                f"cast(ref_paper_id as varchar), page_number, {glossary} from {view} "
-                f"where cast(ref_table_id as varchar) in ({marks})", tables, max_rows=100_000).rows:
+            f"select cast({id_column} as varchar), cast(ref_table_id as varchar), {text_column}, {path_column}, "
+            f"cast(ref_paper_id as varchar), page_number, {glossary} from {view} "
+            f"where cast(ref_table_id as varchar) in ({marks})",
+            tables,
+            max_rows=100_000,
+        ).rows:
             key = (view, row_id)
             lines.append((key, list(path or []), tables.index(table_id), list(defined or [])))
             texts.setdefault(key, {}).setdefault(text_column, text or "")
-            found.setdefault(key, ContextItem(
-                text="", paper_id=paper_id, page_number=page, table_name=view, column_name=text_column,
-                row_id=row_id, source="hdrag:header"))
+            found.setdefault(
+                key,
+                ContextItem(
+                    text="",
+                    paper_id=paper_id,
+                    page_number=page,
+                    table_name=view,
+                    column_name=text_column,
+                    row_id=row_id,
+                    source="hdrag:header",
+                ),
+            )
     return header_match.rank_lines(task.question, lines)
 
 
-_LINE_TEXT = {"table_rows": ("row_text", "row_summary", "row_id"),
-              "table_columns": ("column_text", "column_summary", "column_id")}
+_LINE_TEXT = {
+    "table_rows": ("row_text", "row_summary", "row_id"),
+    "table_columns": ("column_text", "column_summary", "column_id"),
+}
 
 
-def _line_texts(env: AgentEnv, keys: list[tuple[str, str]], seen: dict[tuple[str, str], dict[str, str]]
-                ) -> dict[tuple[str, str], tuple[str, str]]:
+def _line_texts(
+    env: AgentEnv, keys: list[tuple[str, str]], seen: dict[tuple[str, str], dict[str, str]]
+) -> dict[tuple[str, str], tuple[str, str]]:
     """(text, column) per entity: a row or column line shows its values and its LLM summary when it has one (a hit
     on the summary alone still shows the values: they are what the answer is computed from); others as found."""
     stored: dict[tuple[str, str], tuple[str | None, str | None]] = {}
@@ -428,8 +518,10 @@ def _line_texts(env: AgentEnv, keys: list[tuple[str, str]], seen: dict[tuple[str
             continue
         marks = ", ".join("?" for _ in wanted)
         for row_id, text, summary in env.query(
-                f"select cast({id_column} as varchar), {text_column}, {summary_column} from {table} "
-                f"where cast({id_column} as varchar) in ({marks})", wanted).rows:
+            f"select cast({id_column} as varchar), {text_column}, {summary_column} from {table} "
+            f"where cast({id_column} as varchar) in ({marks})",
+            wanted,
+        ).rows:
             stored[(table, row_id)] = (text, summary)
     result = {}
     for key in keys:
@@ -483,7 +575,9 @@ def _locate_boxes(env: AgentEnv, items: list[ContextItem]) -> None:
         marks = ", ".join("?" for _ in members)
         rows = env.query(
             f"select cast(v.{key} as varchar), t.bounding_box from {view} v join tables t on t.table_id = "
-            f"v.ref_table_id where cast(v.{key} as varchar) in ({marks})", [m.row_id for m in members]).rows
+            f"v.ref_table_id where cast(v.{key} as varchar) in ({marks})",
+            [m.row_id for m in members],
+        ).rows
         boxes = {row_id: box for row_id, box in rows}
         for member in members:
             box = boxes.get(str(member.row_id))
@@ -525,23 +619,56 @@ METHODS: dict[str, Method] = {
         Method("title_with_abstract", "single", _title_abstract_items, description="anchor titles and abstracts"),
         Method("full_text_with_cutoff", "single", _full_text_items, description="anchor full text, token cutoff"),
         Method("classic_rag", "single", _classic, description="top-k chunks by vector search"),
-        Method("iterative_classic_rag", "iterative", _classic, (ClassicRetrieve, GenerateAnswer),
-               description="repeated chunk retrieval"),
-        Method("two_stage_neu_rag", "two_stage", _neural, stage_one=(RetrieveFromVectorstore,),
-               description="one model-written vector search, then answer"),
-        Method("iterative_neu_rag", "iterative", _neural, (RetrieveFromVectorstore, GenerateAnswer),
-               description="ReAct over vector search"),
-        Method("two_stage_sym_rag", "two_stage", _symbolic_items, stage_one=(RetrieveFromDatabase,),
-               description="one model-written SQL query, then answer"),
-        Method("iterative_sym_rag", "iterative", _symbolic_items, (RetrieveFromDatabase, GenerateAnswer),
-               description="ReAct over SQL"),
-        Method("two_stage_hybrid_rag", "two_stage", _hybrid,
-               stage_one=(RetrieveFromDatabase, RetrieveFromVectorstore),
-               description="one model-written SQL query or vector search, then answer"),
+        Method(
+            "iterative_classic_rag",
+            "iterative",
+            _classic,
+            (ClassicRetrieve, GenerateAnswer),
+            description="repeated chunk retrieval",
+        ),
+        Method(
+            "two_stage_neu_rag",
+            "two_stage",
+            _neural,
+            stage_one=(RetrieveFromVectorstore,),
+            description="one model-written vector search, then answer",
+        ),
+        Method(
+            "iterative_neu_rag",
+            "iterative",
+            _neural,
+            (RetrieveFromVectorstore, GenerateAnswer),
+            description="ReAct over vector search",
+        ),
+        Method(
+            "two_stage_sym_rag",
+            "two_stage",
+            _symbolic_items,
+            stage_one=(RetrieveFromDatabase,),
+            description="one model-written SQL query, then answer",
+        ),
+        Method(
+            "iterative_sym_rag",
+            "iterative",
+            _symbolic_items,
+            (RetrieveFromDatabase, GenerateAnswer),
+            description="ReAct over SQL",
+        ),
+        Method(
+            "two_stage_hybrid_rag",
+            "two_stage",
+            _hybrid,
+            stage_one=(RetrieveFromDatabase, RetrieveFromVectorstore),
+            description="one model-written SQL query or vector search, then answer",
+        ),
         Method("neusym_rag", "iterative", _hybrid, NEUSYM_ACTIONS, description="ReAct with all five actions"),
-        Method("mathrag", "iterative", _math,
-               (*MATH_ACTIONS, RetrieveFromDatabase, RetrieveFromVectorstore, CalculateExpr, GenerateAnswer),
-               description="ReAct with the formula workflow"),
+        Method(
+            "mathrag",
+            "iterative",
+            _math,
+            (*MATH_ACTIONS, RetrieveFromDatabase, RetrieveFromVectorstore, CalculateExpr, GenerateAnswer),
+            description="ReAct with the formula workflow",
+        ),
         Method("recap", "recap", _recap, description="Restate, Extract, Compute, Answer, Present + calculator"),
         Method("hdrag", "hdrag", _hdrag, description="table rows/columns: BM25 + dense ensemble, LLM rerank, RECAP"),
     )
@@ -598,9 +725,7 @@ def extract_answer(response: str) -> str | None:
     return response.strip() or None
 
 
-def _single_call(
-    llm: ChatClient, messages: list[dict[str, Any]], config: LoopConfig, usage: Usage
-) -> str:
+def _single_call(llm: ChatClient, messages: list[dict[str, Any]], config: LoopConfig, usage: Usage) -> str:
     reply = llm.complete(messages, max_tokens=config.max_completion_tokens)
     usage.add(reply.usage)
     return reply.text
@@ -644,8 +769,15 @@ def _retrieve_or_empty(spec: Method, env: AgentEnv, task: Task, k: int) -> tuple
 
 
 def _finish(
-    spec: Method, task: Task, env: AgentEnv, trajectory: list[Turn], usage: Usage, answer: Any,
-    config: LoopConfig, failure: str | None = None, status: str | None = None,
+    spec: Method,
+    task: Task,
+    env: AgentEnv,
+    trajectory: list[Turn],
+    usage: Usage,
+    answer: Any,
+    config: LoopConfig,
+    failure: str | None = None,
+    status: str | None = None,
 ) -> AgentResult:
     status = status or ("answered" if answer is not None else "no_answer")
     citations = cite(env, trajectory, answer, config.max_citations) if status == "answered" else []
@@ -655,14 +787,25 @@ def _finish(
 def _single(spec: Method, task: Task, env: AgentEnv, llm: ChatClient, config: LoopConfig, k: int) -> AgentResult:
     items, unavailable = _retrieve_or_empty(spec, env, task, k)
     usage = Usage()
-    trajectory = [Turn(0, "", action_type=f"first_retrieval:{spec.name}", observation=context_text(env, items),
-                       evidence=_context_evidence(items, spec.name), seeded=True,
-                       ok=unavailable is None, error_type="unavailable" if unavailable else None)]
+    trajectory = [
+        Turn(
+            0,
+            "",
+            action_type=f"first_retrieval:{spec.name}",
+            observation=context_text(env, items),
+            evidence=_context_evidence(items, spec.name),
+            seeded=True,
+            ok=unavailable is None,
+            error_type="unavailable" if unavailable else None,
+        )
+    ]
     prompt = task_prompt(task, env, show_ids=False)
     if spec.name != "question_only":
         prompt += "\n[Context]:\n" + context_text(env, items)
-    messages = [{"role": "system", "content": SYSTEM_ROLE},
-                {"role": "user", "content": f"{prompt}\n\n{_ANSWER_INSTRUCTIONS}"}]
+    messages = [
+        {"role": "system", "content": SYSTEM_ROLE},
+        {"role": "user", "content": f"{prompt}\n\n{_ANSWER_INSTRUCTIONS}"},
+    ]
     try:
         response = _single_call(llm, messages, config, usage)
     except LLMError as problem:
@@ -677,22 +820,34 @@ def _two_stage(
 ) -> AgentResult:
     items, unavailable = _retrieve_or_empty(spec, env, task, k)
     usage = Usage()
-    trajectory = [Turn(0, "", action_type=f"first_retrieval:{spec.name}", observation=context_text(env, items),
-                       evidence=_context_evidence(items, spec.name), seeded=True)]
+    trajectory = [
+        Turn(
+            0,
+            "",
+            action_type=f"first_retrieval:{spec.name}",
+            observation=context_text(env, items),
+            evidence=_context_evidence(items, spec.name),
+            seeded=True,
+        )
+    ]
     schemas = []
     if RetrieveFromDatabase in spec.stage_one:
         schemas.append(database_schema(env))
     if RetrieveFromVectorstore in spec.stage_one:
         schemas.append(vectorstore_schema(env))
-    stage_one = "\n\n".join([
-        SYSTEM_ROLE,
-        action_space(spec.stage_one, action_format),
-        "Write one retrieval action that will find the evidence for this question: [Thought]: ... then "
-        "[Action]: the action.",
-        *schemas,
-    ])
-    messages = [{"role": "system", "content": env.redact(stage_one)},
-                {"role": "user", "content": task_prompt(task, env)}]
+    stage_one = "\n\n".join(
+        [
+            SYSTEM_ROLE,
+            action_space(spec.stage_one, action_format),
+            "Write one retrieval action that will find the evidence for this question: [Thought]: ... then "
+            "[Action]: the action.",
+            *schemas,
+        ]
+    )
+    messages = [
+        {"role": "system", "content": env.redact(stage_one)},
+        {"role": "user", "content": task_prompt(task, env)},
+    ]
     try:
         response = strip_response(_single_call(llm, messages, config, usage))
     except LLMError as problem:
@@ -708,12 +863,19 @@ def _two_stage(
         observation = error("parse_error", f"the action could not be read ({describe(problem)})")
     else:
         observation = run_action(action, env)
-    trajectory.append(Turn(1, clip_text(response, MAX_RESPONSE_CHARS),
-                           action_type=action.action_name() if action else None,
-                           action=action.render(action_format) if action else None,
-                           parameters=jsonable(action.arguments()) if action else None,
-                           observation=env.redact(observation.text), ok=observation.ok,
-                           error_type=observation.error_type, evidence=observation.evidence))
+    trajectory.append(
+        Turn(
+            1,
+            clip_text(response, MAX_RESPONSE_CHARS),
+            action_type=action.action_name() if action else None,
+            action=action.render(action_format) if action else None,
+            parameters=jsonable(action.arguments()) if action else None,
+            observation=env.redact(observation.text),
+            ok=observation.ok,
+            error_type=observation.error_type,
+            evidence=observation.evidence,
+        )
+    )
     context = context_text(env, items)
     if observation.ok:
         context += "\n\n[Retrieved by your action]:\n" + env.redact(observation.text)
@@ -735,8 +897,9 @@ def _seed_action(spec: Method, task: Task, env: AgentEnv, k: int) -> tuple[Actio
         return action, run_action(action, env)
     if RetrieveFromVectorstore in spec.actions and env.vectors is not None and env.classic_collection():
         scope = f"pdf_id in {quote_filter_list(papers)}" if papers else ""
-        action = RetrieveFromVectorstore(task.question, env.classic_collection() or "", "chunks", "text_content",
-                                         scope, k)
+        action = RetrieveFromVectorstore(
+            task.question, env.classic_collection() or "", "chunks", "text_content", scope, k
+        )
         return action, run_action(action, env)
     if RetrieveFromDatabase in spec.actions and env.warehouse is not None:
         terms = keywords(task.question)
@@ -788,7 +951,7 @@ def recap_parts(response: str) -> dict[str, str]:
     matches = list(_RECAP_PART.finditer(response))
     for position, match in enumerate(matches):
         end = matches[position + 1].start() if position + 1 < len(matches) else len(response)
-        parts[match.group(1).lower()] = response[match.end():end].strip()
+        parts[match.group(1).lower()] = response[match.end() : end].strip()
     return parts
 
 
@@ -823,8 +986,16 @@ def choose_recap_answer(answer_format: str, llm_answer: str | None, expression: 
 def _recap_method(spec: Method, task: Task, env: AgentEnv, llm: ChatClient, config: LoopConfig, k: int) -> AgentResult:
     items, unavailable = _retrieve_or_empty(spec, env, task, k)
     usage = Usage()
-    trajectory = [Turn(0, "", action_type="first_retrieval:recap", observation=context_text(env, items),
-                       evidence=_context_evidence(items, spec.name), seeded=True)]
+    trajectory = [
+        Turn(
+            0,
+            "",
+            action_type="first_retrieval:recap",
+            observation=context_text(env, items),
+            evidence=_context_evidence(items, spec.name),
+            seeded=True,
+        )
+    ]
     return _recap_answer(spec, task, env, llm, config, items, usage, trajectory, unavailable)
 
 
@@ -852,35 +1023,71 @@ def _hdrag_method(spec: Method, task: Task, env: AgentEnv, llm: ChatClient, conf
     except BackendUnavailable as problem:
         candidates, unavailable = [], str(problem)
     items = candidates[:k]
-    trajectory = [Turn(0, "", action_type="first_retrieval:hdrag", observation=context_text(env, candidates),
-                       evidence=_context_evidence(candidates, spec.name), seeded=True,
-                       ok=unavailable is None, error_type="unavailable" if unavailable else None)]
+    trajectory = [
+        Turn(
+            0,
+            "",
+            action_type="first_retrieval:hdrag",
+            observation=context_text(env, candidates),
+            evidence=_context_evidence(candidates, spec.name),
+            seeded=True,
+            ok=unavailable is None,
+            error_type="unavailable" if unavailable else None,
+        )
+    ]
     if len(candidates) > 1:  # HD-RAG reranks what the ensemble found, then keeps the best k
-        listing = "\n".join(f"({i}) [{c.table_name}] {clip_text(c.text, _RERANK_ITEM_CHARS)}"
-                            for i, c in enumerate(candidates, start=1))
-        prompt = (f"{task_prompt(task, env, show_ids=False)}\n[Candidates]:\n{env.redact(listing)}\n\n"
-                  f"{_RERANK_INSTRUCTIONS.format(k=k)}")
+        listing = "\n".join(
+            f"({i}) [{c.table_name}] {clip_text(c.text, _RERANK_ITEM_CHARS)}" for i, c in enumerate(candidates, start=1)
+        )
+        prompt = (
+            f"{task_prompt(task, env, show_ids=False)}\n[Candidates]:\n{env.redact(listing)}\n\n"
+            f"{_RERANK_INSTRUCTIONS.format(k=k)}"
+        )
         messages = [{"role": "system", "content": SYSTEM_ROLE}, {"role": "user", "content": prompt}]
         try:
             response = _single_call(llm, messages, config, usage)
         except LLMError as problem:  # the rerank is an improvement, not a requirement: keep the ensemble's order
-            trajectory.append(Turn(1, "", action_type="rerank", ok=False, error_type="llm_error",
-                                   observation=f"rerank failed ({problem}); the ensemble's order is kept"))
+            trajectory.append(
+                Turn(
+                    1,
+                    "",
+                    action_type="rerank",
+                    ok=False,
+                    error_type="llm_error",
+                    observation=f"rerank failed ({problem}); the ensemble's order is kept",
+                )
+            )
         else:
             order = rerank_order(response, len(candidates))
             chosen = [candidates[i] for i in order][:k]
             chosen += [c for c in candidates if c not in chosen][: k - len(chosen)]
             items = chosen
-            trajectory.append(Turn(1, response, action_type="rerank", parameters={"order": [i + 1 for i in order]},
-                                   observation=f"kept candidates {[candidates.index(c) + 1 for c in items]}"))
+            trajectory.append(
+                Turn(
+                    1,
+                    response,
+                    action_type="rerank",
+                    parameters={"order": [i + 1 for i in order]},
+                    observation=f"kept candidates {[candidates.index(c) + 1 for c in items]}",
+                )
+            )
     return _recap_answer(spec, task, env, llm, config, items, usage, trajectory, unavailable)
 
 
-def _recap_answer(spec: Method, task: Task, env: AgentEnv, llm: ChatClient, config: LoopConfig,
-                  items: list[ContextItem], usage: Usage, trajectory: list[Turn], unavailable: str | None
-                  ) -> AgentResult:
-    prompt = (f"{task_prompt(task, env, show_ids=False)}\n[Context]:\n{context_text(env, items)}\n\n"
-              f"{_RECAP_INSTRUCTIONS}")
+def _recap_answer(
+    spec: Method,
+    task: Task,
+    env: AgentEnv,
+    llm: ChatClient,
+    config: LoopConfig,
+    items: list[ContextItem],
+    usage: Usage,
+    trajectory: list[Turn],
+    unavailable: str | None,
+) -> AgentResult:
+    prompt = (
+        f"{task_prompt(task, env, show_ids=False)}\n[Context]:\n{context_text(env, items)}\n\n{_RECAP_INSTRUCTIONS}"
+    )
     messages = [{"role": "system", "content": SYSTEM_ROLE}, {"role": "user", "content": prompt}]
     try:
         response = _single_call(llm, messages, config, usage)
@@ -889,7 +1096,13 @@ def _recap_answer(spec: Method, task: Task, env: AgentEnv, llm: ChatClient, conf
     parts = recap_parts(response)
     llm_answer = extract_answer(parts["answer"]) if parts.get("answer") else extract_answer(response)
     answer, chosen = choose_recap_answer(task.answer_format, llm_answer, parts.get("present"))
-    trajectory.append(Turn(len(trajectory), response, action_type="recap",
-                           parameters={"parts": parts, "chosen": chosen},
-                           observation=f"answer chosen from the {chosen}: {answer!r}"))
+    trajectory.append(
+        Turn(
+            len(trajectory),
+            response,
+            action_type="recap",
+            parameters={"parts": parts, "chosen": chosen},
+            observation=f"answer chosen from the {chosen}: {answer!r}",
+        )
+    )
     return _finish(spec, task, env, trajectory, usage, answer, config, unavailable)

@@ -46,7 +46,8 @@ def action_space(actions: Sequence[type[Action]], action_format: str) -> str:
 def interaction_framework(action_format: str, actions: Sequence[type[Action]]) -> str:
     example_action = next((a for a in actions if a is not GenerateAnswer), GenerateAnswer)
     example = render_action(
-        example_action.action_name(), dict(example_action.examples[0]) if example_action.examples else {},
+        example_action.action_name(),
+        dict(example_action.examples[0]) if example_action.examples else {},
         action_format,
     )
     return (
@@ -116,11 +117,16 @@ def vectorstore_schema(env: AgentEnv) -> str:
     ]
     for collection in collections:
         views = collection.views or env.encodable_views(collection.modality)
-        details = [f"{collection.modality}", f"model {collection.model}" if collection.model else "",
-                   f"metric {collection.metric}" if collection.metric else "",
-                   f"{collection.dimension} dimensions" if collection.dimension else ""]
-        lines.append(f"- {collection.name} ({', '.join(d for d in details if d)})"
-                     + (f": {collection.description}" if collection.description else ""))
+        details = [
+            f"{collection.modality}",
+            f"model {collection.model}" if collection.model else "",
+            f"metric {collection.metric}" if collection.metric else "",
+            f"{collection.dimension} dimensions" if collection.dimension else "",
+        ]
+        lines.append(
+            f"- {collection.name} ({', '.join(d for d in details if d)})"
+            + (f": {collection.description}" if collection.description else "")
+        )
         lines.append("  encoded views (table_name.column_name): " + ", ".join(f"{t}.{c}" for t, c in views))
     return env.redact("\n".join(lines))
 
@@ -144,8 +150,12 @@ def task_prompt(task: Task, env: AgentEnv, show_ids: bool = True) -> str:
 
 
 def system_prompt(env: AgentEnv, actions: Sequence[type[Action]], action_format: str) -> str:
-    parts = [SYSTEM_ROLE, action_space(actions, action_format), interaction_framework(action_format, actions),
-             hints(actions)]
+    parts = [
+        SYSTEM_ROLE,
+        action_space(actions, action_format),
+        interaction_framework(action_format, actions),
+        hints(actions),
+    ]
     if RetrieveFromDatabase in actions or ViewImage in actions:
         parts.append(database_schema(env))
     if RetrieveFromVectorstore in actions:

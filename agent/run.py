@@ -29,8 +29,20 @@ from paperlake.sql_sandbox import ReadOnlyWarehouse
 
 log = logging.getLogger(__name__)
 _NOT_GOLD_KEYS = {
-    "lowercase", "ignore_blank", "ndigits", "tolerance", "threshold", "fuzz_method", "ignore_order", "count",
-    "element_type", "question", "eval_func", "eval_func_list", "scoring_points", "formulas",
+    "lowercase",
+    "ignore_blank",
+    "ndigits",
+    "tolerance",
+    "threshold",
+    "fuzz_method",
+    "ignore_order",
+    "count",
+    "element_type",
+    "question",
+    "eval_func",
+    "eval_func_list",
+    "scoring_points",
+    "formulas",
 }
 
 
@@ -57,8 +69,15 @@ def open_env(
             vectors = None
     if formulas == "auto":
         formulas = open_formula_backend(warehouse, settings.milvus_uri)
-    env = AgentEnv(warehouse, vectors, formulas, home=settings.home, output_format=output_format,
-                   action_format=action_format, **options)
+    env = AgentEnv(
+        warehouse,
+        vectors,
+        formulas,
+        home=settings.home,
+        output_format=output_format,
+        action_format=action_format,
+        **options,
+    )
     try:
         yield env
     finally:
@@ -100,16 +119,25 @@ def ask(
         return answer(task, env, llm, method, action_format, config)
 
 
-def answer(example: Any, env: AgentEnv, llm: ChatClient, method: str = "neusym_rag",
-           action_format: str = "markdown", config: LoopConfig | None = None) -> AgentResult:
+def answer(
+    example: Any,
+    env: AgentEnv,
+    llm: ChatClient,
+    method: str = "neusym_rag",
+    action_format: str = "markdown",
+    config: LoopConfig | None = None,
+) -> AgentResult:
     """One evaluation example through one method, in an environment the caller keeps open across examples."""
     try:
         return run_method(method, example, env, llm, action_format, config)
     except Exception as problem:  # one question's failure is recorded with it and never stops the others
         log.exception("question %s failed", _example_field(example, "uuid"))
         return AgentResult(
-            question=str(_example_field(example, "question") or ""), method=method, status="error",
-            error=describe(problem), uuid=_example_field(example, "uuid"),
+            question=str(_example_field(example, "question") or ""),
+            method=method,
+            status="error",
+            error=describe(problem),
+            uuid=_example_field(example, "uuid"),
         )
 
 
@@ -155,16 +183,25 @@ class RetrievalMetrics:
             for tag in question.tags:
                 tags.setdefault(tag, []).append(question)
         return {
-            tag: {"count": len(qs), "hit_at_k": sum(q.hit for q in qs) / len(qs),
-                  "recall_at_k": sum(q.recall for q in qs) / len(qs)}
+            tag: {
+                "count": len(qs),
+                "hit_at_k": sum(q.hit for q in qs) / len(qs),
+                "recall_at_k": sum(q.recall for q in qs) / len(qs),
+            }
             for tag, qs in tags.items()
         }
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "method": self.method, "k": self.k, "count": len(self.questions), "scored": len(self.scored),
-            "hit_at_k": self.hit_at_k, "recall_at_k": self.recall_at_k, "by_tag": self.by_tag(),
-            "error": self.error, "questions": [asdict(q) for q in self.questions],
+            "method": self.method,
+            "k": self.k,
+            "count": len(self.questions),
+            "scored": len(self.scored),
+            "hit_at_k": self.hit_at_k,
+            "recall_at_k": self.recall_at_k,
+            "by_tag": self.by_tag(),
+            "error": self.error,
+            "questions": [asdict(q) for q in self.questions],
         }
 
 
@@ -215,13 +252,21 @@ def _score_question(example: Any, items: list[Any], env: AgentEnv) -> QuestionRe
         matched = [g for g in gold_titles if any(fuzz.ratio(g, t) >= 95 for t in found_titles)]
         if not gold_titles:
             return QuestionRetrieval(task.uuid, task.tags, "no_gold", 0, 0.0, len(items))
-        return QuestionRetrieval(task.uuid, task.tags, "paper", int(bool(matched)),
-                                 len(matched) / len(gold_titles), len(items), [str(g) for g in gold])
+        return QuestionRetrieval(
+            task.uuid,
+            task.tags,
+            "paper",
+            int(bool(matched)),
+            len(matched) / len(gold_titles),
+            len(items),
+            [str(g) for g in gold],
+        )
     if not gold:
         return QuestionRetrieval(task.uuid, task.tags, "no_gold", 0, 0.0, len(items))
     found = [g for g in gold if any(contains_needle(i.text or "", n) for i in items for n in answer_needles(g))]
-    return QuestionRetrieval(task.uuid, task.tags, "answer", int(bool(found)), len(found) / len(gold), len(items),
-                             [str(g) for g in gold])
+    return QuestionRetrieval(
+        task.uuid, task.tags, "answer", int(bool(found)), len(found) / len(gold), len(items), [str(g) for g in gold]
+    )
 
 
 def retrieval_only(
@@ -268,8 +313,7 @@ class ProbeMetrics:
 def _page_hit(example: Any, items: Sequence[Any]) -> int:
     evidence = _example_field(example, "evidence") or (getattr(example, "extra", {}) or {}).get("evidence") or {}
     page, papers = evidence.get("page_number"), Task.from_any(example).papers
-    return int(page is not None and any(i.page_number == page and (not papers or i.paper_id in papers)
-                                        for i in items))
+    return int(page is not None and any(i.page_number == page and (not papers or i.paper_id in papers) for i in items))
 
 
 def probe_metrics(examples: Iterable[Any], env: AgentEnv, method: str = "neusym_rag", k: int = 5) -> ProbeMetrics:
@@ -279,7 +323,7 @@ def probe_metrics(examples: Iterable[Any], env: AgentEnv, method: str = "neusym_
 
     get_method(method)
     started = time.perf_counter()
-    rows: list[tuple[str, int, float, float]] = []   # kind, page hit, recall@1, recall@k
+    rows: list[tuple[str, int, float, float]] = []  # kind, page hit, recall@1, recall@k
     metrics = ProbeMetrics(method, k)
     for example in examples:
         try:
@@ -298,14 +342,20 @@ def probe_metrics(examples: Iterable[Any], env: AgentEnv, method: str = "neusym_
 
     def summary(selected: list[tuple[str, int, float, float]]) -> dict[str, float]:
         n = len(selected) or 1
-        return {"count": len(selected), "answer_at_1": round(sum(r[2] for r in selected) / n, 4),
-                "answer_at_k": round(sum(r[3] for r in selected) / n, 4),
-                "page_at_k": round(sum(r[1] for r in selected) / n, 4)}
+        return {
+            "count": len(selected),
+            "answer_at_1": round(sum(r[2] for r in selected) / n, 4),
+            "answer_at_k": round(sum(r[3] for r in selected) / n, 4),
+            "page_at_k": round(sum(r[1] for r in selected) / n, 4),
+        }
 
     overall = summary(rows)
     metrics.count = len(rows)
     metrics.answer_at_1, metrics.answer_at_k, metrics.page_at_k = (
-        overall["answer_at_1"], overall["answer_at_k"], overall["page_at_k"])
+        overall["answer_at_1"],
+        overall["answer_at_k"],
+        overall["page_at_k"],
+    )
     metrics.by_kind = {kind: summary([r for r in rows if r[0] == kind]) for kind in sorted({r[0] for r in rows})}
     return metrics
 
@@ -322,7 +372,7 @@ def volume_quality(settings: Settings, volume: str, env: AgentEnv | None = None)
         get_method(method)
     examples = read_jsonl(volume_set_path(settings, volume))
     if env is None:
-        with open_env(settings, formulas=None) as opened:   # retrieval only: the formula graph is not needed
+        with open_env(settings, formulas=None) as opened:  # retrieval only: the formula graph is not needed
             return volume_quality(settings, volume, opened)
     results = {method: probe_metrics(examples, env, method, k=5) for method in methods}
     primary = results[methods[0]] if methods else ProbeMetrics("none", 5)
@@ -331,11 +381,18 @@ def volume_quality(settings: Settings, volume: str, env: AgentEnv | None = None)
         problems.append("the volume has no probes")
     passed = not problems and primary.answer_at_k >= settings.eval_min_answer_at_5
     report = {
-        "volume": volume, "fingerprint": quality_fingerprint(settings, volume),
-        "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "probes": len(examples),
-        "method": primary.method, "answer_at_1": primary.answer_at_1, "answer_at_5": primary.answer_at_k,
-        "page_at_5": primary.page_at_k, "threshold": settings.eval_min_answer_at_5, "passed": passed,
-        "problems": problems, "methods": {m: r.to_dict() for m, r in results.items()},
+        "volume": volume,
+        "fingerprint": quality_fingerprint(settings, volume),
+        "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "probes": len(examples),
+        "method": primary.method,
+        "answer_at_1": primary.answer_at_1,
+        "answer_at_5": primary.answer_at_k,
+        "page_at_5": primary.page_at_k,
+        "threshold": settings.eval_min_answer_at_5,
+        "passed": passed,
+        "problems": problems,
+        "methods": {m: r.to_dict() for m, r in results.items()},
     }
     record_quality(settings, volume, report)
     return report

@@ -26,8 +26,10 @@ class Task:
         if isinstance(example, Mapping):
             get = example.get
         else:
+
             def get(name: str, default: Any = None) -> Any:
                 return getattr(example, name, default)
+
         return cls(
             question=str(get("question")),
             answer_format=get("answer_format") or DEFAULT_ANSWER_FORMAT,

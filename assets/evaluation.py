@@ -24,19 +24,25 @@ from paperlake.vectors.ledger import stage_fingerprint
 
 PROBES_CODE_VERSION = f"{PROBES_VERSION}-{_GENERATOR_DIGEST}"
 VOLUME_SET_CODE_VERSION = hashlib.sha256(
-    f"{PROBES_CODE_VERSION}|{parse_code_version()}|{stage_fingerprint()}".encode()).hexdigest()[:16]
+    f"{PROBES_CODE_VERSION}|{parse_code_version()}|{stage_fingerprint()}".encode()
+).hexdigest()[:16]
 _PROBE_TABLES = ("metadata", "pages", "chunks", "tables", "table_cells", "images", "equations", "reference")
 
 
 @dg.asset(
-    key=["evaluation", "probes"], partitions_def=papers, group_name="evaluation", code_version=PROBES_CODE_VERSION,
-    deps=[dg.AssetKey(["warehouse", table]) for table in _PROBE_TABLES], kinds={"duckdb", "json"},
+    key=["evaluation", "probes"],
+    partitions_def=papers,
+    group_name="evaluation",
+    code_version=PROBES_CODE_VERSION,
+    deps=[dg.AssetKey(["warehouse", table]) for table in _PROBE_TABLES],
+    kinds={"duckdb", "json"},
     backfill_policy=dg.BackfillPolicy.single_run(),
     description="Offline probes of one paper: deterministic AirQA questions with exact answers, each verified at its "
-                f"evidence row (kinds: {', '.join(KINDS)}); evaluation/probes/<paper key>.jsonl.",
+    f"evidence row (kinds: {', '.join(KINDS)}); evaluation/probes/<paper key>.jsonl.",
 )
-def evaluation_probes(context: dg.AssetExecutionContext, paperlake: PaperlakeResource,
-                      warehouse: DuckDBResource) -> dg.MaterializeResult:
+def evaluation_probes(
+    context: dg.AssetExecutionContext, paperlake: PaperlakeResource, warehouse: DuckDBResource
+) -> dg.MaterializeResult:
     settings = paperlake.settings()
     with warehouse.get_connection() as con:
         records = {key: write_probes(settings, key, con) for key in run_paper_keys(context)}
@@ -44,35 +50,49 @@ def evaluation_probes(context: dg.AssetExecutionContext, paperlake: PaperlakeRes
     for record in records.values():
         for kind, count in (record.get("by_kind") or {}).items():
             kinds[kind] = kinds.get(kind, 0) + count
-    metadata = {"probes": sum(r.get("count", 0) for r in records.values()),
-                **{f"kind/{kind}": count for kind, count in kinds.items()}}
+    metadata = {
+        "probes": sum(r.get("count", 0) for r in records.values()),
+        **{f"kind/{kind}": count for kind, count in kinds.items()},
+    }
     if len(records) > 1:
         metadata |= {"papers": len(records), "min_probes_per_paper": min(r.get("count", 0) for r in records.values())}
     return dg.MaterializeResult(metadata=metadata)
 
 
 @dg.asset(
-    key=["evaluation", "volume_set"], partitions_def=volumes, group_name="evaluation",
-    code_version=VOLUME_SET_CODE_VERSION, kinds={"json"},
-    deps=[dg.AssetDep(evaluation_probes, partition_mapping=dg.AllPartitionMapping()),
-          *(dg.AssetDep(a, partition_mapping=dg.AllPartitionMapping()) for a in vector_assets)],
+    key=["evaluation", "volume_set"],
+    partitions_def=volumes,
+    group_name="evaluation",
+    code_version=VOLUME_SET_CODE_VERSION,
+    kinds={"json"},
+    deps=[
+        dg.AssetDep(evaluation_probes, partition_mapping=dg.AllPartitionMapping()),
+        *(dg.AssetDep(a, partition_mapping=dg.AllPartitionMapping()) for a in vector_assets),
+    ],
     description="The volume's probe set in the AirQA format (evaluation/volume_set/<volume>.jsonl), scored by the "
-                "retrieval_quality check against the vector collections.",
+    "retrieval_quality check against the vector collections.",
 )
 def volume_set(context: dg.AssetExecutionContext, paperlake: PaperlakeResource) -> dg.MaterializeResult:
     info = write_volume_set(paperlake.settings(), context.partition_key)
-    return dg.MaterializeResult(metadata={
-        "probes": info["count"], "papers": info["papers"], "min_probes_per_paper": info.get("min_per_paper", 0),
-        "path": dg.MetadataValue.path(str(volume_set_path(paperlake.settings(), context.partition_key))),
-        **{f"kind/{kind}": count for kind, count in (info.get("by_kind") or {}).items()},
-    })
+    return dg.MaterializeResult(
+        metadata={
+            "probes": info["count"],
+            "papers": info["papers"],
+            "min_probes_per_paper": info.get("min_per_paper", 0),
+            "path": dg.MetadataValue.path(str(volume_set_path(paperlake.settings(), context.partition_key))),
+            **{f"kind/{kind}": count for kind, count in (info.get("by_kind") or {}).items()},
+        }
+    )
 
 
 @dg.asset_check(
-    asset=volume_set, name="retrieval_quality", partitions_def=volumes, blocking=False,
+    asset=volume_set,
+    name="retrieval_quality",
+    partitions_def=volumes,
+    blocking=False,
     description="Runs the volume's probes retrieval-only (no LLM) with PAPERLAKE_EVAL_METHODS' first retrievals; "
-                "records answer@1, answer@5 and page@5 and warns when the first method's answer@5 is below "
-                "PAPERLAKE_EVAL_MIN_ANSWER5.",
+    "records answer@1, answer@5 and page@5 and warns when the first method's answer@5 is below "
+    "PAPERLAKE_EVAL_MIN_ANSWER5.",
 )
 def retrieval_quality(context: dg.AssetCheckExecutionContext, paperlake: PaperlakeResource) -> dg.AssetCheckResult:
     from agent.run import volume_quality  # the agent stack loads only when the check runs
@@ -83,7 +103,9 @@ def retrieval_quality(context: dg.AssetCheckExecutionContext, paperlake: Paperla
         "answer_at_1": dg.MetadataValue.float(float(report["answer_at_1"])),
         "answer_at_5": dg.MetadataValue.float(float(report["answer_at_5"])),
         "page_at_5": dg.MetadataValue.float(float(report["page_at_5"])),
-        "probes": report["probes"], "method": report["method"], "threshold": report["threshold"],
+        "probes": report["probes"],
+        "method": report["method"],
+        "threshold": report["threshold"],
     }
     for method, result in report["methods"].items():
         if method != report["method"]:
@@ -93,8 +115,14 @@ def retrieval_quality(context: dg.AssetCheckExecutionContext, paperlake: Paperla
     if report["problems"]:
         metadata["problems"] = "; ".join(report["problems"])
     return dg.AssetCheckResult(
-        passed=bool(report["passed"]), severity=dg.AssetCheckSeverity.WARN, metadata=metadata,
-        description=None if report["passed"] else (
-            f"answer@5 {report['answer_at_5']:.3f} below {report['threshold']}" if not report["problems"]
-            else "; ".join(report["problems"])),
+        passed=bool(report["passed"]),
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata=metadata,
+        description=None
+        if report["passed"]
+        else (
+            f"answer@5 {report['answer_at_5']:.3f} below {report['threshold']}"
+            if not report["problems"]
+            else "; ".join(report["problems"])
+        ),
     )

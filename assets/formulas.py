@@ -25,10 +25,18 @@ FORMULA_COLLECTION_KEY = dg.AssetKey(["vectors", FORMULA_COLLECTION])
 
 
 @dg.multi_asset(
-    specs=[dg.AssetSpec(key, deps=[dg.AssetKey(["warehouse", "equations"]), dg.AssetKey(["warehouse", "metadata"])],
-                        kinds={"parquet", "sympy", "rdf"}, description=f"Formula graph table `{table}` "
-                        f"(lake/formulas/{table}.parquet).") for table, key in FORMULA_KEYS.items()],
-    group_name="formulas", code_version=FORMULAS_CODE_VERSION, pool="formulas",
+    specs=[
+        dg.AssetSpec(
+            key,
+            deps=[dg.AssetKey(["warehouse", "equations"]), dg.AssetKey(["warehouse", "metadata"])],
+            kinds={"parquet", "sympy", "rdf"},
+            description=f"Formula graph table `{table}` (lake/formulas/{table}.parquet).",
+        )
+        for table, key in FORMULA_KEYS.items()
+    ],
+    group_name="formulas",
+    code_version=FORMULAS_CODE_VERSION,
+    pool="formulas",
 )
 def formula_graph(context: dg.AssetExecutionContext, paperlake: PaperlakeResource, llm: LLMResource):
     """Display equations become formula entities (LaTeX → sympy → validated Python template, parameters,
@@ -41,24 +49,40 @@ def formula_graph(context: dg.AssetExecutionContext, paperlake: PaperlakeResourc
     settings = llm.apply(paperlake.settings())  # the project's one LLM resource, as for enrichment
     assistant = formula_assistant(settings)
     with connect_read_only(settings.warehouse) as con:
-        report = update_formula_graph(con, formula_dir(settings), turtle_path(settings),
-                                      embed=minilm_embedder(settings.embeddings),
-                                      assistant=assistant)
+        report = update_formula_graph(
+            con,
+            formula_dir(settings),
+            turtle_path(settings),
+            embed=minilm_embedder(settings.embeddings),
+            assistant=assistant,
+        )
     for error in report.errors[:20]:
         context.log.warning(error)
-    summary = {"equations": report.equations, **report.counts, "papers_added": len(report.papers_added),
-               "papers_removed": len(report.papers_removed), "papers_unchanged": report.papers_unchanged,
-               "errors": len(report.errors), "seconds": round(report.seconds, 2)}
+    summary = {
+        "equations": report.equations,
+        **report.counts,
+        "papers_added": len(report.papers_added),
+        "papers_removed": len(report.papers_removed),
+        "papers_unchanged": report.papers_unchanged,
+        "errors": len(report.errors),
+        "seconds": round(report.seconds, 2),
+    }
     if assistant is not None:
         summary.update(assistant.metadata())
     for table, key in FORMULA_KEYS.items():
-        yield dg.MaterializeResult(asset_key=key, metadata=summary if table == "formulas" else {
-            "rows": report.counts.get(table.replace("formula_", ""), 0)})
+        yield dg.MaterializeResult(
+            asset_key=key,
+            metadata=summary if table == "formulas" else {"rows": report.counts.get(table.replace("formula_", ""), 0)},
+        )
 
 
 @dg.asset(
-    key=FORMULA_COLLECTION_KEY, deps=[FORMULA_KEYS["formulas"], FORMULA_KEYS["formula_occurrences"]],
-    group_name="formulas", code_version=FORMULA_COLLECTION_CODE_VERSION, kinds={"milvus"}, pool="milvus",
+    key=FORMULA_COLLECTION_KEY,
+    deps=[FORMULA_KEYS["formulas"], FORMULA_KEYS["formula_occurrences"]],
+    group_name="formulas",
+    code_version=FORMULA_COLLECTION_CODE_VERSION,
+    kinds={"milvus"},
+    pool="milvus",
 )
 def formula_collection(paperlake: PaperlakeResource) -> dg.MaterializeResult:
     """Milvus collection `formulas` (dense all-MiniLM-L6-v2, cosine): one entity per formula entity, keyed by
@@ -67,8 +91,10 @@ def formula_collection(paperlake: PaperlakeResource) -> dg.MaterializeResult:
     embeddings come through the shared embedding cache."""
     settings = paperlake.settings()
     inputs = formula_collection_inputs(settings)  # before reading: a graph that changes meanwhile stays stale
-    tables = {name: pq.read_table(formula_dir(settings) / f"{name}.parquet").to_pylist() for name in
-              ("formulas", "formula_occurrences")}
+    tables = {
+        name: pq.read_table(formula_dir(settings) / f"{name}.parquet").to_pylist()
+        for name in ("formulas", "formula_occurrences")
+    }
     store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings, lock_timeout=600.0)
     try:
         stats = sync_formula_collection(store, tables)
@@ -76,7 +102,15 @@ def formula_collection(paperlake: PaperlakeResource) -> dg.MaterializeResult:
         store.client.alter_collection_properties(FORMULA_COLLECTION, properties={SYNCED_PROPERTY: inputs})
     finally:
         store.close()
-    return dg.MaterializeResult(metadata={
-        "collection": FORMULA_COLLECTION, "entities": stats.entities, "upserted": stats.upserted,
-        "unchanged": stats.unchanged, "deleted": stats.deleted, "encoded": stats.encoded,
-        "cache_hits": stats.cache_hits, "seconds": round(stats.seconds, 3)})
+    return dg.MaterializeResult(
+        metadata={
+            "collection": FORMULA_COLLECTION,
+            "entities": stats.entities,
+            "upserted": stats.upserted,
+            "unchanged": stats.unchanged,
+            "deleted": stats.deleted,
+            "encoded": stats.encoded,
+            "cache_hits": stats.cache_hits,
+            "seconds": round(stats.seconds, 3),
+        }
+    )

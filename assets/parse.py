@@ -1,6 +1,5 @@
 """Parse stage: one PDF partition → its Parquet views in the lake, gated by Great Expectations."""
 
-
 import hashlib
 
 import dagster as dg
@@ -19,9 +18,15 @@ GATED_VIEWS = ("pages", "metadata", "chunks", "tables", "images", "equations")
 WARNING_VIEWS = ("sections", "tables", "images")
 
 
-@dg.observable_source_asset(key=INBOX_KEY, partitions_def=papers, group_name="inbox", description=(
-    "PDFs in the inbox, one partition per paper; the data version is the file's sha256 (with its manifest row's "
-    "hash when the volume lists it). `paperlake ingest` records the same observation for every paper it plans."))
+@dg.observable_source_asset(
+    key=INBOX_KEY,
+    partitions_def=papers,
+    group_name="inbox",
+    description=(
+        "PDFs in the inbox, one partition per paper; the data version is the file's sha256 (with its manifest row's "
+        "hash when the volume lists it). `paperlake ingest` records the same observation for every paper it plans."
+    ),
+)
 def inbox_pdf(context: dg.AssetExecutionContext, paperlake: PaperlakeResource) -> dg.DataVersionsByPartition:
     from paperlake.inbox import scan_inbox
 
@@ -45,13 +50,24 @@ def inbox_events(instance: dg.DagsterInstance, sources) -> list[dg.AssetObservat
         entry = latest.event_log_entry.asset_observation if latest is not None else None
         if entry is not None and entry.tags.get(DATA_VERSION_TAG) == source.data_version:
             continue
-        metadata = {"path": dg.MetadataValue.path(str(source.pdf_path)), "sha256": source.sha256,
-                    "volume": source.volume} | {f"manifest/{k}": str(v) for k, v in sorted(source.manifest.items())}
+        metadata = {
+            "path": dg.MetadataValue.path(str(source.pdf_path)),
+            "sha256": source.sha256,
+            "volume": source.volume,
+        } | {f"manifest/{k}": str(v) for k, v in sorted(source.manifest.items())}
         tags = {DATA_VERSION_TAG: source.data_version}
-        events.append(dg.AssetObservation(asset_key=INBOX_KEY, partition=source.paper_key, tags=tags,
-                                          metadata=metadata))
-        events.append(dg.AssetMaterialization(asset_key=INBOX_KEY, partition=source.paper_key, tags=tags,
-                                              metadata=metadata, description="in the inbox at this version"))
+        events.append(
+            dg.AssetObservation(asset_key=INBOX_KEY, partition=source.paper_key, tags=tags, metadata=metadata)
+        )
+        events.append(
+            dg.AssetMaterialization(
+                asset_key=INBOX_KEY,
+                partition=source.paper_key,
+                tags=tags,
+                metadata=metadata,
+                description="in the inbox at this version",
+            )
+        )
     return events
 
 
@@ -66,15 +82,23 @@ def observe_inbox(instance: dg.DagsterInstance, sources) -> int:
 
 def _check_specs() -> list[dg.AssetCheckSpec]:
     blocking = [
-        dg.AssetCheckSpec("gx_blocking", asset=VIEW_KEYS[view], blocking=True,
-                          description="Great Expectations: the data is not broken (page count, boxes, ids, tokens, "
-                                      "figure panels inside their figure).")
+        dg.AssetCheckSpec(
+            "gx_blocking",
+            asset=VIEW_KEYS[view],
+            blocking=True,
+            description="Great Expectations: the data is not broken (page count, boxes, ids, tokens, "
+            "figure panels inside their figure).",
+        )
         for view in GATED_VIEWS
     ]
     warnings = [
-        dg.AssetCheckSpec("gx_suspicious", asset=VIEW_KEYS[view], blocking=False,
-                          description="Great Expectations: the parse looks complete (sections found; as many "
-                                      "tables/figures as the text cites).")
+        dg.AssetCheckSpec(
+            "gx_suspicious",
+            asset=VIEW_KEYS[view],
+            blocking=False,
+            description="Great Expectations: the parse looks complete (sections found; as many "
+            "tables/figures as the text cites).",
+        )
         for view in WARNING_VIEWS
     ]
     return blocking + warnings
@@ -85,8 +109,11 @@ def _check_results(outcomes: dict[str, PaperOutcome | None]) -> list[dg.AssetChe
     failed one was not published: it has an ingest_errors row instead). A paper without a report (it failed before
     validation, or left the inbox) put nothing in the lake, so the gate held for it; the note says so."""
     reports = {key: o.quality for key, o in outcomes.items() if o is not None and o.quality is not None}
-    notes = [f"{key}: not validated: " + ("the paper left the inbox" if o is None else f"{o.stage} failed before "
-                                           "validation") for key, o in outcomes.items() if key not in reports]
+    notes = [
+        f"{key}: not validated: " + ("the paper left the inbox" if o is None else f"{o.stage} failed before validation")
+        for key, o in outcomes.items()
+        if key not in reports
+    ]
     note = "; ".join(notes) or "validated"
     results = []
     for view in GATED_VIEWS:
@@ -95,28 +122,48 @@ def _check_results(outcomes: dict[str, PaperOutcome | None]) -> list[dg.AssetChe
         for key, report in reports.items():
             outcomes_of_view = [o for o in report.blocking if o.view in covered]
             counted += len(outcomes_of_view)
-            failed += [f"{key + ': ' if len(outcomes) > 1 else ''}{o.name} observed {o.observed} {o.details}".strip()
-                       for o in outcomes_of_view if not o.success]
-        results.append(dg.AssetCheckResult(
-            asset_key=VIEW_KEYS[view], check_name="gx_blocking", passed=not failed,
-            severity=dg.AssetCheckSeverity.ERROR,
-            metadata={"expectations": counted, "note": note, "failed": "; ".join(failed)},
-        ))
+            failed += [
+                f"{key + ': ' if len(outcomes) > 1 else ''}{o.name} observed {o.observed} {o.details}".strip()
+                for o in outcomes_of_view
+                if not o.success
+            ]
+        results.append(
+            dg.AssetCheckResult(
+                asset_key=VIEW_KEYS[view],
+                check_name="gx_blocking",
+                passed=not failed,
+                severity=dg.AssetCheckSeverity.ERROR,
+                metadata={"expectations": counted, "note": note, "failed": "; ".join(failed)},
+            )
+        )
     for view in WARNING_VIEWS:
-        observed = [f"{key + ': ' if len(outcomes) > 1 else ''}{o.name}: {o.observed} ({o.details})"
-                    for key, report in reports.items() for o in report.warnings if o.view == view]
+        observed = [
+            f"{key + ': ' if len(outcomes) > 1 else ''}{o.name}: {o.observed} ({o.details})"
+            for key, report in reports.items()
+            for o in report.warnings
+            if o.view == view
+        ]
         passed = all(o.success for report in reports.values() for o in report.warnings if o.view == view)
-        results.append(dg.AssetCheckResult(
-            asset_key=VIEW_KEYS[view], check_name="gx_suspicious", passed=passed,
-            severity=dg.AssetCheckSeverity.WARN, metadata={"note": note, "observed": "; ".join(observed)},
-        ))
+        results.append(
+            dg.AssetCheckResult(
+                asset_key=VIEW_KEYS[view],
+                check_name="gx_suspicious",
+                passed=passed,
+                severity=dg.AssetCheckSeverity.WARN,
+                metadata={"note": note, "observed": "; ".join(observed)},
+            )
+        )
     return results
 
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec(key, deps=[INBOX_KEY], kinds={"parquet", "pymupdf"},
-                     description=f"Parsed view `{view}`: one Parquet file per paper under lake/{view}/.")
+        dg.AssetSpec(
+            key,
+            deps=[INBOX_KEY],
+            kinds={"parquet", "pymupdf"},
+            description=f"Parsed view `{view}`: one Parquet file per paper under lake/{view}/.",
+        )
         for view, key in VIEW_KEYS.items()
     ],
     check_specs=_check_specs(),
@@ -147,14 +194,16 @@ def parsed_views(context: dg.AssetExecutionContext, paperlake: PaperlakeResource
         if outcome.status == "failed":
             context.log.error(f"{key}: {outcome.stage}: {outcome.reason}")
     for view, asset_key in VIEW_KEYS.items():
-        yield dg.MaterializeResult(asset_key=asset_key, metadata=_view_metadata(view, outcomes),
-                                   data_version=_data_version(outcomes))
+        yield dg.MaterializeResult(
+            asset_key=asset_key, metadata=_view_metadata(view, outcomes), data_version=_data_version(outcomes)
+        )
     yield from _check_results(outcomes)
 
 
 def _view_metadata(view: str, outcomes: dict[str, PaperOutcome | None]) -> dict:
     """What the UI shows for a view: the paper's status, backend, rows (and speed, or the failure) for one paper;
     for a batch, the totals and one line per paper."""
+
     def rows(outcome: PaperOutcome | None) -> int:
         if outcome is None:
             return 0
@@ -164,8 +213,13 @@ def _view_metadata(view: str, outcomes: dict[str, PaperOutcome | None]) -> dict:
         ((key, outcome),) = outcomes.items()
         if outcome is None:
             return {"status": "removed", "rows": 0}
-        metadata = {"status": outcome.status, "backend": outcome.backend or "", "paper_id": outcome.paper_id or "",
-                    "sha256": outcome.sha256 or "", "rows": rows(outcome)}
+        metadata = {
+            "status": outcome.status,
+            "backend": outcome.backend or "",
+            "paper_id": outcome.paper_id or "",
+            "sha256": outcome.sha256 or "",
+            "rows": rows(outcome),
+        }
         if view == "pages":
             speed = outcome.pages / outcome.seconds if outcome.seconds and outcome.pages else 0.0
             metadata |= {"pages_per_second": round(speed, 2), "seconds": round(outcome.seconds, 3)}
@@ -173,16 +227,24 @@ def _view_metadata(view: str, outcomes: dict[str, PaperOutcome | None]) -> dict:
             metadata |= {"stage": outcome.stage or "", "reason": (outcome.reason or "")[:2000]}
         return metadata
     statuses = [o.status if o is not None else "removed" for o in outcomes.values()]
-    metadata = {"papers": len(outcomes), "rows": sum(rows(o) for o in outcomes.values()),
-                **{f"papers_{status}": statuses.count(status) for status in sorted(set(statuses))},
-                "per_paper": dg.MetadataValue.md("\n".join(
-                    ["| paper | status | rows |", "|---|---|---|"] +
-                    [f"| {key} | {status} | {rows(o)} |" for (key, o), status in zip(outcomes.items(), statuses)]))}
+    metadata = {
+        "papers": len(outcomes),
+        "rows": sum(rows(o) for o in outcomes.values()),
+        **{f"papers_{status}": statuses.count(status) for status in sorted(set(statuses))},
+        "per_paper": dg.MetadataValue.md(
+            "\n".join(
+                ["| paper | status | rows |", "|---|---|---|"]
+                + [f"| {key} | {status} | {rows(o)} |" for (key, o), status in zip(outcomes.items(), statuses)]
+            )
+        ),
+    }
     if view == "pages":
         done = [o for o in outcomes.values() if o is not None and o.seconds]
         seconds = sum(o.seconds for o in done)
-        metadata |= {"pages_per_second": round(sum(o.pages for o in done) / seconds, 2) if seconds else 0.0,
-                     "seconds": round(seconds, 3)}
+        metadata |= {
+            "pages_per_second": round(sum(o.pages for o in done) / seconds, 2) if seconds else 0.0,
+            "seconds": round(seconds, 3),
+        }
     return metadata
 
 

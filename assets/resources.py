@@ -18,9 +18,9 @@ class PaperlakeResource(dg.ConfigurableResource):
     mineru_dir: str | None = None
     backend: str = "auto"
     max_chunk_tokens: int = 512
-    embedding_cache: str | None = None   # unset: PAPERLAKE_EMBEDDING_CACHE, else the home's cache
-    milvus_uri: str | None = None        # unset: MILVUS_URI, else the home's Milvus Lite file
-    lake_dir: str | None = None          # unset: PAPERLAKE_LAKE, else the home's lake
+    embedding_cache: str | None = None  # unset: PAPERLAKE_EMBEDDING_CACHE, else the home's cache
+    milvus_uri: str | None = None  # unset: MILVUS_URI, else the home's Milvus Lite file
+    lake_dir: str | None = None  # unset: PAPERLAKE_LAKE, else the home's lake
 
     def settings(self) -> Settings:
         home = Path(self.home).expanduser().resolve()
@@ -29,7 +29,7 @@ class PaperlakeResource(dg.ConfigurableResource):
             backend=self.backend,
             mineru_dir=Path(self.mineru_dir).resolve() if self.mineru_dir else None,
             max_chunk_tokens=self.max_chunk_tokens,
-            milvus_uri=self.milvus_uri,          # None: MILVUS_URI, else the home's Milvus Lite file
+            milvus_uri=self.milvus_uri,  # None: MILVUS_URI, else the home's Milvus Lite file
             embedding_cache=Path(self.embedding_cache) if self.embedding_cache else None,
             lake_dir=Path(self.lake_dir) if self.lake_dir else None,
         )
@@ -48,7 +48,7 @@ class LLMResource(dg.ConfigurableResource):
     PAPERLAKE_LLM_BUDGET, PAPERLAKE_LLM_CONCURRENCY, PAPERLAKE_LLM_RPM); secrets stay out of the run config."""
 
     base_url: str = ""
-    api_key: str = ""        # set in process by `paperlake ingest` from its settings; from the environment otherwise
+    api_key: str = ""  # set in process by `paperlake ingest` from its settings; from the environment otherwise
     model: str = ""
     vlm_model: str = ""
     budget: str = ""
@@ -58,19 +58,32 @@ class LLMResource(dg.ConfigurableResource):
     def apply(self, settings: Settings) -> Settings:
         from dataclasses import replace
 
-        changes = {name: value for name, value in (
-            ("openai_base_url", self.base_url), ("openai_api_key", self.api_key), ("llm_model", self.model),
-            ("vlm_model", self.vlm_model),
-            ("llm_budget", self.budget), ("llm_concurrency", self.concurrency),
-            ("llm_requests_per_minute", self.requests_per_minute)) if value}
+        changes = {
+            name: value
+            for name, value in (
+                ("openai_base_url", self.base_url),
+                ("openai_api_key", self.api_key),
+                ("llm_model", self.model),
+                ("vlm_model", self.vlm_model),
+                ("llm_budget", self.budget),
+                ("llm_concurrency", self.concurrency),
+                ("llm_requests_per_minute", self.requests_per_minute),
+            )
+            if value
+        }
         return replace(settings, **changes)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "LLMResource":
-        return cls(base_url=settings.openai_base_url or "", api_key=settings.openai_api_key or "",
-                   model=settings.llm_model or "", vlm_model=settings.vlm_model or "",
-                   budget=settings.llm_budget or "", concurrency=settings.llm_concurrency,
-                   requests_per_minute=settings.llm_requests_per_minute or 0)
+        return cls(
+            base_url=settings.openai_base_url or "",
+            api_key=settings.openai_api_key or "",
+            model=settings.llm_model or "",
+            vlm_model=settings.vlm_model or "",
+            budget=settings.llm_budget or "",
+            concurrency=settings.llm_concurrency,
+            requests_per_minute=settings.llm_requests_per_minute or 0,
+        )
 
 
 def paperlake_from_env() -> PaperlakeResource:
@@ -78,8 +91,10 @@ def paperlake_from_env() -> PaperlakeResource:
     (:meth:`paperlake.config.Settings.from_env`: PAPERLAKE_HOME, PAPERLAKE_INBOX, …)."""
     settings = Settings.from_env()
     return PaperlakeResource(
-        home=str(settings.home), inboxes=[str(p) for p in settings.inboxes],
-        mineru_dir=str(settings.mineru_dir) if settings.mineru_dir else None, backend=settings.backend,
+        home=str(settings.home),
+        inboxes=[str(p) for p in settings.inboxes],
+        mineru_dir=str(settings.mineru_dir) if settings.mineru_dir else None,
+        backend=settings.backend,
         max_chunk_tokens=settings.max_chunk_tokens,
     )
 

@@ -1,6 +1,5 @@
 """Warehouse stage: dbt (dbt-duckdb) models over the lake, in one lineage graph with the parse assets."""
 
-
 import shutil
 import sys
 from pathlib import Path
@@ -37,7 +36,7 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: Pa
     prepare_build(settings.warehouse)
     target = dbt_target_path(settings.home, stage)
     shutil.rmtree(target, ignore_errors=True)
-    with environment(dbt_env(settings.lake, settings.warehouse)):   # dagster-dbt hands dbt a copy of os.environ
+    with environment(dbt_env(settings.lake, settings.warehouse)):  # dagster-dbt hands dbt a copy of os.environ
         # unit tests (dbt_project/models/marts/_unit_tests.yml) run in the test suite, not in every build
         invocation = dbt.cli(["build", "--exclude-resource-type", "unit_test"], context=context, target_path=target)
     for event in invocation.stream():
@@ -73,16 +72,28 @@ class PaperlakeDbtTranslator(DagsterDbtTranslator):
 TRANSLATOR = PaperlakeDbtTranslator(settings=DagsterDbtTranslatorSettings(enable_asset_checks=True))
 
 
-@dbt_assets(manifest=DBT_PROJECT.manifest_path, project=DBT_PROJECT, dagster_dbt_translator=TRANSLATOR,
-            exclude="tag:formulas", pool="warehouse", name="warehouse_models")
+@dbt_assets(
+    manifest=DBT_PROJECT.manifest_path,
+    project=DBT_PROJECT,
+    dagster_dbt_translator=TRANSLATOR,
+    exclude="tag:formulas",
+    pool="warehouse",
+    name="warehouse_models",
+)
 def warehouse_models(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: PaperlakeResource):
     """Build the NeuSym-RAG warehouse from the lake into a side file, run dbt's tests, and swap it in only if
     everything passed, so readers never see a half-built or failing warehouse."""
     yield from _build(context, dbt, paperlake, "warehouse")
 
 
-@dbt_assets(manifest=DBT_PROJECT.manifest_path, project=DBT_PROJECT, dagster_dbt_translator=TRANSLATOR,
-            select="tag:formulas", pool="warehouse", name="formula_models")
+@dbt_assets(
+    manifest=DBT_PROJECT.manifest_path,
+    project=DBT_PROJECT,
+    dagster_dbt_translator=TRANSLATOR,
+    select="tag:formulas",
+    pool="warehouse",
+    name="formula_models",
+)
 def formula_models(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: PaperlakeResource):
     """The formula graph's tables in the warehouse (formulas, parameters, constants, occurrences, relations),
     built and swapped in the same way after the formula stage."""

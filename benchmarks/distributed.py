@@ -48,10 +48,15 @@ def _configuration(label: str, workers: int, inbox: list[Path], work: Path, page
     home = work / label
     home.mkdir()
     with milvus_lite_server(home / "milvus.db") as milvus:
-        env = {"PAPERLAKE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "MILVUS_URI": milvus.uri,
-               "PAPERLAKE_EMBEDDING_CACHE": str(home / "embeddings.sqlite"), "PAPERLAKE_EVALUATE": "0",
-               "PAPERLAKE_EXECUTOR": "celery" if workers else "in_process",
-               "PAPERLAKE_CONCURRENT_RUNS": str(max(1, workers))}
+        env = {
+            "PAPERLAKE_HOME": str(home),
+            "DAGSTER_HOME": str(home / "dagster"),
+            "MILVUS_URI": milvus.uri,
+            "PAPERLAKE_EMBEDDING_CACHE": str(home / "embeddings.sqlite"),
+            "PAPERLAKE_EVALUATE": "0",
+            "PAPERLAKE_EXECUTOR": "celery" if workers else "in_process",
+            "PAPERLAKE_CONCURRENT_RUNS": str(max(1, workers)),
+        }
         if broker:
             env["PAPERLAKE_CELERY_BROKER"] = broker
         with contextlib.ExitStack() as stack:
@@ -64,8 +69,14 @@ def _configuration(label: str, workers: int, inbox: list[Path], work: Path, page
     if not summary.ok:
         raise SystemExit(f"{label}: the ingest failed: {[failure.line() for failure in summary.failures]}")
     steps = {name: round(value, 2) for name, value in summary.step_seconds.items()}
-    entry = {"workers": workers, "published": len(summary.published), "pages": pages, "seconds": round(seconds, 2),
-             "pages_per_second": round(pages / seconds, 3), "step_seconds": steps}
+    entry = {
+        "workers": workers,
+        "published": len(summary.published),
+        "pages": pages,
+        "seconds": round(seconds, 2),
+        "pages_per_second": round(pages / seconds, 3),
+        "step_seconds": steps,
+    }
     print(f"{label}: {json.dumps(entry)}", flush=True)
     return entry
 
@@ -85,12 +96,16 @@ def main() -> None:
     volumes = sorted({pdf.parent.name for pdf in pdfs})
     # alternate the volumes so any prefix covers both
     by_volume = [[pdf for pdf in pdfs if pdf.parent.name == volume] for volume in volumes]
-    chosen = [pdf for group in zip(*by_volume) for pdf in group][:args.papers]
+    chosen = [pdf for group in zip(*by_volume) for pdf in group][: args.papers]
     pages = _pages(chosen)
     counts = [int(count) for count in args.workers.split(",") if count.strip()]
     print(f"{len(chosen)} papers, {pages} pages; in process, then {counts} celery workers", flush=True)
-    results: dict = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-                     "papers": [pdf.name for pdf in chosen], "pages": pages, "configurations": {}}
+    results: dict = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "papers": [pdf.name for pdf in chosen],
+        "pages": pages,
+        "configurations": {},
+    }
     with tempfile.TemporaryDirectory(prefix="paperlake-distributed-") as tmp:
         work = Path(tmp)
         inbox = _inbox_of(work / "inbox", chosen)
@@ -98,16 +113,22 @@ def main() -> None:
         configurations["in_process"] = _configuration("in_process", 0, inbox, work, pages, None)
         with redis_server(work / "redis") as broker:
             for count in counts:
-                configurations[f"celery_{count}"] = _configuration(f"celery_{count}", count, inbox, work, pages,
-                                                                   broker)
+                configurations[f"celery_{count}"] = _configuration(f"celery_{count}", count, inbox, work, pages, broker)
     base = configurations["in_process"]["seconds"]
     one = configurations.get("celery_1", {}).get("seconds")
     for entry in configurations.values():
         entry["speedup_vs_in_process"] = round(base / entry["seconds"], 2)
         if one:
             entry["speedup_vs_one_worker"] = round(one / entry["seconds"], 2)
-    print(json.dumps({label: {k: entry[k] for k in ("seconds", "pages_per_second", "speedup_vs_in_process")}
-                      for label, entry in configurations.items()}, indent=2))
+    print(
+        json.dumps(
+            {
+                label: {k: entry[k] for k in ("seconds", "pages_per_second", "speedup_vs_in_process")}
+                for label, entry in configurations.items()
+            },
+            indent=2,
+        )
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"written: {args.out}")

@@ -58,17 +58,26 @@ def run_mode(mode: str, warehouse: Path, work: Path, queries: list[dict], files:
             report = sync_warehouse(store, con, collections=TEXT_COLLECTIONS)
             seconds = time.perf_counter() - started
         if mode == "pool":
-            windows = {w: n for per_text in encoder.windows([t for c in cells for t in (c.parts or (c.text,))])
-                       for w, n in per_text}
+            windows = {
+                w: n
+                for per_text in encoder.windows([t for c in cells for t in (c.parts or (c.text,))])
+                for w, n in per_text
+            }
             encoded, tokens = len(windows), sum(n + 2 for n in windows.values())
         else:
             unique = {c.text for c in cells}
             encoded, tokens = len(unique), sum(encoder.token_counts(sorted(unique)))
-        quality = measure_quality(query_ranks(store, queries, files,
-                                              {m: METHODS[m] for m in ("bm25", "dense", "hybrid")}))
-    return {"sync_seconds": round(seconds, 1), "failures": report.failures, "encoded_inputs": encoded,
-            "encoded_tokens": tokens, "cache_misses": store.cache.stats.misses if store.cache else None,
-            "quality": quality}
+        quality = measure_quality(
+            query_ranks(store, queries, files, {m: METHODS[m] for m in ("bm25", "dense", "hybrid")})
+        )
+    return {
+        "sync_seconds": round(seconds, 1),
+        "failures": report.failures,
+        "encoded_inputs": encoded,
+        "encoded_tokens": tokens,
+        "cache_misses": store.cache.stats.misses if store.cache else None,
+        "quality": quality,
+    }
 
 
 def main() -> None:
@@ -84,18 +93,26 @@ def main() -> None:
     with duckdb.connect(str(args.warehouse), read_only=True) as con:
         files = paper_files(con)
     queries = load_queries(REPO / "benchmarks" / "retrieval_queries.jsonl", args.corpus)
-    results: dict = {"machine": platform.platform(), "warehouse": str(args.warehouse.resolve()),
-                     "queries": len(queries), "modes": {}}
+    results: dict = {
+        "machine": platform.platform(),
+        "warehouse": str(args.warehouse.resolve()),
+        "queries": len(queries),
+        "modes": {},
+    }
     for mode in ("truncate", "pool"):
         results["modes"][mode] = run_mode(mode, args.warehouse.resolve(), args.work_dir.resolve(), queries, files)
         entry = results["modes"][mode]
-        print(f"{mode:9s} sync {entry['sync_seconds']:6.1f}s  encoded {entry['encoded_inputs']} inputs, "
-              f"{entry['encoded_tokens']} tokens")
+        print(
+            f"{mode:9s} sync {entry['sync_seconds']:6.1f}s  encoded {entry['encoded_inputs']} inputs, "
+            f"{entry['encoded_tokens']} tokens"
+        )
         for view, methods in entry["quality"].items():
             print("   ", view, {m: q["mrr"] for m, q in methods.items()})
     before, after = results["modes"]["truncate"], results["modes"]["pool"]
-    results["ratios"] = {"sync_seconds": round(after["sync_seconds"] / before["sync_seconds"], 3),
-                         "encoded_tokens": round(after["encoded_tokens"] / before["encoded_tokens"], 3)}
+    results["ratios"] = {
+        "sync_seconds": round(after["sync_seconds"] / before["sync_seconds"], 3),
+        "encoded_tokens": round(after["encoded_tokens"] / before["encoded_tokens"], 3),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(f"written: {args.out}")

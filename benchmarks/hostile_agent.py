@@ -51,27 +51,84 @@ _BOMB_LEVELS = "abcdefg"
 def alias_bomb(levels: int = 7) -> str:
     """The YAML alias bomb: each level lists the previous one nine times (9**levels values from ~480 characters)."""
     lines = [f"&{_BOMB_LEVELS[0]} [x, x, x, x, x, x, x, x, x]"]
-    lines += [f"&{name} [" + ", ".join(f"*{previous}" for _ in range(9)) + "]"
-              for previous, name in zip(_BOMB_LEVELS, _BOMB_LEVELS[1:levels])]
+    lines += [
+        f"&{name} [" + ", ".join(f"*{previous}" for _ in range(9)) + "]"
+        for previous, name in zip(_BOMB_LEVELS, _BOMB_LEVELS[1:levels])
+    ]
     terms = "\n".join(f"    - {line}" for line in lines)
     return f"action_type: RetrieveMathKnowledge\nparameters:\n  search_terms:\n{terms}"
 
 
 HOSTILE_FRAGMENTS: tuple[str, ...] = (
-    "²", "٣", "１２", "Ⅻ", "\u00a0", "\x00", "\ufeff", "𝟗", "-0", "+1", "1_000", "0x1F", "1e309", "-1e309",
-    "NaN", "Infinity", "nan", "inf", "9" * 120, "9" * 5000, "-" + "9" * 4301, "1." + "0" * 5000, "[" * 5000, "{" * 300,
-    "(" * 300, "]" * 50, '"', "'", "\\", "\n", "</page_number>", "<![CDATA[", "]]>", "<!ENTITY x 'y'>", "&amp;",
-    "&#x0;", "&a", "*a", "<<: *a", "!!python/object:os.system", "---", "...", "|", ">-", "```", "[Action]:",
-    "[Observation]:", "**{}", "__import__('os')", "True", "None", "[]", "{}", "()", "' OR 1=1 --", ";",
+    "²",
+    "٣",
+    "１２",
+    "Ⅻ",
+    "\u00a0",
+    "\x00",
+    "\ufeff",
+    "𝟗",
+    "-0",
+    "+1",
+    "1_000",
+    "0x1F",
+    "1e309",
+    "-1e309",
+    "NaN",
+    "Infinity",
+    "nan",
+    "inf",
+    "9" * 120,
+    "9" * 5000,
+    "-" + "9" * 4301,
+    "1." + "0" * 5000,
+    "[" * 5000,
+    "{" * 300,
+    "(" * 300,
+    "]" * 50,
+    '"',
+    "'",
+    "\\",
+    "\n",
+    "</page_number>",
+    "<![CDATA[",
+    "]]>",
+    "<!ENTITY x 'y'>",
+    "&amp;",
+    "&#x0;",
+    "&a",
+    "*a",
+    "<<: *a",
+    "!!python/object:os.system",
+    "---",
+    "...",
+    "|",
+    ">-",
+    "```",
+    "[Action]:",
+    "[Observation]:",
+    "**{}",
+    "__import__('os')",
+    "True",
+    "None",
+    "[]",
+    "{}",
+    "()",
+    "' OR 1=1 --",
+    ";",
 )
 
 
 def formula_tool() -> FormulaTool:
     """A real formula tool (F1 from precision and recall) built the way the formula graph builds one."""
     formula = Formula(
-        formula_id=str(uuid.uuid5(uuid.NAMESPACE_DNS, "hostile-agent-f1")), label="F1 score",
-        latex=r"F_{1} = \frac{2PR}{P+R}", normalised_latex=r"F_{1}=\frac{2PR}{P+R}", status="validated",
-        template="2*P*R/(P + R)", output="F_1",
+        formula_id=str(uuid.uuid5(uuid.NAMESPACE_DNS, "hostile-agent-f1")),
+        label="F1 score",
+        latex=r"F_{1} = \frac{2PR}{P+R}",
+        normalised_latex=r"F_{1}=\frac{2PR}{P+R}",
+        status="validated",
+        template="2*P*R/(P + R)",
+        output="F_1",
         parameters=[Parameter("P", "P", "precision"), Parameter("R", "R", "recall")],
     )
     return build_tool(formula)
@@ -82,8 +139,13 @@ class ToolFormulas:
 
     def __init__(self) -> None:
         self.tool = formula_tool()
-        self.record = {"formula_id": self.tool.formula_id, "name": "F1 score", "latex": r"F_{1} = \frac{2PR}{P+R}",
-                       "parameters": ["P", "R"], "description": "F1 score from precision and recall"}
+        self.record = {
+            "formula_id": self.tool.formula_id,
+            "name": "F1 score",
+            "latex": r"F_{1} = \frac{2PR}{P+R}",
+            "parameters": ["P", "R"],
+            "description": "F1 score from precision and recall",
+        }
 
     def search_formulas(self, query: str, limit: int = 5) -> list[dict[str, Any]]:
         return [self.record][:limit]
@@ -115,11 +177,13 @@ def seed_responses(tool_name: str = "F_1_tool") -> list[tuple[str, str]]:
         examples = [(a.action_name(), e) for a in ALL_ACTIONS for e in a.examples]
         examples.append(("CallTool", {"tool_name": tool_name, "parameters": {"P": 0.8, "R": 0.6}}))
         for name, parameters in examples:
-            seeds.append((f"[Thought]: next\n[Action]:\n{render_action(name, parameters, action_format)}",
-                          action_format))
+            seeds.append(
+                (f"[Thought]: next\n[Action]:\n{render_action(name, parameters, action_format)}", action_format)
+            )
     seeds.append((alias_bomb(), "yaml"))
-    seeds.append(('{"action_type": "GenerateAnswer", "parameters": {"answer": ' + "[" * 9000 + "]" * 9000 + "}}",
-                  "json"))
+    seeds.append(
+        ('{"action_type": "GenerateAnswer", "parameters": {"answer": ' + "[" * 9000 + "]" * 9000 + "}}", "json")
+    )
     return seeds
 
 
@@ -148,8 +212,9 @@ class Outcome:
     peak_bytes: int
 
 
-def try_action(response: str, action_format: str, env: AgentEnv,
-               actions: Sequence[type[Action]] = ALL_ACTIONS) -> Outcome:
+def try_action(
+    response: str, action_format: str, env: AgentEnv, actions: Sequence[type[Action]] = ALL_ACTIONS
+) -> Outcome:
     """Parse, build and run one response as the loop does; peak memory is measured when tracemalloc is tracing."""
     by_name = {a.action_name(): a for a in actions}
     tracing = tracemalloc.is_tracing()

@@ -28,11 +28,59 @@ from typing import Any
 from paperlake.vectors.filters import FIELD_TYPES, MAX_FILTER_CHARS, FilterError, validate_filter
 
 FIELDS = [*FIELD_TYPES, "paper_id", "text", "id", "PDF_ID", "_", "like", "in", "not"]
-OPERATORS = ["==", "!=", "<", ">", "<=", ">=", "=", "===", "in", "not in", "like", "and", "or", "not", "&&", "||",
-             "!", "&", "|", "~", "+", "-", "*", "%", "->", "::", "is", "null", "true", "false", "exists"]
+OPERATORS = [
+    "==",
+    "!=",
+    "<",
+    ">",
+    "<=",
+    ">=",
+    "=",
+    "===",
+    "in",
+    "not in",
+    "like",
+    "and",
+    "or",
+    "not",
+    "&&",
+    "||",
+    "!",
+    "&",
+    "|",
+    "~",
+    "+",
+    "-",
+    "*",
+    "%",
+    "->",
+    "::",
+    "is",
+    "null",
+    "true",
+    "false",
+    "exists",
+]
 PUNCTUATION = ["(", ")", "[", "]", ",", "{", "}", ";", "'", '"', "\\", "$", "#", "`", "\n", "\t", "\x00"]
-UNICODE = ["é", "😀", "\u200d", "\u2028", "\ufeff", "\u00a0", "٣", "𝟗", "\udc80", "\ud800", "\U0010ffff", "\x7f",
-           "ﬁ", "İ", "ß", "\u0301", "\u202e"]
+UNICODE = [
+    "é",
+    "😀",
+    "\u200d",
+    "\u2028",
+    "\ufeff",
+    "\u00a0",
+    "٣",
+    "𝟗",
+    "\udc80",
+    "\ud800",
+    "\U0010ffff",
+    "\x7f",
+    "ﬁ",
+    "İ",
+    "ß",
+    "\u0301",
+    "\u202e",
+]
 
 
 @dataclass
@@ -55,8 +103,9 @@ class FuzzReport:
 
 def _string_literal(rng: random.Random) -> str:
     quote = rng.choice("'\"")
-    body = "".join(rng.choice([*"abc%_-0123456789", "\\", "\\" + quote, quote, *UNICODE])
-                   for _ in range(rng.randint(0, 12)))
+    body = "".join(
+        rng.choice([*"abc%_-0123456789", "\\", "\\" + quote, quote, *UNICODE]) for _ in range(rng.randint(0, 12))
+    )
     if rng.random() < 0.05:
         body = rng.choice("ab%") * rng.randint(100, 6000)
     return quote + body + (quote if rng.random() < 0.95 else "")
@@ -67,7 +116,7 @@ def _number(rng: random.Random) -> str:
     if kind < 0.5:
         return str(rng.randint(-5, 50))
     if kind < 0.7:
-        return str(rng.choice([2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 10**rng.randint(19, 60)]))
+        return str(rng.choice([2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 10 ** rng.randint(19, 60)]))
     if kind < 0.8:
         return "9" * rng.randint(20, 6000)
     if kind < 0.9:
@@ -114,9 +163,9 @@ def _mutate(rng: random.Random, text: str) -> str:
         if action < 0.4:
             text = text[:at] + rng.choice(pieces) + text[at:]
         elif action < 0.7:
-            text = text[:at] + text[at + 1:]
+            text = text[:at] + text[at + 1 :]
         else:
-            text = text[:at] + rng.choice(pieces) + text[at + 1:]
+            text = text[:at] + rng.choice(pieces) + text[at + 1 :]
     return text
 
 
@@ -134,11 +183,14 @@ def hostile_filter(rng: random.Random) -> str:
     if roll < 0.4:
         tokens = [*FIELDS, *OPERATORS, *PUNCTUATION]
         return rng.choice(["", " ", "\t"]).join(
-            rng.choice([rng.choice(tokens), _number(rng), _string_literal(rng)]) for _ in range(rng.randint(1, 30)))
+            rng.choice([rng.choice(tokens), _number(rng), _string_literal(rng)]) for _ in range(rng.randint(1, 30))
+        )
     if roll < 0.5:
         alphabet = [*UNICODE, *PUNCTUATION, *"abz09 _=<>!&|()[],'\""]
-        return "".join(rng.choice(alphabet) if rng.random() < 0.8 else chr(rng.randrange(0x110000))
-                       for _ in range(rng.randint(0, 200)))
+        return "".join(
+            rng.choice(alphabet) if rng.random() < 0.8 else chr(rng.randrange(0x110000))
+            for _ in range(rng.randint(0, 200))
+        )
     if roll < 0.55:
         joiner = rng.choice([" and ", " or ", "&&"])
         return joiner.join(_comparison(rng) for _ in range(rng.randint(50, 600)))
@@ -163,8 +215,9 @@ def check_filter(text: str) -> tuple[str, str]:
     return "accepted", normalised
 
 
-def fuzz_filters(seconds: float, seed: int = 0, store: Any = None, collection: str = "text_bm25_en",
-                 max_examples: int = 5) -> FuzzReport:
+def fuzz_filters(
+    seconds: float, seed: int = 0, store: Any = None, collection: str = "text_bm25_en", max_examples: int = 5
+) -> FuzzReport:
     """Fuzz :func:`validate_filter` for ``seconds``; with ``store`` (a ``VectorStore`` holding ``collection``),
     search with each accepted filter too. Peak memory is what the validator (and search) allocated, by tracemalloc."""
     from paperlake.vectors.search import SearchFailed, search
@@ -220,8 +273,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path,
-                        default=Path(__file__).resolve().parent / "results" / "hostile_filters.json")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).resolve().parent / "results" / "hostile_filters.json"
+    )
     args = parser.parse_args()
     report = fuzz_filters(args.seconds, args.seed)
     text = json.dumps({"seconds": args.seconds, "seed": args.seed, **report.to_dict()}, indent=2, ensure_ascii=True)

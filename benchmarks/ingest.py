@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 PARSE_SPEED_TARGET = 5.0  # our parse stage vs MinerU flash, same run, same PDFs
-END_TO_END_TARGET = 1.0   # our whole ingest vs MinerU flash's parse alone, same run, same PDFs
+END_TO_END_TARGET = 1.0  # our whole ingest vs MinerU flash's parse alone, same run, same PDFs
 
 
 def peak_rss_mb() -> dict[str, float]:
@@ -55,11 +55,20 @@ def _versus_mineru_flash(pages: dict[Path, int], our_seconds: dict[Path, float])
     ours = sum(pages[pdf] for pdf in parsed) / sum(our_seconds[pdf] for pdf in parsed)
     theirs = flash["pages_per_second_net_of_cli"]
     ratio = ours / theirs
-    print(f"mineru flash: {flash['pages']} pages of {len(parsed)} PDFs in {flash['seconds']}s = "
-          f"{flash['pages_per_second']} pages/s ({theirs} net of CLI overhead), {len(flash['failed'])} PDFs failed "
-          f"offline; pymupdf on the same PDFs {ours:.1f} pages/s = {ratio:.1f}x", flush=True)
-    return {"measured": True, **flash, "pymupdf_pages_per_second_same_pdfs": round(ours, 1),
-            "ratio": round(ratio, 1), "target": PARSE_SPEED_TARGET, "met": ratio >= PARSE_SPEED_TARGET}
+    print(
+        f"mineru flash: {flash['pages']} pages of {len(parsed)} PDFs in {flash['seconds']}s = "
+        f"{flash['pages_per_second']} pages/s ({theirs} net of CLI overhead), {len(flash['failed'])} PDFs failed "
+        f"offline; pymupdf on the same PDFs {ours:.1f} pages/s = {ratio:.1f}x",
+        flush=True,
+    )
+    return {
+        "measured": True,
+        **flash,
+        "pymupdf_pages_per_second_same_pdfs": round(ours, 1),
+        "ratio": round(ratio, 1),
+        "target": PARSE_SPEED_TARGET,
+        "met": ratio >= PARSE_SPEED_TARGET,
+    }
 
 
 def _inbox_of(root: Path, pdfs: list[Path]) -> list[Path]:
@@ -90,16 +99,23 @@ def _timed_ingest(ingest, inboxes: list[Path], settings, pages: int, flash: dict
     summary = ingest(inboxes, settings)
     steps = {k: round(v, 2) for k, v in summary.step_seconds.items()}
     queryable = steps["total"] - steps.get("evaluation", 0.0)
-    entry = {"published": len(summary.published), "failed": len(summary.failed), "pages": pages,
-             "step_seconds": steps, "pages_per_second": round(pages / steps["total"], 2),
-             "pages_per_second_queryable": round(pages / queryable, 2)}
+    entry = {
+        "published": len(summary.published),
+        "failed": len(summary.failed),
+        "pages": pages,
+        "step_seconds": steps,
+        "pages_per_second": round(pages / steps["total"], 2),
+        "pages_per_second_queryable": round(pages / queryable, 2),
+    }
     if flash.get("measured"):
         theirs = flash["pages_per_second_net_of_cli"]
-        entry |= {"parse_stage_vs_mineru_flash": round(pages / steps["parse"] / theirs, 2),
-                  "vs_mineru_flash": round(entry["pages_per_second"] / theirs, 2),
-                  "queryable_vs_mineru_flash": round(entry["pages_per_second_queryable"] / theirs, 2),
-                  "target": END_TO_END_TARGET,
-                  "met": entry["pages_per_second"] / theirs >= END_TO_END_TARGET}
+        entry |= {
+            "parse_stage_vs_mineru_flash": round(pages / steps["parse"] / theirs, 2),
+            "vs_mineru_flash": round(entry["pages_per_second"] / theirs, 2),
+            "queryable_vs_mineru_flash": round(entry["pages_per_second_queryable"] / theirs, 2),
+            "target": END_TO_END_TARGET,
+            "met": entry["pages_per_second"] / theirs >= END_TO_END_TARGET,
+        }
     print(f"ingest ({settings.home.name}): {json.dumps(entry)}", flush=True)
     return entry
 
@@ -119,8 +135,11 @@ def main() -> None:
 
     sources = scan_inbox([args.corpus / "inbox"], args.corpus / "mineru")
     pages = sum(pdf_page_count(s.pdf_path) for s in sources)
-    results: dict = {"papers": len(sources), "pages": pages, "machine": {
-        "python": platform.python_version(), "cpus": __import__("os").cpu_count()}}
+    results: dict = {
+        "papers": len(sources),
+        "pages": pages,
+        "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+    }
 
     parsed_by_backend = {}
     our_seconds: dict[Path, float] = {}  # per PDF, so MinerU flash is compared on exactly the PDFs it parsed
@@ -138,7 +157,8 @@ def main() -> None:
         print(f"parse {name}: {pages} pages in {seconds:.1f}s = {pages / seconds:.1f} pages/s", flush=True)
     if not args.skip_mineru:
         results["pymupdf_vs_mineru_flash"] = _versus_mineru_flash(
-            {s.pdf_path: pdf_page_count(s.pdf_path) for s in sources}, our_seconds)
+            {s.pdf_path: pdf_page_count(s.pdf_path) for s in sources}, our_seconds
+        )
 
     started = time.perf_counter()
     for paper, source in zip(parsed_by_backend["pymupdf"], sources):
@@ -154,11 +174,12 @@ def main() -> None:
         inbox = _inbox_of(Path(work) / "inbox", parsed_by_flash)
         pages_in = sum(pdf_page_count(pdf) for pdf in parsed_by_flash)
         cache = Path(work) / "embeddings.sqlite"
-        for label in ("cold", "warm"):   # warm: a fresh home, the embedding cache of the cold run
+        for label in ("cold", "warm"):  # warm: a fresh home, the embedding cache of the cold run
             settings = Settings.from_env(home=Path(work) / label, backend="pymupdf", embedding_cache=cache)
             results[f"end_to_end_{label}"] = _timed_ingest(ingest, inbox, settings, pages_in, flash)
-        settings = Settings.from_env(home=Path(work) / "mineru", backend="auto",
-                                     mineru_dir=(args.corpus / "mineru").resolve())
+        settings = Settings.from_env(
+            home=Path(work) / "mineru", backend="auto", mineru_dir=(args.corpus / "mineru").resolve()
+        )
         results["ingest_mineru_outputs"] = _timed_ingest(ingest, [args.corpus / "inbox"], settings, pages, {})
     results["peak_rss_mb"] = peak_rss_mb()
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -57,8 +57,11 @@ def equations(corpus: Path, papers: list[str] | None = None):
         if not entries:
             continue
         layout_path = folder / "layout.json"
-        layout = json.loads(layout_path.read_text()) if layout_path.exists() else \
-            json.loads(gzip.open(folder / "layout.json.gz").read())
+        layout = (
+            json.loads(layout_path.read_text())
+            if layout_path.exists()
+            else json.loads(gzip.open(folder / "layout.json.gz").read())
+        )
         pdf = corpus / "inbox" / stem.split("-")[0] / f"{stem}.pdf"
         for entry in entries:
             page_index = entry["page_idx"]
@@ -80,12 +83,18 @@ def _on_alarm(signum, frame):
     raise _Timeout
 
 
-_SYMPY_DROP = re.compile(r"\\(left|right|big|Big|bigg|Bigg|displaystyle|textstyle|limits|nolimits)\b|\\[,;:!]|"
-                         r"\\q?quad\b|&|\\\\")
-_SYMPY_WRAPPER = re.compile(r"\\(mathrm|operatorname\*?|text|mathbf|boldsymbol|pmb|bm|mathit|mathcal|mathbb|"
-                            r"widehat|hat|widetilde|tilde|overline|bar)\s*\{([^{}]*)\}")
-_SYMPY_BARE_WRAPPER = re.compile(r"\\(mathrm|operatorname\*?|mathbf|boldsymbol|pmb|bm|mathcal|mathbb|cal|bf|rm|"
-                                 r"widehat|hat|widetilde|tilde|overline|bar)\b\s*")
+_SYMPY_DROP = re.compile(
+    r"\\(left|right|big|Big|bigg|Bigg|displaystyle|textstyle|limits|nolimits)\b|\\[,;:!]|"
+    r"\\q?quad\b|&|\\\\"
+)
+_SYMPY_WRAPPER = re.compile(
+    r"\\(mathrm|operatorname\*?|text|mathbf|boldsymbol|pmb|bm|mathit|mathcal|mathbb|"
+    r"widehat|hat|widetilde|tilde|overline|bar)\s*\{([^{}]*)\}"
+)
+_SYMPY_BARE_WRAPPER = re.compile(
+    r"\\(mathrm|operatorname\*?|mathbf|boldsymbol|pmb|bm|mathcal|mathbb|cal|bf|rm|"
+    r"widehat|hat|widetilde|tilde|overline|bar)\b\s*"
+)
 _RELATIONS = re.compile(r"(\\leq?\b|\\geq?\b|\\neq?\b|\\approx\b|\\iff\b|\\Leftrightarrow\b|(?<![<>!])=|<|>)")
 
 
@@ -115,8 +124,9 @@ _SYMPY_FUNCTIONS = {"min", "max", "log", "ln", "exp", "sin", "cos", "tan", "sup"
 def _unwrap(match: re.Match) -> str:
     """``\\mathrm{l n}`` → ``\\ln`` (a function sympy knows), other wrapped text → its letters."""
     inner = match.group(2).replace(" ", "")
-    return f"\\{inner} " if match.group(1).startswith(("mathrm", "operatorname")) and inner in _SYMPY_FUNCTIONS \
-        else inner
+    return (
+        f"\\{inner} " if match.group(1).startswith(("mathrm", "operatorname")) and inner in _SYMPY_FUNCTIONS else inner
+    )
 
 
 def _relation_chain(latex: str) -> tuple[list[str], list[str]]:
@@ -193,8 +203,11 @@ def failure_class(mineru: str, ours: str, notes: list[str]) -> str:
     plain = [re.sub(r"\\math(bf|bb|cal|frak|sf|tt|scr)", "", normalize_latex(x)) for x in (mineru, ours)]
     if fuzz.ratio(*plain) >= 95:
         return "alphabet only (bold / calligraphic / blackboard differ)"
-    if re.search(r"\\begin\{(array|[pbBvV]?matrix)\}\s*\{?\s*[clr]{2,}", mineru) and "\\\\" in mineru and \
-            not re.search(r"\\begin\{array\}\s*\{\s*[rl]{1,2}\s*\}", mineru):
+    if (
+        re.search(r"\\begin\{(array|[pbBvV]?matrix)\}\s*\{?\s*[clr]{2,}", mineru)
+        and "\\\\" in mineru
+        and not re.search(r"\\begin\{array\}\s*\{\s*[rl]{1,2}\s*\}", mineru)
+    ):
         return "matrix"
     if "\\\\" in mineru or "\\\\" in ours:
         return "multi-line"
@@ -227,16 +240,28 @@ def run(corpus: Path, papers: list[str] | None, limit: int | None, pad: float = 
         similarity = fuzz.ratio(key_mineru, key_ours) / 100 if key_mineru or key_ours else 1.0
         equivalent, why = sympy_equivalent(mineru, result.latex) if result.latex else (None, "empty")
         matched = bool(equivalent) or similarity >= MATCH_THRESHOLD
-        records.append({
-            "paper": stem, "page": page_index + 1, "bbox": [round(v, 2) for v in bbox],
-            "mineru": mineru, "mineru_number": split_equation(raw)[1], "ours": result.latex,
-            "our_number": result.equation_number, "confidence": result.confidence, "notes": result.notes,
-            "similarity": round(similarity, 3), "sympy_equivalent": equivalent, "sympy_reason": why,
-            "ours_parses": parses(result.latex) if result.latex else False,
-            "matched": matched, "seconds": round(seconds, 4),
-            "failure_class": None if matched else failure_class(mineru, result.latex, result.notes),
-            "key_mineru": key_mineru, "key_ours": key_ours,
-        })
+        records.append(
+            {
+                "paper": stem,
+                "page": page_index + 1,
+                "bbox": [round(v, 2) for v in bbox],
+                "mineru": mineru,
+                "mineru_number": split_equation(raw)[1],
+                "ours": result.latex,
+                "our_number": result.equation_number,
+                "confidence": result.confidence,
+                "notes": result.notes,
+                "similarity": round(similarity, 3),
+                "sympy_equivalent": equivalent,
+                "sympy_reason": why,
+                "ours_parses": parses(result.latex) if result.latex else False,
+                "matched": matched,
+                "seconds": round(seconds, 4),
+                "failure_class": None if matched else failure_class(mineru, result.latex, result.notes),
+                "key_mineru": key_mineru,
+                "key_ours": key_ours,
+            }
+        )
     return summarise(records)
 
 
@@ -278,8 +303,7 @@ def summarise(records: list[dict]) -> dict:
         "equation_numbers": {
             "mineru_has_number": len(numbers_expected),
             "ours_same_number": sum(r["our_number"] == r["mineru_number"] for r in numbers_expected),
-            "ours_number_where_mineru_has_none": sum(bool(r["our_number"]) and not r["mineru_number"]
-                                                     for r in records),
+            "ours_number_where_mineru_has_none": sum(bool(r["our_number"]) and not r["mineru_number"] for r in records),
         },
         "per_paper": dict(sorted(per_paper.items())),
         "failure_classes": dict(sorted(failures.items(), key=lambda kv: -kv[1]["count"])),
@@ -299,25 +323,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--papers", nargs="*")
     parser.add_argument("--limit", type=int)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--pad", type=float, default=0.0,
-                        help="grow (or with a negative value shrink) every box by this many points: how much the "
-                             "result depends on the layout model drawing tight boxes")
+    parser.add_argument(
+        "--pad",
+        type=float,
+        default=0.0,
+        help="grow (or with a negative value shrink) every box by this many points: how much the "
+        "result depends on the layout model drawing tight boxes",
+    )
     args = parser.parse_args(argv)
     report = run(args.corpus, args.papers, args.limit, args.pad)
     report["box_padding_points"] = args.pad
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1, ensure_ascii=False))
-    print(f"equations: {report['total_equations']}   matched: {report['matched']} ({report['matched_share']:.1%})"
-          f"   sympy-equivalent: {report['sympy_equivalent_share']:.1%}"
-          f"   similarity>=0.8: {report['similarity_at_least_0.8_share']:.1%}"
-          f"   ours parse with sympy: {report['ours_parses_with_sympy_share']:.1%}")
-    print(f"stricter: similarity>=0.9: {report['similarity_at_least_0.9_share']:.1%}"
-          f"   identical after normalisation: {report['identical_normalised_share']:.1%}")
-    print(f"similarity mean {report['similarity_mean']}, median {report['similarity_median']}; histogram "
-          + ", ".join(f"{k}: {v}" for k, v in report["similarity_histogram"].items()))
+    print(
+        f"equations: {report['total_equations']}   matched: {report['matched']} ({report['matched_share']:.1%})"
+        f"   sympy-equivalent: {report['sympy_equivalent_share']:.1%}"
+        f"   similarity>=0.8: {report['similarity_at_least_0.8_share']:.1%}"
+        f"   ours parse with sympy: {report['ours_parses_with_sympy_share']:.1%}"
+    )
+    print(
+        f"stricter: similarity>=0.9: {report['similarity_at_least_0.9_share']:.1%}"
+        f"   identical after normalisation: {report['identical_normalised_share']:.1%}"
+    )
+    print(
+        f"similarity mean {report['similarity_mean']}, median {report['similarity_median']}; histogram "
+        + ", ".join(f"{k}: {v}" for k, v in report["similarity_histogram"].items())
+    )
     numbers = report["equation_numbers"]
-    print(f"equation numbers: {numbers['ours_same_number']}/{numbers['mineru_has_number']} agree with MinerU's tag;"
-          f" {numbers['ours_number_where_mineru_has_none']} found where MinerU has none")
+    print(
+        f"equation numbers: {numbers['ours_same_number']}/{numbers['mineru_has_number']} agree with MinerU's tag;"
+        f" {numbers['ours_number_where_mineru_has_none']} found where MinerU has none"
+    )
     print("per paper:")
     for stem, stats in report["per_paper"].items():
         print(f"  {stem:45s} {stats['matched']:3d}/{stats['equations']:<3d} {stats['matched_share']:.0%}")

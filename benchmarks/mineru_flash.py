@@ -55,8 +55,10 @@ def locate_or_install() -> Path:
     if executable.exists():
         return executable
     python = "python3.11" if _has("python3.11") else sys.executable
-    for step in ([python, "-m", "venv", str(VENV)],
-                 [str(VENV / "bin" / "python"), "-m", "pip", "install", "-q", f"mineru=={MINERU_VERSION}"]):
+    for step in (
+        [python, "-m", "venv", str(VENV)],
+        [str(VENV / "bin" / "python"), "-m", "pip", "install", "-q", f"mineru=={MINERU_VERSION}"],
+    ):
         done = subprocess.run(step, capture_output=True, text=True)
         if done.returncode != 0:
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -74,8 +76,8 @@ def _has(command: str) -> bool:
 class FlashResult:
     pdf: Path
     pages: int
-    seconds: float          # wall clock of the parse call
-    documents: tuple[Path, ...]   # the document JSON batches of this parse (MinerU writes one per page range)
+    seconds: float  # wall clock of the parse call
+    documents: tuple[Path, ...]  # the document JSON batches of this parse (MinerU writes one per page range)
 
 
 class FlashServer:
@@ -91,8 +93,9 @@ class FlashServer:
     def _run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         env = {**os.environ, "HOME": str(self.home), "NO_COLOR": "1"}
         try:
-            return subprocess.run([str(self.executable), *args], capture_output=True, text=True, env=env,
-                                  timeout=timeout, cwd=self.home)
+            return subprocess.run(
+                [str(self.executable), *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=self.home
+            )
         except subprocess.TimeoutExpired as error:
             raise MineruUnavailable(f"`mineru {' '.join(args[:3])}` did not finish in {timeout:.0f} s") from error
 
@@ -147,8 +150,21 @@ class FlashServer:
         out = self.home / "out" / f"{pdf.stem}.md"
         out.parent.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
-        done = self._run("parse", str(pdf), "--tier", "flash", "--pages", "all", "--force", "--json",
-                         "--wait", "900", "-o", str(out), timeout=960)
+        done = self._run(
+            "parse",
+            str(pdf),
+            "--tier",
+            "flash",
+            "--pages",
+            "all",
+            "--force",
+            "--json",
+            "--wait",
+            "900",
+            "-o",
+            str(out),
+            timeout=960,
+        )
         seconds = time.perf_counter() - started
         try:
             status = json.loads(done.stdout)
@@ -158,8 +174,13 @@ class FlashServer:
             detail = json.dumps(status.get("error")) if status.get("error") else (done.stdout + done.stderr)[-300:]
             raise MineruUnavailable(f"mineru flash failed on {pdf.name}: {detail.strip()}")
         documents = self._documents(pdf)
-        pages = len({page["page_idx"] for document in documents
-                     for page in json.loads(document.read_text(encoding="utf-8"))["pages"]})
+        pages = len(
+            {
+                page["page_idx"]
+                for document in documents
+                for page in json.loads(document.read_text(encoding="utf-8"))["pages"]
+            }
+        )
         return FlashResult(pdf, pages, seconds, documents)
 
     def _documents(self, pdf: Path) -> tuple[Path, ...]:
@@ -194,12 +215,17 @@ def time_flash(pdfs: list[Path], server: FlashServer) -> dict:
     seconds = sum(r.seconds for r in results)
     net = max(seconds - overhead * len(results), 1e-9)
     return {
-        "mineru_version": server.version, "tier": "flash", "pdfs": len(results), "pages": pages,
-        "seconds": round(seconds, 2), "pages_per_second": round(pages / seconds, 2),
+        "mineru_version": server.version,
+        "tier": "flash",
+        "pdfs": len(results),
+        "pages": pages,
+        "seconds": round(seconds, 2),
+        "pages_per_second": round(pages / seconds, 2),
         "cli_overhead_seconds_per_call": round(overhead, 3),
         "pages_per_second_net_of_cli": round(pages / net, 2),
         "command": f"{server.executable} parse PDF --tier flash --pages all --force --json",
-        "failed": failed, "results": results,
+        "failed": failed,
+        "results": results,
     }
 
 
@@ -213,8 +239,10 @@ def elements(documents: tuple[Path, ...]) -> list[tuple[str, int, tuple[float, f
 
 
 def _document_elements(data: dict) -> list[tuple[str, int, tuple[float, float, float, float]]]:
-    sizes = {p["page_idx"]: (p["width_pt"], p["height_pt"])
-             for p in data.get("extensions", {}).get("docvortex_layout", {}).get("pages", [])}
+    sizes = {
+        p["page_idx"]: (p["width_pt"], p["height_pt"])
+        for p in data.get("extensions", {}).get("docvortex_layout", {}).get("pages", [])
+    }
     found = []
     for page in data["pages"]:
         width, height = sizes.get(page["page_idx"], (612.0, 792.0))

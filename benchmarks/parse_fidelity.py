@@ -57,8 +57,7 @@ def run_layout(document: GoldDocument) -> list[Detection]:
             page.get_layout()
             for x0, y0, x1, y1, kind in page.layout_information or []:
                 if kind in _LAYOUT_CLASSES:
-                    found.append(Detection(_LAYOUT_CLASSES[kind], page.number + 1, (x0, y0, x1, y1),
-                                           detector="layout"))
+                    found.append(Detection(_LAYOUT_CLASSES[kind], page.number + 1, (x0, y0, x1, y1), detector="layout"))
     return found
 
 
@@ -127,22 +126,26 @@ def main(argv: list[str] | None = None) -> int:
             parsed = [d for d in documents if d.doc not in failed]
             scores["on_parsed_documents"] = {
                 kind: {k: v for k, v in part.items() if k in ("gold", "found", "matched", "recall", "precision")}
-                for kind, part in score(parsed, {d.doc: found[d.doc] for d in parsed}).items() if kind in CLASSES
+                for kind, part in score(parsed, {d.doc: found[d.doc] for d in parsed}).items()
+                if kind in CLASSES
             }
             print(f"\nmineru failed on {len(failed)} document(s) (scored as finding nothing): {sorted(failed)}")
             for kind, part in scores["on_parsed_documents"].items():
-                print(f"  on the {len(parsed)} it parsed, {kind}: recall {part['recall']} "
-                      f"precision {part['precision']}")
+                print(
+                    f"  on the {len(parsed)} it parsed, {kind}: recall {part['recall']} precision {part['precision']}"
+                )
         scores["pages_per_second"] = round(done / seconds, 2)  # pages parsed, not pages attempted
         results["detectors"][name] = scores
         print(f"\n== {name}: {done} pages in {seconds:.1f}s = {done / seconds:.1f} pages/s")
         for kind in ("tables", "figures", "equations"):
             s = scores[kind]
-            print(f"{kind:<10} gold {s['gold']:>4} found {s['found']:>4} matched {s['matched']:>4} "
-                  f"recall {s['recall']} precision {s['precision']} (ignored {s['ignored']})")
-            for line in s["misses"][:args.show]:
+            print(
+                f"{kind:<10} gold {s['gold']:>4} found {s['found']:>4} matched {s['matched']:>4} "
+                f"recall {s['recall']} precision {s['precision']} (ignored {s['ignored']})"
+            )
+            for line in s["misses"][: args.show]:
                 print(f"    miss   {line}")
-            for line in s["false_alarms"][:args.show]:
+            for line in s["false_alarms"][: args.show]:
                 print(f"    extra  {line}")
         c, g = scores["captions"], scores["table_grids"]
         print(f"captions right {c['right']}/{c['gold']} = {c['right_of_gold']} (of matched {c['right_of_matched']})")

@@ -52,15 +52,22 @@ def main() -> None:
     generation = time.perf_counter() - started
     sets = {volume: write_volume_set(settings, volume) for volume in grouped}
     results: dict = {
-        "machine": platform.platform(), "home": str(settings.home), "papers": len(per_paper),
-        "probes": sum(per_paper.values()), "min_per_paper": min(per_paper.values(), default=0),
+        "machine": platform.platform(),
+        "home": str(settings.home),
+        "papers": len(per_paper),
+        "probes": sum(per_paper.values()),
+        "min_per_paper": min(per_paper.values(), default=0),
         "generation_seconds": round(generation, 2),
-        "by_kind": dict(sorted(Counter(k for s in sets.values() for k, n in s["by_kind"].items()
-                                       for _ in range(n)).items())),
-        "volumes": {}, "gate": {},
+        "by_kind": dict(
+            sorted(Counter(k for s in sets.values() for k, n in s["by_kind"].items() for _ in range(n)).items())
+        ),
+        "volumes": {},
+        "gate": {},
     }
-    print(f"{results['probes']} probes over {results['papers']} papers (min {results['min_per_paper']} per paper), "
-          f"generated in {generation:.1f}s; kinds {results['by_kind']}")
+    print(
+        f"{results['probes']} probes over {results['papers']} papers (min {results['min_per_paper']} per paper), "
+        f"generated in {generation:.1f}s; kinds {results['by_kind']}"
+    )
     with open_env(settings, formulas=None) as env:
         for volume in sorted(grouped):
             examples = read_jsonl(volume_set_path(settings, volume))
@@ -68,16 +75,22 @@ def main() -> None:
             for method in METHODS:
                 metrics = probe_metrics(examples, env, method, k=5)
                 results["volumes"][volume]["methods"][method] = {
-                    "answer_at_1": metrics.answer_at_1, "answer_at_5": metrics.answer_at_k,
+                    "answer_at_1": metrics.answer_at_1,
+                    "answer_at_5": metrics.answer_at_k,
                     "page_at_5": metrics.page_at_k,
                     "ms_per_probe": round(1000 * metrics.seconds / max(1, len(examples)), 1),
-                    "by_kind": metrics.by_kind, "error": metrics.error,
+                    "by_kind": metrics.by_kind,
+                    "error": metrics.error,
                 }
-                print(f"{volume:10s} {method:18s} answer@1 {metrics.answer_at_1:.3f}  answer@5 "
-                      f"{metrics.answer_at_k:.3f}  page@5 {metrics.page_at_k:.3f}")
+                print(
+                    f"{volume:10s} {method:18s} answer@1 {metrics.answer_at_1:.3f}  answer@5 "
+                    f"{metrics.answer_at_k:.3f}  page@5 {metrics.page_at_k:.3f}"
+                )
             gate_method = settings.eval_methods.split(",")[0].strip()
-            results["gate"][volume] = {"method": gate_method,
-                                       "answer_at_5": results["volumes"][volume]["methods"][gate_method]["answer_at_5"]}
+            results["gate"][volume] = {
+                "method": gate_method,
+                "answer_at_5": results["volumes"][volume]["methods"][gate_method]["answer_at_5"],
+            }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(f"written: {args.out}")

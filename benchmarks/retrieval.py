@@ -64,11 +64,19 @@ METHODS = {
 }
 LATENCY_METHODS = ("bm25", "dense", "hybrid")
 # Convex fusion at other BM25 weights: shows how sensitive the choice is (and feeds the 2-fold check).
-SWEEP = {f"hybrid_convex_{w:.2f}": dict(collection="text_hybrid", fusion="convex", weights=[w, round(1 - w, 2)])
-         for w in (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9)}
+SWEEP = {
+    f"hybrid_convex_{w:.2f}": dict(collection="text_hybrid", fusion="convex", weights=[w, round(1 - w, 2)])
+    for w in (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9)
+}
 # Encoder variants compared for throughput, agreement and quality: (backend, max_seq_length; None = the model's 256).
-ENCODER_VARIANTS = (("torch", None), ("onnx", None), ("onnx-int8", None), ("torch", 128), ("onnx", 128),
-                    ("onnx-int8", 128))
+ENCODER_VARIANTS = (
+    ("torch", None),
+    ("onnx", None),
+    ("onnx-int8", None),
+    ("torch", 128),
+    ("onnx", 128),
+    ("onnx-int8", 128),
+)
 SHORT_TOKENS = 32
 # The hybrid fusion and its weights (schemas/collections.yaml) were chosen on the first 52 queries of the file; the
 # lines after them were written later, by reading the papers only, and are reported apart as a held-out set.
@@ -108,14 +116,22 @@ def load_queries(path: Path, corpus: Path) -> list[dict]:
 
 def percentiles(samples: list[float]) -> dict:
     values = np.asarray(samples) * 1000
-    return {"p50_ms": round(float(np.percentile(values, 50)), 2), "p95_ms": round(float(np.percentile(values, 95)), 2),
-            "mean_ms": round(float(values.mean()), 2), "n": len(samples)}
+    return {
+        "p50_ms": round(float(np.percentile(values, 50)), 2),
+        "p95_ms": round(float(np.percentile(values, 95)), 2),
+        "mean_ms": round(float(values.mean()), 2),
+        "n": len(samples),
+    }
 
 
 def paper_files(con) -> dict[str, str]:
     """paper id → PDF file name, from the warehouse metadata."""
-    columns = {r[0] for r in con.execute(
-        "select column_name from information_schema.columns where table_name = 'metadata'").fetchall()}
+    columns = {
+        r[0]
+        for r in con.execute(
+            "select column_name from information_schema.columns where table_name = 'metadata'"
+        ).fetchall()
+    }
     name = "file_name" if "file_name" in columns else "pdf_path"
     rows = con.execute(f"select cast(paper_id as varchar), {name} from metadata").fetchall()
     return {pid: Path(value).name for pid, value in rows if value}
@@ -126,8 +142,12 @@ def environment() -> dict:
     import torch
 
     return {
-        "python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
-        "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "onnxruntime": onnxruntime.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "onnxruntime": onnxruntime.__version__,
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
     }
 
@@ -150,8 +170,12 @@ class LoadSampler:
     def summary(self) -> dict:
         self._stop.set()
         values = self.samples or [os.getloadavg()[0]]
-        return {"samples": len(values), "mean": round(statistics.mean(values), 2), "max": round(max(values), 2),
-                "note": f"{os.cpu_count()} cores; a load above that means the timings shared the CPU with other work"}
+        return {
+            "samples": len(values),
+            "mean": round(statistics.mean(values), 2),
+            "max": round(max(values), 2),
+            "note": f"{os.cpu_count()} cores; a load above that means the timings shared the CPU with other work",
+        }
 
 
 def variant_name(backend: str, max_seq_length: int | None) -> str:
@@ -160,8 +184,15 @@ def variant_name(backend: str, max_seq_length: int | None) -> str:
 
 def make_encoder(store: VectorStore, backend: str, max_seq_length: int | None) -> TextEncoder:
     spec = store.config.encoders["all_minilm_l6_v2"]
-    return TextEncoder(spec.model_id, spec.weights_path(), spec.dimension, spec.batch_size, backend=backend,
-                       max_seq_length=max_seq_length, onnx_dir=store.encoders.onnx_dir)
+    return TextEncoder(
+        spec.model_id,
+        spec.weights_path(),
+        spec.dimension,
+        spec.batch_size,
+        backend=backend,
+        max_seq_length=max_seq_length,
+        onnx_dir=store.encoders.onnx_dir,
+    )
 
 
 def timed_encode(encoder: TextEncoder, texts: list[str]) -> tuple[np.ndarray, float]:
@@ -184,15 +215,18 @@ def measure_encoding(store: VectorStore, cells, sample_size: int) -> dict:
     lengths = counter.token_counts(texts)
     short = [t for t, n in zip(texts, lengths) if n <= SHORT_TOKENS]
     long = [t for t, n in zip(texts, lengths) if n > SHORT_TOKENS]
-    short = short[::max(1, len(short) // sample_size)][:sample_size]
-    long = long[::max(1, len(long) // (sample_size // 2))][:sample_size // 2]
+    short = short[:: max(1, len(short) // sample_size)][:sample_size]
+    long = long[:: max(1, len(long) // (sample_size // 2))][: sample_size // 2]
     report = {
         "model": store.config.encoders["all_minilm_l6_v2"].model_id,
-        "configured": variant_name(store.encoders.get("all_minilm_l6_v2").backend,
-                                   store.encoders.get("all_minilm_l6_v2").max_seq_length),
-        "cell_mix": {"text_cells": len(texts), "median_tokens_untruncated": int(np.median(lengths)),
-                     f"share_short_le_{SHORT_TOKENS}_tokens":
-                         round(sum(n <= SHORT_TOKENS for n in lengths) / len(texts), 3)},
+        "configured": variant_name(
+            store.encoders.get("all_minilm_l6_v2").backend, store.encoders.get("all_minilm_l6_v2").max_seq_length
+        ),
+        "cell_mix": {
+            "text_cells": len(texts),
+            "median_tokens_untruncated": int(np.median(lengths)),
+            f"share_short_le_{SHORT_TOKENS}_tokens": round(sum(n <= SHORT_TOKENS for n in lengths) / len(texts), 3),
+        },
         "samples": {"mix": len(mix), f"short_le_{SHORT_TOKENS}_tokens": len(short), "long": len(long)},
         "variants": {},
     }
@@ -202,7 +236,8 @@ def measure_encoding(store: VectorStore, cells, sample_size: int) -> dict:
         vectors, seconds = timed_encode(encoder, mix)
         tokens = encoder.token_counts(mix)
         entry = {
-            "mix_cells_per_s": round(len(mix) / seconds, 1), "mix_tokens_per_s": round(sum(tokens) / seconds, 1),
+            "mix_cells_per_s": round(len(mix) / seconds, 1),
+            "mix_tokens_per_s": round(sum(tokens) / seconds, 1),
             "mean_tokens_per_cell": round(statistics.mean(tokens), 1),
         }
         for label, sample in ((f"short_le_{SHORT_TOKENS}_tokens", short), ("long", long)):
@@ -212,8 +247,11 @@ def measure_encoding(store: VectorStore, cells, sample_size: int) -> dict:
             reference[max_seq_length] = vectors
         elif max_seq_length in reference:
             cosine = (vectors * reference[max_seq_length]).sum(axis=1)
-            entry["cosine_to_torch"] = {"min": round(float(cosine.min()), 4), "mean": round(float(cosine.mean()), 4),
-                                        "p1": round(float(np.percentile(cosine, 1)), 4)}
+            entry["cosine_to_torch"] = {
+                "min": round(float(cosine.min()), 4),
+                "mean": round(float(cosine.mean()), 4),
+                "p1": round(float(np.percentile(cosine, 1)), 4),
+            }
         report["variants"][variant_name(backend, max_seq_length)] = entry
     return report
 
@@ -244,8 +282,14 @@ def measure_latency(store: VectorStore, queries: list[dict], repeats: int = 1) -
     samples = []
     for vector in vectors:
         started = time.perf_counter()
-        store.client.search(dense, data=[vector], anns_field="vector", limit=5, partition_names=[partition],
-                            output_fields=["pdf_id", "page_number", "table_name", "column_name", "primary_key", "text"])
+        store.client.search(
+            dense,
+            data=[vector],
+            anns_field="vector",
+            limit=5,
+            partition_names=[partition],
+            output_fields=["pdf_id", "page_number", "table_name", "column_name", "primary_key", "text"],
+        )
         samples.append(time.perf_counter() - started)
     results["dense_search_only"] = percentiles(samples)
     return results
@@ -263,11 +307,12 @@ def compute_ceiling(encoding: dict, model_dir: str | Path) -> dict:
     report: dict = {"model": {"layers": layers, "hidden": hidden, "intermediate": inner}, "variants": {}}
     for name, entry in encoding["variants"].items():
         tokens = entry["mean_tokens_per_cell"]
-        per_token = 2 * layers * (4 * hidden ** 2 + 2 * hidden * inner) + 4 * layers * hidden * tokens
+        per_token = 2 * layers * (4 * hidden**2 + 2 * hidden * inner) + 4 * layers * hidden * tokens
         achieved = entry["mix_tokens_per_s"] * per_token / 1e9
         required = 500 * tokens * per_token / 1e9
         report["variants"][name] = {
-            "mflops_per_token": round(per_token / 1e6, 1), "achieved_gflops": round(achieved, 1),
+            "mflops_per_token": round(per_token / 1e6, 1),
+            "achieved_gflops": round(achieved, 1),
             "required_gflops_for_500_cells_per_s": round(required, 1),
             "shortfall_factor": round(required / achieved, 1) if achieved else None,
         }
@@ -289,9 +334,11 @@ def paired_bootstrap(ranks: dict, method: str = "hybrid", samples: int = 4000, s
         draws = rng.integers(0, len(diff), size=(samples, len(diff)))
         means = diff[draws].mean(axis=1)
         report[view] = {
-            "better_single_route": best, "mrr_difference": round(float(diff.mean()), 3),
+            "better_single_route": best,
+            "mrr_difference": round(float(diff.mean()), 3),
             "ci95": [round(float(np.percentile(means, 2.5)), 3), round(float(np.percentile(means, 97.5)), 3)],
-            "queries_better": int((diff > 0).sum()), "queries_worse": int((diff < 0).sum()),
+            "queries_better": int((diff > 0).sum()),
+            "queries_worse": int((diff < 0).sum()),
         }
     return report
 
@@ -324,8 +371,13 @@ def query_ranks(store: VectorStore, queries: list[dict], files: dict[str, str], 
             options = dict(options)
             collection = options.pop("collection")
             per_view[method] = [
-                rank_of([(h.pdf_id, h.page_number) for h in search(store, q["query"], collection, table, column,
-                                                                    limit=depth, **options)], gold_pages(q, by_file))
+                rank_of(
+                    [
+                        (h.pdf_id, h.page_number)
+                        for h in search(store, q["query"], collection, table, column, limit=depth, **options)
+                    ],
+                    gold_pages(q, by_file),
+                )
                 for q in queries
             ]
     return ranks
@@ -343,17 +395,26 @@ def two_fold(ranks: dict) -> dict:
         folds = [list(range(0, n, 2)), list(range(1, n, 2))]
         entries = []
         for choose, held_out in ((folds[0], folds[1]), (folds[1], folds[0])):
+
             def mrr(method, idx):
                 return scores([per_view[method][i] for i in idx])["mrr"]
+
             best = max(SWEEP, key=lambda m: mrr(m, choose))
-            entries.append({"chosen_on_half": best, "held_out_mrr": mrr(best, held_out),
-                            "held_out_bm25_mrr": mrr("bm25", held_out), "held_out_dense_mrr": mrr("dense", held_out)})
+            entries.append(
+                {
+                    "chosen_on_half": best,
+                    "held_out_mrr": mrr(best, held_out),
+                    "held_out_bm25_mrr": mrr("bm25", held_out),
+                    "held_out_dense_mrr": mrr("dense", held_out),
+                }
+            )
         report[view] = entries
     return report
 
 
-def measure_encoder_quality(store: VectorStore, cells, queries: list[dict], files: dict[str, str],
-                            cache: EmbeddingCache) -> dict:
+def measure_encoder_quality(
+    store: VectorStore, cells, queries: list[dict], files: dict[str, str], cache: EmbeddingCache
+) -> dict:
     """Dense retrieval quality per encoder variant: exact cosine search in numpy over each quality view."""
     by_file = {name: pid for pid, name in files.items()}
     report = {}
@@ -367,8 +428,9 @@ def measure_encoder_quality(store: VectorStore, cells, queries: list[dict], file
             ranks = []
             for q, vector in zip(queries, query_vectors):
                 order = np.argsort(-(matrix @ vector), kind="stable")[:50]
-                ranks.append(rank_of([(view_cells[i].pdf_id, view_cells[i].page_number) for i in order],
-                                     gold_pages(q, by_file)))
+                ranks.append(
+                    rank_of([(view_cells[i].pdf_id, view_cells[i].page_number) for i in order], gold_pages(q, by_file))
+                )
             per_view[f"{table}.{column}"] = scores(ranks)
         report[variant_name(backend, max_seq_length)] = per_view
     return report
@@ -391,9 +453,15 @@ def build_synthetic(store: VectorStore, cells, size: int, seed: int = 0) -> dict
             source = i % len(text_cells)
             cell = text_cells[source]
             row = {
-                "id": f"synthetic-{i}", "pdf_id": f"synthetic-paper-{i // papers}", "page_number": cell.page_number,
-                "table_name": cell.table_name, "column_name": cell.column_name, "primary_key": f"row-{i}",
-                "text": cell.text, "bbox": [], "text_hash": "synthetic",
+                "id": f"synthetic-{i}",
+                "pdf_id": f"synthetic-paper-{i // papers}",
+                "page_number": cell.page_number,
+                "table_name": cell.table_name,
+                "column_name": cell.column_name,
+                "primary_key": f"row-{i}",
+                "text": cell.text,
+                "bbox": [],
+                "text_hash": "synthetic",
             }
             for vector in spec.vectors:
                 if vector.kind == "dense":
@@ -410,8 +478,11 @@ def build_synthetic(store: VectorStore, cells, size: int, seed: int = 0) -> dict
             store.client.insert(name, rows, partition_name=partition)
         store.client.flush(name)
         insert_seconds = time.perf_counter() - started
-        timings[name] = {"entities": store.count(name), "insert_seconds": round(insert_seconds, 1),
-                         "inserts_per_s": round(size / insert_seconds, 1)}
+        timings[name] = {
+            "entities": store.count(name),
+            "insert_seconds": round(insert_seconds, 1),
+            "inserts_per_s": round(size / insert_seconds, 1),
+        }
     return timings
 
 
@@ -419,10 +490,15 @@ def main(argv: list[str] | None = None) -> dict:
     home = Settings.from_env().home
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--warehouse", type=Path, default=home / "warehouse.duckdb")
-    parser.add_argument("--sample-warehouse", type=Path, default=None,
-                        help="build (if missing) and read a sample warehouse at this path instead")
-    parser.add_argument("--corpus", type=Path,
-                        default=Path(os.environ.get("PAPERLAKE_CORPUS", REPO.parent / "shared" / "corpus")))
+    parser.add_argument(
+        "--sample-warehouse",
+        type=Path,
+        default=None,
+        help="build (if missing) and read a sample warehouse at this path instead",
+    )
+    parser.add_argument(
+        "--corpus", type=Path, default=Path(os.environ.get("PAPERLAKE_CORPUS", REPO.parent / "shared" / "corpus"))
+    )
     parser.add_argument("--work-dir", type=Path, default=home / "bench")
     parser.add_argument("--queries", type=Path, default=REPO / "benchmarks" / "retrieval_queries.jsonl")
     parser.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "retrieval.json")
@@ -451,14 +527,22 @@ def main(argv: list[str] | None = None) -> dict:
         cells = collect_cells(con)
         files = paper_files(con)
     text_cells = [c for c in cells if c.kind == "text"]
-    result["warehouse"] = {"path": str(warehouse), "kind": kind, "papers": len(files), "text_cells": len(text_cells),
-                           "views": dict(Counter(c.view for c in text_cells).most_common())}
+    result["warehouse"] = {
+        "path": str(warehouse),
+        "kind": kind,
+        "papers": len(files),
+        "text_cells": len(text_cells),
+        "views": dict(Counter(c.view for c in text_cells).most_common()),
+    }
     queries = load_queries(args.queries, args.corpus)
     missing = sorted({q["paper"] for q in queries} - set(files.values()))
     if missing:
         parser.error(f"papers of the query set missing from the warehouse: {missing}")
-    result["queries"] = {"file": str(args.queries), "count": len(queries),
-                         "multi_page_gold": sum(len(q["gold_pages"]) > 1 for q in queries)}
+    result["queries"] = {
+        "file": str(args.queries),
+        "count": len(queries),
+        "multi_page_gold": sum(len(q["gold_pages"]) > 1 for q in queries),
+    }
 
     args.work_dir.mkdir(parents=True, exist_ok=True)
     cache_path = args.work_dir / "cache" / "embeddings.sqlite"
@@ -480,7 +564,9 @@ def main(argv: list[str] | None = None) -> dict:
             encoded = sum(s.encoded for s in stats)
             encode = sum(s.encode_seconds for s in stats)
             per_collection[name] = {
-                "entities": store.count(name), "upserted_this_run": upserted, "encoded_this_run": encoded,
+                "entities": store.count(name),
+                "upserted_this_run": upserted,
+                "encoded_this_run": encoded,
                 "cache_hits_this_run": sum(s.cache_hits for s in stats),
                 "inserts_per_s": round(upserted / write, 1) if upserted and write else None,
                 "encode_cells_per_s": round(encoded / encode, 1) if encoded and encode else None,
@@ -490,9 +576,12 @@ def main(argv: list[str] | None = None) -> dict:
     # process after a flush, and measuring while that runs would time the maintenance, not the search.
     with VectorStore(corpus_db, cache_path=cache_path) as store:
         result["corpus"]["latency_chunks_view"] = measure_latency(store, queries, args.repeats)
-        result["hybrid_config"] = {"fusion": store.config.fusion, "weights": list(store.config.hybrid_weights),
-                                   "rrf_k": store.config.rrf_k,
-                                   "candidates_per_route": store.config.candidates_per_route}
+        result["hybrid_config"] = {
+            "fusion": store.config.fusion,
+            "weights": list(store.config.hybrid_weights),
+            "rrf_k": store.config.rrf_k,
+            "candidates_per_route": store.config.candidates_per_route,
+        }
         ranks = query_ranks(store, queries, files, {**METHODS, **SWEEP})
         quality = measure_quality(ranks)
         result["quality"] = {view: {m: quality[view][m] for m in METHODS} for view in quality}
@@ -500,8 +589,9 @@ def main(argv: list[str] | None = None) -> dict:
         result["fusion_two_fold"] = two_fold(ranks)
         result["hybrid_vs_better_route"] = paired_bootstrap(ranks)
         if len(queries) > FUSION_CHOSEN_ON:
-            held_out = {view: {m: r[FUSION_CHOSEN_ON:] for m, r in per_view.items()}
-                        for view, per_view in ranks.items()}
+            held_out = {
+                view: {m: r[FUSION_CHOSEN_ON:] for m, r in per_view.items()} for view, per_view in ranks.items()
+            }
             result["held_out_queries"] = {
                 "queries": len(queries) - FUSION_CHOSEN_ON,
                 "note": f"lines after the first {FUSION_CHOSEN_ON}, which chose the fusion",
@@ -544,9 +634,7 @@ def targets(result: dict) -> dict:
         checks["synthetic_p95<100ms"] = {m: big[m]["p95_ms"] < 100 for m in LATENCY_METHODS}
     for view, methods in result["quality"].items():
         best_single = {k: max(methods["bm25"][k], methods["dense"][k]) for k in ("recall@1", "recall@5", "mrr")}
-        checks[f"hybrid>=max(bm25,dense) {view}"] = {
-            k: methods["hybrid"][k] >= best_single[k] for k in best_single
-        }
+        checks[f"hybrid>=max(bm25,dense) {view}"] = {k: methods["hybrid"][k] >= best_single[k] for k in best_single}
     return checks
 
 

@@ -116,9 +116,12 @@ def bulk_vectors(settings, store, paper_keys: list[str]) -> float:
         fingerprint = store.fingerprint(spec)
         # a hundred papers' rows at a time: all 2,000 papers' rows with their vectors held at once took 20 GB
         for first in range(0, len(paper_keys), 100):
-            group = {ids[key] for key in paper_keys[first:first + 100]}
-            changed = [(c, store.cell_hash(spec, fingerprint, c)) for c in cells
-                       if c.kind == spec.modality and c.pdf_id in group]
+            group = {ids[key] for key in paper_keys[first : first + 100]}
+            changed = [
+                (c, store.cell_hash(spec, fingerprint, c))
+                for c in cells
+                if c.kind == spec.modality and c.pdf_id in group
+            ]
             rows = store._rows(spec, changed, CollectionSyncStats(spec.name))
             by_partition = defaultdict(list)
             for row in rows:
@@ -126,12 +129,20 @@ def bulk_vectors(settings, store, paper_keys: list[str]) -> float:
                 by_partition[partition].append(row)
             for partition, part_rows in by_partition.items():
                 for start in range(0, len(part_rows), 5000):
-                    store.client.insert(spec.name, part_rows[start:start + 5000], partition_name=partition)
+                    store.client.insert(spec.name, part_rows[start : start + 5000], partition_name=partition)
         store.client.flush(spec.name)
         for key in paper_keys:
             paper = ids[key]
-            write_sync_record(settings.home, store, spec.name, key, paper, by_paper[paper], versions.get(paper, ""),
-                              len({c.entity_id for c in by_paper[paper] if c.kind == spec.modality}))
+            write_sync_record(
+                settings.home,
+                store,
+                spec.name,
+                key,
+                paper,
+                by_paper[paper],
+                versions.get(paper, ""),
+                len({c.entity_id for c in by_paper[paper] if c.kind == spec.modality}),
+            )
     return time.perf_counter() - started
 
 
@@ -187,8 +198,10 @@ def _measure(size: int, source_lake: Path, home: Path) -> dict:
             raise SystemExit(f"N={size}: {job} failed: {failure_reason(outcome)}")
         return round(time.perf_counter() - began, 2)
 
-    baseline = {"warehouse": timed_run("build_warehouse", log="dbt-build.log"),
-                "formulas": timed_run("build_formulas", log="formulas-build.log")}
+    baseline = {
+        "warehouse": timed_run("build_warehouse", log="dbt-build.log"),
+        "formulas": timed_run("build_formulas", log="formulas-build.log"),
+    }
     with _open_store(settings) as store:
         baseline["vectors_bulk"] = round(bulk_vectors(settings, store, keys), 1)
     result["baseline_seconds"] = baseline
@@ -205,15 +218,18 @@ def _measure(size: int, source_lake: Path, home: Path) -> dict:
     from orchestration.jobs import FORMULA_ASSETS
 
     began = time.perf_counter()
-    with _open_store(settings) as store:   # held through the stages that use it, as `paperlake ingest` does
+    with _open_store(settings) as store:  # held through the stages that use it, as `paperlake ingest` does
         formulas = formula_staleness(settings, store)
         plan = stale_papers(settings, store, collections)
         stages["check_formulas_and_vectors"] = round(time.perf_counter() - began, 2)
         assert set(plan.stale) == {new_key}, f"only the new paper should need vectors, got {sorted(plan.stale)[:5]}"
         selection = [key for part in formulas for key in FORMULA_ASSETS[part].keys]
         stages["formulas"] = timed_run("build_formulas", asset_selection=selection, log="formulas-build.log")
-        stages["vectors"] = timed_run("sync_vectors", partition_key=new_key, asset_selection=[
-            dg.AssetKey(["vectors", c]) for c in sorted(plan.stale[new_key])])
+        stages["vectors"] = timed_run(
+            "sync_vectors",
+            partition_key=new_key,
+            asset_selection=[dg.AssetKey(["vectors", c]) for c in sorted(plan.stale[new_key])],
+        )
     stages["total"] = round(sum(stages.values()), 2)
     result["add_one_paper_seconds"] = stages
     result["warehouse_mb_after"] = round(settings.warehouse.stat().st_size / 2**20, 1)
@@ -239,14 +255,15 @@ def main() -> None:
     work = args.work_dir.resolve()
     work.mkdir(parents=True, exist_ok=True)
     cache = work / "embeddings.sqlite"
-    os.environ["PAPERLAKE_EMBEDDING_CACHE"] = str(cache)   # the jobs' resource reads it too: copies hit the cache
+    os.environ["PAPERLAKE_EMBEDDING_CACHE"] = str(cache)  # the jobs' resource reads it too: copies hit the cache
     os.environ["PAPERLAKE_EVALUATE"] = "0"
     home = args.home.resolve() if args.home else work / "sample"
     if args.home is None and not (home / "warehouse.duckdb").exists():
         from orchestration.run import ingest
 
-        settings = Settings.from_env(home=home, backend="auto",
-                                     mineru_dir=(args.shared / "corpus" / "mineru").resolve())
+        settings = Settings.from_env(
+            home=home, backend="auto", mineru_dir=(args.shared / "corpus" / "mineru").resolve()
+        )
         ingest([args.shared / "corpus" / "inbox"], settings)
     results: dict = {"machine": platform.platform(), "cpus": os.cpu_count(), "source": str(home), "milvus": {}}
     for milvus in args.milvus.split(","):
@@ -259,11 +276,20 @@ def main() -> None:
                 first = sizes["19"]["add_one_paper_seconds"]
                 sizes[str(size)]["ratio_to_19"] = {
                     stage: round(seconds / first[stage], 2) if first[stage] else None
-                    for stage, seconds in sizes[str(size)]["add_one_paper_seconds"].items()}
+                    for stage, seconds in sizes[str(size)]["add_one_paper_seconds"].items()
+                }
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps({f"{m} N={n}": (e["add_one_paper_seconds"], e.get("ratio_to_19"))
-                      for m, sizes in results["milvus"].items() for n, e in sizes.items()}, indent=1))
+    print(
+        json.dumps(
+            {
+                f"{m} N={n}": (e["add_one_paper_seconds"], e.get("ratio_to_19"))
+                for m, sizes in results["milvus"].items()
+                for n, e in sizes.items()
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

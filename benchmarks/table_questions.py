@@ -35,9 +35,13 @@ def main() -> None:
     parser.add_argument("--home", type=Path, default=Path(os.environ.get("PAPERLAKE_HOME", "data")))
     parser.add_argument("--ingest", action="store_true", help="ingest the sample corpus into --home first")
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="default benchmarks/results/table_questions_<backend>.json (the backend the home's "
-                             "papers were parsed with)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="default benchmarks/results/table_questions_<backend>.json (the backend the home's "
+        "papers were parsed with)",
+    )
     args = parser.parse_args()
 
     import agent.methods as methods
@@ -56,17 +60,25 @@ def main() -> None:
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         backends = sorted(b for (b,) in con.execute("select distinct backend from tables").fetchall())
     out = args.out or REPO / "benchmarks" / "results" / f"table_questions_{'+'.join(backends)}.json"
-    results: dict = {"questions": len(examples), "table_backends": backends,
-                     "papers": len({e["anchor_pdf"][0] for e in examples}),
-                     "machine": platform.platform(), "home": str(settings.home), "methods": {}, "hdrag_halves": {}}
+    results: dict = {
+        "questions": len(examples),
+        "table_backends": backends,
+        "papers": len({e["anchor_pdf"][0] for e in examples}),
+        "machine": platform.platform(),
+        "home": str(settings.home),
+        "methods": {},
+        "hdrag_halves": {},
+    }
     with open_env(settings) as env:
         for method in METHODS:
             started = time.perf_counter()
             at = {k: retrieval_only(examples, settings, method, k, env=env) for k in (1, 5)}
             seconds = time.perf_counter() - started
             results["methods"][method] = {
-                "recall_at_1": round(at[1].recall_at_k, 3), "recall_at_5": round(at[5].recall_at_k, 3),
-                "hit_at_5": round(at[5].hit_at_k, 3), "error": at[5].error,
+                "recall_at_1": round(at[1].recall_at_k, 3),
+                "recall_at_5": round(at[5].recall_at_k, 3),
+                "hit_at_5": round(at[5].hit_at_k, 3),
+                "error": at[5].error,
                 "ms_per_question": round(1000 * seconds / (2 * len(examples)), 1),
                 "missed_at_5": [q.uuid for q in at[5].questions if not q.hit],
             }
@@ -76,8 +88,9 @@ def main() -> None:
             methods._RRF_K = rrf_k
             for name, half in halves.items():
                 scores = {k: retrieval_only(half, settings, "hdrag", k, env=env).recall_at_k for k in (1, 5)}
-                results["hdrag_halves"][f"rrf_k={rrf_k} {name}"] = {f"recall_at_{k}": round(v, 3)
-                                                                    for k, v in scores.items()}
+                results["hdrag_halves"][f"rrf_k={rrf_k} {name}"] = {
+                    f"recall_at_{k}": round(v, 3) for k, v in scores.items()
+                }
                 print(f"hdrag rrf_k={rrf_k:<3d} {name:16s} recall@1 {scores[1]:.3f}  recall@5 {scores[5]:.3f}")
         methods._RRF_K = chosen
     results["hdrag_weights"] = methods._ensemble_weights()

@@ -19,8 +19,11 @@ from rich.text import Text
 from paperlake.config import Settings
 from paperlake.warehouse import connect_read_only
 
-app = typer.Typer(help="paperlake: conference volumes → a queryable, trustworthy knowledge base.",
-                  no_args_is_help=True, pretty_exceptions_enable=False)
+app = typer.Typer(
+    help="paperlake: conference volumes → a queryable, trustworthy knowledge base.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
 console = Console()
 err = Console(stderr=True)
 
@@ -61,12 +64,18 @@ def _inboxes(inboxes: list[Path] | None) -> list[Path]:
     return [p.resolve() for p in inboxes]
 
 
-def _run_ingest(inboxes: list[Path], settings: Settings, rebuild_warehouse: bool = False,
-                **enrich: Any) -> None:
+def _run_ingest(inboxes: list[Path], settings: Settings, rebuild_warehouse: bool = False, **enrich: Any) -> None:
     from orchestration.run import ingest as run_ingest
 
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[last]}"), console=err, transient=False) as progress:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+        console=err,
+        transient=False,
+    ) as progress:
         task = progress.add_task("papers", total=None, last="planning…")
 
         def notify(key: str, status: str) -> None:
@@ -80,19 +89,23 @@ def _run_ingest(inboxes: list[Path], settings: Settings, rebuild_warehouse: bool
         progress.update(task, total=len(plan.to_parse) + len(plan.removed), last=plan.summary())
         summary = run_ingest(inboxes, settings, progress=notify, rebuild_warehouse=rebuild_warehouse, **enrich)
     console.print(f"[bold]plan:[/] {summary.plan.summary()}")
-    console.print(f"parsed {len(summary.published)}, removed {len(summary.removed)}; "
-                  f"warehouse {'rebuilt' if summary.warehouse_built else 'unchanged'}; "
-                  f"formulas {', '.join(summary.formulas_built) or 'unchanged'}; "
-                  f"vectors {len(summary.vectors_synced)} paper(s) synced; "
-                  f"{len(summary.failures)} failure(s) ({summary.step_seconds.get('total', 0):.1f}s)")
+    console.print(
+        f"parsed {len(summary.published)}, removed {len(summary.removed)}; "
+        f"warehouse {'rebuilt' if summary.warehouse_built else 'unchanged'}; "
+        f"formulas {', '.join(summary.formulas_built) or 'unchanged'}; "
+        f"vectors {len(summary.vectors_synced)} paper(s) synced; "
+        f"{len(summary.failures)} failure(s) ({summary.step_seconds.get('total', 0):.1f}s)"
+    )
     if summary.enrichment_skipped:
         console.print(f"enrichment skipped: {escape(summary.enrichment_skipped)}")
     elif summary.enriched or summary.enrichment_pending or summary.enrichment_usage.get("calls"):
         usage = summary.enrichment_usage
-        console.print(f"enrichment: {len(summary.enriched)} paper(s) enriched, {len(summary.enrichment_pending)} "
-                      f"pending; {usage.get('calls', 0)} call(s) ({usage.get('cached_calls', 0)} from the cache), "
-                      f"{usage.get('tokens', 0)} tokens, ${usage.get('cost_usd', 0.0):.4f}, "
-                      f"{usage.get('errors', 0)} refused answer(s)")
+        console.print(
+            f"enrichment: {len(summary.enriched)} paper(s) enriched, {len(summary.enrichment_pending)} "
+            f"pending; {usage.get('calls', 0)} call(s) ({usage.get('cached_calls', 0)} from the cache), "
+            f"{usage.get('tokens', 0)} tokens, ${usage.get('cost_usd', 0.0):.4f}, "
+            f"{usage.get('errors', 0)} refused answer(s)"
+        )
         for key, why in sorted(summary.enrichment_pending.items()):
             console.print(f"  pending {key}: {escape(why)}")
     for stage, reason in summary.stale.items():
@@ -100,13 +113,18 @@ def _run_ingest(inboxes: list[Path], settings: Settings, rebuild_warehouse: bool
     if summary.orphans_deleted:
         console.print(f"  deleted {summary.orphans_deleted} vector entities of papers no store knows any more")
     for volume, report in sorted(summary.quality.items()):
-        line = (f"retrieval quality {volume} ({report['method']}, {report['probes']} probes): answer@1 "
-                f"{report['answer_at_1']:.3f}, answer@5 {report['answer_at_5']:.3f}, page@5 {report['page_at_5']:.3f}")
+        line = (
+            f"retrieval quality {volume} ({report['method']}, {report['probes']} probes): answer@1 "
+            f"{report['answer_at_1']:.3f}, answer@5 {report['answer_at_5']:.3f}, page@5 {report['page_at_5']:.3f}"
+        )
         if report.get("passed"):
             console.print(line)
         else:
-            err.print(f"[yellow]warning[/] {line}: below the threshold {report['threshold']} "
-                      f"{escape('; '.join(report.get('problems') or []))}", soft_wrap=True)
+            err.print(
+                f"[yellow]warning[/] {line}: below the threshold {report['threshold']} "
+                f"{escape('; '.join(report.get('problems') or []))}",
+                soft_wrap=True,
+            )
     for failure in summary.failures:
         err.print(f"[yellow]failed[/] {failure.line()}", soft_wrap=True)
     if settings.warehouse.exists():
@@ -134,14 +152,22 @@ def ingest(
 
 @app.command()
 def enrich(
-    inboxes: list[Path] = typer.Argument(None, help="Inbox folders (default $PAPERLAKE_INBOX): new papers are "
-                                         "ingested first, then the lake's papers are enriched."),
-    views: Optional[str] = typer.Option(None, "--views", help="Kinds or views to enrich, comma-separated: "
-                                        "page_summary, section_summary, table_summary, image_summary, tldr, tags, "
-                                        "row_summary, column_summary (or pages, tables, table_rows, …)."),
+    inboxes: list[Path] = typer.Argument(
+        None,
+        help="Inbox folders (default $PAPERLAKE_INBOX): new papers are "
+        "ingested first, then the lake's papers are enriched.",
+    ),
+    views: Optional[str] = typer.Option(
+        None,
+        "--views",
+        help="Kinds or views to enrich, comma-separated: "
+        "page_summary, section_summary, table_summary, image_summary, tldr, tags, "
+        "row_summary, column_summary (or pages, tables, table_rows, …).",
+    ),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="At most this many papers."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the calls and the worst-case tokens and cost; "
-                                 "call nothing."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the calls and the worst-case tokens and cost; call nothing."
+    ),
     retry_errors: bool = typer.Option(False, "--retry-errors", help="Ask again the items whose answer was refused."),
     mineru_dir: Optional[Path] = typer.Option(None, "--mineru-dir", help="Folder of MinerU outputs, one per PDF stem."),
     home: Optional[Path] = HomeOption,
@@ -166,11 +192,13 @@ def enrich(
             print(json.dumps(plan | {"papers": {k: plan["papers"][k] for k in papers}}, default=str))
             return
         total = plan["total"]
-        console.print(f"would ask {total['calls']} item(s) of {len(plan['papers'])} paper(s) "
-                      f"({', '.join(f'{k} {n}' for k, n in total['by_kind'].items()) or 'nothing'}): at most "
-                      f"{total['prompt_tokens']} prompt + {total['completion_tokens']} completion tokens, "
-                      f"${total['cost_usd']:.4f} at PAPERLAKE_LLM_PRICES; models {plan['models']['text']} / "
-                      f"{plan['models']['vision']} (vision)")
+        console.print(
+            f"would ask {total['calls']} item(s) of {len(plan['papers'])} paper(s) "
+            f"({', '.join(f'{k} {n}' for k, n in total['by_kind'].items()) or 'nothing'}): at most "
+            f"{total['prompt_tokens']} prompt + {total['completion_tokens']} completion tokens, "
+            f"${total['cost_usd']:.4f} at PAPERLAKE_LLM_PRICES; models {plan['models']['text']} / "
+            f"{plan['models']['vision']} (vision)"
+        )
         return
     reason = not_configured_reason(settings)
     if reason:
@@ -186,36 +214,82 @@ def status(home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False
     settings = _settings(home)
     try:
         with connect_read_only(settings.warehouse) as con:
-            volumes = con.execute("select volume, venue, num_papers, num_pages, num_failed, llm_calls, llm_tokens, "
-                                  "round(llm_cost_usd, 4), llm_errors from volumes order by volume").fetchall()
-            enriched = dict(con.execute(
-                "select 'page_summary', count(page_summary) from pages union all "
-                "select 'section_summary', count(section_summary) from sections union all "
-                "select 'table_summary', count(table_summary) from tables union all "
-                "select 'image_summary', count(image_summary) from images where parent_image_id is null union all "
-                "select 'tldr', count(tldr) from metadata union all select 'tags', count(tags) from metadata union all "
-                "select 'row_summary', count(row_summary) from table_rows union all "
-                "select 'column_summary', count(column_summary) from table_columns").fetchall())
-            counts = {t: con.execute(f'select count(*) from "{t}"').fetchone()[0] for t in (
-                "metadata", "pages", "sections", "chunks", "tables", "table_cells", "table_rows", "table_columns",
-                "images", "equations", "reference")}
+            volumes = con.execute(
+                "select volume, venue, num_papers, num_pages, num_failed, llm_calls, llm_tokens, "
+                "round(llm_cost_usd, 4), llm_errors from volumes order by volume"
+            ).fetchall()
+            enriched = dict(
+                con.execute(
+                    "select 'page_summary', count(page_summary) from pages union all "
+                    "select 'section_summary', count(section_summary) from sections union all "
+                    "select 'table_summary', count(table_summary) from tables union all "
+                    "select 'image_summary', count(image_summary) from images "
+                    "where parent_image_id is null union all "
+                    "select 'tldr', count(tldr) from metadata union all "
+                    "select 'tags', count(tags) from metadata union all "
+                    "select 'row_summary', count(row_summary) from table_rows union all "
+                    "select 'column_summary', count(column_summary) from table_columns"
+                ).fetchall()
+            )
+            counts = {
+                t: con.execute(f'select count(*) from "{t}"').fetchone()[0]
+                for t in (
+                    "metadata",
+                    "pages",
+                    "sections",
+                    "chunks",
+                    "tables",
+                    "table_cells",
+                    "table_rows",
+                    "table_columns",
+                    "images",
+                    "equations",
+                    "reference",
+                )
+            }
             errors = con.execute("select paper_key, stage, reason from ingest_errors order by paper_key").fetchall()
             backends = dict(con.execute("select backend, count(*) from metadata group by backend").fetchall())
             try:
-                formulas = dict(zip(("equations", "formulas", "templated", "validated", "merged_groups",
-                                     "cross_paper_groups"), con.execute(
-                    "select (select count(*) from equations), count(*), count(template), "
-                    "count(*) filter (where status = 'validated'), count(*) filter (where occurrence_count > 1), "
-                    "count(*) filter (where len(paper_ids) > 1) from formulas").fetchone()))
+                formulas = dict(
+                    zip(
+                        ("equations", "formulas", "templated", "validated", "merged_groups", "cross_paper_groups"),
+                        con.execute(
+                            "select (select count(*) from equations), count(*), count(template), "
+                            "count(*) filter (where status = 'validated'), "
+                            "count(*) filter (where occurrence_count > 1), "
+                            "count(*) filter (where len(paper_ids) > 1) from formulas"
+                        ).fetchone(),
+                    )
+                )
             except duckdb.CatalogException:
                 formulas = {}
     except FileNotFoundError as error:
         _fail(str(error))
     report = {
         "home": str(settings.home),
-        "volumes": [dict(zip(("volume", "venue", "papers", "pages", "failed", "llm_calls", "llm_tokens",
-                              "llm_cost_usd", "llm_errors"), v)) for v in volumes],
-        "rows": counts, "backends": backends, "formulas": formulas, "enriched": enriched,
+        "volumes": [
+            dict(
+                zip(
+                    (
+                        "volume",
+                        "venue",
+                        "papers",
+                        "pages",
+                        "failed",
+                        "llm_calls",
+                        "llm_tokens",
+                        "llm_cost_usd",
+                        "llm_errors",
+                    ),
+                    v,
+                )
+            )
+            for v in volumes
+        ],
+        "rows": counts,
+        "backends": backends,
+        "formulas": formulas,
+        "enriched": enriched,
         "ingest_errors": [dict(zip(("paper_key", "stage", "reason"), e)) for e in errors],
     }
     if as_json:
@@ -236,14 +310,26 @@ def status(home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False
 
 
 @app.command()
-def sql(query: str = typer.Argument(..., help="One reading SQL statement over the warehouse (SELECT/WITH, DESCRIBE, "
-                                              "SHOW, SUMMARIZE, EXPLAIN, catalogue PRAGMAs)."),
-        home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False, "--json"),
-        limit: int = typer.Option(1000, "--limit", min=1, max=1_000_000, help="At most this many rows come back."),
-        timeout: float = typer.Option(30.0, "--timeout", min=0.1, max=3600,
-                                      help="Seconds for running and fetching the query."),
-        max_bytes: int = typer.Option(16_000_000, "--max-bytes", min=1000, max=2_000_000_000,
-                                      help="At most this much result data comes back (long values are cut).")) -> None:
+def sql(
+    query: str = typer.Argument(
+        ...,
+        help="One reading SQL statement over the warehouse (SELECT/WITH, DESCRIBE, "
+        "SHOW, SUMMARIZE, EXPLAIN, catalogue PRAGMAs).",
+    ),
+    home: Optional[Path] = HomeOption,
+    as_json: bool = typer.Option(False, "--json"),
+    limit: int = typer.Option(1000, "--limit", min=1, max=1_000_000, help="At most this many rows come back."),
+    timeout: float = typer.Option(
+        30.0, "--timeout", min=0.1, max=3600, help="Seconds for running and fetching the query."
+    ),
+    max_bytes: int = typer.Option(
+        16_000_000,
+        "--max-bytes",
+        min=1000,
+        max=2_000_000_000,
+        help="At most this much result data comes back (long values are cut).",
+    ),
+) -> None:
     """Query the warehouse read-only, in the same sandbox as the agent: no writes, no file or network access, one
     statement, bounded time, memory and result size (works while an ingest is writing)."""
     from paperlake.sql_sandbox import ReadOnlyWarehouse, SQLFailed, SQLRefused, SQLTimeout
@@ -282,8 +368,14 @@ def quiet_third_party() -> None:
     warnings.filterwarnings("ignore", message=r".*(Beta|Preview)Warning")
     # pymilvus configures its loggers when imported (dictConfig: levels reset, children included), which keeps a
     # logger's filters only: errors pass, warnings and below do not.
-    for name in ("pymilvus.client.iterator.query_iterator", "pymilvus.client.iterator.search_iterator", "milvus_lite",
-                 "sentence_transformers", "transformers", "huggingface_hub"):
+    for name in (
+        "pymilvus.client.iterator.query_iterator",
+        "pymilvus.client.iterator.search_iterator",
+        "milvus_lite",
+        "sentence_transformers",
+        "transformers",
+        "huggingface_hub",
+    ):
         logging.getLogger(name).addFilter(lambda record: record.levelno >= logging.ERROR)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -309,9 +401,17 @@ def ask(
 
     settings = _settings(home)
     try:
-        result = run_ask(question, settings, paper_ids=paper or None, method=method, action_format=action_format,
-                         output_format=output_format, max_turns=max_turns, answer_format=answer_format,
-                         use_cache=not no_cache)
+        result = run_ask(
+            question,
+            settings,
+            paper_ids=paper or None,
+            method=method,
+            action_format=action_format,
+            output_format=output_format,
+            max_turns=max_turns,
+            answer_format=answer_format,
+            use_cache=not no_cache,
+        )
     except LLMNotConfigured as error:
         _fail(str(error))
     except (ValueError, FileNotFoundError) as error:
@@ -325,8 +425,10 @@ def ask(
     for citation in result.citations:
         console.print(f"  [dim]·[/] {citation.label()}")
     usage = result.usage.to_dict()
-    console.print(f"[dim]{len(result.trajectory)} turns, {usage.get('prompt_tokens', 0)}+"
-                  f"{usage.get('completion_tokens', 0)} tokens, cost {usage.get('cost', 0)}[/]")
+    console.print(
+        f"[dim]{len(result.trajectory)} turns, {usage.get('prompt_tokens', 0)}+"
+        f"{usage.get('completion_tokens', 0)} tokens, cost {usage.get('cost', 0)}[/]"
+    )
 
 
 class _EvalGroup(typer.core.TyperGroup):
@@ -339,9 +441,12 @@ class _EvalGroup(typer.core.TyperGroup):
         return super().parse_args(ctx, args)
 
 
-eval_app = typer.Typer(cls=_EvalGroup, no_args_is_help=True,
-                       help="Evaluate on AirQA-format sets (`paperlake eval FILE`), synthesise sets from a volume, "
-                            "and show each volume's retrieval quality.")
+eval_app = typer.Typer(
+    cls=_EvalGroup,
+    no_args_is_help=True,
+    help="Evaluate on AirQA-format sets (`paperlake eval FILE`), synthesise sets from a volume, "
+    "and show each volume's retrieval quality.",
+)
 app.add_typer(eval_app, name="eval")
 
 
@@ -351,8 +456,9 @@ def evaluate_cmd(
     method: str = typer.Option("neusym_rag", "--method"),
     limit: Optional[int] = typer.Option(None, "--limit"),
     out: Optional[Path] = typer.Option(None, "--out", help="Output folder (default $PAPERLAKE_HOME/eval/<method>)."),
-    retrieval_only: bool = typer.Option(False, "--retrieval-only", help="No LLM: score each method's first "
-                                        "retrieval (answer-bearing recall@k, Hit@k)."),
+    retrieval_only: bool = typer.Option(
+        False, "--retrieval-only", help="No LLM: score each method's first retrieval (answer-bearing recall@k, Hit@k)."
+    ),
     k: int = typer.Option(5, "--k"),
     action_format: str = typer.Option("markdown", "--action-format"),
     output_format: str = typer.Option("json", "--output-format"),
@@ -382,11 +488,16 @@ def evaluate_cmd(
         (out / "retrieval.json").write_text(json.dumps(report, indent=2, default=str))
         if metrics.error:
             _fail(f"{method}: {metrics.error}")
-        rows = [(tag, f"{v.get('hit_at_k', 0):.3f}", f"{v.get('recall_at_k', 0):.3f}", v.get("count", ""))
-                for tag, v in sorted(metrics.by_tag().items())]
-        _print_rows(["tag", f"hit@{k}", f"recall@{k}", "n"],
-                    [("overall", f"{metrics.hit_at_k:.3f}", f"{metrics.recall_at_k:.3f}", len(metrics.scored)),
-                     *rows], False, title=f"{method}: first retrieval, k={k}")
+        rows = [
+            (tag, f"{v.get('hit_at_k', 0):.3f}", f"{v.get('recall_at_k', 0):.3f}", v.get("count", ""))
+            for tag, v in sorted(metrics.by_tag().items())
+        ]
+        _print_rows(
+            ["tag", f"hit@{k}", f"recall@{k}", "n"],
+            [("overall", f"{metrics.hit_at_k:.3f}", f"{metrics.recall_at_k:.3f}", len(metrics.scored)), *rows],
+            False,
+            title=f"{method}: first retrieval, k={k}",
+        )
         console.print(f"written: {out / 'retrieval.json'}")
         return
     try:
@@ -395,15 +506,19 @@ def evaluate_cmd(
         _fail(str(error))
     predictions: dict[str, Any] = {}
     (out / "trajectories").mkdir(exist_ok=True)
-    with open_env(settings, output_format, action_format) as env, Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=err) as progress:
+    with (
+        open_env(settings, output_format, action_format) as env,
+        Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+        ) as progress,
+    ):
         task = progress.add_task(method, total=len(examples))
         for example in examples:
             result = answer(example, env, llm, method, action_format, LoopConfig(max_turns=max_turns))
             predictions[example.uuid] = result.answer
             (out / "trajectories" / f"{example.uuid}.json").write_text(
-                json.dumps(result.to_dict(), indent=1, default=str, ensure_ascii=False))
+                json.dumps(result.to_dict(), indent=1, default=str, ensure_ascii=False)
+            )
             progress.advance(task)
     with open(out / "predictions.jsonl", "w") as handle:
         for uuid, prediction in predictions.items():
@@ -419,14 +534,25 @@ def evaluate_cmd(
 @eval_app.command("synthesize")
 def eval_synthesize(
     volume: Optional[str] = typer.Argument(None, help="Volume (e.g. emnlp2024); default: every volume."),
-    with_llm: bool = typer.Option(False, "--with-llm", help="ExTrActor: explorer, tracker and actor through the "
-                                  "configured endpoint (else: the offline probes, no LLM)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Write the AirQA set here (.jsonl); with --with-llm the "
-                                       "trajectories go beside it as <name>.trajectories.jsonl."),
+    with_llm: bool = typer.Option(
+        False,
+        "--with-llm",
+        help="ExTrActor: explorer, tracker and actor through the "
+        "configured endpoint (else: the offline probes, no LLM).",
+    ),
+    out: Optional[Path] = typer.Option(
+        None,
+        "--out",
+        help="Write the AirQA set here (.jsonl); with --with-llm the "
+        "trajectories go beside it as <name>.trajectories.jsonl.",
+    ),
     limit: int = typer.Option(20, "--limit", help="--with-llm: contexts per volume."),
     method: str = typer.Option("neusym_rag", "--method", help="--with-llm: the actor's agent method."),
-    keep_unverified: bool = typer.Option(False, "--keep-unverified", help="--with-llm: keep examples the actor did "
-                                         "not answer correctly, marked extractor.status = unverified."),
+    keep_unverified: bool = typer.Option(
+        False,
+        "--keep-unverified",
+        help="--with-llm: keep examples the actor did not answer correctly, marked extractor.status = unverified.",
+    ),
     max_turns: int = typer.Option(8, "--max-turns"),
     home: Optional[Path] = HomeOption,
     as_json: bool = typer.Option(False, "--json"),
@@ -444,18 +570,34 @@ def eval_synthesize(
     chosen = [volume] if volume else sorted(known)
     if not with_llm:
         infos = [write_volume_set(settings, v) for v in chosen]
-        rows = [line for info in infos for line in Path(info["path"]).read_text(encoding="utf-8").splitlines()
-                if info.get("path")]
+        rows = [
+            line
+            for info in infos
+            for line in Path(info["path"]).read_text(encoding="utf-8").splitlines()
+            if info.get("path")
+        ]
         if out:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text("".join(line + "\n" for line in rows), encoding="utf-8")
         if as_json:
             console.print_json(json.dumps({"volumes": infos, "out": str(out) if out else None}))
             return
-        _print_rows(["volume", "papers", "probes", "min/paper", "kinds", "file"],
-                    [(i["volume"], i["papers"], i["count"], i.get("min_per_paper", 0),
-                      ", ".join(f"{k} {n}" for k, n in (i.get("by_kind") or {}).items()), i.get("path", ""))
-                     for i in infos], False, title="offline probes")
+        _print_rows(
+            ["volume", "papers", "probes", "min/paper", "kinds", "file"],
+            [
+                (
+                    i["volume"],
+                    i["papers"],
+                    i["count"],
+                    i.get("min_per_paper", 0),
+                    ", ".join(f"{k} {n}" for k, n in (i.get("by_kind") or {}).items()),
+                    i.get("path", ""),
+                )
+                for i in infos
+            ],
+            False,
+            title="offline probes",
+        )
         if out:
             console.print(f"written: {out} ({len(rows)} probes)")
         return
@@ -473,23 +615,55 @@ def eval_synthesize(
     results = {}
     with open_env(settings) as env:
         for name in chosen:
-            results[name] = synthesize(env, llm, name, limit=limit, method=method, keep_unverified=keep_unverified,
-                                       config=LoopConfig(max_turns=max_turns))
+            results[name] = synthesize(
+                env,
+                llm,
+                name,
+                limit=limit,
+                method=method,
+                keep_unverified=keep_unverified,
+                config=LoopConfig(max_turns=max_turns),
+            )
     target = out or settings.evaluation / "extractor" / (f"{volume}.jsonl" if volume else "all.jsonl")
     target.parent.mkdir(parents=True, exist_ok=True)
     trajectories = target.with_name(target.stem + ".trajectories.jsonl")
-    target.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n"
-                              for result in results.values() for r in result.examples), encoding="utf-8")
-    trajectories.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n"
-                                    for result in results.values() for r in result.trajectories), encoding="utf-8")
+    target.write_text(
+        "".join(
+            json.dumps(r, ensure_ascii=False, default=str) + "\n"
+            for result in results.values()
+            for r in result.examples
+        ),
+        encoding="utf-8",
+    )
+    trajectories.write_text(
+        "".join(
+            json.dumps(r, ensure_ascii=False, default=str) + "\n"
+            for result in results.values()
+            for r in result.trajectories
+        ),
+        encoding="utf-8",
+    )
     summary = {name: {"stats": r.stats.to_dict(), "usage": r.usage} for name, r in results.items()}
     if as_json:
         console.print_json(json.dumps({"volumes": summary, "out": str(target), "trajectories": str(trajectories)}))
         return
-    _print_rows(["volume", "contexts", "pairs", "tracked", "verified", "unverified", "rejected"],
-                [(name, r.stats.contexts, r.stats.pairs, r.stats.tracked, r.stats.verified, r.stats.unverified,
-                  ", ".join(f"{k} {n}" for k, n in r.stats.rejected.items()) or "0")
-                 for name, r in results.items()], False, title=f"ExTrActor ({method})")
+    _print_rows(
+        ["volume", "contexts", "pairs", "tracked", "verified", "unverified", "rejected"],
+        [
+            (
+                name,
+                r.stats.contexts,
+                r.stats.pairs,
+                r.stats.tracked,
+                r.stats.verified,
+                r.stats.unverified,
+                ", ".join(f"{k} {n}" for k, n in r.stats.rejected.items()) or "0",
+            )
+            for name, r in results.items()
+        ],
+        False,
+        title=f"ExTrActor ({method})",
+    )
     console.print(f"written: {target}\n         {trajectories}")
 
 
@@ -516,27 +690,55 @@ def eval_quality(
         return
     if not rows:
         _fail("no retrieval-quality report yet: `paperlake ingest` writes one per volume")
-    _print_rows(["volume", "at", "method", "probes", "answer@1", "answer@5", "page@5", "threshold", "passed"],
-                [(r["volume"], str(r["at"])[:16].replace("T", " "), r["method"], r["probes"], f"{r['answer_at_1']:.3f}",
-                  f"{r['answer_at_5']:.3f}", f"{r['page_at_5']:.3f}", r["threshold"],
-                  "yes" if r["passed"] else "no") for r in rows], False, title="retrieval quality")
+    _print_rows(
+        ["volume", "at", "method", "probes", "answer@1", "answer@5", "page@5", "threshold", "passed"],
+        [
+            (
+                r["volume"],
+                str(r["at"])[:16].replace("T", " "),
+                r["method"],
+                r["probes"],
+                f"{r['answer_at_1']:.3f}",
+                f"{r['answer_at_5']:.3f}",
+                f"{r['page_at_5']:.3f}",
+                r["threshold"],
+                "yes" if r["passed"] else "no",
+            )
+            for r in rows
+        ],
+        False,
+        title="retrieval quality",
+    )
 
 
 @app.command()
 def search(
     query: str = typer.Argument(..., help="What to look for."),
-    collection: Optional[str] = typer.Option(None, "--collection", "-c", help="Collection (default: MiniLM dense; "
-                                             "with --hybrid: the BM25+dense hybrid collection)."),
+    collection: Optional[str] = typer.Option(
+        None,
+        "--collection",
+        "-c",
+        help="Collection (default: MiniLM dense; with --hybrid: the BM25+dense hybrid collection).",
+    ),
     view: Optional[str] = typer.Option(None, "--view", help="Restrict to one warehouse view, table.column."),
-    filter_expr: str = typer.Option("", "--filter", help="Milvus boolean filter on pdf_id, page_number, "
-                                    "table_name, column_name, primary_key: == != < > <= >= in [...] not in [...], "
-                                    "like 'abc%' (strings), and or not, parentheses; e.g. \"pdf_id == '<id>' and "
-                                    "page_number <= 3\"."),
+    filter_expr: str = typer.Option(
+        "",
+        "--filter",
+        help="Milvus boolean filter on pdf_id, page_number, "
+        "table_name, column_name, primary_key: == != < > <= >= in [...] not in [...], "
+        "like 'abc%' (strings), and or not, parentheses; e.g. \"pdf_id == '<id>' and "
+        'page_number <= 3".',
+    ),
     limit: int = typer.Option(5, "--limit", "-k", min=1, max=16384),
-    hybrid: bool = typer.Option(False, "--hybrid", help="Fuse BM25 and dense results (configured fusion: "
-                                "convex combination of normalised scores, weights 0.8/0.2)."),
-    fusion: Optional[str] = typer.Option(None, "--fusion", help="convex | rrf (here) | milvus-rrf | "
-                                         "milvus-weighted (inside Milvus, hybrid_search)."),
+    hybrid: bool = typer.Option(
+        False,
+        "--hybrid",
+        help="Fuse BM25 and dense results (configured fusion: "
+        "convex combination of normalised scores, weights 0.8/0.2).",
+    ),
+    fusion: Optional[str] = typer.Option(
+        None, "--fusion", help="convex | rrf (here) | milvus-rrf | milvus-weighted (inside Milvus, hybrid_search)."
+    ),
     weights: Optional[str] = typer.Option(None, "--weights", help="Fusion weights, e.g. 0.3,0.7 (BM25, dense)."),
     home: Optional[Path] = HomeOption,
     as_json: bool = typer.Option(False, "--json"),
@@ -573,18 +775,23 @@ def search(
     except FilterError as error:
         fail(str(error))
     if settings.milvus_uri.endswith(".db") and not Path(settings.milvus_uri).expanduser().exists():
-        fail(f"nothing has been ingested into {settings.home} yet (no vector store at {settings.milvus_uri}); "
-             "run `paperlake ingest` first")
+        fail(
+            f"nothing has been ingested into {settings.home} yet (no vector store at {settings.milvus_uri}); "
+            "run `paperlake ingest` first"
+        )
     try:
         store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings)
     except Exception as error:  # a lock held by a running ingest, an unreachable server, …
         fail(f"cannot open the vector store {settings.milvus_uri}: {' '.join(str(error).split())}")
     try:
         if not any(store.client.has_collection(spec.name) for spec in store.active_specs()):
-            fail(f"nothing has been ingested into the vector store {settings.milvus_uri} yet; "
-                 "run `paperlake ingest` first")
-        hits = run_search(store, query, name, table_name, column_name, filter_expr, limit, hybrid, route_weights,
-                          fusion)
+            fail(
+                f"nothing has been ingested into the vector store {settings.milvus_uri} yet; "
+                "run `paperlake ingest` first"
+            )
+        hits = run_search(
+            store, query, name, table_name, column_name, filter_expr, limit, hybrid, route_weights, fusion
+        )
     except FilterError as error:
         fail(str(error))
     except KeyError as error:
@@ -594,15 +801,25 @@ def search(
     finally:
         store.close()
     columns = ["score", "pdf_id", "page_number", "table_name", "column_name", "primary_key", "content"]
-    rows = [(round(h.score, 4), h.pdf_id, h.page_number, h.table_name, h.column_name, h.primary_key,
-             h.text if h.text is not None else h.bbox) for h in hits]
+    rows = [
+        (
+            round(h.score, 4),
+            h.pdf_id,
+            h.page_number,
+            h.table_name,
+            h.column_name,
+            h.primary_key,
+            h.text if h.text is not None else h.bbox,
+        )
+        for h in hits
+    ]
     if as_json:
         _print_rows(columns, rows, True)
         return
     _print_hits(name, query, rows, _paper_titles(settings, {str(h.pdf_id) for h in hits}))
 
 
-SEARCH_CONTENT_LINES = 6   # lines of a hit's content shown before "…"
+SEARCH_CONTENT_LINES = 6  # lines of a hit's content shown before "…"
 
 
 def _paper_titles(settings: Settings, paper_ids: set[str]) -> dict[str, str]:
@@ -612,9 +829,15 @@ def _paper_titles(settings: Settings, paper_ids: set[str]) -> dict[str, str]:
     try:
         with connect_read_only(settings.warehouse) as con:
             marks = ", ".join("?" for _ in paper_ids)
-            return {str(pid): title for pid, title in con.execute(
-                f"select cast(paper_id as varchar), title from metadata where cast(paper_id as varchar) in ({marks})",
-                sorted(paper_ids)).fetchall() if title}
+            return {
+                str(pid): title
+                for pid, title in con.execute(
+                    "select cast(paper_id as varchar), title from metadata "
+                    f"where cast(paper_id as varchar) in ({marks})",
+                    sorted(paper_ids),
+                ).fetchall()
+                if title
+            }
     except Exception:  # a warehouse being swapped in, or one without metadata: headings fall back to the id
         return {}
 
@@ -648,8 +871,9 @@ def _print_hits(collection: str, query: str, rows: list[tuple], titles: dict[str
         console.print()
 
 
-tables_app = typer.Typer(help="Tables with their header structure (header paths, parsed numbers).",
-                         no_args_is_help=True)
+tables_app = typer.Typer(
+    help="Tables with their header structure (header paths, parsed numbers).", no_args_is_help=True
+)
 app.add_typer(tables_app, name="tables")
 
 
@@ -662,62 +886,100 @@ def _warehouse_rows(home: Optional[Path], sql: str, params: list[Any]) -> tuple[
     except FileNotFoundError as error:
         _fail(str(error))
     except Exception as error:  # duckdb BinderException/CatalogException: a warehouse built before table structure
-        _fail(f"the warehouse has no table structure ({' '.join(str(error).split())[:200]}); "
-              "run `paperlake ingest` to rebuild it")
+        _fail(
+            f"the warehouse has no table structure ({' '.join(str(error).split())[:200]}); "
+            "run `paperlake ingest` to rebuild it"
+        )
     raise AssertionError("unreachable")
 
 
 @tables_app.command("list")
-def tables_list(paper: Optional[str] = typer.Option(None, "--paper", help="A paper id, or words of its title."),
-                home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False, "--json")) -> None:
+def tables_list(
+    paper: Optional[str] = typer.Option(None, "--paper", help="A paper id, or words of its title."),
+    home: Optional[Path] = HomeOption,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
     """The tables of the warehouse (or of one paper): id, label, shape and structure flag."""
     where, params = "", []
     if paper:
         where = "where cast(m.paper_id as varchar) = ? or m.title ilike ?"
         params = [paper, f"%{paper}%"]
     columns, rows = _warehouse_rows(
-        home, "select cast(t.table_id as varchar) as table_id, m.title, t.page_number, t.table_label, t.num_rows, "
+        home,
+        "select cast(t.table_id as varchar) as table_id, m.title, t.page_number, t.table_label, t.num_rows, "
         "t.num_cols, t.header_rows, t.stub_columns, t.table_structure from tables t join metadata m on "
-        f"m.paper_id = t.ref_paper_id {where} order by m.title, t.page_number, t.ordinal", params)
+        f"m.paper_id = t.ref_paper_id {where} order by m.title, t.page_number, t.ordinal",
+        params,
+    )
     _print_rows(columns, rows, as_json, title=f"{len(rows)} tables")
 
 
 @tables_app.command("show")
-def tables_show(table_id: str = typer.Argument(..., help="A table id (tables.table_id; see `paperlake tables list`)."),
-                cells: bool = typer.Option(False, "--cells", help="Also one line per data cell: its row and column "
-                                           "header paths, text, parsed number, flags and unit."),
-                home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False, "--json")) -> None:
+def tables_show(
+    table_id: str = typer.Argument(..., help="A table id (tables.table_id; see `paperlake tables list`)."),
+    cells: bool = typer.Option(
+        False,
+        "--cells",
+        help="Also one line per data cell: its row and column header paths, text, parsed number, flags and unit.",
+    ),
+    home: Optional[Path] = HomeOption,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
     """One table as a grid whose column titles are the full header paths, with its structure flag."""
     columns, rows = _warehouse_rows(
-        home, "select cast(t.table_id as varchar) as table_id, m.title, t.page_number, t.table_label, "
+        home,
+        "select cast(t.table_id as varchar) as table_id, m.title, t.page_number, t.table_label, "
         "t.table_caption, t.num_rows, t.num_cols, t.header_rows, t.stub_columns, t.table_structure, t.detector, "
         "t.backend from tables t join metadata m on m.paper_id = t.ref_paper_id "
-        "where cast(t.table_id as varchar) = ?", [table_id.strip()])
+        "where cast(t.table_id as varchar) = ?",
+        [table_id.strip()],
+    )
     if not rows:
         _fail(f"no table {table_id!r}; find ids with `paperlake tables list`")
     table = dict(zip(columns, rows[0]))
     cell_columns, cell_rows = _warehouse_rows(
-        home, "select row_index, col_index, rowspan, colspan, cell_text, is_header, is_stub, row_header_path, "
+        home,
+        "select row_index, col_index, rowspan, colspan, cell_text, is_header, is_stub, row_header_path, "
         "column_header_path, number_value, number_flags, unit from table_cells "
-        "where cast(ref_table_id as varchar) = ? order by row_index, col_index", [table_id.strip()])
+        "where cast(ref_table_id as varchar) = ? order by row_index, col_index",
+        [table_id.strip()],
+    )
     grid = [dict(zip(cell_columns, row)) for row in cell_rows]
     if as_json:
         print(json.dumps({"table": table, "cells": grid}, default=str, ensure_ascii=False))
         return
-    console.print(Text(f"{table['table_label'] or 'Table'} · {table['title']} · page {table['page_number']}",
-                       style="bold"))
+    console.print(
+        Text(f"{table['table_label'] or 'Table'} · {table['title']} · page {table['page_number']}", style="bold")
+    )
     if table["table_caption"]:
         console.print(Text(table["table_caption"]))
-    console.print(Text(f"structure: {table['table_structure']} · {table['header_rows']} header row(s) · "
-                       f"{table['stub_columns']} stub column(s) · {table['num_rows']}×{table['num_cols']} · "
-                       f"{table['detector']} ({table['backend']})", style="dim"))
+    console.print(
+        Text(
+            f"structure: {table['table_structure']} · {table['header_rows']} header row(s) · "
+            f"{table['stub_columns']} stub column(s) · {table['num_rows']}×{table['num_cols']} · "
+            f"{table['detector']} ({table['backend']})",
+            style="dim",
+        )
+    )
     console.print(_structured_grid(grid, int(table["header_rows"] or 0)))
     if cells:
         data = [c for c in grid if not c["is_header"] and not c["is_stub"] and c["cell_text"]]
-        _print_rows(["row header path", "column header path", "text", "number", "flags", "unit"],
-                    [(" > ".join(c["row_header_path"] or []), " > ".join(c["column_header_path"] or []),
-                      c["cell_text"], c["number_value"], ",".join(c["number_flags"] or []), c["unit"])
-                     for c in data], False, title="data cells")
+        _print_rows(
+            ["row header path", "column header path", "text", "number", "flags", "unit"],
+            [
+                (
+                    " > ".join(c["row_header_path"] or []),
+                    " > ".join(c["column_header_path"] or []),
+                    c["cell_text"],
+                    c["number_value"],
+                    ",".join(c["number_flags"] or []),
+                    c["unit"],
+                )
+                for c in data
+            ],
+            False,
+            title="data cells",
+        )
 
 
 def _structured_grid(grid: list[dict[str, Any]], header_rows: int) -> Table:
@@ -734,8 +996,11 @@ def _structured_grid(grid: list[dict[str, Any]], header_rows: int) -> Table:
     for cell in grid:
         if cell["row_index"] < header_rows:
             continue
-        rows = range(cell["row_index"], cell["row_index"] + (cell["rowspan"] or 1)) if cell["is_stub"] \
+        rows = (
+            range(cell["row_index"], cell["row_index"] + (cell["rowspan"] or 1))
+            if cell["is_stub"]
             else [cell["row_index"]]
+        )
         for row in rows:
             if 0 <= row - header_rows < len(body):
                 body[row - header_rows][cell["col_index"]] = cell["cell_text"] or ""
@@ -758,13 +1023,13 @@ def _formula_layer(home: Optional[Path], with_collection: bool = False):
     settings = _settings(home)
     try:
         with connect_read_only(settings.warehouse) as con:
+
             def query(sql: str) -> list[dict[str, Any]]:
                 cursor = con.execute(sql)
                 names = [d[0] for d in cursor.description]
                 return [dict(zip(names, row)) for row in cursor.fetchall()]
 
-            collection = open_formula_collection(settings.milvus_uri, settings.embeddings) \
-                if with_collection else None
+            collection = open_formula_collection(settings.milvus_uri, settings.embeddings) if with_collection else None
             return WarehouseFormulas.from_connection(query, embed=minilm_embedder(), collection=collection)
     except FileNotFoundError as error:
         _fail(str(error))
@@ -773,8 +1038,12 @@ def _formula_layer(home: Optional[Path], with_collection: bool = False):
 
 
 @formulas_app.command("search")
-def formulas_search(query: str, limit: int = typer.Option(5, "--limit", "-k"), home: Optional[Path] = HomeOption,
-                    as_json: bool = typer.Option(False, "--json")) -> None:
+def formulas_search(
+    query: str,
+    limit: int = typer.Option(5, "--limit", "-k"),
+    home: Optional[Path] = HomeOption,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
     """Formulas by meaning (their composite descriptions): in the Milvus `formulas` collection when it exists,
     else with in-process embeddings."""
     layer = _formula_layer(home, with_collection=True)
@@ -783,41 +1052,76 @@ def formulas_search(query: str, limit: int = typer.Option(5, "--limit", "-k"), h
     finally:
         layer.close()
     columns = ["formula_id", "name", "status", "latex", "paper_id", "page_number", "equation_number"]
-    _print_rows(columns, [tuple(h.get(c) for c in columns) for h in hits], as_json,
-                title=f"{query} (searched by {layer.searched_by})")
+    _print_rows(
+        columns,
+        [tuple(h.get(c) for c in columns) for h in hits],
+        as_json,
+        title=f"{query} (searched by {layer.searched_by})",
+    )
 
 
 @formulas_app.command("show")
-def formulas_show(formula_id: str, home: Optional[Path] = HomeOption,
-                  as_json: bool = typer.Option(False, "--json")) -> None:
+def formulas_show(
+    formula_id: str, home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False, "--json")
+) -> None:
     """One formula with its template, parameters, constants, occurrences and relations."""
     layer = _formula_layer(home)
-    rows = {name: [r for r in layer.tables[name] if r.get("formula_id") == formula_id or r.get("source") ==
-                   formula_id or r.get("target") == formula_id] for name in
-            ("formulas", "formula_parameters", "formula_occurrences", "formula_relations")}
+    rows = {
+        name: [
+            r
+            for r in layer.tables[name]
+            if r.get("formula_id") == formula_id or r.get("source") == formula_id or r.get("target") == formula_id
+        ]
+        for name in ("formulas", "formula_parameters", "formula_occurrences", "formula_relations")
+    }
     if not rows["formulas"]:
         _fail(f"no formula {formula_id!r}; find ids with `paperlake formulas search`")
     if as_json:
         print(json.dumps(rows, default=str, ensure_ascii=False))
         return
     formula = rows["formulas"][0]
-    for field_name in ("formula_id", "label", "status", "reason", "latex", "sympy_str", "output", "template",
-                       "canonical_key", "paper_ids", "occurrence_count"):
+    for field_name in (
+        "formula_id",
+        "label",
+        "status",
+        "reason",
+        "latex",
+        "sympy_str",
+        "output",
+        "template",
+        "canonical_key",
+        "paper_ids",
+        "occurrence_count",
+    ):
         if formula.get(field_name) not in (None, "", []):
             console.print(f"[bold]{field_name}:[/] {formula[field_name]}")
-    _print_rows(["name", "latex_symbol", "description"], [(p["name"], p["latex_symbol"], p["description"])
-                                                          for p in rows["formula_parameters"]], False, "parameters")
-    _print_rows(["paper_id", "page_number", "equation_number", "matched_by"],
-                [(o["paper_id"], o["page_number"], o["equation_number"], o["matched_by"])
-                 for o in rows["formula_occurrences"]], False, "occurrences")
+    _print_rows(
+        ["name", "latex_symbol", "description"],
+        [(p["name"], p["latex_symbol"], p["description"]) for p in rows["formula_parameters"]],
+        False,
+        "parameters",
+    )
+    _print_rows(
+        ["paper_id", "page_number", "equation_number", "matched_by"],
+        [(o["paper_id"], o["page_number"], o["equation_number"], o["matched_by"]) for o in rows["formula_occurrences"]],
+        False,
+        "occurrences",
+    )
     if rows["formula_relations"]:
-        _print_rows(["source", "relation_type", "target"], [(r["source"], r["relation_type"], r["target"])
-                                                            for r in rows["formula_relations"]], False, "relations")
+        _print_rows(
+            ["source", "relation_type", "target"],
+            [(r["source"], r["relation_type"], r["target"]) for r in rows["formula_relations"]],
+            False,
+            "relations",
+        )
 
 
 @formulas_app.command("run")
-def formulas_run(formula_id: str, assignments: list[str] = typer.Argument(None, help="name=value …"),
-                 home: Optional[Path] = HomeOption) -> None:
+def formulas_run(
+    formula_id: str,
+    assignments: list[str] = typer.Argument(None, help="name=value …"),
+    home: Optional[Path] = HomeOption,
+) -> None:
     """Evaluate a formula's validated template with the given parameter values (safe evaluator, no eval)."""
     values: dict[str, Any] = {}
     for item in assignments or []:

@@ -5,4 +5,4 @@ import os
 
 broker_url = os.environ.get("PAPERLAKE_CELERY_BROKER", "redis://127.0.0.1:6379/0")
 result_backend = os.environ.get("PAPERLAKE_CELERY_BACKEND", broker_url)
-worker_prefetch_multiplier = 1   # a step is long: a worker takes the next one only when it is free
+worker_prefetch_multiplier = 1  # a step is long: a worker takes the next one only when it is free

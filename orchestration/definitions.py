@@ -31,14 +31,28 @@ def build_definitions(paperlake: PaperlakeResource | None = None, llm: LLMResour
     paperlake = paperlake or paperlake_from_env()
     return dg.Definitions(
         executor=executor_definition(Settings.from_env()),
-        assets=[inbox_pdf, parsed_views, enrichment_summaries, warehouse_models, formula_graph, formula_models,
-                formula_collection, *vector_assets, evaluation_probes, volume_set],
+        assets=[
+            inbox_pdf,
+            parsed_views,
+            enrichment_summaries,
+            warehouse_models,
+            formula_graph,
+            formula_models,
+            formula_collection,
+            *vector_assets,
+            evaluation_probes,
+            volume_set,
+        ],
         asset_checks=[retrieval_quality],
         jobs=JOBS,
         sensors=[inbox_sensor, stores_sensor],
         schedules=[inbox_schedule],
-        resources={"paperlake": paperlake, "dbt": dbt_cli_resource(), "llm": llm or LLMResource(),
-                   "warehouse": warehouse_resource(paperlake)},
+        resources={
+            "paperlake": paperlake,
+            "dbt": dbt_cli_resource(),
+            "llm": llm or LLMResource(),
+            "warehouse": warehouse_resource(paperlake),
+        },
     )
 
 

@@ -45,15 +45,24 @@ def execution_config(settings: Settings) -> dict[str, Any]:
     """The run config's ``execution`` block for the configured executor."""
     name = check_executor(settings.executor)
     if name == "celery":
-        return {"execution": {"config": {"broker": settings.celery_broker,
-                                         "backend": settings.celery_backend or settings.celery_broker,
-                                         "include": ["orchestration.definitions"]}}}
+        return {
+            "execution": {
+                "config": {
+                    "broker": settings.celery_broker,
+                    "backend": settings.celery_backend or settings.celery_broker,
+                    "include": ["orchestration.definitions"],
+                }
+            }
+        }
     if name == "multiprocess":
-        return {"execution": {"config": {"max_concurrent": 0}}}   # 0: one per CPU
+        return {"execution": {"config": {"max_concurrent": 0}}}  # 0: one per CPU
     return {}
 
 
 def reconstructable_job(job_name: str, resource: dict[str, Any]) -> Any:
     """A job a worker process can rebuild: :func:`orchestration.definitions.job_for_workers` with these values."""
-    return dg.build_reconstructable_job("orchestration.definitions", "job_for_workers",
-                                        reconstructable_args=(job_name, json.dumps(resource, sort_keys=True)))
+    return dg.build_reconstructable_job(
+        "orchestration.definitions",
+        "job_for_workers",
+        reconstructable_args=(job_name, json.dumps(resource, sort_keys=True)),
+    )

@@ -71,8 +71,9 @@ def release_stale_slots(instance) -> list[str]:
         orphaned = pid is not None and pid.isdigit() and not _alive(int(pid))
         if run is None or run.is_finished or orphaned:
             if orphaned and not run.is_finished:
-                instance.report_run_failed(run, f"the process that ran it (pid {pid}) is gone; its pool slots "
-                                                "were released")
+                instance.report_run_failed(
+                    run, f"the process that ran it (pid {pid}) is gone; its pool slots were released"
+                )
             storage.free_concurrency_slots_for_run(run_id)
             released.append(run_id)
     return released

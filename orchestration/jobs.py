@@ -10,33 +10,40 @@ from assets.vectors import vector_assets
 from assets.warehouse import formula_models, warehouse_models
 
 ingest_paper = dg.define_asset_job(
-    "ingest_paper", selection=dg.AssetSelection.assets(parsed_views),
+    "ingest_paper",
+    selection=dg.AssetSelection.assets(parsed_views),
     description="Parse one paper partition into the lake (new, changed, or removed from the inbox).",
 )
 enrich_paper = dg.define_asset_job(
-    "enrich_paper", selection=dg.AssetSelection.assets(enrichment_summaries),
+    "enrich_paper",
+    selection=dg.AssetSelection.assets(enrichment_summaries),
     description="LLM/VLM summaries, tl;dr and tags of one paper partition (only items whose content, prompt or "
-                "model changed), within the run's budget.",
+    "model changed), within the run's budget.",
 )
 build_warehouse = dg.define_asset_job(
-    "build_warehouse", selection=dg.AssetSelection.assets(warehouse_models),
+    "build_warehouse",
+    selection=dg.AssetSelection.assets(warehouse_models),
     description="dbt build of the warehouse marts from the lake, into a side file swapped in when every test passed.",
 )
 build_formulas = dg.define_asset_job(
-    "build_formulas", selection=dg.AssetSelection.assets(formula_graph, formula_models, formula_collection),
+    "build_formulas",
+    selection=dg.AssetSelection.assets(formula_graph, formula_models, formula_collection),
     description="The formula graph from the warehouse's equations, its dbt models, and the Milvus formulas "
-                "collection (each step only when stale).",
+    "collection (each step only when stale).",
 )
 sync_vectors = dg.define_asset_job(
-    "sync_vectors", selection=dg.AssetSelection.assets(*vector_assets),
+    "sync_vectors",
+    selection=dg.AssetSelection.assets(*vector_assets),
     description="One paper's entities in each Milvus collection made exactly its warehouse cells.",
 )
 probe_paper = dg.define_asset_job(
-    "probe_paper", selection=dg.AssetSelection.assets(evaluation_probes),
+    "probe_paper",
+    selection=dg.AssetSelection.assets(evaluation_probes),
     description="One paper's offline probes, generated from the warehouse and verified at their evidence rows.",
 )
 evaluate_volume = dg.define_asset_job(
-    "evaluate_volume", selection=dg.AssetSelection.assets(volume_set),
+    "evaluate_volume",
+    selection=dg.AssetSelection.assets(volume_set),
     description="A volume's probe set and its retrieval_quality check (answer@1/@5, page@5 of vector retrieval).",
 )
 JOBS = [ingest_paper, enrich_paper, build_warehouse, build_formulas, sync_vectors, probe_paper, evaluate_volume]

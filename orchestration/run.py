@@ -60,12 +60,12 @@ class IngestSummary:
     orphans_deleted: int = 0
     failures: list[StageFailure] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)
-    enrichment_skipped: str | None = None          # why enrichment did not run (no endpoint)
+    enrichment_skipped: str | None = None  # why enrichment did not run (no endpoint)
     enriched: list[str] = field(default_factory=list)
-    enrichment_pending: dict[str, str] = field(default_factory=dict)   # paper key -> why items are left
-    enrichment_usage: dict[str, float] = field(default_factory=dict)   # calls, cached_calls, tokens, cost_usd, errors
-    probed: list[str] = field(default_factory=list)                    # papers whose probes were (re)generated
-    quality: dict[str, dict] = field(default_factory=dict)             # volume -> its retrieval-quality report
+    enrichment_pending: dict[str, str] = field(default_factory=dict)  # paper key -> why items are left
+    enrichment_usage: dict[str, float] = field(default_factory=dict)  # calls, cached_calls, tokens, cost_usd, errors
+    probed: list[str] = field(default_factory=list)  # papers whose probes were (re)generated
+    quality: dict[str, dict] = field(default_factory=dict)  # volume -> its retrieval-quality report
 
     @property
     def ok(self) -> bool:
@@ -89,8 +89,9 @@ def prepare_dbt_manifest(settings: Settings) -> Path:
 def _dbt_parse(settings: Settings, env: dict[str, str]) -> None:
     Lake(settings.lake).ensure_contract()
     dbt = str(Path(sys.executable).with_name("dbt"))
-    completed = subprocess.run([dbt, "parse", "--quiet"], cwd=DBT_PROJECT_DIR, env=env, capture_output=True,
-                               text=True, timeout=600)
+    completed = subprocess.run(
+        [dbt, "parse", "--quiet"], cwd=DBT_PROJECT_DIR, env=env, capture_output=True, text=True, timeout=600
+    )
     if completed.returncode != 0:
         raise RuntimeError(f"dbt parse failed:\n{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}")
 
@@ -122,24 +123,39 @@ class _Runner:
         self.log_dir = settings.home / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
 
-    def run(self, job_name: str, *, partition_key: str | None = None, asset_selection=None, log: str | None = None,
-            run_config: dict | None = None, partition_range: tuple[str, str] | None = None):
+    def run(
+        self,
+        job_name: str,
+        *,
+        partition_key: str | None = None,
+        asset_selection=None,
+        log: str | None = None,
+        run_config: dict | None = None,
+        partition_range: tuple[str, str] | None = None,
+    ):
         tags = run_tags("cli")
         if partition_key:
             tags["paperlake/volume"] = partition_key.partition("/")[0]
-        if partition_range:   # one run over consecutive partitions (the assets' single-run backfill policy)
+        if partition_range:  # one run over consecutive partitions (the assets' single-run backfill policy)
             from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-            tags |= {ASSET_PARTITION_RANGE_START_TAG: partition_range[0],
-                     ASSET_PARTITION_RANGE_END_TAG: partition_range[1]}
+            tags |= {
+                ASSET_PARTITION_RANGE_START_TAG: partition_range[0],
+                ASSET_PARTITION_RANGE_END_TAG: partition_range[1],
+            }
             tags["paperlake/volume"] = partition_range[0].partition("/")[0]
         with contextlib.ExitStack() as stack:
             if log:  # dagster-dbt echoes dbt's log to stdout
                 stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(self.log_dir / log, "w"))))
             if self.settings.executor == "in_process":
                 return self.defs.resolve_job_def(job_name).execute_in_process(
-                    instance=self.instance, partition_key=partition_key, asset_selection=asset_selection,
-                    raise_on_error=False, tags=tags, run_config=QUIET | (run_config or {}))
+                    instance=self.instance,
+                    partition_key=partition_key,
+                    asset_selection=asset_selection,
+                    raise_on_error=False,
+                    tags=tags,
+                    run_config=QUIET | (run_config or {}),
+                )
             import warnings
 
             import dagster as dg
@@ -150,11 +166,15 @@ class _Runner:
                 tags["dagster/partition"] = partition_key
             # dagster-celery registers its task again for every run of this process: the same callable, said loudly
             warnings.filterwarnings("ignore", message=r"Task name '.*' is already registered")
-            with dg.execute_job(reconstructable_job(job_name, self.resource), instance=self.instance,
-                                run_config=QUIET | execution_config(self.settings) | (run_config or {}), tags=tags,
-                                asset_selection=asset_selection, raise_on_error=False) as result:
+            with dg.execute_job(
+                reconstructable_job(job_name, self.resource),
+                instance=self.instance,
+                run_config=QUIET | execution_config(self.settings) | (run_config or {}),
+                tags=tags,
+                asset_selection=asset_selection,
+                raise_on_error=False,
+            ) as result:
                 return result
-
 
     def run_papers(self, job_name: str, keys: list[str], *, asset_selection=None) -> list[tuple[list[str], object]]:
         """``job_name`` for the paper partitions ``keys``, in this order: consecutive partitions in one run each
@@ -186,10 +206,12 @@ class _Runner:
             import weakref
             from concurrent.futures import ProcessPoolExecutor
 
-            self._pool = ProcessPoolExecutor(self.settings.concurrent_runs,
-                                             mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_start_run_process,
-                                             initargs=(self.settings, self.resource, list(warnings.filters)))
+            self._pool = ProcessPoolExecutor(
+                self.settings.concurrent_runs,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_start_run_process,
+                initargs=(self.settings, self.resource, list(warnings.filters)),
+            )
             weakref.finalize(self, self._pool.shutdown)
         return self._pool
 
@@ -202,7 +224,7 @@ class _Runner:
         return [([key], self.run(job_name, partition_key=key, asset_selection=asset_selection)) for key in batch]
 
 
-_PROCESS_RUNNER: _Runner | None = None   # a run process's runner, built once by _start_run_process
+_PROCESS_RUNNER: _Runner | None = None  # a run process's runner, built once by _start_run_process
 
 
 @dataclass(frozen=True)
@@ -232,8 +254,10 @@ def _start_run_process(settings: Settings, resource: dict, filters: list) -> Non
 
 def _run_batch_elsewhere(task: tuple) -> list[tuple[list[str], RunOutcome]]:
     job_name, batch, asset_selection = task
-    return [(papers, RunOutcome(result.success, "" if result.success else failure_reason(result), result.run_id))
-            for papers, result in _PROCESS_RUNNER._run_batch(job_name, batch, asset_selection)]
+    return [
+        (papers, RunOutcome(result.success, "" if result.success else failure_reason(result), result.run_id))
+        for papers, result in _PROCESS_RUNNER._run_batch(job_name, batch, asset_selection)
+    ]
 
 
 def consecutive_batches(order: list[str], keys: list[str], limit: int) -> list[list[str]]:
@@ -244,17 +268,30 @@ def consecutive_batches(order: list[str], keys: list[str], limit: int) -> list[l
     batches: list[list[str]] = []
     for key in keys:
         last = batches[-1][-1] if batches else None
-        if (last is not None and len(batches[-1]) < limit and key in position and last in position
-                and position[key] == position[last] + 1 and key.partition("/")[0] == last.partition("/")[0]):
+        if (
+            last is not None
+            and len(batches[-1]) < limit
+            and key in position
+            and last in position
+            and position[key] == position[last] + 1
+            and key.partition("/")[0] == last.partition("/")[0]
+        ):
             batches[-1].append(key)
         else:
             batches.append([key])
     return batches
 
 
-def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, str], None] | None = None,
-           rebuild_warehouse: bool = False, enrich_kinds: tuple[str, ...] | None = None,
-           enrich_limit: int | None = None, retry_errors: bool = False) -> IngestSummary:
+def ingest(
+    inboxes: list[Path],
+    settings: Settings,
+    *,
+    progress: Callable[[str, str], None] | None = None,
+    rebuild_warehouse: bool = False,
+    enrich_kinds: tuple[str, ...] | None = None,
+    enrich_limit: int | None = None,
+    retry_errors: bool = False,
+) -> IngestSummary:
     """Bring every store up to date with the inbox: parse what changed, then rebuild exactly the stores that are
     stale by :mod:`paperlake.freshness` (which reads each store's own record of what it was built from), so a
     run killed at any point is repaired by the next one. Never raises for a failed paper or stage: each becomes a
@@ -275,14 +312,19 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     plan = plan_ingest(sources, lake, settings)
     summary = IngestSummary(plan=plan)
     resource = PaperlakeResource(
-        home=str(settings.home), inboxes=[str(p) for p in inboxes],
-        mineru_dir=str(settings.mineru_dir) if settings.mineru_dir else None, backend=settings.backend,
-        max_chunk_tokens=settings.max_chunk_tokens, milvus_uri=settings.milvus_uri, lake_dir=str(settings.lake),
+        home=str(settings.home),
+        inboxes=[str(p) for p in inboxes],
+        mineru_dir=str(settings.mineru_dir) if settings.mineru_dir else None,
+        backend=settings.backend,
+        max_chunk_tokens=settings.max_chunk_tokens,
+        milvus_uri=settings.milvus_uri,
+        lake_dir=str(settings.lake),
         embedding_cache=str(settings.embedding_cache) if settings.embedding_cache else None,
     )
     instance = dagster_instance(settings)
-    runner = _Runner(build_definitions(resource, LLMResource.from_settings(settings)), instance, settings,
-                     resource.model_dump())
+    runner = _Runner(
+        build_definitions(resource, LLMResource.from_settings(settings)), instance, settings, resource.model_dump()
+    )
     keys = plan.removed + [s.paper_key for s in plan.to_parse]  # a removed paper frees its id first
     _add_partitions(instance, papers.name, keys)
     observe_inbox(instance, [s for s in sources if s.paper_key not in plan.removed])
@@ -316,9 +358,13 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
         summary.stale["warehouse"] = reason
         result = runner.run("build_warehouse", log="dbt-build.log")
         if not result.success:
-            summary.failures.append(StageFailure(
-                "warehouse", f"{failure_reason(result)} (the previous warehouse is still live; dbt's log: "
-                             f"{runner.log_dir / 'dbt-build.log'})"))
+            summary.failures.append(
+                StageFailure(
+                    "warehouse",
+                    f"{failure_reason(result)} (the previous warehouse is still live; dbt's log: "
+                    f"{runner.log_dir / 'dbt-build.log'})",
+                )
+            )
             summary.step_seconds["total"] = time.perf_counter() - started
             return summary
         summary.warehouse_built = True
@@ -341,14 +387,19 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     except Exception as error:  # Milvus unreachable or its file held elsewhere: what needs it waits for the next run
         held.close()
         message = " ".join(str(error).split())[:300]
-        summary.failures.append(StageFailure("vectors", f"cannot open the vector store at {settings.milvus_uri} "
-                                                        f"({type(error).__name__}: {message}); no collection was "
-                                                        "checked or synced"))
+        summary.failures.append(
+            StageFailure(
+                "vectors",
+                f"cannot open the vector store at {settings.milvus_uri} "
+                f"({type(error).__name__}: {message}); no collection was "
+                "checked or synced",
+            )
+        )
         formulas = formula_staleness(settings, None)
         vectors = VectorPlan()
     summary.step_seconds["check"] = time.perf_counter() - stage_started
     if settings.executor != "in_process":
-        held.close()   # the steps run in other processes, which open the store themselves (a Lite file: one at a time)
+        held.close()  # the steps run in other processes, which open the store themselves (a Lite file: one at a time)
     with held:
         _downstream(runner, instance, settings, summary, formulas, vectors, notify)
     _forget_partitions(instance, papers.name, settings, lake, {s.paper_key for s in sources}, collections)
@@ -356,8 +407,15 @@ def ingest(inboxes: list[Path], settings: Settings, *, progress: Callable[[str, 
     return summary
 
 
-def _downstream(runner: "_Runner", instance, settings: Settings, summary: IngestSummary, formulas: dict[str, str],
-                vectors: VectorPlan, notify: Callable[[str, str], None]) -> None:
+def _downstream(
+    runner: "_Runner",
+    instance,
+    settings: Settings,
+    summary: IngestSummary,
+    formulas: dict[str, str],
+    vectors: VectorPlan,
+    notify: Callable[[str, str], None],
+) -> None:
     """The formula graph, the vector sync and the self-evaluation, for what the check found stale."""
     import dagster as dg
 
@@ -378,7 +436,7 @@ def _downstream(runner: "_Runner", instance, settings: Settings, summary: Ingest
     stage_started = time.perf_counter()
     _add_partitions(instance, papers.name, list(vectors.stale))
     by_collections: dict[tuple[str, ...], list[str]] = {}
-    for key, stale in sorted(vectors.stale.items()):   # a run syncs the same collections for each of its papers
+    for key, stale in sorted(vectors.stale.items()):  # a run syncs the same collections for each of its papers
         by_collections.setdefault(tuple(sorted(stale)), []).append(key)
     for names, group in by_collections.items():
         selection = [dg.AssetKey(["vectors", collection]) for collection in names]
@@ -415,8 +473,10 @@ def _evaluate(runner: "_Runner", instance, settings: Settings, summary: IngestSu
     for key in orphan_probe_files(settings):
         remove_probes(settings, key)
     present = warehouse_volumes(settings)
-    for path in [*(settings.evaluation / "volume_set").glob("*.jsonl"),
-                 *(settings.evaluation / "quality").glob("*.json")]:
+    for path in [
+        *(settings.evaluation / "volume_set").glob("*.jsonl"),
+        *(settings.evaluation / "quality").glob("*.json"),
+    ]:
         if path.stem not in present:  # a volume with no paper left: its set and latest report go (its history stays)
             path.unlink(missing_ok=True)
     stale = sorted(stale_probe_papers(settings))
@@ -435,12 +495,19 @@ def _evaluate(runner: "_Runner", instance, settings: Settings, summary: IngestSu
         if not result.success or not volume_set_path(settings, volume).exists() or not report:
             summary.failures.append(StageFailure("evaluation", failure_reason(result), volume))
             continue
-        summary.quality[volume] = report   # printed after the run (the progress bar counts papers, not volumes)
+        summary.quality[volume] = report  # printed after the run (the progress bar counts papers, not volumes)
 
 
-def _enrich(runner: "_Runner", instance, settings: Settings, summary: IngestSummary,
-            notify: Callable[[str, str], None], kinds: tuple[str, ...] | None, limit: int | None,
-            retry_errors: bool) -> None:
+def _enrich(
+    runner: "_Runner",
+    instance,
+    settings: Settings,
+    summary: IngestSummary,
+    notify: Callable[[str, str], None],
+    kinds: tuple[str, ...] | None,
+    limit: int | None,
+    retry_errors: bool,
+) -> None:
     """One `enrich_paper` run per paper with items to ask, each given what is left of the run's budget; papers the
     budget does not reach are pending (reported, not failed) and come first next time."""
     from assets.partitions import papers
@@ -460,19 +527,27 @@ def _enrich(runner: "_Runner", instance, settings: Settings, summary: IngestSumm
             summary.enrichment_pending[key] = "budget"
             continue
         config = {"kinds": list(kinds), "budget": budget.remaining(), "retry_errors": retry_errors}
-        result = runner.run("enrich_paper", partition_key=key,
-                            run_config={"ops": {"enrichment__summaries": {"config": config}}})
+        result = runner.run(
+            "enrich_paper", partition_key=key, run_config={"ops": {"enrichment__summaries": {"config": config}}}
+        )
         if not result.success:
             summary.failures.append(StageFailure("enrichment", failure_reason(result), key))
             notify(key, "enrichment failed")
             continue
-        outcome = {name: value.value for m in result.asset_materializations_for_node("enrichment__summaries")
-                   for name, value in m.metadata.items()}
+        outcome = {
+            name: value.value
+            for m in result.asset_materializations_for_node("enrichment__summaries")
+            for name, value in m.metadata.items()
+        }
         tokens = int(outcome.get("prompt_tokens", 0)) + int(outcome.get("completion_tokens", 0))
         budget.settle(0, 0.0, tokens, float(outcome.get("cost_usd", 0.0)))
-        for name, value in (("calls", outcome.get("calls", 0)), ("cached_calls", outcome.get("cached_calls", 0)),
-                            ("tokens", tokens), ("cost_usd", outcome.get("cost_usd", 0.0)),
-                            ("errors", outcome.get("errors", 0))):
+        for name, value in (
+            ("calls", outcome.get("calls", 0)),
+            ("cached_calls", outcome.get("cached_calls", 0)),
+            ("tokens", tokens),
+            ("cost_usd", outcome.get("cost_usd", 0.0)),
+            ("errors", outcome.get("errors", 0)),
+        ):
             usage[name] += value
         if int(outcome.get("pending", 0)):
             summary.enrichment_pending[key] = str(outcome.get("pending_reason") or "pending")
@@ -505,8 +580,9 @@ def _add_partitions(instance, name: str, keys: list[str]) -> None:
     instance.add_dynamic_partitions(name, [key for key in keys if key not in known])
 
 
-def _forget_partitions(instance, name: str, settings: Settings, lake: Lake, present: set[str],
-                       collections: list[str]) -> None:
+def _forget_partitions(
+    instance, name: str, settings: Settings, lake: Lake, present: set[str], collections: list[str]
+) -> None:
     """A partition goes once no store knows its paper: not in the inbox, the lake or any collection's records."""
     synced = set().union(*(read_ledger(settings.home, collection).keys() for collection in collections))
     for key in set(instance.get_dynamic_partitions(name)) - present - lake.paper_keys() - synced:

@@ -37,12 +37,17 @@ from paperlake.pipeline import parser_version, plan_ingest, resolve_backend
 ingest_job = ingest_paper
 MAX_ATTEMPTS = 3
 INPUTS_TAG = "paperlake/inputs"
-IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
-             dg.DagsterRunStatus.STARTED]
+IN_FLIGHT = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
 
 
-def reconcile(paperlake: PaperlakeResource, existing: set[str], sources: list | None = None
-              ) -> tuple[list[dg.RunRequest], list[str], list[str]]:
+def reconcile(
+    paperlake: PaperlakeResource, existing: set[str], sources: list | None = None
+) -> tuple[list[dg.RunRequest], list[str], list[str]]:
     """Run requests, partitions to add, partitions to delete (``sources``: the inbox, when already scanned)."""
     settings = paperlake.settings()
     lake = paperlake.lake()
@@ -59,8 +64,9 @@ def reconcile(paperlake: PaperlakeResource, existing: set[str], sources: list | 
     for key in plan.removed:
         record = lake.record(key)
         stamp = record.sha256 if record else (lake.error(key) or {}).get("sha256", "error")
-        requests.append(dg.RunRequest(partition_key=key, run_key=f"{key}:removed:{stamp}",
-                                      tags={"paperlake/reason": "removed"}))
+        requests.append(
+            dg.RunRequest(partition_key=key, run_key=f"{key}:removed:{stamp}", tags={"paperlake/reason": "removed"})
+        )
     present = {source.paper_key for source in sources}
     to_add = sorted((present | set(plan.removed)) - existing)
     to_delete = sorted(existing - present - set(plan.removed))
@@ -71,16 +77,16 @@ def reconcile(paperlake: PaperlakeResource, existing: set[str], sources: list | 
 def inbox_sensor(context: dg.SensorEvaluationContext, paperlake: PaperlakeResource) -> dg.SensorResult:
     """New, changed and removed PDFs in the inbox → one parse run per affected paper."""
     sources = scan_inbox(paperlake.inbox_paths(), paperlake.settings().mineru_dir)
-    requests, to_add, to_delete = reconcile(paperlake, set(context.instance.get_dynamic_partitions(papers.name)),
-                                            sources)
+    requests, to_add, to_delete = reconcile(
+        paperlake, set(context.instance.get_dynamic_partitions(papers.name)), sources
+    )
     events = inbox_events(context.instance, sources)  # the UI's inbox state, as `paperlake ingest` records it
     partition_requests = []
     if to_add:
         partition_requests.append(papers.build_add_request(to_add))
     if to_delete:
         partition_requests.append(papers.build_delete_request(to_delete))
-    return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests,
-                           asset_events=events)
+    return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests, asset_events=events)
 
 
 @dg.schedule(cron_schedule="0 3 * * *", job=ingest_job, execution_timezone="UTC")
@@ -99,16 +105,26 @@ def _in_flight(instance: dg.DagsterInstance) -> set[str]:
     return {run.job_name for run in instance.get_runs(dg.RunsFilter(statuses=IN_FLIGHT))}
 
 
-def _request(instance: dg.DagsterInstance, job_name: str, reason: str, inputs: object,
-             **kwargs) -> dg.RunRequest | None:
+def _request(
+    instance: dg.DagsterInstance, job_name: str, reason: str, inputs: object, **kwargs
+) -> dg.RunRequest | None:
     """A run request whose run key names the inputs and the attempt; None once MAX_ATTEMPTS runs failed on them."""
     digest = hashlib.sha256(json.dumps([job_name, inputs], sort_keys=True, default=str).encode()).hexdigest()[:16]
-    failed = len(instance.get_runs(dg.RunsFilter(tags={INPUTS_TAG: digest},
-                                                 statuses=[dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED])))
+    failed = len(
+        instance.get_runs(
+            dg.RunsFilter(
+                tags={INPUTS_TAG: digest}, statuses=[dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
+            )
+        )
+    )
     if failed >= MAX_ATTEMPTS:
         return None
-    return dg.RunRequest(job_name=job_name, run_key=f"{job_name}:{digest}:{failed}",
-                         tags={INPUTS_TAG: digest, "paperlake/reason": reason[:200]}, **kwargs)
+    return dg.RunRequest(
+        job_name=job_name,
+        run_key=f"{job_name}:{digest}:{failed}",
+        tags={INPUTS_TAG: digest, "paperlake/reason": reason[:200]},
+        **kwargs,
+    )
 
 
 def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) -> tuple[list[dg.RunRequest], str]:
@@ -127,9 +143,19 @@ def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) 
 
         pending = unenriched(settings)
         if pending:  # summaries first: the warehouse build that follows picks them all up at once
-            requests = [r for key, count in sorted(pending.items()) if (r := _request(
-                instance, enrich_paper.name, f"{count} item(s) to enrich", [key, count, warehouse_inputs(settings)],
-                partition_key=key))]
+            requests = [
+                r
+                for key, count in sorted(pending.items())
+                if (
+                    r := _request(
+                        instance,
+                        enrich_paper.name,
+                        f"{count} item(s) to enrich",
+                        [key, count, warehouse_inputs(settings)],
+                        partition_key=key,
+                    )
+                )
+            ]
             if requests:
                 return requests, f"enrichment: {len(requests)} paper(s)"
     elif enrich_paper.name in active:
@@ -155,20 +181,34 @@ def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) 
     notes = []
     if formulas:
         selection = [key for part in formulas for key in FORMULA_ASSETS[part].keys]
-        request = _request(instance, build_formulas.name, "; ".join(formulas.values()),
-                           [sorted(formulas), warehouse_inputs(settings)], asset_selection=selection)
+        request = _request(
+            instance,
+            build_formulas.name,
+            "; ".join(formulas.values()),
+            [sorted(formulas), warehouse_inputs(settings)],
+            asset_selection=selection,
+        )
         requests += [request] if request else []
         notes.append(f"formulas: {', '.join(sorted(formulas))}")
     if vectors is not None:
         for key, stale in sorted(vectors.stale.items()):
             selection = [dg.AssetKey(["vectors", collection]) for collection in sorted(stale)]
-            request = _request(instance, sync_vectors.name, "; ".join(sorted(set(stale.values()))),
-                               [key, sorted(stale), warehouse_inputs(settings)], partition_key=key,
-                               asset_selection=selection)
+            request = _request(
+                instance,
+                sync_vectors.name,
+                "; ".join(sorted(set(stale.values()))),
+                [key, sorted(stale), warehouse_inputs(settings)],
+                partition_key=key,
+                asset_selection=selection,
+            )
             requests += [request] if request else []
         notes.append(f"vectors: {len(vectors.stale)} paper(s)")
-    if (not requests and vectors is not None and settings.evaluate
-            and not {probe_paper.name, evaluate_volume.name} & active):
+    if (
+        not requests
+        and vectors is not None
+        and settings.evaluate
+        and not {probe_paper.name, evaluate_volume.name} & active
+    ):
         requests, note = _evaluation_requests(settings, instance)
         notes += [note] if note else []
     return requests, "; ".join(notes) or "every store is current"
@@ -181,27 +221,39 @@ def _evaluation_requests(settings, instance: dg.DagsterInstance) -> tuple[list[d
 
     probes = stale_probe_papers(settings)
     if probes:
-        requests = [r for key, why in sorted(probes.items())
-                    if (r := _request(instance, probe_paper.name, why, [key, why], partition_key=key))]
+        requests = [
+            r
+            for key, why in sorted(probes.items())
+            if (r := _request(instance, probe_paper.name, why, [key, why], partition_key=key))
+        ]
         return requests, f"probes: {len(probes)} paper(s)"
     targets = stale_volumes(settings)
-    requests = [r for volume, why in sorted(targets.items())
-                if (r := _request(instance, evaluate_volume.name, why, [volume, why], partition_key=volume))]
+    requests = [
+        r
+        for volume, why in sorted(targets.items())
+        if (r := _request(instance, evaluate_volume.name, why, [volume, why], partition_key=volume))
+    ]
     return requests, f"evaluation: {len(targets)} volume(s)" if targets else ""
 
 
-@dg.sensor(jobs=[enrich_paper, build_warehouse, build_formulas, sync_vectors, probe_paper, evaluate_volume],
-           minimum_interval_seconds=30,
-           default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(
+    jobs=[enrich_paper, build_warehouse, build_formulas, sync_vectors, probe_paper, evaluate_volume],
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
 def stores_sensor(context: dg.SensorEvaluationContext, paperlake: PaperlakeResource) -> dg.SensorResult:
     """Stale stores (by the same rules as `paperlake ingest`) → runs of enrich_paper (with an LLM endpoint),
     build_warehouse, build_formulas and sync_vectors, upstream first."""
     requests, note = plan_store_runs(paperlake, context.instance)
     adds = []
     for definition, jobs in ((papers, None), (volumes, {evaluate_volume.name})):
-        keys = {r.partition_key for r in requests if r.partition_key and
-                ((r.job_name in jobs) if jobs else r.job_name != evaluate_volume.name)}
+        keys = {
+            r.partition_key
+            for r in requests
+            if r.partition_key and ((r.job_name in jobs) if jobs else r.job_name != evaluate_volume.name)
+        }
         missing = sorted(keys - set(context.instance.get_dynamic_partitions(definition.name)))
         adds += [definition.build_add_request(missing)] if missing else []
-    return dg.SensorResult(run_requests=requests, skip_reason=None if requests else note,
-                           dynamic_partitions_requests=adds)
+    return dg.SensorResult(
+        run_requests=requests, skip_reason=None if requests else note, dynamic_partitions_requests=adds
+    )

@@ -41,30 +41,30 @@ class Settings:
     openai_base_url: str | None = None
     openai_api_key: str | None = None
     llm_model: str | None = None
-    vlm_model: str | None = None          # tables and figures (PNG crops); default: llm_model
-    llm_budget: str | None = None         # per run: "200000" tokens or "$1.50"
+    vlm_model: str | None = None  # tables and figures (PNG crops); default: llm_model
+    llm_budget: str | None = None  # per run: "200000" tokens or "$1.50"
     llm_concurrency: int = 4
     llm_requests_per_minute: int | None = None
-    enrich_kinds: str | None = None       # comma-separated enrichment kinds; default: NeuSym-RAG's six
-    evaluate: bool = True                 # probes and the retrieval-quality check after each ingest
-    eval_methods: str = "classic_rag"     # comma-separated; the first is the one the threshold applies to
-    embedding_cache: Path | None = None   # the embedding cache file; default cache/embeddings.sqlite (a shared one
+    enrich_kinds: str | None = None  # comma-separated enrichment kinds; default: NeuSym-RAG's six
+    evaluate: bool = True  # probes and the retrieval-quality check after each ingest
+    eval_methods: str = "classic_rag"  # comma-separated; the first is the one the threshold applies to
+    embedding_cache: Path | None = None  # the embedding cache file; default cache/embeddings.sqlite (a shared one
     # is safe: it is content-addressed by model and text, and SQLite serialises writers)
-    encoder_device: str = "auto"          # PAPERLAKE_DEVICE: auto (a GPU when the runtime sees one) | cpu | cuda
-    encoder_threads: int | None = None    # PAPERLAKE_ENCODER_THREADS: ONNX threads per process (None: every core)
-    lake_dir: Path | None = None          # PAPERLAKE_LAKE: the lake elsewhere (a file system every worker sees)
-    executor: str = "in_process"          # in_process | multiprocess | celery: where `paperlake ingest` runs steps
-    celery_broker: str = "redis://127.0.0.1:6379/0"   # the celery executor's broker and result backend
-    celery_backend: str | None = None     # default: the broker
-    llm_prices: str | None = None         # PAPERLAKE_LLM_PRICES: JSON {"model": [usd per M input, per M output]}
+    encoder_device: str = "auto"  # PAPERLAKE_DEVICE: auto (a GPU when the runtime sees one) | cpu | cuda
+    encoder_threads: int | None = None  # PAPERLAKE_ENCODER_THREADS: ONNX threads per process (None: every core)
+    lake_dir: Path | None = None  # PAPERLAKE_LAKE: the lake elsewhere (a file system every worker sees)
+    executor: str = "in_process"  # in_process | multiprocess | celery: where `paperlake ingest` runs steps
+    celery_broker: str = "redis://127.0.0.1:6379/0"  # the celery executor's broker and result backend
+    celery_backend: str | None = None  # default: the broker
+    llm_prices: str | None = None  # PAPERLAKE_LLM_PRICES: JSON {"model": [usd per M input, per M output]}
     llm_temperature: float | None = None  # PAPERLAKE_LLM_TEMPERATURE (None: the client's default)
-    llm_top_p: float | None = None        # PAPERLAKE_LLM_TOP_P
-    model_cache: Path | None = None       # PAPERLAKE_MODEL_CACHE, else $XDG_CACHE_HOME/paperlake, ~/.cache/paperlake
-    collections_config: Path | None = None   # PAPERLAKE_COLLECTIONS: another collections.yaml
-    concurrent_runs: int = 1              # PAPERLAKE_CONCURRENT_RUNS: per-paper runs launched at once by `ingest`
+    llm_top_p: float | None = None  # PAPERLAKE_LLM_TOP_P
+    model_cache: Path | None = None  # PAPERLAKE_MODEL_CACHE, else $XDG_CACHE_HOME/paperlake, ~/.cache/paperlake
+    collections_config: Path | None = None  # PAPERLAKE_COLLECTIONS: another collections.yaml
+    concurrent_runs: int = 1  # PAPERLAKE_CONCURRENT_RUNS: per-paper runs launched at once by `ingest`
     # with an executor outside the process (multiprocess, celery): set it to the number of workers
-    inboxes: tuple[Path, ...] = ()       # PAPERLAKE_INBOX (os.pathsep-separated): what the sensor and `ingest` read
-    eval_min_answer_at_5: float = 0.4     # the retrieval-quality check warns below this answer@5 (sample: .60-.70;
+    inboxes: tuple[Path, ...] = ()  # PAPERLAKE_INBOX (os.pathsep-separated): what the sensor and `ingest` read
+    eval_min_answer_at_5: float = 0.4  # the retrieval-quality check warns below this answer@5 (sample: .60-.70;
     # random vectors: .15-.18)
 
     @property
@@ -115,7 +115,8 @@ class Settings:
             llm_requests_per_minute=int(_env("PAPERLAKE_LLM_RPM")) if _env("PAPERLAKE_LLM_RPM") else None,
             enrich_kinds=_env("PAPERLAKE_ENRICH_KINDS"),
             embedding_cache=Path(_env("PAPERLAKE_EMBEDDING_CACHE")).expanduser().resolve()
-            if _env("PAPERLAKE_EMBEDDING_CACHE") else None,
+            if _env("PAPERLAKE_EMBEDDING_CACHE")
+            else None,
             evaluate=(_env("PAPERLAKE_EVALUATE", "1") or "1").lower() not in ("0", "false", "no", "off"),
             eval_methods=_env("PAPERLAKE_EVAL_METHODS", "classic_rag"),
             eval_min_answer_at_5=float(_env("PAPERLAKE_EVAL_MIN_ANSWER5", "0.4") or 0.4),
@@ -130,8 +131,9 @@ class Settings:
             llm_prices=_env("PAPERLAKE_LLM_PRICES"),
             llm_temperature=float(_env("PAPERLAKE_LLM_TEMPERATURE")) if _env("PAPERLAKE_LLM_TEMPERATURE") else None,
             llm_top_p=float(_env("PAPERLAKE_LLM_TOP_P")) if _env("PAPERLAKE_LLM_TOP_P") else None,
-            model_cache=Path(_env("PAPERLAKE_MODEL_CACHE") or Path(_env("XDG_CACHE_HOME") or Path.home() / ".cache")
-                             / "paperlake").expanduser(),
+            model_cache=Path(
+                _env("PAPERLAKE_MODEL_CACHE") or Path(_env("XDG_CACHE_HOME") or Path.home() / ".cache") / "paperlake"
+            ).expanduser(),
             collections_config=Path(_env("PAPERLAKE_COLLECTIONS")) if _env("PAPERLAKE_COLLECTIONS") else None,
         )
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -49,8 +49,9 @@ def formula_model_inputs(settings: Settings) -> dict[str, str]:
 
 
 def formula_collection_inputs(settings: Settings) -> str:
-    return json.dumps({"code": FORMULA_COLLECTION_CODE_VERSION, "graph": graph_digest(formula_dir(settings))},
-                      sort_keys=True)
+    return json.dumps(
+        {"code": FORMULA_COLLECTION_CODE_VERSION, "graph": graph_digest(formula_dir(settings))}, sort_keys=True
+    )
 
 
 def _differs(built: dict[str, str] | None, wanted: dict[str, str], what: str) -> str | None:
@@ -79,8 +80,9 @@ def formula_staleness(settings: Settings, store: Any | None) -> dict[str, str]:
         stale = {"graph": graph, "models": "the formula graph changes", "collection": "the formula graph changes"}
         return stale if store is not None else {k: v for k, v in stale.items() if k != "collection"}
     stale = {}
-    models = _differs(recorded_builds(settings.warehouse).get("formula_models"), formula_model_inputs(settings),
-                      "formula models")
+    models = _differs(
+        recorded_builds(settings.warehouse).get("formula_models"), formula_model_inputs(settings), "formula models"
+    )
     if models:
         stale["models"] = models
     if store is not None and (collection := formula_collection_staleness(settings, store)):

@@ -98,8 +98,9 @@ def find_mineru_dir(mineru_root: Path | None, pdf_path: Path) -> Path | None:
     return None
 
 
-def source_for_pdf(pdf: Path, mineru_root: Path | None = None,
-                   manifest: dict[str, dict[str, str]] | None = None) -> PaperSource:
+def source_for_pdf(
+    pdf: Path, mineru_root: Path | None = None, manifest: dict[str, dict[str, str]] | None = None
+) -> PaperSource:
     """The inbox facts of one PDF: key, volume (its folder), sha256, manifest row, MinerU outputs."""
     pdf = Path(pdf).resolve()
     rows = manifest if manifest is not None else read_manifest(pdf.parent)

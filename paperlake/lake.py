@@ -35,10 +35,18 @@ from paperlake.views import VIEW_SCHEMAS, VIEWS, ParsedPaper, to_arrow
 ERROR_VIEW = "ingest_errors"
 ERROR_SCHEMA = pa.schema(
     [
-        ("paper_key", pa.string()), ("paper_id", pa.string()), ("volume", pa.string()), ("file_name", pa.string()),
-        ("pdf_path", pa.string()), ("sha256", pa.string()), ("stage", pa.string()), ("reason", pa.string()),
-        ("parser_version", pa.string()), ("manifest_hash", pa.string()),
-        ("occurred_at", pa.timestamp("us", tz="UTC")), ("duplicate_of", pa.string()),
+        ("paper_key", pa.string()),
+        ("paper_id", pa.string()),
+        ("volume", pa.string()),
+        ("file_name", pa.string()),
+        ("pdf_path", pa.string()),
+        ("sha256", pa.string()),
+        ("stage", pa.string()),
+        ("reason", pa.string()),
+        ("parser_version", pa.string()),
+        ("manifest_hash", pa.string()),
+        ("occurred_at", pa.timestamp("us", tz="UTC")),
+        ("duplicate_of", pa.string()),
     ]
 )
 RECORDS_DIR = "_papers"
@@ -121,17 +129,34 @@ class Lake:
         return record
 
     def record_error(
-        self, paper_key: str, *, stage: str, reason: str, volume: str, pdf_path: str, sha256: str | None,
-        paper_id: str | None = None, parser_version: str | None = None, manifest_hash: str | None = None,
+        self,
+        paper_key: str,
+        *,
+        stage: str,
+        reason: str,
+        volume: str,
+        pdf_path: str,
+        sha256: str | None,
+        paper_id: str | None = None,
+        parser_version: str | None = None,
+        manifest_hash: str | None = None,
         duplicate_of: str | None = None,
     ) -> None:
         """The paper's failure as data. Its views are removed: a failed paper has no partial rows."""
         self.remove_views(paper_key)
         row = {
-            "paper_key": paper_key, "paper_id": paper_id, "volume": volume, "file_name": Path(pdf_path).name,
-            "pdf_path": str(pdf_path), "sha256": sha256, "stage": stage, "reason": reason,
-            "parser_version": parser_version, "manifest_hash": manifest_hash,
-            "occurred_at": datetime.now(timezone.utc), "duplicate_of": duplicate_of,
+            "paper_key": paper_key,
+            "paper_id": paper_id,
+            "volume": volume,
+            "file_name": Path(pdf_path).name,
+            "pdf_path": str(pdf_path),
+            "sha256": sha256,
+            "stage": stage,
+            "reason": reason,
+            "parser_version": parser_version,
+            "manifest_hash": manifest_hash,
+            "occurred_at": datetime.now(timezone.utc),
+            "duplicate_of": duplicate_of,
         }
         self.ensure_contract()
         write_table_atomic(pa.Table.from_pylist([row], schema=ERROR_SCHEMA), self.view_path(ERROR_VIEW, paper_key))

@@ -63,8 +63,12 @@ def check_integrity(source: PaperSource) -> None:
     truncated download (PyMuPDF rebuilds a cut-off PDF from the objects it finds and parses half a paper)."""
     expected = source.manifest.get("sha256")
     if expected and expected.lower() != source.sha256:
-        raise IngestError(source.paper_key, "open", f"sha256 {source.sha256[:12]}… differs from the manifest's "
-                                                    f"{expected[:12]}…: the file is not the one the manifest lists")
+        raise IngestError(
+            source.paper_key,
+            "open",
+            f"sha256 {source.sha256[:12]}… differs from the manifest's "
+            f"{expected[:12]}…: the file is not the one the manifest lists",
+        )
     with open(source.pdf_path, "rb") as handle:
         if b"%PDF-" not in handle.read(1024):
             raise IngestError(source.paper_key, "open", "not a PDF file (no %PDF- header)")
@@ -145,8 +149,14 @@ class PaperOutcome:
     quality: QualityReport | None = None
 
 
-def ingest_paper(source: PaperSource, lake: Lake, settings: Settings, *, backend: str | None = None,
-                 inboxes: list[Path] | None = None) -> PaperOutcome:
+def ingest_paper(
+    source: PaperSource,
+    lake: Lake,
+    settings: Settings,
+    *,
+    backend: str | None = None,
+    inboxes: list[Path] | None = None,
+) -> PaperOutcome:
     """Parse, validate and publish one paper; on any failure record it and return a ``failed`` outcome."""
     started = time.perf_counter()
     chosen = resolve_backend(source, backend or settings.backend)
@@ -154,16 +164,23 @@ def ingest_paper(source: PaperSource, lake: Lake, settings: Settings, *, backend
     try:
         if inboxes and (duplicate := duplicate_of(source, inboxes)):
             kept, why = duplicate
-            raise IngestError(source.paper_key, "identity", f"duplicate file: identical to {kept}, which is kept "
-                                                            f"because {why}", duplicate_of=kept)
+            raise IngestError(
+                source.paper_key,
+                "identity",
+                f"duplicate file: identical to {kept}, which is kept because {why}",
+                duplicate_of=kept,
+            )
         check_integrity(source)
         parsed = parse_source(source, chosen, settings)
         outcome.paper_id = parsed.paper_id
         for record in lake.records():
             if record.paper_id == parsed.paper_id and record.paper_key != source.paper_key:
-                raise IngestError(source.paper_key, "identity",
-                                  f"paper id {parsed.paper_id} already belongs to {record.paper_key} "
-                                  "(same title and venue)", duplicate_of=record.paper_key)
+                raise IngestError(
+                    source.paper_key,
+                    "identity",
+                    f"paper id {parsed.paper_id} already belongs to {record.paper_key} (same title and venue)",
+                    duplicate_of=record.paper_key,
+                )
         outcome.pages = pdf_page_count(source.pdf_path)
         report = validate_paper(parsed, pdf_page_count=outcome.pages, max_chunk_tokens=settings.max_chunk_tokens)
         outcome.quality = report
@@ -178,9 +195,15 @@ def ingest_paper(source: PaperSource, lake: Lake, settings: Settings, *, backend
         outcome.reason = f"{type(error).__name__}: {error} | {traceback.format_exc(limit=3).splitlines()[-3:]}"
     if outcome.status == "failed":
         lake.record_error(
-            source.paper_key, stage=outcome.stage or "parse", reason=outcome.reason or "unknown",
-            volume=source.volume, pdf_path=str(source.pdf_path), sha256=source.sha256, paper_id=outcome.paper_id,
-            parser_version=parser_version(chosen), manifest_hash=source.manifest_hash,
+            source.paper_key,
+            stage=outcome.stage or "parse",
+            reason=outcome.reason or "unknown",
+            volume=source.volume,
+            pdf_path=str(source.pdf_path),
+            sha256=source.sha256,
+            paper_id=outcome.paper_id,
+            parser_version=parser_version(chosen),
+            manifest_hash=source.manifest_hash,
             duplicate_of=outcome.duplicate_of,
         )
     outcome.seconds = time.perf_counter() - started
@@ -204,12 +227,19 @@ def needs_parse(source: PaperSource, lake: Lake, settings: Settings, backend: st
     version = parser_version(chosen)
     record = lake.record(source.paper_key)
     if record is not None:
-        return ((record.sha256, record.backend, record.parser_version, record.manifest_hash)
-                != (source.sha256, chosen, version, source.manifest_hash))
+        return (record.sha256, record.backend, record.parser_version, record.manifest_hash) != (
+            source.sha256,
+            chosen,
+            version,
+            source.manifest_hash,
+        )
     error = lake.error(source.paper_key)
     if error is not None:
-        return ((error.get("sha256"), error.get("parser_version"), error.get("manifest_hash"))
-                != (source.sha256, version, source.manifest_hash))
+        return (error.get("sha256"), error.get("parser_version"), error.get("manifest_hash")) != (
+            source.sha256,
+            version,
+            source.manifest_hash,
+        )
     return True
 
 
@@ -224,10 +254,11 @@ def plan_ingest(sources: list[PaperSource], lake: Lake, settings: Settings, back
     for source in sources:
         error = lake.error(source.paper_key)
         kept_by = (error or {}).get("duplicate_of")
-        recheck = (
-            (source.paper_key in losers and (error is None or kept_by != losers[source.paper_key]))
-            or (source.paper_key not in losers and error is not None and error.get("stage") == "identity"
-                and (kept_by not in present or lake.record(kept_by) is None))
+        recheck = (source.paper_key in losers and (error is None or kept_by != losers[source.paper_key])) or (
+            source.paper_key not in losers
+            and error is not None
+            and error.get("stage") == "identity"
+            and (kept_by not in present or lake.record(kept_by) is None)
         )
         (to_parse if recheck or needs_parse(source, lake, settings, backend) else unchanged).append(source)
     to_parse.sort(key=lambda source: (source.paper_key not in losers, source.paper_key))
@@ -249,6 +280,13 @@ def locate_source(paper_key: str, inboxes: list[Path], mineru_dir: Path | None) 
 
 
 __all__ = [
-    "IngestError", "IngestPlan", "PaperOutcome", "ingest_paper", "locate_source", "needs_parse", "plan_ingest",
-    "resolve_backend", "scan_inbox",
+    "IngestError",
+    "IngestPlan",
+    "PaperOutcome",
+    "ingest_paper",
+    "locate_source",
+    "needs_parse",
+    "plan_ingest",
+    "resolve_backend",
+    "scan_inbox",
 ]

@@ -22,9 +22,17 @@ from paperlake.views import VIEWS, ParsedPaper, to_arrow
 
 BBOX_TOLERANCE_PT = 2.0
 ID_COLUMNS = {
-    "metadata": "paper_id", "pages": "page_id", "sections": "section_id", "chunks": "chunk_id",
-    "tables": "table_id", "table_cells": "cell_id", "images": "image_id", "equations": "equation_id",
-    "references": "reference_id", "table_rows": "row_id", "table_columns": "column_id",
+    "metadata": "paper_id",
+    "pages": "page_id",
+    "sections": "section_id",
+    "chunks": "chunk_id",
+    "tables": "table_id",
+    "table_cells": "cell_id",
+    "images": "image_id",
+    "equations": "equation_id",
+    "references": "reference_id",
+    "table_rows": "row_id",
+    "table_columns": "column_id",
 }
 # A table's structure flag: "ok", or the problems found, comma-separated.
 _STRUCTURE_VALUE = rf"^(?:ok|(?:{'|'.join(STRUCTURE_FLAGS)})(?:,(?:{'|'.join(STRUCTURE_FLAGS)}))*)$"
@@ -60,8 +68,12 @@ class QualityReport:
 
     def summary(self) -> str:
         failed = self.failures or self.suspicious
-        return "; ".join(f"{o.view}: {o.name} (observed {o.observed}){' ' + o.details if o.details else ''}"
-                         for o in failed) or "all expectations met"
+        return (
+            "; ".join(
+                f"{o.view}: {o.name} (observed {o.observed}){' ' + o.details if o.details else ''}" for o in failed
+            )
+            or "all expectations met"
+        )
 
 
 @lru_cache(maxsize=1)
@@ -79,8 +91,9 @@ def _context() -> Any:
 def _batch_definition(view: str) -> Any:
     """One pandas data source per view, registered once per process (each registration re-serialises the whole
     context configuration, which used to cost more than the validations themselves)."""
-    return _context().data_sources.add_pandas(view).add_dataframe_asset(view).add_batch_definition_whole_dataframe(
-        "all")
+    return (
+        _context().data_sources.add_pandas(view).add_dataframe_asset(view).add_batch_definition_whole_dataframe("all")
+    )
 
 
 def _validate(view: str, frame: pd.DataFrame, expectations: list[Any]) -> list[ExpectationOutcome]:
@@ -152,8 +165,12 @@ def _table_structure_expectations(frames: dict[str, pd.DataFrame], gxe: Any) -> 
     paper and every line has text. (A parsed number is finite: :func:`_finite_numbers`.)"""
     if frames["tables"].empty:
         return {}
-    expectations = {"tables": [gxe.ExpectColumnValuesToNotBeNull(column="table_structure"),
-                               gxe.ExpectColumnValuesToMatchRegex(column="table_structure", regex=_STRUCTURE_VALUE)]}
+    expectations = {
+        "tables": [
+            gxe.ExpectColumnValuesToNotBeNull(column="table_structure"),
+            gxe.ExpectColumnValuesToMatchRegex(column="table_structure", regex=_STRUCTURE_VALUE),
+        ]
+    }
     table_ids = frames["tables"]["table_id"].dropna().tolist()
     for view, text in (("table_rows", "row_text"), ("table_columns", "column_text"), ("table_cells", None)):
         if frames[view].empty:
@@ -181,33 +198,40 @@ def validate_paper(parsed: ParsedPaper, *, pdf_page_count: int, max_chunk_tokens
     # validation's fixed cost is most of a small paper's gate).
     blocking: dict[str, list[Any]] = {
         "pages": [gxe.ExpectTableRowCountToEqual(value=pdf_page_count)],
-        "metadata": [gxe.ExpectTableRowCountToEqual(value=1),
-                     gxe.ExpectColumnValuesToBeBetween(column="num_pages", min_value=pdf_page_count,
-                                                       max_value=pdf_page_count),
-                     gxe.ExpectColumnValuesToNotBeNull(column="title")],
+        "metadata": [
+            gxe.ExpectTableRowCountToEqual(value=1),
+            gxe.ExpectColumnValuesToBeBetween(column="num_pages", min_value=pdf_page_count, max_value=pdf_page_count),
+            gxe.ExpectColumnValuesToNotBeNull(column="title"),
+        ],
     }
     for view, column in ID_COLUMNS.items():
         if view != "metadata" and not frames[view].empty:
             blocking.setdefault(view, []).extend(
-                [gxe.ExpectColumnValuesToBeUnique(column=column), gxe.ExpectColumnValuesToNotBeNull(column=column)])
+                [gxe.ExpectColumnValuesToBeUnique(column=column), gxe.ExpectColumnValuesToNotBeNull(column=column)]
+            )
     from paperlake.parsing import DETECTORS
 
     for view, detectors in DETECTORS.items():  # every element says which detector found it
         if not frames[view].empty:
             blocking.setdefault(view, []).extend(
-                [gxe.ExpectColumnValuesToBeInSet(column="detector", value_set=list(detectors)),
-                 gxe.ExpectColumnValuesToNotBeNull(column="detector")])
+                [
+                    gxe.ExpectColumnValuesToBeInSet(column="detector", value_set=list(detectors)),
+                    gxe.ExpectColumnValuesToNotBeNull(column="detector"),
+                ]
+            )
     for view, expectations in _table_structure_expectations(frames, gxe).items():
         blocking.setdefault(view, []).extend(expectations)
     if not frames["chunks"].empty:
         blocking.setdefault("chunks", []).append(
-            gxe.ExpectColumnMaxToBeBetween(column="token_count", max_value=max_chunk_tokens))
+            gxe.ExpectColumnMaxToBeBetween(column="token_count", max_value=max_chunk_tokens)
+        )
     for view, expectations in blocking.items():
         report.blocking += _validate(view, frames[view], expectations)
     report.blocking += _finite_numbers(frames, gxe)
     boxes = _box_overflow(frames)
-    outcome = _validate("bounding_boxes", boxes, [gxe.ExpectColumnMaxToBeBetween(column="overflow",
-                                                                                 max_value=BBOX_TOLERANCE_PT)])
+    outcome = _validate(
+        "bounding_boxes", boxes, [gxe.ExpectColumnMaxToBeBetween(column="overflow", max_value=BBOX_TOLERANCE_PT)]
+    )
     if not outcome[0].success:
         worst = boxes.sort_values("overflow", ascending=False).head(3)
         outcome[0].details = "worst: " + ", ".join(f"{r.element} by {r.overflow:.1f}pt" for r in worst.itertuples())
@@ -216,18 +240,23 @@ def validate_paper(parsed: ParsedPaper, *, pdf_page_count: int, max_chunk_tokens
     # link (another figure, another page), and the warehouse would hand out a panel and a figure that disagree.
     panels = _panel_overflow(frames["images"])
     if not panels.empty:
-        outcome = _validate("images", panels, [gxe.ExpectColumnMaxToBeBetween(column="overflow",
-                                                                               max_value=BBOX_TOLERANCE_PT)])
+        outcome = _validate(
+            "images", panels, [gxe.ExpectColumnMaxToBeBetween(column="overflow", max_value=BBOX_TOLERANCE_PT)]
+        )
         if not outcome[0].success:
             worst = panels.sort_values("overflow", ascending=False).head(3)
             outcome[0].details = "panels outside their figure: " + ", ".join(
-                f"{r.element} by {r.overflow:.1f}pt" for r in worst.itertuples())
+                f"{r.element} by {r.overflow:.1f}pt" for r in worst.itertuples()
+            )
         report.blocking += outcome
 
     if not frames["tables"].empty:
         # most tables should come out with a header and a rectangular grid; many that do not point at the grids
-        outcome = _validate("tables", frames["tables"], [gxe.ExpectColumnValuesToBeInSet(
-            column="table_structure", value_set=["ok"], mostly=0.5)])
+        outcome = _validate(
+            "tables",
+            frames["tables"],
+            [gxe.ExpectColumnValuesToBeInSet(column="table_structure", value_set=["ok"], mostly=0.5)],
+        )
         outcome[0].details = "fewer than half of the tables have a clean structure (header found, rectangular)"
         report.warnings += outcome
 

@@ -103,9 +103,7 @@ def check_statement(sql: str) -> str:
         match = _PRAGMA.match(sql)
         if match and match.group(1).lower() in _READING_PRAGMAS:
             return sql
-        raise SQLRefused(
-            f"only the catalogue PRAGMAs are allowed ({', '.join(sorted(_READING_PRAGMAS))})"
-        )
+        raise SQLRefused(f"only the catalogue PRAGMAs are allowed ({', '.join(sorted(_READING_PRAGMAS))})")
     name = kind.name if hasattr(kind, "name") else str(kind)
     raise SQLRefused(
         f"{name} statements are not allowed: the warehouse is read-only "
@@ -149,9 +147,13 @@ class ReadOnlyWarehouse:
         """Run one checked reading statement; at most ``max_rows`` rows and ``max_bytes`` of data come back
         (``truncated`` and ``note`` say what was cut)."""
         check_statement(sql)
-        request = {"sql": sql, "params": list(params) if params is not None else None,
-                   "max_rows": self.max_rows if max_rows is None else max_rows, "max_bytes": self.max_bytes,
-                   "timeout": self.timeout}
+        request = {
+            "sql": sql,
+            "params": list(params) if params is not None else None,
+            "max_rows": self.max_rows if max_rows is None else max_rows,
+            "max_bytes": self.max_bytes,
+            "timeout": self.timeout,
+        }
         with self._lock:
             worker = self._start()
             started = time.monotonic()
@@ -160,16 +162,21 @@ class ReadOnlyWarehouse:
                 answer = _receive(worker.stdout, deadline=started + self.timeout + _GRACE)
             except TimeoutError:
                 self._stop(kill=True)
-                raise SQLTimeout(f"query stopped after {self.timeout:g} s (the time limit); its worker did not "
-                                 "answer the interrupt and was restarted") from None
+                raise SQLTimeout(
+                    f"query stopped after {self.timeout:g} s (the time limit); its worker did not "
+                    "answer the interrupt and was restarted"
+                ) from None
             except (EOFError, BrokenPipeError, OSError):
                 code = self._stop(kill=True)
-                raise SQLTooLarge(f"the query's worker died ({_exit_text(code)}); most likely the query needed "
-                                  f"more than the sandbox's {self.address_space / 2**30:g} GB of memory") from None
+                raise SQLTooLarge(
+                    f"the query's worker died ({_exit_text(code)}); most likely the query needed "
+                    f"more than the sandbox's {self.address_space / 2**30:g} GB of memory"
+                ) from None
         kind = answer.pop("error", None)
         if kind is not None:
-            raise {"refused": SQLRefused, "timeout": SQLTimeout, "memory": SQLTooLarge,
-                   "failed": SQLFailed}[kind](answer["message"])
+            raise {"refused": SQLRefused, "timeout": SQLTimeout, "memory": SQLTooLarge, "failed": SQLFailed}[kind](
+                answer["message"]
+            )
         return QueryResult(**answer)
 
     def _start(self) -> subprocess.Popen:
@@ -177,11 +184,21 @@ class ReadOnlyWarehouse:
             return self._worker
         if not self.path.exists():
             raise FileNotFoundError(f"warehouse {self.path.name} does not exist; run the ingest first")
-        config = {"path": str(self.path), "memory_limit": self.memory_limit, "threads": self.threads,
-                  "address_space": self.address_space}
+        config = {
+            "path": str(self.path),
+            "memory_limit": self.memory_limit,
+            "threads": self.threads,
+            "address_space": self.address_space,
+        }
         env = {key: value for key, value in os.environ.items() if key != "MILVUS_URI"}  # (paperlake's __init__)
-        worker = subprocess.Popen([sys.executable, "-m", "paperlake.sql_sandbox"], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "paperlake.sql_sandbox"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            close_fds=True,
+        )
         try:
             _send(worker.stdin, config)
             opened = _receive(worker.stdout, deadline=time.monotonic() + 60)
@@ -282,17 +299,27 @@ def _serve(stdin, stdout) -> None:
     try:
         limit = int(config["address_space"])
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        connection = duckdb.connect(config["path"], read_only=True, config={
-            "enable_external_access": False,
-            "autoinstall_known_extensions": False,
-            "autoload_known_extensions": False,
-            "memory_limit": config["memory_limit"],
-            "threads": int(config["threads"]),
-            "lock_configuration": True,
-        })
+        connection = duckdb.connect(
+            config["path"],
+            read_only=True,
+            config={
+                "enable_external_access": False,
+                "autoinstall_known_extensions": False,
+                "autoload_known_extensions": False,
+                "memory_limit": config["memory_limit"],
+                "threads": int(config["threads"]),
+                "lock_configuration": True,
+            },
+        )
     except duckdb.IOException as error:
-        _send(stdout, {"error": "failed", "message": f"warehouse {Path(config['path']).name} cannot be opened for "
-                                                     f"reading (is an ingest writing it?): {_first_line(error)}"})
+        _send(
+            stdout,
+            {
+                "error": "failed",
+                "message": f"warehouse {Path(config['path']).name} cannot be opened for "
+                f"reading (is an ingest writing it?): {_first_line(error)}",
+            },
+        )
         return
     except Exception as error:  # reported to the parent, which raises it
         _send(stdout, {"error": "failed", "message": f"{type(error).__name__}: {_first_line(error)}"})
@@ -315,15 +342,20 @@ def _answer(connection: duckdb.DuckDBPyConnection, request: dict) -> dict:
     try:
         cursor = connection.execute(request["sql"], request["params"])
         description = cursor.description or []
-        rows, truncated, cut_bytes = _fetch(cursor, int(request["max_rows"]), int(request["max_bytes"]),
-                                            started + timeout) if description else ([], False, False)
+        rows, truncated, cut_bytes = (
+            _fetch(cursor, int(request["max_rows"]), int(request["max_bytes"]), started + timeout)
+            if description
+            else ([], False, False)
+        )
     except (duckdb.InterruptException, TimeoutError):
         return {"error": "timeout", "message": f"query interrupted after {timeout:g} s (the time limit)"}
     except duckdb.PermissionException as error:
         return {"error": "refused", "message": f"refused by the sandbox: {_first_line(error)}"}
     except duckdb.OutOfMemoryException as error:
-        return {"error": "memory", "message": f"the query needs more memory than the sandbox allows: "
-                                              f"{_first_line(error)}"}
+        return {
+            "error": "memory",
+            "message": f"the query needs more memory than the sandbox allows: {_first_line(error)}",
+        }
     except MemoryError:
         return {"error": "memory", "message": "the query's result needs more memory than the sandbox allows"}
     except duckdb.Error as error:
@@ -339,11 +371,21 @@ def _answer(connection: duckdb.DuckDBPyConnection, request: dict) -> dict:
     if truncated:
         notes.append(f"more than {cap} rows: the first {cap} are shown")
     if cut_bytes:
-        notes.append(f"the result was cut at {budget:,} bytes of data (select fewer rows or columns, or shorten long "
-                     "values with left(column, n))")
-    return {"columns": [d[0] for d in description], "types": [str(d[1]) for d in description], "rows": rows,
-            "truncated": truncated or cut_bytes, "elapsed": time.monotonic() - started, "row_cap": cap,
-            "byte_cap": budget, "cut_bytes": cut_bytes, "note": "; ".join(notes)}
+        notes.append(
+            f"the result was cut at {budget:,} bytes of data (select fewer rows or columns, or shorten long "
+            "values with left(column, n))"
+        )
+    return {
+        "columns": [d[0] for d in description],
+        "types": [str(d[1]) for d in description],
+        "rows": rows,
+        "truncated": truncated or cut_bytes,
+        "elapsed": time.monotonic() - started,
+        "row_cap": cap,
+        "byte_cap": budget,
+        "cut_bytes": cut_bytes,
+        "note": "; ".join(notes),
+    }
 
 
 def _fetch(cursor, cap: int, budget: int, deadline: float) -> tuple[list[tuple], bool, bool]:
@@ -381,11 +423,11 @@ def _fit(value: Any, budget: int) -> tuple[Any, int, bool]:
     if isinstance(value, str):
         if len(value) <= budget:
             return value, len(value), False
-        return value[:max(budget, 0)] + _ELLIPSIS, max(budget, 0), True
+        return value[: max(budget, 0)] + _ELLIPSIS, max(budget, 0), True
     if isinstance(value, (bytes, bytearray, memoryview)):
         if len(value) <= budget:
             return value, len(value), False
-        return bytes(value[:max(budget, 0)]), max(budget, 0), True
+        return bytes(value[: max(budget, 0)]), max(budget, 0), True
     if isinstance(value, (list, tuple)):
         items, used = [], 0
         for item in value:

@@ -95,10 +95,13 @@ def publish_build(warehouse: Path, stage: str, inputs: dict[str, str]) -> None:
     target = build_path(warehouse)
     with duckdb.connect(str(target)) as con:
         con.execute("create schema if not exists _paperlake")
-        con.execute(f"create table if not exists {BUILDS_TABLE} (stage varchar primary key, inputs varchar, "
-                    "built_at timestamptz)")
-        con.execute(f"insert or replace into {BUILDS_TABLE} values (?, ?, now())",
-                    [stage, json.dumps(inputs, sort_keys=True)])
+        con.execute(
+            f"create table if not exists {BUILDS_TABLE} (stage varchar primary key, inputs varchar, "
+            "built_at timestamptz)"
+        )
+        con.execute(
+            f"insert or replace into {BUILDS_TABLE} values (?, ?, now())", [stage, json.dumps(inputs, sort_keys=True)]
+        )
         con.execute("checkpoint")
     os.replace(target, warehouse)
 

@@ -51,8 +51,16 @@ def dbt_manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # The modules that ingest the most, first: pytest-xdist (--dist loadfile) hands out files in collection order, so the
 # longest ones start at once instead of ending the run alone on one worker.
-HEAVY_FIRST = ("test_self_evaluation.py", "test_crash_recovery.py", "test_crash_recovery_stages.py", "test_stores.py",
-               "test_enrichment.py", "test_dagster_concurrency.py", "test_distributed.py", "test_ingest.py")
+HEAVY_FIRST = (
+    "test_self_evaluation.py",
+    "test_crash_recovery.py",
+    "test_crash_recovery_stages.py",
+    "test_stores.py",
+    "test_enrichment.py",
+    "test_dagster_concurrency.py",
+    "test_distributed.py",
+    "test_ingest.py",
+)
 
 
 def pytest_collection_modifyitems(session, config, items):

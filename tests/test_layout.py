@@ -17,8 +17,16 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FORBIDDEN = {
-    "paperlake": {"dagster", "dagster_dbt", "dagster_duckdb", "dagster_webserver", "orchestration", "assets", "agent",
-                  "cli"},
+    "paperlake": {
+        "dagster",
+        "dagster_dbt",
+        "dagster_duckdb",
+        "dagster_webserver",
+        "orchestration",
+        "assets",
+        "agent",
+        "cli",
+    },
     "agent": {"dagster", "dagster_dbt", "dagster_duckdb", "orchestration", "assets", "cli"},
     "assets": {"orchestration", "cli"},
     "orchestration": {"cli"},
@@ -38,8 +46,10 @@ def imported_packages(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_imports_flow_one_way(package):
-    offences = {str(path.relative_to(REPO)): sorted(imported_packages(path) & FORBIDDEN[package])
-                for path in sorted((REPO / package).rglob("*.py"))}
+    offences = {
+        str(path.relative_to(REPO)): sorted(imported_packages(path) & FORBIDDEN[package])
+        for path in sorted((REPO / package).rglob("*.py"))
+    }
     assert not {path: names for path, names in offences.items() if names}
 
 
@@ -58,5 +68,7 @@ def test_the_pipeline_names_no_parser():
     source = (REPO / "paperlake" / "pipeline.py").read_text(encoding="utf-8")
     assert '"mineru"' not in source and '"pymupdf"' not in source
     assert set(BACKENDS) == {"auto", *PARSERS}
-    assert all(parser_version(name) == parser.version and f"{name}={parser.version}" in parse_code_version()
-               for name, parser in PARSERS.items())
+    assert all(
+        parser_version(name) == parser.version and f"{name}={parser.version}" in parse_code_version()
+        for name, parser in PARSERS.items()
+    )

@@ -99,8 +99,10 @@ def raster_images(folder: Path, rng: random.Random, count: int = 4) -> list[str]
     for k in range(count):
         width, height = rng.choice(((240, 160), (200, 200), (320, 140)))
         base = [rng.randrange(256) for _ in range(3)]
-        blocks = [(rng.randrange(width), rng.randrange(height), rng.randint(20, 80),
-                   [rng.randrange(256) for _ in range(3)]) for _ in range(6)]
+        blocks = [
+            (rng.randrange(width), rng.randrange(height), rng.randint(20, 80), [rng.randrange(256) for _ in range(3)])
+            for _ in range(6)
+        ]
         samples = bytearray()
         for y in range(height):
             for x in range(width):
@@ -125,10 +127,16 @@ def document(rng: random.Random, doc_id: str, images: list[str]) -> tuple[str, d
         "margin": rng.choice(("2cm", "2.2cm", "2.5cm")) if two_columns else rng.choice(("2.5cm", "3cm")),
         "font": rng.choice(tuple(FONTS)),
     }
-    head = PREAMBLE % {**settings, "font": FONTS[settings["font"]], "title": title(rng),
-                       "authors": r" \and ".join(f"{rng.choice(('Ana', 'Bo', 'Chen', 'Dara', 'Eli'))} "
-                                                 f"{rng.choice(('Ito', 'Kim', 'Lopez', 'Moreau', 'Singh'))}"
-                                                 for _ in range(rng.randint(1, 3)))}
+    head = PREAMBLE % {
+        **settings,
+        "font": FONTS[settings["font"]],
+        "title": title(rng),
+        "authors": r" \and ".join(
+            f"{rng.choice(('Ana', 'Bo', 'Chen', 'Dara', 'Eli'))} "
+            f"{rng.choice(('Ito', 'Kim', 'Lopez', 'Moreau', 'Singh'))}"
+            for _ in range(rng.randint(1, 3))
+        ),
+    }
     body: list[str] = [r"\begin{abstract}", paragraph(rng, (4, 6)), r"\end{abstract}"]
     elements: list[Element] = []
     headings: list[dict[str, Any]] = []
@@ -140,8 +148,13 @@ def document(rng: random.Random, doc_id: str, images: list[str]) -> tuple[str, d
 
     def add_float(element: Element) -> None:
         placement = rng.choice(("t", "t", "h", "b", "!t", "tb")) if not element.float_env.endswith("*") else "t"
-        body.append(rf"\begin{{{element.float_env}}}[{placement}]" + "\n" + element.source + "\n"
-                    + rf"\end{{{element.float_env}}}")
+        body.append(
+            rf"\begin{{{element.float_env}}}[{placement}]"
+            + "\n"
+            + element.source
+            + "\n"
+            + rf"\end{{{element.float_env}}}"
+        )
         elements.append(element)
 
     n_sections = rng.randint(4, 6)
@@ -189,9 +202,11 @@ def document(rng: random.Random, doc_id: str, images: list[str]) -> tuple[str, d
                         elements.append(second)
     body.append(r"\begin{thebibliography}{99}")
     for k in range(rng.randint(6, 16)):
-        body.append(rf"\bibitem{{r{k}}} {rng.choice(('A.', 'B.', 'C.'))} {rng.choice(('Smith', 'Wang', 'Garcia'))} "
-                    rf"and {rng.choice(('D.', 'E.'))} {rng.choice(('Khan', 'Novak', 'Sato'))}. "
-                    rf"{2015 + rng.randrange(10)}. {title(rng)}. In \emph{{Proceedings of {title(rng)}}}.")
+        body.append(
+            rf"\bibitem{{r{k}}} {rng.choice(('A.', 'B.', 'C.'))} {rng.choice(('Smith', 'Wang', 'Garcia'))} "
+            rf"and {rng.choice(('D.', 'E.'))} {rng.choice(('Khan', 'Novak', 'Sato'))}. "
+            rf"{2015 + rng.randrange(10)}. {title(rng)}. In \emph{{Proceedings of {title(rng)}}}."
+        )
     body.append(r"\end{thebibliography}")
     source = head + "\n\n".join(body) + "\n\\end{document}\n"
     return source, {**settings, "headings": headings}, elements
@@ -200,8 +215,13 @@ def document(rng: random.Random, doc_id: str, images: list[str]) -> tuple[str, d
 def compile_pdf(source: str, build: Path, job: str) -> tuple[Path, list[str]]:
     (build / f"{job}.tex").write_text(source, encoding="utf-8")
     for _ in range(2):  # the second pass settles float placement after the first pass's aux file
-        run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", f"{job}.tex"],
-                             cwd=build, capture_output=True, text=True, timeout=300)
+        run = subprocess.run(
+            ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", f"{job}.tex"],
+            cwd=build,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if run.returncode != 0:
             log = (build / f"{job}.log").read_text(errors="replace")
             tail = "\n".join(line for line in log.splitlines() if line.startswith("!"))[:2000]
@@ -222,9 +242,15 @@ def positions(lines: list[str], pdf: Path) -> dict[str, dict[str, Any]]:
         ident, width, height, depth, x, y, page = line.split()[1:8]
         x0, baseline = _sp(x), _sp(y)
         page_height = heights[int(page) - 1]
-        boxes[ident] = {"page": int(page), "bbox": [
-            round(x0, 2), round(page_height - (baseline + _sp(height)), 2),
-            round(x0 + _sp(width), 2), round(page_height - (baseline - _sp(depth)), 2)]}
+        boxes[ident] = {
+            "page": int(page),
+            "bbox": [
+                round(x0, 2),
+                round(page_height - (baseline + _sp(height)), 2),
+                round(x0 + _sp(width), 2),
+                round(page_height - (baseline - _sp(depth)), 2),
+            ],
+        }
     return boxes
 
 
@@ -234,8 +260,15 @@ def union_of_panels(ident: str, panels: list[dict[str, Any]]) -> dict[str, Any]:
     if len(pages) != 1:
         raise RuntimeError(f"{ident}: panels on several pages {sorted(pages)}")
     boxes = [panel["bbox"] for panel in panels]
-    return {"page": pages.pop(), "bbox": [min(b[0] for b in boxes), min(b[1] for b in boxes),
-                                          max(b[2] for b in boxes), max(b[3] for b in boxes)]}
+    return {
+        "page": pages.pop(),
+        "bbox": [
+            min(b[0] for b in boxes),
+            min(b[1] for b in boxes),
+            max(b[2] for b in boxes),
+            max(b[3] for b in boxes),
+        ],
+    }
 
 
 def build_document(rng: random.Random, doc_id: str, out: Path, build: Path, images: list[str]) -> dict[str, Any]:
@@ -246,17 +279,26 @@ def build_document(rng: random.Random, doc_id: str, out: Path, build: Path, imag
     for element in elements:
         for panel in element.gold.get("panels", []):
             panel.update(placed[panel["id"]])
-        where = (union_of_panels(element.id, element.gold["panels"]) if element.gold.get("panels")
-                 else placed.get(element.id))
+        where = (
+            union_of_panels(element.id, element.gold["panels"])
+            if element.gold.get("panels")
+            else placed.get(element.id)
+        )
         if where is None:
             raise RuntimeError(f"{doc_id}: {element.id} has no recorded position")
         records.append({"id": element.id, "type": element.type, **where, **element.gold})
     with pymupdf.open(pdf) as document_pdf:
-        pages = [{"page": page.number + 1, "width": page.rect.width, "height": page.rect.height}
-                 for page in document_pdf]
+        pages = [
+            {"page": page.number + 1, "width": page.rect.width, "height": page.rect.height} for page in document_pdf
+        ]
     shutil.copyfile(pdf, out / f"{doc_id}.pdf")
-    gold = {"doc": doc_id, "settings": {k: v for k, v in settings.items() if k != "headings"},
-            "pages": pages, "headings": settings["headings"], "elements": records}
+    gold = {
+        "doc": doc_id,
+        "settings": {k: v for k, v in settings.items() if k != "headings"},
+        "pages": pages,
+        "headings": settings["headings"],
+        "elements": records,
+    }
     (out / f"{doc_id}.gold.json").write_text(json.dumps(gold, indent=1) + "\n", encoding="utf-8")
     (out / f"{doc_id}.tex").write_text(source, encoding="utf-8")
     return {"doc": doc_id, "pages": len(pages), "elements": len(records)}
@@ -269,8 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     if shutil.which("pdflatex") is None:
-        parser.error("pdflatex not found: apt-get install texlive-latex-extra texlive-pictures texlive-science "
-                     "texlive-fonts-recommended")
+        parser.error(
+            "pdflatex not found: apt-get install texlive-latex-extra texlive-pictures texlive-science "
+            "texlive-fonts-recommended"
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     summary = []
     with tempfile.TemporaryDirectory(prefix="paperlake-synthetic-") as temp:
@@ -281,8 +325,12 @@ def main(argv: list[str] | None = None) -> int:
             doc_id = f"syn-{k + 1:03d}"
             summary.append(build_document(random.Random(f"{args.seed}-{doc_id}"), doc_id, args.out, build, images))
             print(f"{doc_id}: {summary[-1]['pages']} pages, {summary[-1]['elements']} elements", flush=True)
-    manifest = {"seed": args.seed, "documents": summary, "pages": sum(d["pages"] for d in summary),
-                "generator": "benchmarks/synthetic/generate.py"}
+    manifest = {
+        "seed": args.seed,
+        "documents": summary,
+        "pages": sum(d["pages"] for d in summary),
+        "generator": "benchmarks/synthetic/generate.py",
+    }
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     print(f"{len(summary)} documents, {manifest['pages']} pages in {args.out}")
     return 0

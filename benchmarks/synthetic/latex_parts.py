@@ -24,22 +24,56 @@ WORDS = (
     "large small recent prior novel standard common specific general multiple several different similar"
 ).split()
 TOPICS = (
-    "Retrieval Augmentation", "Evaluation Protocol", "Model Architecture", "Training Details", "Error Analysis",
-    "Related Work", "Experimental Setup", "Main Results", "Ablation Study", "Data Collection", "Annotation",
-    "Limitations of Scaling", "Qualitative Examples", "Efficiency", "Robustness Checks", "Human Study",
-    "Prompt Design", "Baselines", "Hyperparameters", "Discussion",
+    "Retrieval Augmentation",
+    "Evaluation Protocol",
+    "Model Architecture",
+    "Training Details",
+    "Error Analysis",
+    "Related Work",
+    "Experimental Setup",
+    "Main Results",
+    "Ablation Study",
+    "Data Collection",
+    "Annotation",
+    "Limitations of Scaling",
+    "Qualitative Examples",
+    "Efficiency",
+    "Robustness Checks",
+    "Human Study",
+    "Prompt Design",
+    "Baselines",
+    "Hyperparameters",
+    "Discussion",
 )
 METRICS = ("Acc", "F1", "EM", "BLEU", "ROUGE-L", "P@1", "MRR", "nDCG", "Recall", "Prec.", "Loss", "Time")
-SYSTEMS = ("BERT", "RoBERTa", "T5", "GPT-2", "LLaMA", "Mistral", "Ours", "Baseline", "+ retrieval", "w/o tables",
-           "Oracle", "Random", "BM25", "DPR", "ColBERT", "Contriever")
+SYSTEMS = (
+    "BERT",
+    "RoBERTa",
+    "T5",
+    "GPT-2",
+    "LLaMA",
+    "Mistral",
+    "Ours",
+    "Baseline",
+    "+ retrieval",
+    "w/o tables",
+    "Oracle",
+    "Random",
+    "BM25",
+    "DPR",
+    "ColBERT",
+    "Contriever",
+)
 GROUPS = ("Dev", "Test", "In-domain", "Out-of-domain", "Easy", "Hard", "Seen", "Unseen", "Short", "Long")
 
 
 def sentence(rng: random.Random, *, math: bool = True) -> str:
     words = [rng.choice(WORDS) for _ in range(rng.randint(7, 18))]
     if math and rng.random() < 0.15:
-        words.insert(rng.randint(1, len(words) - 1), rng.choice(
-            [r"$x_i$", r"$\alpha$", r"$k=5$", r"$\mathcal{D}$", r"$n^2$", r"$p(y|x)$", r"$\theta$"]))
+        words.insert(
+            rng.randint(1, len(words) - 1),
+            rng.choice([r"$x_i$", r"$\alpha$", r"$k=5$", r"$\mathcal{D}$", r"$n^2$", r"$p(y|x)$", r"$\theta$"]),
+        )
     if rng.random() < 0.1:
         words.insert(rng.randint(1, len(words) - 1), f"{rng.uniform(1, 99):.1f}\\%")
     return words[0].capitalize() + " " + " ".join(words[1:]) + "."
@@ -62,7 +96,7 @@ class Element:
     """One gold element: its LaTeX source and what is known about it without looking at the PDF."""
 
     id: str
-    type: str              # table | figure | equation | algorithm | diagram (an uncaptioned figure)
+    type: str  # table | figure | equation | algorithm | diagram (an uncaptioned figure)
     source: str
     gold: dict[str, Any] = field(default_factory=dict)
     float_env: str | None = None  # table, table*, figure, figure*, algorithm; None: in the text flow
@@ -193,8 +227,7 @@ def table(rng: random.Random, ident: str, label: int, *, wide: bool) -> Element:
         "caption": caption_text,
         "caption_position": "above" if above else "below",
         "style": style,
-        "grid": {"n_rows": row, "n_cols": n_cols, "header_rows": header_rows, "body_start": body_start,
-                 "cells": cells},
+        "grid": {"n_rows": row, "n_cols": n_cols, "header_rows": header_rows, "body_start": body_start, "cells": cells},
     }
     return Element(ident, "table", source, gold, "table*" if wide else "table")
 
@@ -216,16 +249,28 @@ def _pgfplot(rng: random.Random, width: str, height: str) -> str:
             series.append(rf"\addplot+[only marks] coordinates {{{coords}}};")
         else:
             series.append(rf"\addplot coordinates {{{coords}}};")
-    options = [f"width={width}", f"height={height}", f"xlabel={{{rng.choice(WORDS)}}}",
-               f"ylabel={{{rng.choice(METRICS)}}}", "tick label style={font=\\tiny}", "label style={font=\\scriptsize}"]
+    options = [
+        f"width={width}",
+        f"height={height}",
+        f"xlabel={{{rng.choice(WORDS)}}}",
+        f"ylabel={{{rng.choice(METRICS)}}}",
+        "tick label style={font=\\tiny}",
+        "label style={font=\\scriptsize}",
+    ]
     if kind == "bar":
         options.append("ybar")
     if rng.random() < 0.5 and len(series) > 1:
         legend = ",".join(rng.sample(SYSTEMS[:6], len(series)))
         options.append(f"legend entries={{{legend}}}")
         options.append("legend style={font=\\tiny}")
-    return (r"\begin{tikzpicture}\begin{axis}[" + ", ".join(options) + "]\n" + "\n".join(series)
-            + "\n" + r"\end{axis}\end{tikzpicture}")
+    return (
+        r"\begin{tikzpicture}\begin{axis}["
+        + ", ".join(options)
+        + "]\n"
+        + "\n".join(series)
+        + "\n"
+        + r"\end{axis}\end{tikzpicture}"
+    )
 
 
 def _flowchart(rng: random.Random) -> str:
@@ -242,13 +287,18 @@ def _tree(rng: random.Random) -> str:
     def subtree(depth: int) -> str:
         if depth == 0 or rng.random() < 0.3:
             return f"child {{node {{{rng.choice(WORDS)}}}}}"
-        return f"child {{node {{{rng.choice(('NP', 'VP', 'PP', 'S', 'DT', 'NN'))}}} " + " ".join(
-            subtree(depth - 1) for _ in range(rng.randint(1, 3))) + "}"
+        return (
+            f"child {{node {{{rng.choice(('NP', 'VP', 'PP', 'S', 'DT', 'NN'))}}} "
+            + " ".join(subtree(depth - 1) for _ in range(rng.randint(1, 3)))
+            + "}"
+        )
 
     children = " ".join(subtree(2) for _ in range(rng.randint(2, 3)))
-    return (r"\begin{tikzpicture}[level distance=8mm, level 1/.style={sibling distance=26mm}, "
-            r"level 2/.style={sibling distance=11mm}, every node/.style={font=\small}]"
-            rf"\node {{S}} {children};\end{{tikzpicture}}")
+    return (
+        r"\begin{tikzpicture}[level distance=8mm, level 1/.style={sibling distance=26mm}, "
+        r"level 2/.style={sibling distance=11mm}, every node/.style={font=\small}]"
+        rf"\node {{S}} {children};\end{{tikzpicture}}"
+    )
 
 
 def figure(rng: random.Random, ident: str, label: int, *, wide: bool, image_files: list[str]) -> Element:
@@ -263,13 +313,17 @@ def figure(rng: random.Random, ident: str, label: int, *, wide: bool, image_file
         for k in range(count):
             pid = f"{ident}p{k}"
             raster = rng.random() < 0.3
-            inner = (rf"\includegraphics[width=\linewidth]{{{rng.choice(image_files)}}}" if raster
-                     else _pgfplot(rng, r"\linewidth", "3.6cm"))
+            inner = (
+                rf"\includegraphics[width=\linewidth]{{{rng.choice(image_files)}}}"
+                if raster
+                else _pgfplot(rng, r"\linewidth", "3.6cm")
+            )
             sub = rng.choice(SYSTEMS) + " " + rng.choice(WORDS)
-            parts.append(rf"\begin{{subfigure}}[t]{{{share}{full}}}\centering\goldbox{{{pid}}}{{{inner}}}"
-                         rf"\caption{{{_escape(sub)}}}\end{{subfigure}}")
-            panels.append({"id": pid, "subcaption": f"({chr(97 + k)}) {sub}", "kind": "raster" if raster
-                           else "vector"})
+            parts.append(
+                rf"\begin{{subfigure}}[t]{{{share}{full}}}\centering\goldbox{{{pid}}}{{{inner}}}"
+                rf"\caption{{{_escape(sub)}}}\end{{subfigure}}"
+            )
+            panels.append({"id": pid, "subcaption": f"({chr(97 + k)}) {sub}", "kind": "raster" if raster else "vector"})
         body = r"\hfill".join(parts)
         body = rf"\goldgroup{{{ident}}}{{{body}}}"
     elif kind == "plot":
@@ -283,20 +337,31 @@ def figure(rng: random.Random, ident: str, label: int, *, wide: bool, image_file
     above = rng.random() < 0.15
     caption = rf"\caption{{{caption_text}}}"
     source = "\\centering\n" + (caption + "\n" + body if above else body + "\n" + caption)
-    gold = {"label": f"Figure {label}", "caption": caption_text, "caption_position": "above" if above else "below",
-            "kind": kind, "panels": panels}
+    gold = {
+        "label": f"Figure {label}",
+        "caption": caption_text,
+        "caption_position": "above" if above else "below",
+        "kind": kind,
+        "panels": panels,
+    }
     return Element(ident, "figure", source, gold, "figure*" if wide else "figure")
 
 
 def prompt_box(rng: random.Random, ident: str, label: int, as_table: bool, *, wide: bool) -> Element:
     """A framed prompt (tcolorbox) of monospaced instructions; its authors caption it a Figure or a Table, and the
     gold type follows the caption's word."""
-    lines = [rf"\textbf{{{rng.choice(('System', 'User', 'Instruction', 'Input', 'Output'))}:}} "
-             + _escape(sentence(rng, math=False)) for _ in range(rng.randint(3, 7))]
+    lines = [
+        rf"\textbf{{{rng.choice(('System', 'User', 'Instruction', 'Input', 'Output'))}:}} "
+        + _escape(sentence(rng, math=False))
+        for _ in range(rng.randint(3, 7))
+    ]
     width = r"0.95\textwidth" if wide else r"\columnwidth"
-    box = (rf"\begin{{minipage}}{{{width}}}\begin{{tcolorbox}}[colback=gray!5, colframe=gray!60, boxrule=0.5pt, "
-           r"left=3pt, right=3pt, top=2pt, bottom=2pt]\small\ttfamily " + r"\\ ".join(lines)
-           + r"\end{tcolorbox}\end{minipage}")
+    box = (
+        rf"\begin{{minipage}}{{{width}}}\begin{{tcolorbox}}[colback=gray!5, colframe=gray!60, boxrule=0.5pt, "
+        r"left=3pt, right=3pt, top=2pt, bottom=2pt]\small\ttfamily "
+        + r"\\ ".join(lines)
+        + r"\end{tcolorbox}\end{minipage}"
+    )
     word = "Table" if as_table else "Figure"
     caption_text = "Prompt used for " + " ".join(rng.sample(WORDS, 3)) + ". " + sentence(rng, math=False)
     source = "\\centering\n" + rf"\goldbox{{{ident}}}{{{box}}}" + "\n" + rf"\caption{{{caption_text}}}"
@@ -314,14 +379,25 @@ def diagram(rng: random.Random, ident: str) -> Element:
 
 def algorithm(rng: random.Random, ident: str, label: int) -> Element:
     steps = [rf"\State {_escape(sentence(rng, math=False))}" for _ in range(rng.randint(3, 6))]
-    body = (r"\begin{algorithmic}[1]" + "\n" + rf"\Require {rng.choice(WORDS)} $\mathcal{{D}}$" + "\n"
-            + r"\For{$t = 1, \dots, T$}" + "\n" + "\n".join(steps) + "\n" + r"\EndFor" + "\n"
-            + r"\State \Return $\theta$" + "\n" + r"\end{algorithmic}")
+    body = (
+        r"\begin{algorithmic}[1]"
+        + "\n"
+        + rf"\Require {rng.choice(WORDS)} $\mathcal{{D}}$"
+        + "\n"
+        + r"\For{$t = 1, \dots, T$}"
+        + "\n"
+        + "\n".join(steps)
+        + "\n"
+        + r"\EndFor"
+        + "\n"
+        + r"\State \Return $\theta$"
+        + "\n"
+        + r"\end{algorithmic}"
+    )
     caption_text = title(rng)
     source = rf"\caption{{{caption_text}}}" + "\n" + rf"\goldbox{{{ident}}}{{\begin{{minipage}}{{\linewidth}}{body}"
     source += r"\end{minipage}}"
-    return Element(ident, "algorithm", source, {"label": f"Algorithm {label}", "caption": caption_text},
-                   "algorithm")
+    return Element(ident, "algorithm", source, {"label": f"Algorithm {label}", "caption": caption_text}, "algorithm")
 
 
 # ------------------------------------------------------------------------------------------------ equations
@@ -369,5 +445,4 @@ def equation(rng: random.Random, ident: str) -> Element:
         source = r"\[ " + math + r" \]"
     else:
         source = r"\begin{equation} " + math + r" \end{equation}"
-    return Element(ident, "equation", source, {"latex": latex, "numbered": style != "unnumbered",
-                                               "style": style})
+    return Element(ident, "equation", source, {"latex": latex, "numbered": style != "unnumbered", "style": style})

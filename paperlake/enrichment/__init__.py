@@ -27,8 +27,20 @@ from paperlake.enrichment.runner import (
 
 ENRICHMENT_VERSION = "enrichment-1"
 
-__all__ = ["DEFAULT_KINDS", "ENRICHMENT_VIEW", "KINDS", "Budget", "PaperOutcome", "code_version", "dry_run",
-           "enrich_one", "models_for", "not_configured_reason", "resolve_kinds", "stale_papers"]
+__all__ = [
+    "DEFAULT_KINDS",
+    "ENRICHMENT_VIEW",
+    "KINDS",
+    "Budget",
+    "PaperOutcome",
+    "code_version",
+    "dry_run",
+    "enrich_one",
+    "models_for",
+    "not_configured_reason",
+    "resolve_kinds",
+    "stale_papers",
+]
 
 
 def code_version() -> str:
@@ -40,8 +52,10 @@ def code_version() -> str:
 def not_configured_reason(settings: Settings) -> str | None:
     if settings.llm_configured:
         return None
-    return ("no LLM endpoint configured (set OPENAI_BASE_URL and/or OPENAI_API_KEY, and PAPERLAKE_LLM_MODEL); "
-            "run `paperlake enrich` once one is")
+    return (
+        "no LLM endpoint configured (set OPENAI_BASE_URL and/or OPENAI_API_KEY, and PAPERLAKE_LLM_MODEL); "
+        "run `paperlake enrich` once one is"
+    )
 
 
 def models_for(settings: Settings) -> Models:
@@ -57,8 +71,9 @@ def _lake(settings: Settings):
     return Lake(settings.lake)
 
 
-def stale_papers(settings: Settings, kinds: tuple[str, ...] | None = None, keys: list[str] | None = None,
-                 retry_errors: bool = False) -> dict[str, int]:
+def stale_papers(
+    settings: Settings, kinds: tuple[str, ...] | None = None, keys: list[str] | None = None, retry_errors: bool = False
+) -> dict[str, int]:
     """paper key → how many items need a call, for the published papers (or ``keys``) with at least one."""
     lake = _lake(settings)
     kinds = kinds or resolve_kinds(settings.enrich_kinds)
@@ -73,8 +88,9 @@ def stale_papers(settings: Settings, kinds: tuple[str, ...] | None = None, keys:
     return stale
 
 
-def dry_run(settings: Settings, kinds: tuple[str, ...] | None = None, keys: list[str] | None = None,
-            retry_errors: bool = False) -> dict[str, Any]:
+def dry_run(
+    settings: Settings, kinds: tuple[str, ...] | None = None, keys: list[str] | None = None, retry_errors: bool = False
+) -> dict[str, Any]:
     """What enriching would ask, per paper and in total, with worst-case tokens and cost; calls nothing."""
     from paperlake.llm import parse_prices
 
@@ -95,13 +111,23 @@ def dry_run(settings: Settings, kinds: tuple[str, ...] | None = None, keys: list
         if todo:
             papers[key] = estimate(todo, models, price)
             everything += todo
-    return {"kinds": list(kinds), "models": {"text": models.text, "vision": models.vision},
-            "papers": papers, "total": estimate(everything, models, price)}
+    return {
+        "kinds": list(kinds),
+        "models": {"text": models.text, "vision": models.vision},
+        "papers": papers,
+        "total": estimate(everything, models, price),
+    }
 
 
-def enrich_one(settings: Settings, paper_key: str, *, kinds: tuple[str, ...] | None = None,
-               budget: Budget | None = None, retry_errors: bool = False,
-               client_factory: Callable[[str], Any] | None = None) -> PaperOutcome:
+def enrich_one(
+    settings: Settings,
+    paper_key: str,
+    *,
+    kinds: tuple[str, ...] | None = None,
+    budget: Budget | None = None,
+    retry_errors: bool = False,
+    client_factory: Callable[[str], Any] | None = None,
+) -> PaperOutcome:
     """Ask the paper's stale items and replace its enrichment file. ``client_factory(model)`` makes the chat
     clients (default: :meth:`ChatClient.from_settings` with the response cache)."""
     from paperlake.llm import ChatClient
@@ -115,6 +141,15 @@ def enrich_one(settings: Settings, paper_key: str, *, kinds: tuple[str, ...] | N
     factory = client_factory or (lambda model: ChatClient.from_settings(settings, model=model))
     text_client = factory(models.text)
     clients = {False: text_client, True: text_client if models.vision == models.text else factory(models.vision)}
-    return enrich_paper(lake, paper_key, record.paper_id, kinds, clients, models,
-                        budget or Budget.parse(settings.llm_budget), concurrency=settings.llm_concurrency,
-                        per_minute=settings.llm_requests_per_minute, retry_errors=retry_errors)
+    return enrich_paper(
+        lake,
+        paper_key,
+        record.paper_id,
+        kinds,
+        clients,
+        models,
+        budget or Budget.parse(settings.llm_budget),
+        concurrency=settings.llm_concurrency,
+        per_minute=settings.llm_requests_per_minute,
+        retry_errors=retry_errors,
+    )

@@ -21,21 +21,21 @@ import polars as pl
 import tiktoken
 
 PROMPTS_DIR = Path(__file__).with_name("prompts")
-MAX_CONTENT_TOKENS = 6000      # what one item may show the model (a long page or section is cut)
-VISION_DPI = 144               # legible table and figure text in the crops
-IMAGE_TOKENS = 765             # what a vision model charges for one high-detail 512px tile image, for estimates
+MAX_CONTENT_TOKENS = 6000  # what one item may show the model (a long page or section is cut)
+VISION_DPI = 144  # legible table and figure text in the crops
+IMAGE_TOKENS = 765  # what a vision model charges for one high-detail 512px tile image, for estimates
 
 
 @dataclass(frozen=True)
 class Kind:
     name: str
-    view: str                 # lake view the items come from
-    id_column: str            # the item's id in that view (= the warehouse row id)
-    table: str                # warehouse table whose column it fills
-    column: str               # warehouse column
+    view: str  # lake view the items come from
+    id_column: str  # the item's id in that view (= the warehouse row id)
+    table: str  # warehouse table whose column it fills
+    column: str  # warehouse column
     vision: bool = False
-    max_tokens: int = 300     # completion budget per call
-    answer: str = "text"      # text | tags
+    max_tokens: int = 300  # completion budget per call
+    answer: str = "text"  # text | tags
 
     @property
     def prompt(self) -> str:
@@ -46,16 +46,19 @@ class Kind:
         return hashlib.sha256(self.prompt.encode("utf-8")).hexdigest()[:12]
 
 
-KINDS: dict[str, Kind] = {k.name: k for k in (
-    Kind("page_summary", "pages", "page_id", "pages", "page_summary"),
-    Kind("section_summary", "sections", "section_id", "sections", "section_summary"),
-    Kind("table_summary", "tables", "table_id", "tables", "table_summary", vision=True),
-    Kind("image_summary", "images", "image_id", "images", "image_summary", vision=True),
-    Kind("tldr", "metadata", "paper_id", "metadata", "tldr", max_tokens=120),
-    Kind("tags", "metadata", "paper_id", "metadata", "tags", max_tokens=120, answer="tags"),
-    Kind("row_summary", "table_rows", "row_id", "table_rows", "row_summary", max_tokens=150),
-    Kind("column_summary", "table_columns", "column_id", "table_columns", "column_summary", max_tokens=150),
-)}
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        Kind("page_summary", "pages", "page_id", "pages", "page_summary"),
+        Kind("section_summary", "sections", "section_id", "sections", "section_summary"),
+        Kind("table_summary", "tables", "table_id", "tables", "table_summary", vision=True),
+        Kind("image_summary", "images", "image_id", "images", "image_summary", vision=True),
+        Kind("tldr", "metadata", "paper_id", "metadata", "tldr", max_tokens=120),
+        Kind("tags", "metadata", "paper_id", "metadata", "tags", max_tokens=120, answer="tags"),
+        Kind("row_summary", "table_rows", "row_id", "table_rows", "row_summary", max_tokens=150),
+        Kind("column_summary", "table_columns", "column_id", "table_columns", "column_summary", max_tokens=150),
+    )
+}
 # NeuSym-RAG's columns are enriched by default; HD-RAG's row and column summaries (one call per table row and
 # column: ~10x the calls of the rest on a typical volume) when asked for (PAPERLAKE_ENRICH_KINDS or --views).
 DEFAULT_KINDS = ("page_summary", "section_summary", "table_summary", "image_summary", "tldr", "tags")
@@ -102,9 +105,13 @@ class Item:
         if kind.vision and self.png is not None:
             import base64
 
-            user: Any = [{"type": "text", "text": self.text},
-                         {"type": "image_url", "image_url": {
-                             "url": "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")}}]
+            user: Any = [
+                {"type": "text", "text": self.text},
+                {
+                    "type": "image_url",
+                    "image_url": {"url": "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")},
+                },
+            ]
         else:
             user = self.text
         return [{"role": "system", "content": kind.prompt}, {"role": "user", "content": user}]
@@ -169,8 +176,10 @@ def _item(kind: Kind, row: dict[str, Any], paper: dict[str, Any]) -> Item | None
         text = f"Paper: {title}\nSection: {row.get('section_title') or ''}\n{body}"
     elif kind.name == "table_summary":
         body = (row.get("table_content") or row.get("table_caption") or "").strip()
-        text = (f"Paper: {title}\nCaption: {row.get('table_caption') or ''}\n"
-                f"Table (HTML):\n{row.get('table_content') or ''}")
+        text = (
+            f"Paper: {title}\nCaption: {row.get('table_caption') or ''}\n"
+            f"Table (HTML):\n{row.get('table_content') or ''}"
+        )
     elif kind.name == "image_summary":
         body = (row.get("image_caption") or "").strip() or ("figure" if row.get("bbox") else "")
         text = f"Paper: {title}\nCaption: {row.get('image_caption') or '(none)'}"
@@ -199,8 +208,9 @@ def _crop(pdf_path: str, page_number: int, bbox: list[float]) -> bytes | None:
 # ---------------------------------------------------------------------------------------------------------------
 # Reading answers
 
-_REFUSAL = re.compile(r"^\s*(i'?m sorry|sorry,|i can(?:no|')t|i am unable|i'?m unable|as an ai\b|i do not have access)",
-                      re.I)
+_REFUSAL = re.compile(
+    r"^\s*(i'?m sorry|sorry,|i can(?:no|')t|i am unable|i'?m unable|as an ai\b|i do not have access)", re.I
+)
 _MAX_ANSWER_CHARS = 2000
 
 

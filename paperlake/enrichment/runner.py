@@ -31,12 +31,25 @@ import pyarrow.parquet as pq
 from paperlake.enrichment.kinds import KINDS, BadAnswer, Item, paper_items, read_answer
 
 ENRICHMENT_VIEW = "enrichment"
-ENRICHMENT_SCHEMA = pa.schema([
-    ("paper_id", pa.string()), ("kind", pa.string()), ("item_id", pa.string()), ("content_hash", pa.string()),
-    ("prompt_version", pa.string()), ("model", pa.string()), ("status", pa.string()), ("summary", pa.string()),
-    ("tags", pa.list_(pa.string())), ("reason", pa.string()), ("prompt_tokens", pa.int64()),
-    ("completion_tokens", pa.int64()), ("cost_usd", pa.float64()), ("cached", pa.bool_()), ("created_at", pa.string()),
-])
+ENRICHMENT_SCHEMA = pa.schema(
+    [
+        ("paper_id", pa.string()),
+        ("kind", pa.string()),
+        ("item_id", pa.string()),
+        ("content_hash", pa.string()),
+        ("prompt_version", pa.string()),
+        ("model", pa.string()),
+        ("status", pa.string()),
+        ("summary", pa.string()),
+        ("tags", pa.list_(pa.string())),
+        ("reason", pa.string()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("cost_usd", pa.float64()),
+        ("cached", pa.bool_()),
+        ("created_at", pa.string()),
+    ]
+)
 
 
 class BudgetError(ValueError):
@@ -67,8 +80,9 @@ class Budget:
             return cls(tokens=int(tokens.group(1)) * scale)
         if money and (raw.startswith("$") or money.group(2)):
             return cls(usd=float(money.group(1)))
-        raise BudgetError(f"PAPERLAKE_LLM_BUDGET must be tokens ('200000', '200k tokens') or money ('$1.50', "
-                          f"'1.5 usd'); got {text!r}")
+        raise BudgetError(
+            f"PAPERLAKE_LLM_BUDGET must be tokens ('200000', '200k tokens') or money ('$1.50', '1.5 usd'); got {text!r}"
+        )
 
     @property
     def limited(self) -> bool:
@@ -117,8 +131,9 @@ class PaperOutcome:
 
     def metadata(self) -> dict[str, Any]:
         """What the Dagster UI shows on the paper's enrichment materialization."""
-        return {k: v for k, v in asdict(self).items() if v not in (None, {})} | {"status": "enriched" if not
-                                                                                 self.pending else "pending"}
+        return {k: v for k, v in asdict(self).items() if v not in (None, {})} | {
+            "status": "enriched" if not self.pending else "pending"
+        }
 
 
 @dataclass
@@ -148,12 +163,17 @@ def ensure_enrichment_contract(lake_root: Path) -> None:
 
 
 def _is_current(row: dict[str, Any], item: Item, models: Models, retry_errors: bool) -> bool:
-    return (row["content_hash"] == item.content_hash and row["prompt_version"] == KINDS[item.kind].prompt_version
-            and row["model"] == models.for_kind(item.kind) and (row["status"] == "ok" or not retry_errors))
+    return (
+        row["content_hash"] == item.content_hash
+        and row["prompt_version"] == KINDS[item.kind].prompt_version
+        and row["model"] == models.for_kind(item.kind)
+        and (row["status"] == "ok" or not retry_errors)
+    )
 
 
-def plan_paper(lake: Any, paper_key: str, kinds: tuple[str, ...], models: Models, retry_errors: bool = False,
-               render: bool = False) -> tuple[list[Item], list[dict[str, Any]]]:
+def plan_paper(
+    lake: Any, paper_key: str, kinds: tuple[str, ...], models: Models, retry_errors: bool = False, render: bool = False
+) -> tuple[list[Item], list[dict[str, Any]]]:
     """(items that need a call, rows to keep): a row is kept while its item exists with the same content, prompt and
     model; rows of kinds not asked for are kept as they are."""
     existing = {(r["kind"], r["item_id"]): r for r in read_rows(lake.root, paper_key)}
@@ -176,8 +196,13 @@ def estimate(items: list[Item], models: Models, price: Callable[[str, int, int],
     by_kind: dict[str, int] = {}
     for item in items:
         by_kind[item.kind] = by_kind.get(item.kind, 0) + 1
-    return {"calls": len(items), "prompt_tokens": prompt, "completion_tokens": completion,
-            "cost_usd": round(cost, 6), "by_kind": by_kind}
+    return {
+        "calls": len(items),
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "cost_usd": round(cost, 6),
+        "by_kind": by_kind,
+    }
 
 
 class _RateLimiter:
@@ -196,9 +221,19 @@ class _RateLimiter:
         time.sleep(max(0.0, start - now))
 
 
-def enrich_paper(lake: Any, paper_key: str, paper_id: str, kinds: tuple[str, ...], clients: dict[bool, Any],
-                 models: Models, budget: Budget, *, concurrency: int = 4, per_minute: int | None = None,
-                 retry_errors: bool = False) -> PaperOutcome:
+def enrich_paper(
+    lake: Any,
+    paper_key: str,
+    paper_id: str,
+    kinds: tuple[str, ...],
+    clients: dict[bool, Any],
+    models: Models,
+    budget: Budget,
+    *,
+    concurrency: int = 4,
+    per_minute: int | None = None,
+    retry_errors: bool = False,
+) -> PaperOutcome:
     """Ask every item of the paper that needs it (``clients[vision]`` answers), then replace the paper's file."""
     from paperlake.lake import write_table_atomic
     from paperlake.llm import LLMError
@@ -220,9 +255,15 @@ def enrich_paper(lake: Any, paper_key: str, paper_id: str, kinds: tuple[str, ...
                 outcome.pending_reason = "budget"
             return None
         limiter.wait()
-        base = {"paper_id": paper_id, "kind": item.kind, "item_id": item.item_id,
-                "content_hash": item.content_hash, "prompt_version": kind.prompt_version, "model": client.model,
-                "created_at": stamp}
+        base = {
+            "paper_id": paper_id,
+            "kind": item.kind,
+            "item_id": item.item_id,
+            "content_hash": item.content_hash,
+            "prompt_version": kind.prompt_version,
+            "model": client.model,
+            "created_at": stamp,
+        }
         try:
             response = client.complete(item.messages(), max_tokens=kind.max_tokens, temperature=0.0, top_p=1.0)
         except LLMError as problem:
@@ -232,8 +273,14 @@ def enrich_paper(lake: Any, paper_key: str, paper_id: str, kinds: tuple[str, ...
                     outcome.pending += 1
                     outcome.pending_reason = outcome.pending_reason or f"endpoint: {problem}"[:200]
                 return None
-            return base | {"status": "error", "reason": f"request refused: {problem}"[:500], "cached": False,
-                           "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+            return base | {
+                "status": "error",
+                "reason": f"request refused: {problem}"[:500],
+                "cached": False,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cost_usd": 0.0,
+            }
         usage = response.usage
         budget.settle(worst_tokens, worst_usd, usage.total_tokens, usage.cost_usd)
         with lock:
@@ -242,8 +289,12 @@ def enrich_paper(lake: Any, paper_key: str, paper_id: str, kinds: tuple[str, ...
             outcome.prompt_tokens += usage.prompt_tokens
             outcome.completion_tokens += usage.completion_tokens
             outcome.cost_usd += usage.cost_usd
-        spent = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                 "cost_usd": usage.cost_usd, "cached": response.cached}
+        spent = {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "cost_usd": usage.cost_usd,
+            "cached": response.cached,
+        }
         try:
             summary, tags = read_answer(item.kind, response.text)
         except BadAnswer as problem:
@@ -263,8 +314,9 @@ def enrich_paper(lake: Any, paper_key: str, paper_id: str, kinds: tuple[str, ...
             else:
                 outcome.errors += 1
     ensure_enrichment_contract(lake.root)
-    table = pa.Table.from_pylist([{name: row.get(name) for name in ENRICHMENT_SCHEMA.names} for row in rows],
-                                 schema=ENRICHMENT_SCHEMA)
+    table = pa.Table.from_pylist(
+        [{name: row.get(name) for name in ENRICHMENT_SCHEMA.names} for row in rows], schema=ENRICHMENT_SCHEMA
+    )
     if todo or not enrichment_path(lake.root, paper_key).exists():
         write_table_atomic(table, enrichment_path(lake.root, paper_key))
     outcome.cost_usd = round(outcome.cost_usd, 8)

@@ -222,8 +222,9 @@ class Report:
             "correct": sum(q.score for q in self.questions),
             "unanswered": sum(not q.answered for q in self.questions),
             "errors": len(self.errors),
-            "by_tag": {t.tag: {"group": t.group, "count": t.count, "correct": t.correct, "score": t.score}
-                       for t in self.by_tag},
+            "by_tag": {
+                t.tag: {"group": t.group, "count": t.count, "correct": t.correct, "score": t.score} for t in self.by_tag
+            },
             "questions": [asdict(q) for q in self.questions],
         }
 
@@ -256,17 +257,16 @@ class Report:
         FigureCanvasAgg(figure)
         axes = figure.add_subplot()
         colours = dict(zip(TAG_GROUPS, ("tab:blue", "tab:orange", "tab:green")))
-        bars = axes.bar(
-            [t.tag for t in rows], [100 * t.score for t in rows], color=[colours[t.group] for t in rows]
-        )
+        bars = axes.bar([t.tag for t in rows], [100 * t.score for t in rows], color=[colours[t.group] for t in rows])
         axes.bar_label(bars, labels=[f"{100 * t.score:.0f}%\nn={t.count}" for t in rows], fontsize=8)
         overall = axes.axhline(100 * self.overall, color="grey", linestyle="--", linewidth=1)
         axes.set_ylim(0, 115)
         axes.set_ylabel("score (%)")
         axes.set_title(f"Scores by tag ({len(self.questions)} questions)")
         handles = [Patch(color=colour, label=group) for group, colour in colours.items()]
-        axes.legend([*handles, overall], [*colours, f"overall {self.overall:.1%}"], loc="upper right", fontsize=8,
-                    ncols=2)
+        axes.legend(
+            [*handles, overall], [*colours, f"overall {self.overall:.1%}"], loc="upper right", fontsize=8, ncols=2
+        )
         figure.tight_layout()
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)

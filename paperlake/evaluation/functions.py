@@ -96,13 +96,12 @@ def get_eval_function(name: str) -> EvalFunction:
     try:
         return EVAL_FUNCTIONS[name]
     except (KeyError, TypeError):
-        raise EvaluationError(
-            f"unknown eval_func {name!r}; known: {', '.join(sorted(EVAL_FUNCTIONS))}"
-        ) from None
+        raise EvaluationError(f"unknown eval_func {name!r}; known: {', '.join(sorted(EVAL_FUNCTIONS))}") from None
 
 
-def run_evaluator(eval_func: str, pred: Any, eval_kwargs: Mapping[str, Any] | None = None,
-                  llm: Judge | None = None) -> int:
+def run_evaluator(
+    eval_func: str, pred: Any, eval_kwargs: Mapping[str, Any] | None = None, llm: Judge | None = None
+) -> int:
     """Resolve ``eval_func`` by name and score ``pred``; the judge goes only to functions that take one."""
     func = get_eval_function(eval_func)
     if eval_kwargs is not None and not isinstance(eval_kwargs, Mapping):
@@ -228,6 +227,7 @@ def _fuzzy_score(pred: Any, gold: Any, fuzz_method: str, lowercase: bool, ignore
 
 # ---------------------------------------------------------------------------------------------------------------
 # Scalar matchers
+
 
 @_register
 def eval_bool_exact_match(pred: Any, gold: Any) -> int:
@@ -458,15 +458,19 @@ class ElementOptions:
     def matcher(self, func: str) -> Callable[[Any, Any], bool]:
         _check_float_options(self.ndigits, self.tolerance, func)
         _check_fuzzy_options(self.fuzz_method, self.threshold, func)
-        options = _MatchOptions(False, self.lowercase, self.ignore_blank, self.ndigits, self.tolerance,
-                                self.threshold, self.fuzz_method)
+        options = _MatchOptions(
+            False, self.lowercase, self.ignore_blank, self.ndigits, self.tolerance, self.threshold, self.fuzz_method
+        )
         if self.element_type == "str":
             return lambda p, g: _match(p, str(g), options)
         if self.element_type == "int":
             return lambda p, g: _to_int(p) is not None and _to_int(p) == _to_int(g)
         if self.element_type == "float":
-            return lambda p, g: (_to_float(p) is not None and _to_float(g) is not None
-                                 and _floats_close(_to_float(p), _to_float(g), self.ndigits, self.tolerance))
+            return lambda p, g: (
+                _to_float(p) is not None
+                and _to_float(g) is not None
+                and _floats_close(_to_float(p), _to_float(g), self.ndigits, self.tolerance)
+            )
         if self.element_type == "bool":
             return lambda p, g: _to_bool(p) is not None and _to_bool(p) is _to_bool(g)
         return lambda p, g: bool(_structured_match(p, g, options))
@@ -484,11 +488,15 @@ def _element_evaluator(check: Callable[..., int]) -> EvalFunction:
     checks the gold list and builds ``matches`` from the options."""
     name = check.__name__
     own = list(inspect.signature(check).parameters.values())[3:]
-    signature = inspect.Signature([
-        inspect.Parameter("pred", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Any),
-        inspect.Parameter("gold", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Any),
-        *own, *_ELEMENT_OPTIONS,
-    ], return_annotation=int)
+    signature = inspect.Signature(
+        [
+            inspect.Parameter("pred", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Any),
+            inspect.Parameter("gold", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Any),
+            *own,
+            *_ELEMENT_OPTIONS,
+        ],
+        return_annotation=int,
+    )
 
     @functools.wraps(check)
     def evaluator(*args: Any, **kwargs: Any) -> int:
@@ -528,8 +536,7 @@ def eval_element_list_included(pred: Any, gold_items: list, matches: Callable[[A
 
 
 @_element_evaluator
-def eval_element_list_overlap(pred: Any, gold_items: list, matches: Callable[[Any, Any], bool],
-                              count: int = 1) -> int:
+def eval_element_list_overlap(pred: Any, gold_items: list, matches: Callable[[Any, Any], bool], count: int = 1) -> int:
     """At least ``count`` distinct gold elements are matched, each by a different predicted element."""
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise EvaluationError(f"eval_element_list_overlap: count must be a positive int, got {count!r}")
@@ -545,14 +552,16 @@ def eval_paper_relevance_with_reference_answer(pred: Any, reference_answer: Any,
     """The predicted title matches the reference title (or any of a list) by case-insensitive fuzzy ratio."""
     references = [reference_answer] if isinstance(reference_answer, str) else reference_answer
     if not isinstance(references, list | tuple) or not references:
-        raise EvaluationError("eval_paper_relevance_with_reference_answer: reference_answer must be a title or a list "
-                              "of titles")
+        raise EvaluationError(
+            "eval_paper_relevance_with_reference_answer: reference_answer must be a title or a list of titles"
+        )
     _check_fuzzy_options("ratio", threshold, "eval_paper_relevance_with_reference_answer")
     return int(any(_fuzzy_score(pred, title, "ratio", True, False) >= threshold for title in references))
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Logical combinations (sub-evaluators are resolved by name through the registry)
+
 
 def _sub_evaluations(eval_func_list: Any, eval_kwargs_list: Any, func: str) -> list[tuple[str, dict]]:
     if not isinstance(eval_func_list, list | tuple) or not eval_func_list:
@@ -565,8 +574,9 @@ def _sub_evaluations(eval_func_list: Any, eval_kwargs_list: Any, func: str) -> l
 
 
 @_register
-def eval_conjunction(pred: Any, eval_func_list: list[str], eval_kwargs_list: list[dict],
-                     llm: Judge | None = None) -> int:
+def eval_conjunction(
+    pred: Any, eval_func_list: list[str], eval_kwargs_list: list[dict], llm: Judge | None = None
+) -> int:
     """The prediction is a list with one element per sub-evaluation, and every one passes."""
     subs = _sub_evaluations(eval_func_list, eval_kwargs_list, "eval_conjunction")
     parts = _as_list(pred)
@@ -576,8 +586,9 @@ def eval_conjunction(pred: Any, eval_func_list: list[str], eval_kwargs_list: lis
 
 
 @_register
-def eval_disjunction(pred: Any, eval_func_list: list[str], eval_kwargs_list: list[dict],
-                     llm: Judge | None = None) -> int:
+def eval_disjunction(
+    pred: Any, eval_func_list: list[str], eval_kwargs_list: list[dict], llm: Judge | None = None
+) -> int:
     """The prediction is a list with one element per sub-evaluation, and at least one passes."""
     subs = _sub_evaluations(eval_func_list, eval_kwargs_list, "eval_disjunction")
     parts = _as_list(pred)
@@ -614,8 +625,9 @@ def parse_judgement(text: str) -> bool | None:
     return words[-1].lower() == "true" if words else None
 
 
-def _ask_judge(llm: Judge | None, func: str, question: str, sections: list[tuple[str, str]], pred: Any,
-               rule: str) -> int:
+def _ask_judge(
+    llm: Judge | None, func: str, question: str, sections: list[tuple[str, str]], pred: Any, rule: str
+) -> int:
     if llm is None:
         raise EvaluationError(
             f"{func} needs an LLM endpoint (set OPENAI_BASE_URL, OPENAI_API_KEY and a model, and pass a judge)"
@@ -639,70 +651,114 @@ def _bullets(items: Any, func: str, name: str) -> tuple[list[str], str]:
 # llm_model and temperature appear in AirQA eval_kwargs; the judge we are given decides both, so they are accepted
 # and ignored.
 
+
 @_register_judged
 def eval_reference_answer_with_llm(
-    pred: Any, reference_answer: str, question: str, llm: Judge | None = None,
-    llm_model: str | None = None, temperature: float | None = None,
+    pred: Any,
+    reference_answer: str,
+    question: str,
+    llm: Judge | None = None,
+    llm_model: str | None = None,
+    temperature: float | None = None,
 ) -> int:
     return _ask_judge(
-        llm, "eval_reference_answer_with_llm", question, [("Reference answer", str(reference_answer))], pred,
+        llm,
+        "eval_reference_answer_with_llm",
+        question,
+        [("Reference answer", str(reference_answer))],
+        pred,
         "True if and only if the predicted answer means the same as the reference answer for this question.",
     )
 
 
 @_register_judged
 def eval_candidate_reference_answer_with_llm(
-    pred: Any, candidate_reference_answers: list[str], question: str, llm: Judge | None = None,
-    llm_model: str | None = None, temperature: float | None = None,
+    pred: Any,
+    candidate_reference_answers: list[str],
+    question: str,
+    llm: Judge | None = None,
+    llm_model: str | None = None,
+    temperature: float | None = None,
 ) -> int:
     func = "eval_candidate_reference_answer_with_llm"
     candidates, listing = _bullets(candidate_reference_answers, func, "candidate_reference_answers")
     return _ask_judge(
-        llm, func, question, [(f"Candidate reference answers ({len(candidates)})", listing)], pred,
+        llm,
+        func,
+        question,
+        [(f"Candidate reference answers ({len(candidates)})", listing)],
+        pred,
         "True if and only if the predicted answer means the same as at least one candidate reference answer.",
     )
 
 
 @_register_judged
 def eval_scoring_points_with_llm(
-    pred: Any, scoring_points: list[str], question: str, ignore_order: bool = True, llm: Judge | None = None,
-    llm_model: str | None = None, temperature: float | None = None,
+    pred: Any,
+    scoring_points: list[str],
+    question: str,
+    ignore_order: bool = True,
+    llm: Judge | None = None,
+    llm_model: str | None = None,
+    temperature: float | None = None,
 ) -> int:
     func = "eval_scoring_points_with_llm"
     points, listing = _bullets(scoring_points, func, "scoring_points")
     order = "The order of the points does not matter." if ignore_order else "The points must appear in this order."
     return _ask_judge(
-        llm, func, question, [(f"Scoring points ({len(points)})", listing)], pred,
+        llm,
+        func,
+        question,
+        [(f"Scoring points ({len(points)})", listing)],
+        pred,
         f"True if and only if the predicted answer states every scoring point. {order}",
     )
 
 
 @_register_judged
 def eval_partial_scoring_points_with_llm(
-    pred: Any, scoring_points: list[str], question: str, count: int = 1, llm: Judge | None = None,
-    llm_model: str | None = None, temperature: float | None = None,
+    pred: Any,
+    scoring_points: list[str],
+    question: str,
+    count: int = 1,
+    llm: Judge | None = None,
+    llm_model: str | None = None,
+    temperature: float | None = None,
 ) -> int:
     func = "eval_partial_scoring_points_with_llm"
     points, listing = _bullets(scoring_points, func, "scoring_points")
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= len(points):
         raise EvaluationError(f"{func}: count must be an int between 1 and {len(points)}, got {count!r}")
     return _ask_judge(
-        llm, func, question, [(f"Scoring points ({len(points)})", listing)], pred,
+        llm,
+        func,
+        question,
+        [(f"Scoring points ({len(points)})", listing)],
+        pred,
         f"True if and only if the predicted answer correctly states at least {count} of the scoring points.",
     )
 
 
 @_register_judged
 def eval_reference_answer_and_scoring_points_with_llm(
-    pred: Any, reference_answer: str, scoring_points: list[str], question: str, ignore_order: bool = True,
-    llm: Judge | None = None, llm_model: str | None = None, temperature: float | None = None,
+    pred: Any,
+    reference_answer: str,
+    scoring_points: list[str],
+    question: str,
+    ignore_order: bool = True,
+    llm: Judge | None = None,
+    llm_model: str | None = None,
+    temperature: float | None = None,
 ) -> int:
     func = "eval_reference_answer_and_scoring_points_with_llm"
     points, listing = _bullets(scoring_points, func, "scoring_points")
     order = "The order of the points does not matter." if ignore_order else "The points must appear in this order."
     return _ask_judge(
-        llm, func, question,
-        [("Reference answer", str(reference_answer)), (f"Scoring points ({len(points)})", listing)], pred,
+        llm,
+        func,
+        question,
+        [("Reference answer", str(reference_answer)), (f"Scoring points ({len(points)})", listing)],
+        pred,
         "True if and only if the predicted answer agrees with the reference answer and states every scoring "
         f"point. {order}",
     )
@@ -710,16 +766,27 @@ def eval_reference_answer_and_scoring_points_with_llm(
 
 @_register_judged
 def eval_complex_math_formula_with_llm(
-    pred: Any, formulas: str | list[str], question: str, ignore_order: bool = True, llm: Judge | None = None,
-    llm_model: str | None = None, temperature: float | None = None,
+    pred: Any,
+    formulas: str | list[str],
+    question: str,
+    ignore_order: bool = True,
+    llm: Judge | None = None,
+    llm_model: str | None = None,
+    temperature: float | None = None,
 ) -> int:
     func = "eval_complex_math_formula_with_llm"
     items, listing = _bullets(formulas, func, "formulas")
-    order = "" if len(items) == 1 else (
-        " The formulas may come in any order." if ignore_order else " The formulas must come in this order."
+    order = (
+        ""
+        if len(items) == 1
+        else (" The formulas may come in any order." if ignore_order else " The formulas must come in this order.")
     )
     return _ask_judge(
-        llm, func, question, [("Gold formula(s) in LaTeX", listing)], pred,
+        llm,
+        func,
+        question,
+        [("Gold formula(s) in LaTeX", listing)],
+        pred,
         "True if and only if the predicted LaTeX is mathematically equivalent to the gold formula(s): renamed "
         f"bound variables, reordered terms and equivalent notation are fine, a different expression is not.{order}",
     )

@@ -36,8 +36,13 @@ def contains_needle(snippet_text: str, needle: str) -> bool:
     number = re.fullmatch(r"(-?)(\d+)(?:\.(\d+))?", needle)
     if number:
         sign, whole, fraction = number.groups()
-        grouped = whole if len(whole) <= 3 else ",?".join(
-            [whole[: len(whole) % 3 or 3]] + [whole[i:i + 3] for i in range(len(whole) % 3 or 3, len(whole), 3)])
+        grouped = (
+            whole
+            if len(whole) <= 3
+            else ",?".join(
+                [whole[: len(whole) % 3 or 3]] + [whole[i : i + 3] for i in range(len(whole) % 3 or 3, len(whole), 3)]
+            )
+        )
         pattern = ("[-−–]" if sign else "") + grouped + (rf"\.{fraction}0*" if fraction else r"(?:\.0+)?")
         return re.search(rf"(?<![\d.])(?<!\d,){pattern}(?!\d|\.\d|,\d{{3}}(?!\d))", haystack) is not None
     return needle in haystack

@@ -41,10 +41,16 @@ from paperlake.evaluation.needles import answer_needles, contains_needle
 
 PROBES_VERSION = "probes-2"
 KINDS = ("table_cell", "sentence_number", "figure_caption", "equation_symbol", "reference_author", "sentence_name")
-KIND_ELEMENT = {"table_cell": "table", "sentence_number": "text", "figure_caption": "image",
-                "equation_symbol": "formula", "reference_author": "metadata", "sentence_name": "text"}
-PER_PAPER = 16                  # probes per paper at most, taken round-robin over the kinds
-MAX_NUMBER_SENTENCES = 2        # a number printed in more sentences than this is too common to prove anything
+KIND_ELEMENT = {
+    "table_cell": "table",
+    "sentence_number": "text",
+    "figure_caption": "image",
+    "equation_symbol": "formula",
+    "reference_author": "metadata",
+    "sentence_name": "text",
+}
+PER_PAPER = 16  # probes per paper at most, taken round-robin over the kinds
+MAX_NUMBER_SENTENCES = 2  # a number printed in more sentences than this is too common to prove anything
 MAX_NAME_MENTIONS = 3
 _NAMESPACE = uuid_lib.UUID("6f1d7a52-1d0e-4c55-9a59-2f4d0c8f3e11")
 _STOP = frozenset(
@@ -59,7 +65,9 @@ _WORD = re.compile(r"(?<![\w-])[A-Za-z][a-z]*[A-Za-z](?:-[A-Za-z]+)*(?![\w-])")
 _NUMBER = re.compile(r"(?<![\w.,\-−])(\d{1,3}(?:,\d{3})+|\d+\.\d+|\d+)(\s?%)?(?![\w.]\d|\d|[A-Za-z])")
 _NOT_A_FIGURE = re.compile(
     r"(?:Table|Tab\.|Figure|Fig\.|Section|Sec\.|Eq\.|Equation|Appendix|§|\[|\(|arXiv:?|et al\.,?|Algorithm|Step|Line|"
-    r"Layer|Chapter|Theorem|Lemma)\s*$", re.I)
+    r"Layer|Chapter|Theorem|Lemma)\s*$",
+    re.I,
+)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
 _DEFINITION = re.compile(
     r"(?:^|\bwhere\b|\band\b|,)\s*(?P<symbol>\$[^$]{1,60}\$|[^\s$,;:]{1,6})\s+"
@@ -81,7 +89,7 @@ class PaperText:
     conference: str
     sentences: list[str]
     word_counts: Counter
-    number_counts: Counter          # normalised number -> sentences printing it
+    number_counts: Counter  # normalised number -> sentences printing it
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -93,13 +101,18 @@ def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> pl.Da
 
 
 def _has(con: duckdb.DuckDBPyConnection, table: str) -> bool:
-    return bool(con.execute("select count(*) from information_schema.tables where table_name = ?", [table])
-                .fetchall()[0][0])
+    return bool(
+        con.execute("select count(*) from information_schema.tables where table_name = ?", [table]).fetchall()[0][0]
+    )
 
 
 def paper_text(con: duckdb.DuckDBPyConnection, paper_id: str) -> PaperText | None:
-    meta = _frame(con, "select paper_id::varchar as paper_id, paper_key, title, volume, conference_abbreviation "
-                       "from metadata where paper_id = ?", [paper_id])
+    meta = _frame(
+        con,
+        "select paper_id::varchar as paper_id, paper_key, title, volume, conference_abbreviation "
+        "from metadata where paper_id = ?",
+        [paper_id],
+    )
     if meta.is_empty():
         return None
     row = meta.row(0, named=True)
@@ -110,8 +123,16 @@ def paper_text(con: duckdb.DuckDBPyConnection, paper_id: str) -> PaperText | Non
     numbers: Counter = Counter()
     for sentence in sentences:
         numbers.update({_number_key(m.group(1)) for m in _ANY_NUMBER.finditer(sentence)})
-    return PaperText(row["paper_id"], row["paper_key"] or "", row["title"] or "", row["volume"] or "",
-                     row["conference_abbreviation"] or row["volume"] or "", sentences, words, numbers)
+    return PaperText(
+        row["paper_id"],
+        row["paper_key"] or "",
+        row["title"] or "",
+        row["volume"] or "",
+        row["conference_abbreviation"] or row["volume"] or "",
+        sentences,
+        words,
+        numbers,
+    )
 
 
 _ANY_NUMBER = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?!\d)")
@@ -144,8 +165,11 @@ def _variant(seed: str, templates: tuple[str, ...]) -> str:
 def _rare_words(paper: PaperText, text: str, count: int, exclude: Iterable[str] = ()) -> list[str]:
     """The ``count`` rarest content words of ``text`` (by frequency in the paper), in their order in ``text``."""
     excluded = {e.lower() for e in exclude}
-    words = [w for w in dict.fromkeys(_WORD.findall(text))
-             if len(w) >= 4 and w.lower() not in _STOP and w.lower() not in excluded]
+    words = [
+        w
+        for w in dict.fromkeys(_WORD.findall(text))
+        if len(w) >= 4 and w.lower() not in _STOP and w.lower() not in excluded
+    ]
     ranked = sorted(words, key=lambda w: (paper.word_counts.get(w.lower(), 0), -len(w)))[:count]
     return [w for w in words if w in ranked]
 
@@ -173,18 +197,26 @@ def _number_evaluator(printed: str) -> tuple[dict[str, Any], str, Any]:
     plain = printed.replace(",", "").replace("%", "").strip()
     decimals = _decimals(plain)
     if decimals is None:
-        return ({"eval_func": "eval_int_exact_match", "eval_kwargs": {"gold": int(plain)}},
-                "an integer, digits only" + (" (without the % sign)" if "%" in printed else ""), int(plain))
+        return (
+            {"eval_func": "eval_int_exact_match", "eval_kwargs": {"gold": int(plain)}},
+            "an integer, digits only" + (" (without the % sign)" if "%" in printed else ""),
+            int(plain),
+        )
     value = float(plain)
-    return ({"eval_func": "eval_float_exact_match", "eval_kwargs": {"gold": value, "ndigits": decimals}},
-            f"a number with {decimals} decimal place{'s' if decimals > 1 else ''}, as printed"
-            + (" (without the % sign)" if "%" in printed else ""), value)
+    return (
+        {"eval_func": "eval_float_exact_match", "eval_kwargs": {"gold": value, "ndigits": decimals}},
+        f"a number with {decimals} decimal place{'s' if decimals > 1 else ''}, as printed"
+        + (" (without the % sign)" if "%" in printed else ""),
+        value,
+    )
 
 
 def _phrase_evaluator(gold: str, threshold: int) -> dict[str, Any]:
     """A short phrase or name: case-insensitive, and an answer that contains it (a fuller name, an article) passes."""
-    return {"eval_func": "eval_string_fuzzy_match",
-            "eval_kwargs": {"gold": gold, "lowercase": True, "fuzz_method": "partial_ratio", "threshold": threshold}}
+    return {
+        "eval_func": "eval_string_fuzzy_match",
+        "eval_kwargs": {"gold": gold, "lowercase": True, "fuzz_method": "partial_ratio", "threshold": threshold},
+    }
 
 
 @dataclass
@@ -194,8 +226,8 @@ class Candidate:
     answer_format: str
     evaluator: dict[str, Any]
     answer: Any
-    evidence: dict[str, Any]       # table, column, row_id, page_number (+ table_id for cells)
-    key: str                       # what makes the candidate unique within the paper
+    evidence: dict[str, Any]  # table, column, row_id, page_number (+ table_id for cells)
+    key: str  # what makes the candidate unique within the paper
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -205,13 +237,17 @@ class Candidate:
 def _table_cells(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
     if not _has(con, "table_cells"):
         return []
-    cells = _frame(con, """
+    cells = _frame(
+        con,
+        """
         select c.cell_id, c.cell_text, c.column_header_path, c.row_header_path, c.number_value,
                t.table_id, t.table_label, t.table_caption, t.page_number
         from table_cells c join tables t on t.table_id = c.ref_table_id
         where c.ref_paper_id = ? and c.number_value is not null and not c.is_header and not coalesce(c.is_stub, false)
           and len(c.column_header_path) > 0 and len(c.row_header_path) > 0 and t.table_structure = 'ok'
-    """, [paper.paper_id])
+    """,
+        [paper.paper_id],
+    )
     if cells.is_empty():
         return []
     cells = cells.with_columns(
@@ -219,9 +255,11 @@ def _table_cells(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candi
         pl.col("row_header_path").list.join(" / ").alias("row_path"),
     ).filter(
         pl.len().over(["table_id", "column_path", "row_path"]) == 1,
-        pl.col("column_path").str.contains(r"[A-Za-z0-9]{2}"), pl.col("row_path").str.contains(r"[A-Za-z0-9]{2}"),
+        pl.col("column_path").str.contains(r"[A-Za-z0-9]{2}"),
+        pl.col("row_path").str.contains(r"[A-Za-z0-9]{2}"),
         # a header path holding a measurement is a structure error, not a header
-        ~pl.col("column_path").str.contains(r"\d\.\d"), ~pl.col("row_path").str.contains(r"\d\.\d"),
+        ~pl.col("column_path").str.contains(r"\d\.\d"),
+        ~pl.col("row_path").str.contains(r"\d\.\d"),
     )
     found = []
     for cell in cells.iter_rows(named=True):
@@ -236,23 +274,42 @@ def _table_cells(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candi
         label = cell["table_label"] or "the table"
         gist = _caption_gist(cell["table_caption"] or "")
         about = f"{label} ({gist})" if gist else label
-        question = _variant(cell["cell_id"], (
-            "In {about}, what value is reported for {row} in the column {col}?",
-            "According to {about}, what is the {col} of {row}?",
-            "What number does {about} give for {row} under {col}?",
-        )).format(about=about, row=f"“{cell['row_path']}”", col=f"“{cell['column_path']}”")
-        found.append(Candidate("table_cell", question, answer_format, evaluator, gold, {
-            "table": "table_cells", "column": "cell_text", "row_id": cell["cell_id"],
-            "page_number": cell["page_number"], "table_id": cell["table_id"],
-        }, cell["cell_id"]))
+        question = _variant(
+            cell["cell_id"],
+            (
+                "In {about}, what value is reported for {row} in the column {col}?",
+                "According to {about}, what is the {col} of {row}?",
+                "What number does {about} give for {row} under {col}?",
+            ),
+        ).format(about=about, row=f"“{cell['row_path']}”", col=f"“{cell['column_path']}”")
+        found.append(
+            Candidate(
+                "table_cell",
+                question,
+                answer_format,
+                evaluator,
+                gold,
+                {
+                    "table": "table_cells",
+                    "column": "cell_text",
+                    "row_id": cell["cell_id"],
+                    "page_number": cell["page_number"],
+                    "table_id": cell["table_id"],
+                },
+                cell["cell_id"],
+            )
+        )
     return found
 
 
 def _body_sentences(con: duckdb.DuckDBPyConnection, paper: PaperText) -> Iterable[tuple[dict[str, Any], str]]:
     """(chunk row, sentence) for the prose sentences of the paper's body (no back matter, no math, no citations, no
     table or list flattened into text)."""
-    chunks = _frame(con, "select chunk_id, text_content, page_number, section_title from chunks "
-                         "where ref_paper_id = ? order by ordinal", [paper.paper_id])
+    chunks = _frame(
+        con,
+        "select chunk_id, text_content, page_number, section_title from chunks where ref_paper_id = ? order by ordinal",
+        [paper.paper_id],
+    )
     for chunk in chunks.iter_rows(named=True):
         if _BACK_MATTER.search(chunk["section_title"] or ""):
             continue
@@ -270,7 +327,7 @@ def _sentence_numbers(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[
         for match in _NUMBER.finditer(sentence):
             printed = match.group(1) + ("%" if match.group(2) else "")
             plain = match.group(1).replace(",", "")
-            if _NOT_A_FIGURE.search(sentence[:match.start()]) or plain in seen:
+            if _NOT_A_FIGURE.search(sentence[: match.start()]) or plain in seen:
                 continue
             if "." not in plain and not match.group(2) and (int(plain) < 10 or 1900 <= int(plain) <= 2035):
                 continue  # small integers and years are everywhere
@@ -282,20 +339,37 @@ def _sentence_numbers(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[
             seen.add(plain)
             evaluator, answer_format, gold = _number_evaluator(printed)
             where = f" (section “{chunk['section_title']}”)" if chunk["section_title"] else ""
-            question = _variant(f"{chunk['chunk_id']}|{plain}", (
-                "Which number does the paper state where it discusses {words}{where}?",
-                "In the passage mentioning {words}{where}, what figure does the paper report?",
-                "What value is given in the sentence about {words}{where}?",
-            )).format(words=_listing(words), where=where)
-            found.append(Candidate("sentence_number", question, answer_format, evaluator, gold, {
-                "table": "chunks", "column": "text_content", "row_id": chunk["chunk_id"],
-                "page_number": chunk["page_number"],
-            }, f"{chunk['chunk_id']}|{plain}"))
+            question = _variant(
+                f"{chunk['chunk_id']}|{plain}",
+                (
+                    "Which number does the paper state where it discusses {words}{where}?",
+                    "In the passage mentioning {words}{where}, what figure does the paper report?",
+                    "What value is given in the sentence about {words}{where}?",
+                ),
+            ).format(words=_listing(words), where=where)
+            found.append(
+                Candidate(
+                    "sentence_number",
+                    question,
+                    answer_format,
+                    evaluator,
+                    gold,
+                    {
+                        "table": "chunks",
+                        "column": "text_content",
+                        "row_id": chunk["chunk_id"],
+                        "page_number": chunk["page_number"],
+                    },
+                    f"{chunk['chunk_id']}|{plain}",
+                )
+            )
     return found
 
+
 _NAME = re.compile(r"(?<![\w-])(?:[A-Z][a-z]*[A-Z0-9][A-Za-z0-9]*|[A-Z]{2,}[a-z]*)(?:-[A-Za-z0-9]+)*(?![\w-])")
-_GENERIC_NAMES = frozenset("AI API CPU GPU GPUs LLM LLMs LM LMs ML NLP NLU NLG QA RAG SOTA URL PDF PhD US UK EU USA "
-                           "II III IV".split())
+_GENERIC_NAMES = frozenset(
+    "AI API CPU GPU GPUs LLM LLMs LM LMs ML NLP NLU NLG QA RAG SOTA URL PDF PhD US UK EU USA II III IV".split()
+)
 
 
 def _sentence_names(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
@@ -315,21 +389,39 @@ def _sentence_names(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Ca
                 continue
             seen.add(name)
             where = f" (section “{chunk['section_title']}”)" if chunk["section_title"] else ""
-            question = _variant(f"{chunk['chunk_id']}|{name}", (
-                "Which model, dataset or method does the paper name where it discusses {words}{where}?",
-                "In the passage about {words}{where}, which named system or resource does the paper mention?",
-            )).format(words=_listing(words), where=where)
-            found.append(Candidate(
-                "sentence_name", question, "the name as printed in the paper", _phrase_evaluator(name, 90), name,
-                {"table": "chunks", "column": "text_content", "row_id": chunk["chunk_id"],
-                 "page_number": chunk["page_number"]}, f"{chunk['chunk_id']}|{name}"))
+            question = _variant(
+                f"{chunk['chunk_id']}|{name}",
+                (
+                    "Which model, dataset or method does the paper name where it discusses {words}{where}?",
+                    "In the passage about {words}{where}, which named system or resource does the paper mention?",
+                ),
+            ).format(words=_listing(words), where=where)
+            found.append(
+                Candidate(
+                    "sentence_name",
+                    question,
+                    "the name as printed in the paper",
+                    _phrase_evaluator(name, 90),
+                    name,
+                    {
+                        "table": "chunks",
+                        "column": "text_content",
+                        "row_id": chunk["chunk_id"],
+                        "page_number": chunk["page_number"],
+                    },
+                    f"{chunk['chunk_id']}|{name}",
+                )
+            )
     return found
 
 
 def _figure_captions(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
-    images = _frame(con, "select image_id, image_caption, image_label, page_number from images where ref_paper_id = ? "
-                         "and parent_image_id is null and image_label is not null and image_caption is not null",
-                    [paper.paper_id])
+    images = _frame(
+        con,
+        "select image_id, image_caption, image_label, page_number from images where ref_paper_id = ? "
+        "and parent_image_id is null and image_label is not null and image_caption is not null",
+        [paper.paper_id],
+    )
     found = []
     labels = Counter(images["image_label"].to_list()) if not images.is_empty() else Counter()
     for image in images.iter_rows(named=True):
@@ -340,54 +432,98 @@ def _figure_captions(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[C
         words = _rare_words(paper, _caption_gist(body, 30), 4, exclude=label.split())
         if len(words) < 3:
             continue
-        question = _variant(image["image_id"], (
-            "Which figure of the paper shows {words}? Give its label.",
-            "Name the figure whose caption is about {words}.",
-            "In which figure does the paper illustrate {words}?",
-        )).format(words=_listing(words))
-        found.append(Candidate("figure_caption", question, 'the figure label as printed, e.g. "Figure 2"', {
-            "eval_func": "eval_string_exact_match",
-            "eval_kwargs": {"gold": label, "lowercase": True, "ignore_blank": True},
-        }, label, {"table": "images", "column": "image_caption", "row_id": image["image_id"],
-                   "page_number": image["page_number"]}, image["image_id"]))
+        question = _variant(
+            image["image_id"],
+            (
+                "Which figure of the paper shows {words}? Give its label.",
+                "Name the figure whose caption is about {words}.",
+                "In which figure does the paper illustrate {words}?",
+            ),
+        ).format(words=_listing(words))
+        found.append(
+            Candidate(
+                "figure_caption",
+                question,
+                'the figure label as printed, e.g. "Figure 2"',
+                {
+                    "eval_func": "eval_string_exact_match",
+                    "eval_kwargs": {"gold": label, "lowercase": True, "ignore_blank": True},
+                },
+                label,
+                {
+                    "table": "images",
+                    "column": "image_caption",
+                    "row_id": image["image_id"],
+                    "page_number": image["page_number"],
+                },
+                image["image_id"],
+            )
+        )
     return found
 
 
 def _equation_symbols(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
-    equations = _frame(con, "select equation_id, equation_number, page_number, context_after from equations "
-                            "where ref_paper_id = ? and context_after is not null order by ordinal", [paper.paper_id])
+    equations = _frame(
+        con,
+        "select equation_id, equation_number, page_number, context_after from equations "
+        "where ref_paper_id = ? and context_after is not null order by ordinal",
+        [paper.paper_id],
+    )
     found, seen = [], set()
     for equation in equations.iter_rows(named=True):
         after = re.sub(r"\s+", " ", equation["context_after"])[:400]
         for match in _DEFINITION.finditer(after):
             symbol = re.sub(r"\s*\\in\b.*?(\$?)$", r"\1", match.group("symbol").strip())
             if symbol.startswith("$"):
-                symbol = re.sub(r"\s+", "", symbol)   # MinerU spaces every LaTeX token: "$W _ { 0 }$" -> "$W_{0}$"
+                symbol = re.sub(r"\s+", "", symbol)  # MinerU spaces every LaTeX token: "$W _ { 0 }$" -> "$W_{0}$"
             definition = match.group("definition").strip()
             if not re.fullmatch(r"[A-Za-z0-9\s\-']+", definition):
-                continue   # prose only: no math, no glyphs the text layer lost
+                continue  # prose only: no math, no glyphs the text layer lost
             bare = symbol.strip("$").strip()
-            if not bare or symbol in seen or len(definition.split()) < 2 or bare.lower() in _STOP or \
-                    (bare.isalpha() and len(bare) > 3):
+            if (
+                not bare
+                or symbol in seen
+                or len(definition.split()) < 2
+                or bare.lower() in _STOP
+                or (bare.isalpha() and len(bare) > 3)
+            ):
                 continue
             seen.add(symbol)
             number = equation["equation_number"]
             where = f"Equation {number}" if number else f"the display equation on page {equation['page_number']}"
             shown = symbol if symbol.startswith("$") else f"“{symbol}”"
-            question = _variant(equation["equation_id"] + symbol, (
-                "In the paper, what does the symbol {symbol} stand for in {where}?",
-                "Right after {where}, the paper defines {symbol}. What is it?",
-            )).format(symbol=shown, where=where)
-            found.append(Candidate(
-                "equation_symbol", question, "a short noun phrase", _phrase_evaluator(definition, 85), definition,
-                {"table": "equations", "column": "context_after", "row_id": equation["equation_id"],
-                 "page_number": equation["page_number"]}, f"{equation['equation_id']}|{symbol}"))
+            question = _variant(
+                equation["equation_id"] + symbol,
+                (
+                    "In the paper, what does the symbol {symbol} stand for in {where}?",
+                    "Right after {where}, the paper defines {symbol}. What is it?",
+                ),
+            ).format(symbol=shown, where=where)
+            found.append(
+                Candidate(
+                    "equation_symbol",
+                    question,
+                    "a short noun phrase",
+                    _phrase_evaluator(definition, 85),
+                    definition,
+                    {
+                        "table": "equations",
+                        "column": "context_after",
+                        "row_id": equation["equation_id"],
+                        "page_number": equation["page_number"],
+                    },
+                    f"{equation['equation_id']}|{symbol}",
+                )
+            )
     return found
 
 
 def _reference_authors(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
-    references = _frame(con, "select reference_id, reference_content, page_number from reference "
-                             "where ref_paper_id = ? order by ordinal", [paper.paper_id])
+    references = _frame(
+        con,
+        "select reference_id, reference_content, page_number from reference where ref_paper_id = ? order by ordinal",
+        [paper.paper_id],
+    )
     found = []
     for reference in references.iter_rows(named=True):
         match = _REFERENCE.match(re.sub(r"\s+", " ", reference["reference_content"] or "").strip())
@@ -402,15 +538,30 @@ def _reference_authors(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list
         if paper.word_counts.get(surname.lower(), 0) > MAX_NAME_MENTIONS or len(surname) < 3:
             continue
         words = title.split()
-        title = " ".join(words[:10]) + (" …" if len(words) > 10 else "")   # enough to find it, not a copy of it
-        question = _variant(reference["reference_id"], (
-            "Who is the first author of “{title}”, a work the paper cites?",
-            "The paper cites “{title}”. Who wrote it (first author)?",
-        )).format(title=title)
-        found.append(Candidate(
-            "reference_author", question, "the first author's full name as printed", _phrase_evaluator(first, 90),
-            first, {"table": "reference", "column": "reference_content", "row_id": reference["reference_id"],
-                    "page_number": reference["page_number"]}, reference["reference_id"]))
+        title = " ".join(words[:10]) + (" …" if len(words) > 10 else "")  # enough to find it, not a copy of it
+        question = _variant(
+            reference["reference_id"],
+            (
+                "Who is the first author of “{title}”, a work the paper cites?",
+                "The paper cites “{title}”. Who wrote it (first author)?",
+            ),
+        ).format(title=title)
+        found.append(
+            Candidate(
+                "reference_author",
+                question,
+                "the first author's full name as printed",
+                _phrase_evaluator(first, 90),
+                first,
+                {
+                    "table": "reference",
+                    "column": "reference_content",
+                    "row_id": reference["reference_id"],
+                    "page_number": reference["page_number"],
+                },
+                reference["reference_id"],
+            )
+        )
     return found
 
 
@@ -422,8 +573,13 @@ GENERATORS: dict[str, Callable[[duckdb.DuckDBPyConnection, PaperText], list[Cand
     "reference_author": _reference_authors,
     "sentence_name": _sentence_names,
 }
-_PRIMARY_KEYS = {"table_cells": "cell_id", "chunks": "chunk_id", "images": "image_id", "equations": "equation_id",
-                 "reference": "reference_id"}
+_PRIMARY_KEYS = {
+    "table_cells": "cell_id",
+    "chunks": "chunk_id",
+    "images": "image_id",
+    "equations": "equation_id",
+    "reference": "reference_id",
+}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -468,12 +624,14 @@ def paper_probes(con: duckdb.DuckDBPyConnection, paper_id: str, limit: int = PER
     paper = paper_text(con, paper_id)
     if paper is None:
         return []
-    pools = {kind: _seeded(paper.paper_id, kind, generate(con, paper), key=lambda c: c.key)
-             for kind, generate in GENERATORS.items()}
+    pools = {
+        kind: _seeded(paper.paper_id, kind, generate(con, paper), key=lambda c: c.key)
+        for kind, generate in GENERATORS.items()
+    }
     chosen: list[Candidate] = []
     while len(chosen) < limit and any(pools.values()):
         for kind in KINDS:
-            while pools[kind] and len(chosen) < limit:   # the next candidate of the kind that verifies
+            while pools[kind] and len(chosen) < limit:  # the next candidate of the kind that verifies
                 candidate = pools[kind].pop(0)
                 if verify(con, candidate.evidence, candidate.answer):
                     chosen.append(candidate)
@@ -484,6 +642,7 @@ def paper_probes(con: duckdb.DuckDBPyConnection, paper_id: str, limit: int = PER
 def volume_papers(con: duckdb.DuckDBPyConnection, volume: str | None = None) -> list[tuple[str, str, str]]:
     """(volume, paper_key, paper_id) of the warehouse's papers, of one volume when given."""
     sql = "select volume, paper_key, paper_id::varchar from metadata"
-    rows = con.execute(sql + (" where volume = ?" if volume else "") + " order by paper_key",
-                       [volume] if volume else []).fetchall()
+    rows = con.execute(
+        sql + (" where volume = ?" if volume else "") + " order by paper_key", [volume] if volume else []
+    ).fetchall()
     return [(v or "", k or "", p) for v, k, p in rows]

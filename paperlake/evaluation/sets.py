@@ -79,12 +79,17 @@ def warehouse_papers(settings: Settings, con: Any = None) -> dict[str, dict[str,
         with connect_read_only(settings.warehouse) as opened:
             return warehouse_papers(settings, opened)
     dbt = dbt_digest("warehouse")
-    rows = con.execute("select paper_key, paper_id::varchar, volume, sha256, parser_version from metadata "
-                       "order by paper_key").fetchall()
+    rows = con.execute(
+        "select paper_key, paper_id::varchar, volume, sha256, parser_version from metadata order by paper_key"
+    ).fetchall()
     return {
-        key: {"paper_id": pid, "volume": volume or key.partition("/")[0],
-              "digest": hashlib.sha256(f"{PROBES_VERSION}|{_GENERATOR_DIGEST}|{sha}|{parser}|{dbt}".encode())
-              .hexdigest()[:16]}
+        key: {
+            "paper_id": pid,
+            "volume": volume or key.partition("/")[0],
+            "digest": hashlib.sha256(f"{PROBES_VERSION}|{_GENERATOR_DIGEST}|{sha}|{parser}|{dbt}".encode()).hexdigest()[
+                :16
+            ],
+        }
         for key, pid, volume, sha, parser in rows
     }
 
@@ -132,8 +137,12 @@ def write_probes(settings: Settings, paper_key: str, con: Any = None) -> dict[st
         return {"paper_key": paper_key, "count": 0, "removed": True}
     rows = paper_probes(con, paper["paper_id"])
     record = {
-        "paper_key": paper_key, "paper_id": paper["paper_id"], "volume": paper["volume"], "digest": paper["digest"],
-        "probes_version": PROBES_VERSION, "count": len(rows),
+        "paper_key": paper_key,
+        "paper_id": paper["paper_id"],
+        "volume": paper["volume"],
+        "digest": paper["digest"],
+        "probes_version": PROBES_VERSION,
+        "count": len(rows),
         "by_kind": dict(sorted(Counter(r["probe_kind"] for r in rows).items())),
     }
     target = probes_path(settings, paper_key)
@@ -170,9 +179,15 @@ def write_volume_set(settings: Settings, volume: str) -> dict[str, Any]:
     _write_text(path, _jsonl(rows))
     kinds = Counter(r["probe_kind"] for r in rows)
     per_paper = Counter(r["paper_key"] for r in rows)
-    return {"volume": volume, "count": len(rows), "papers": len(keys), "by_kind": dict(sorted(kinds.items())),
-            "min_per_paper": min((per_paper.get(k, 0) for k in keys), default=0), "path": str(path),
-            "digest": hashlib.sha256(path.read_bytes()).hexdigest()[:16]}
+    return {
+        "volume": volume,
+        "count": len(rows),
+        "papers": len(keys),
+        "by_kind": dict(sorted(kinds.items())),
+        "min_per_paper": min((per_paper.get(k, 0) for k in keys), default=0),
+        "path": str(path),
+        "digest": hashlib.sha256(path.read_bytes()).hexdigest()[:16],
+    }
 
 
 def quality_fingerprint(settings: Settings, volume: str) -> str:
@@ -188,7 +203,9 @@ def quality_fingerprint(settings: Settings, volume: str) -> str:
     path = volume_set_path(settings, volume)
     parts = {
         "set": hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "none",
-        "vectors": stage_fingerprint(), "synced": synced, "methods": settings.eval_methods,
+        "vectors": stage_fingerprint(),
+        "synced": synced,
+        "methods": settings.eval_methods,
         "threshold": settings.eval_min_answer_at_5,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]

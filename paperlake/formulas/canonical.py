@@ -32,8 +32,9 @@ MAX_RENAMINGS = 720
 _MAX_EXPANDED_OPERATIONS = 60
 
 
-def canonical_key(expr: sympy.Basic, *, min_operations: int = MIN_OPERATIONS,
-                  max_renamings: int = MAX_RENAMINGS) -> str:
+def canonical_key(
+    expr: sympy.Basic, *, min_operations: int = MIN_OPERATIONS, max_renamings: int = MAX_RENAMINGS
+) -> str:
     """``shape:<srepr>`` (renaming-invariant) or ``exact:<srepr>`` (names kept) for a parsed formula."""
     relation, body = _defining_part(expr)
     body = _expanded(body)
@@ -107,8 +108,10 @@ def _canonical_renaming(expr: sympy.Basic, max_renamings: int) -> tuple[sympy.Ba
     if math.prod(math.factorial(len(group)) for group in ordered) > max_renamings:
         orderings = [tuple(itertools.chain.from_iterable(ordered))]  # bounded: names break the remaining ties
     else:
-        orderings = [tuple(itertools.chain.from_iterable(choice))
-                     for choice in itertools.product(*(itertools.permutations(group) for group in ordered))]
+        orderings = [
+            tuple(itertools.chain.from_iterable(choice))
+            for choice in itertools.product(*(itertools.permutations(group) for group in ordered))
+        ]
     candidates = []
     for ordering in orderings:
         mapping = {symbol: sympy.Symbol(f"x{position}") for position, symbol in enumerate(ordering)}
@@ -121,8 +124,9 @@ def _canonical_renaming(expr: sympy.Basic, max_renamings: int) -> tuple[sympy.Ba
 def composite_description(formula: Formula) -> str:
     """One text per formula for embedding: label, normalised LaTeX, what the parameters mean, the context."""
     parts = [formula.label or formula.output or "formula", f"Formula: {formula.normalised_latex}"]
-    described = [f"{parameter.name}: {parameter.description}" for parameter in formula.parameters
-                 if parameter.description]
+    described = [
+        f"{parameter.name}: {parameter.description}" for parameter in formula.parameters if parameter.description
+    ]
     if described:
         parts.append("Parameters: " + "; ".join(described))
     if formula.occurrences and formula.occurrences[0].context:

@@ -36,7 +36,8 @@ FORMULA_COLLECTION = "formulas"
 FORMULA_ENCODER = "all_minilm_l6_v2"
 FORMULA_COLLECTION_DESCRIPTION = (
     "Dense all-MiniLM-L6-v2 embeddings (384-d, normalised) of each formula entity's composite description "
-    "(label, normalised LaTeX, parameter meanings, context); one entity per formula, merged across papers.")
+    "(label, normalised LaTeX, parameter meanings, context); one entity per formula, merged across papers."
+)
 _FIELDS = {
     "id": "entity id: the formula id (uuid5 of its canonical key, or of its normalised LaTeX)",
     "formula_id": "formulas.formula_id",
@@ -51,10 +52,26 @@ _FIELDS = {
     "occurrences": "every occurrence as {pdf_id, page_number, equation_number} (JSON list)",
     "text": "the composite description that is embedded",
 }
-FILTER_FIELDS: dict[str, type] = {"pdf_id": str, "page_number": int, "status": str, "formula_id": str,
-                                  "table_name": str, "column_name": str, "primary_key": str}
-_VARCHAR = {"id": 64, "formula_id": 64, "label": 512, "status": 32, "pdf_id": 64, "table_name": 64,
-            "column_name": 64, "primary_key": 256, "text_hash": 64}
+FILTER_FIELDS: dict[str, type] = {
+    "pdf_id": str,
+    "page_number": int,
+    "status": str,
+    "formula_id": str,
+    "table_name": str,
+    "column_name": str,
+    "primary_key": str,
+}
+_VARCHAR = {
+    "id": 64,
+    "formula_id": 64,
+    "label": 512,
+    "status": 32,
+    "pdf_id": 64,
+    "table_name": 64,
+    "column_name": 64,
+    "primary_key": 256,
+    "text_hash": 64,
+}
 _TEXT_MAX_BYTES = 65535
 _WRITE_BATCH = 500
 _QUERY_PAGE = 4096
@@ -84,22 +101,36 @@ def formula_entities(tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[
         occurrences.setdefault(occurrence["formula_id"], []).append(occurrence)
     entities = []
     for formula in tables.get("formulas", []):
-        found = sorted(occurrences.get(formula["formula_id"], []),
-                       key=lambda item: (item["paper_id"], item.get("page_number") or 0, item.get("part") or 0))
+        found = sorted(
+            occurrences.get(formula["formula_id"], []),
+            key=lambda item: (item["paper_id"], item.get("page_number") or 0, item.get("part") or 0),
+        )
         if not found:
             continue
         first = found[0]
-        entities.append({
-            "id": formula["formula_id"], "formula_id": formula["formula_id"],
-            "label": _truncate(formula.get("label") or "", _VARCHAR["label"] - 4),
-            "status": formula.get("status") or "", "pdf_id": first["paper_id"],
-            "page_number": int(first.get("page_number") or 0), "table_name": "formulas",
-            "column_name": "description", "primary_key": formula["formula_id"],
-            "paper_ids": sorted({item["paper_id"] for item in found}),
-            "occurrences": [{"pdf_id": item["paper_id"], "page_number": item.get("page_number"),
-                             "equation_number": item.get("equation_number")} for item in found],
-            "text": _truncate(formula.get("description") or formula.get("latex") or "", _TEXT_MAX_BYTES),
-        })
+        entities.append(
+            {
+                "id": formula["formula_id"],
+                "formula_id": formula["formula_id"],
+                "label": _truncate(formula.get("label") or "", _VARCHAR["label"] - 4),
+                "status": formula.get("status") or "",
+                "pdf_id": first["paper_id"],
+                "page_number": int(first.get("page_number") or 0),
+                "table_name": "formulas",
+                "column_name": "description",
+                "primary_key": formula["formula_id"],
+                "paper_ids": sorted({item["paper_id"] for item in found}),
+                "occurrences": [
+                    {
+                        "pdf_id": item["paper_id"],
+                        "page_number": item.get("page_number"),
+                        "equation_number": item.get("equation_number"),
+                    }
+                    for item in found
+                ],
+                "text": _truncate(formula.get("description") or formula.get("latex") or "", _TEXT_MAX_BYTES),
+            }
+        )
     return entities
 
 
@@ -142,8 +173,10 @@ def ensure_formula_collection(store: Any) -> None:
     fields = {f["name"]: f for f in client.describe_collection(FORMULA_COLLECTION)["fields"]}
     have = int((fields.get("vector", {}).get("params") or {}).get("dim", 0))
     if have != dimension:
-        raise SchemaMismatchError(f"collection {FORMULA_COLLECTION}.vector is {have}-d, the encoder gives "
-                                  f"{dimension}-d; drop the collection to rebuild it")
+        raise SchemaMismatchError(
+            f"collection {FORMULA_COLLECTION}.vector is {have}-d, the encoder gives "
+            f"{dimension}-d; drop the collection to rebuild it"
+        )
     ensure_indexes(client, FORMULA_COLLECTION, index_params)
     properties = client.describe_collection(FORMULA_COLLECTION).get("properties") or {}
     if INCARNATION_PROPERTY not in properties:
@@ -153,8 +186,9 @@ def ensure_formula_collection(store: Any) -> None:
 
 def _existing_hashes(store: Any) -> dict[str, str]:
     rows: list[dict[str, Any]] = []
-    iterator = store.client.query_iterator(FORMULA_COLLECTION, batch_size=_QUERY_PAGE, filter="",
-                                           output_fields=["id", "text_hash"])
+    iterator = store.client.query_iterator(
+        FORMULA_COLLECTION, batch_size=_QUERY_PAGE, filter="", output_fields=["id", "text_hash"]
+    )
     while batch := iterator.next():
         rows.extend(batch)
     iterator.close()
@@ -174,15 +208,18 @@ def sync_formula_collection(store: Any, tables: Mapping[str, Sequence[Mapping[st
     stale = sorted(key for key in existing if key not in current)
     stats.unchanged = len(current) - len(changed)
     if changed:
-        encoded = encode_cached(store.encoders.get(FORMULA_ENCODER), [entity["text"] for entity, _ in changed],
-                                store.cache)
+        encoded = encode_cached(
+            store.encoders.get(FORMULA_ENCODER), [entity["text"] for entity, _ in changed], store.cache
+        )
         stats.encoded, stats.cache_hits = encoded.misses, encoded.hits
-        rows = [{**entity, "text_hash": digest, "vector": encoded.vectors[position].tolist()}
-                for position, (entity, digest) in enumerate(changed)]
+        rows = [
+            {**entity, "text_hash": digest, "vector": encoded.vectors[position].tolist()}
+            for position, (entity, digest) in enumerate(changed)
+        ]
         for start in range(0, len(rows), _WRITE_BATCH):
-            store.client.upsert(FORMULA_COLLECTION, rows[start:start + _WRITE_BATCH])
+            store.client.upsert(FORMULA_COLLECTION, rows[start : start + _WRITE_BATCH])
     for start in range(0, len(stale), _WRITE_BATCH):
-        store.client.delete(FORMULA_COLLECTION, ids=stale[start:start + _WRITE_BATCH])
+        store.client.delete(FORMULA_COLLECTION, ids=stale[start : start + _WRITE_BATCH])
     if changed or stale:
         store.client.flush(FORMULA_COLLECTION)
     stats.upserted, stats.deleted = len(changed), len(stale)
@@ -197,15 +234,28 @@ def search_formula_collection(store: Any, query: str, limit: int = 5, filter: st
     store.load(FORMULA_COLLECTION)
     vector = store.encoders.get(FORMULA_ENCODER).encode([query])[0].tolist()
     results = store.client.search(
-        FORMULA_COLLECTION, data=[vector], anns_field="vector", filter=validate_filter(filter, FILTER_FIELDS),
+        FORMULA_COLLECTION,
+        data=[vector],
+        anns_field="vector",
+        filter=validate_filter(filter, FILTER_FIELDS),
         limit=limit,
-        output_fields=["formula_id", "label", "status", "pdf_id", "page_number", "paper_ids", "text"])
+        output_fields=["formula_id", "label", "status", "pdf_id", "page_number", "paper_ids", "text"],
+    )
     hits = []
     for raw in results[0] if results else []:
         entity = raw.get("entity", raw)
-        hits.append({"formula_id": entity["formula_id"], "score": float(raw["distance"]), "label": entity["label"],
-                     "status": entity["status"], "pdf_id": entity["pdf_id"], "page_number": entity["page_number"],
-                     "paper_ids": entity.get("paper_ids"), "text": entity.get("text")})
+        hits.append(
+            {
+                "formula_id": entity["formula_id"],
+                "score": float(raw["distance"]),
+                "label": entity["label"],
+                "status": entity["status"],
+                "pdf_id": entity["pdf_id"],
+                "page_number": entity["page_number"],
+                "paper_ids": entity.get("paper_ids"),
+                "text": entity.get("text"),
+            }
+        )
     return hits
 
 
@@ -221,21 +271,44 @@ def describe_formula_collection(store: Any, with_counts: bool = True) -> dict[st
         rows = store.client.query(FORMULA_COLLECTION, filter="", output_fields=["count(*)"])
         count = int(rows[0]["count(*)"]) if rows else 0
     return {
-        "name": FORMULA_COLLECTION, "description": FORMULA_COLLECTION_DESCRIPTION, "modality": "text",
-        "active": active, "inactive_reason": None if active else encoder.unavailable_reason(), "hybrid": False,
+        "name": FORMULA_COLLECTION,
+        "description": FORMULA_COLLECTION_DESCRIPTION,
+        "modality": "text",
+        "active": active,
+        "inactive_reason": None if active else encoder.unavailable_reason(),
+        "hybrid": False,
         "exists": exists,
         "fields": [{"name": name, "description": about} for name, about in _FIELDS.items()],
-        "vectors": [{"field": "vector", "kind": "dense", "metric": "COSINE", "index": "AUTOINDEX",
-                     "model": encoder.model_id, "dimension": encoder.dimension}],
-        "views": [{"table_name": "formulas", "column_name": "description",
-                   **({"count": count} if count is not None else {})}],
+        "vectors": [
+            {
+                "field": "vector",
+                "kind": "dense",
+                "metric": "COSINE",
+                "index": "AUTOINDEX",
+                "model": encoder.model_id,
+                "dimension": encoder.dimension,
+            }
+        ],
+        "views": [
+            {"table_name": "formulas", "column_name": "description", **({"count": count} if count is not None else {})}
+        ],
         "count": count,
-        "filter": {"fields": {name: kind.__name__ for name, kind in FILTER_FIELDS.items()},
-                   "operators": list(OPERATORS),
-                   "example": "status == 'validated' and pdf_id == '<paper id>'"},
+        "filter": {
+            "fields": {name: kind.__name__ for name, kind in FILTER_FIELDS.items()},
+            "operators": list(OPERATORS),
+            "example": "status == 'validated' and pdf_id == '<paper id>'",
+        },
     }
 
 
-__all__ = ["FORMULA_COLLECTION", "FORMULA_ENCODER", "FormulaCollectionStats", "collection_available",
-           "describe_formula_collection", "ensure_formula_collection", "formula_entities",
-           "search_formula_collection", "sync_formula_collection"]
+__all__ = [
+    "FORMULA_COLLECTION",
+    "FORMULA_ENCODER",
+    "FormulaCollectionStats",
+    "collection_available",
+    "describe_formula_collection",
+    "ensure_formula_collection",
+    "formula_entities",
+    "search_formula_collection",
+    "sync_formula_collection",
+]

@@ -66,8 +66,36 @@ _NAMED_IN_TEXT = {
 
 _NUMBER = r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?(?:\s*(?:\\times|\*|×)\s*10\^\{?[-+]?\d+\}?)?"
 _UNITS = (
-    "%", "ms", "s", "sec", "seconds", "minutes", "hours", "days", "m", "cm", "mm", "nm", "km", "kg", "g", "K",
-    "Hz", "kHz", "MHz", "GHz", "KB", "MB", "GB", "TB", "eV", "J", "epochs", "steps", "tokens", "bits",
+    "%",
+    "ms",
+    "s",
+    "sec",
+    "seconds",
+    "minutes",
+    "hours",
+    "days",
+    "m",
+    "cm",
+    "mm",
+    "nm",
+    "km",
+    "kg",
+    "g",
+    "K",
+    "Hz",
+    "kHz",
+    "MHz",
+    "GHz",
+    "KB",
+    "MB",
+    "GB",
+    "TB",
+    "eV",
+    "J",
+    "epochs",
+    "steps",
+    "tokens",
+    "bits",
 )
 _UNIT = "|".join(re.escape(unit) for unit in sorted(_UNITS, key=len, reverse=True))
 _SYMBOL = r"(?:\\[A-Za-z]+|[A-Za-z])(?:_\{[^{}]{1,20}\}|_[A-Za-z0-9])?"
@@ -132,9 +160,14 @@ def constants_defined_in(text: str) -> list[Constant]:
             value = _number(match.group("value"))
             if name is None or value is None or name in found or not _stands_alone(prepared, match):
                 continue
-            found[name] = Constant(name=name, value=value, unit=match.group("unit") or "",
-                                   latex=match.group("symbol"), source="context",
-                                   evidence=match.group(0).strip())
+            found[name] = Constant(
+                name=name,
+                value=value,
+                unit=match.group("unit") or "",
+                latex=match.group("symbol"),
+                source="context",
+                evidence=match.group(0).strip(),
+            )
     return sorted(found.values(), key=lambda constant: prepared.find(constant.evidence))
 
 
@@ -147,10 +180,9 @@ _AFTER_REJECTED = re.compile(
 def _stands_alone(text: str, match: re.Match[str]) -> bool:
     """A value definition, not a summation bound (``\\sum_{k=1}``), a range (``i=1,…,n``), part of a longer
     expression (``p_K=1-(K-1)p``) or of a chain (``a=b=1``)."""
-    before = text[max(0, match.start() - 3): match.start()]
-    after = text[match.end(): match.end() + 12] if match.group("unit") is None else ""
-    return not (_BEFORE_REJECTED.search(before) or _AFTER_REJECTED.match(after)
-                or _inside_script(text, match.start()))
+    before = text[max(0, match.start() - 3) : match.start()]
+    after = text[match.end() : match.end() + 12] if match.group("unit") is None else ""
+    return not (_BEFORE_REJECTED.search(before) or _AFTER_REJECTED.match(after) or _inside_script(text, match.start()))
 
 
 def _inside_script(text: str, position: int) -> bool:

@@ -38,20 +38,32 @@ TemplateProposer = Callable[[str, str, str], Mapping[str, Any]]
 
 _INLINE_MATH = re.compile(r"\$([^$]+)\$")
 # sympy can fail in many ways on odd trees (solve, expand, printing); a failure is recorded on the formula.
-_SYMPY_ERRORS = (TypeError, ValueError, AttributeError, NotImplementedError, RecursionError, KeyError,
-                 IndexError, sympy.SympifyError, sympy.PolynomialError)
+_SYMPY_ERRORS = (
+    TypeError,
+    ValueError,
+    AttributeError,
+    NotImplementedError,
+    RecursionError,
+    KeyError,
+    IndexError,
+    sympy.SympifyError,
+    sympy.PolynomialError,
+)
 
 
-def formulas_from_equation(row: Mapping[str, Any], *, describer: ParameterDescriber | None = None,
-                           proposer: TemplateProposer | None = None) -> list[Formula]:
+def formulas_from_equation(
+    row: Mapping[str, Any], *, describer: ParameterDescriber | None = None, proposer: TemplateProposer | None = None
+) -> list[Formula]:
     """All formulas of one display equation, each with one :class:`Occurrence` carrying the row's provenance."""
     latex = row.get("equation_latex") or row.get("equation_text") or ""
     before = row.get("context") or ""
     after = row.get("context_after") or ""
     context = f"{before} {after}".strip()
     known = _multi_letter_names(context)
-    defined = [dataclasses.replace(constant, paper_id=str(row.get("paper_id", "")))
-               for constant in constants_defined_in(context)]
+    defined = [
+        dataclasses.replace(constant, paper_id=str(row.get("paper_id", "")))
+        for constant in constants_defined_in(context)
+    ]
     parts = split_equations(latex) if latex.strip() else []
     vectors = vector_symbols(latex)  # normalising each part drops the bold
     formulas = []
@@ -68,23 +80,48 @@ def formulas_from_equation(row: Mapping[str, Any], *, describer: ParameterDescri
             context=context,
             latex=part,
         )
-        formula = build_formula(part, occurrence, before=before, context=context, known_symbols=known,
-                                defined=defined, describer=describer, proposer=proposer, vectors=vectors)
+        formula = build_formula(
+            part,
+            occurrence,
+            before=before,
+            context=context,
+            known_symbols=known,
+            defined=defined,
+            describer=describer,
+            proposer=proposer,
+            vectors=vectors,
+        )
         if not row.get("equation_latex"):
             formula.notes.append("no LaTeX from the parser; converted the plain-text equation")
         formulas.append(formula)
     return formulas
 
 
-def build_formula(latex: str, occurrence: Occurrence, *, before: str = "", context: str = "",
-                  known_symbols: frozenset[str] = frozenset(), defined: list[Constant] | None = None,
-                  describer: ParameterDescriber | None = None, proposer: TemplateProposer | None = None,
-                  vectors: frozenset[str] | None = None) -> Formula:
+def build_formula(
+    latex: str,
+    occurrence: Occurrence,
+    *,
+    before: str = "",
+    context: str = "",
+    known_symbols: frozenset[str] = frozenset(),
+    defined: list[Constant] | None = None,
+    describer: ParameterDescriber | None = None,
+    proposer: TemplateProposer | None = None,
+    vectors: frozenset[str] | None = None,
+) -> Formula:
     """Convert, template, cross-check and describe one equation; LaTeX the rules reject goes to ``proposer``."""
     conversion = to_sympy(latex, known_symbols, vectors)
-    formula = Formula(formula_id="", label="", latex=latex, normalised_latex=conversion.normalised,
-                      status="failed", reason=conversion.reason, conversion_step=conversion.step,
-                      notes=list(conversion.notes), occurrences=[occurrence])
+    formula = Formula(
+        formula_id="",
+        label="",
+        latex=latex,
+        normalised_latex=conversion.normalised,
+        status="failed",
+        reason=conversion.reason,
+        conversion_step=conversion.step,
+        notes=list(conversion.notes),
+        occurrences=[occurrence],
+    )
     formula.expr = conversion.expr
     if conversion.expr is not None:
         formula.sympy_str = str(conversion.expr)
@@ -92,8 +129,11 @@ def build_formula(latex: str, occurrence: Occurrence, *, before: str = "", conte
             formula.canonical_key = canonical_key(conversion.expr)
         except _SYMPY_ERRORS as error:
             formula.notes.append(f"no canonical key: {type(error).__name__}: {error}")
-    standard = (constants_in_expression(conversion.expr, context) if conversion.expr is not None
-                else constants_in_latex(latex, context))
+    standard = (
+        constants_in_expression(conversion.expr, context)
+        if conversion.expr is not None
+        else constants_in_latex(latex, context)
+    )
     originals: dict[str, str] = {}
     if conversion.status == "parsed":
         originals = _template(formula, conversion, standard)
@@ -105,8 +145,12 @@ def build_formula(latex: str, occurrence: Occurrence, *, before: str = "", conte
     _describe(formula, conversion, originals, context, describer, defined or [])
     own_symbols = {originals.get(parameter.name, parameter.name) for parameter in formula.parameters}
     formula.constants = standard + [constant for constant in defined or [] if constant.name in own_symbols]
-    formula.label = (conversion.label or formula_label(before) or _lhs_label(conversion)
-                     or (f"Equation {occurrence.equation_number}" if occurrence.equation_number else "Equation"))
+    formula.label = (
+        conversion.label
+        or formula_label(before)
+        or _lhs_label(conversion)
+        or (f"Equation {occurrence.equation_number}" if occurrence.equation_number else "Equation")
+    )
     formula.units = {constant.name: constant.unit for constant in formula.constants if constant.unit}
     formula.formula_id = formula_id_for(formula.canonical_key, formula.normalised_latex)
     return formula
@@ -114,8 +158,7 @@ def build_formula(latex: str, occurrence: Occurrence, *, before: str = "", conte
 
 def _template(formula: Formula, conversion: ConversionResult, standard: list[Constant]) -> dict[str, str]:
     """Fill the template fields and the status; returns ``{parameter name: sympy symbol name}``."""
-    constant_values = {constant.name: constant.value for constant in standard
-                       if constant.name not in ("pi", "e")}
+    constant_values = {constant.name: constant.value for constant in standard if constant.name not in ("pi", "e")}
     try:
         template = build_template(conversion.expr, constants=constant_values, indices=conversion.indices)
     except TemplateError as error:
@@ -126,8 +169,10 @@ def _template(formula: Formula, conversion: ConversionResult, standard: list[Con
         return {}
     formula.template, formula.output = template.expression, template.output
     formula.template_constants = dict(template.constants)
-    formula.parameters = [Parameter(name=name, latex_symbol=conversion.symbols.get(template.symbol_names[name], ""))
-                          for name in template.parameters]
+    formula.parameters = [
+        Parameter(name=name, latex_symbol=conversion.symbols.get(template.symbol_names[name], ""))
+        for name in template.parameters
+    ]
     formula.notes.extend(template.notes)
     try:
         mismatch = cross_check(template, conversion.expr, conversion.indices)
@@ -143,8 +188,12 @@ def _proposed_template(formula: Formula, proposer: TemplateProposer, context: st
     """The last step of the chain: a proposed template, kept only if it passes the same checks (else the reason)."""
     try:
         proposal = proposer(formula.latex, context, formula.reason or "")
-        template = check_proposed_template(proposal.get("expression"), proposal.get("output"),
-                                           proposal.get("parameters") or [], symbols_in(formula.latex))
+        template = check_proposed_template(
+            proposal.get("expression"),
+            proposal.get("output"),
+            proposal.get("parameters") or [],
+            symbols_in(formula.latex),
+        )
     except TemplateError as error:
         formula.notes.append(f"LLM template rejected: {error}")
         return
@@ -159,17 +208,27 @@ def _proposed_template(formula: Formula, proposer: TemplateProposer, context: st
     formula.reason = None
 
 
-def _describe(formula: Formula, conversion: ConversionResult, originals: Mapping[str, str], context: str,
-              describer: ParameterDescriber | None, defined: list[Constant]) -> None:
+def _describe(
+    formula: Formula,
+    conversion: ConversionResult,
+    originals: Mapping[str, str],
+    context: str,
+    describer: ParameterDescriber | None,
+    defined: list[Constant],
+) -> None:
     """Descriptions and defaults for the template's parameters, or for every symbol of a non-computable formula."""
     if not formula.parameters:
         names = conversion.symbols or symbols_in(formula.latex)
         output = _lhs_name(conversion)
-        formula.parameters = [Parameter(name=name, latex_symbol=latex) for name, latex in names.items()
-                              if name != output and name not in KNOWN_FUNCTION_WORDS]
+        formula.parameters = [
+            Parameter(name=name, latex_symbol=latex)
+            for name, latex in names.items()
+            if name != output and name not in KNOWN_FUNCTION_WORDS
+        ]
     by_original = {originals.get(parameter.name, parameter.name): parameter for parameter in formula.parameters}
-    descriptions = describe_parameters(by_original, context, formula_latex=formula.normalised_latex,
-                                       describer=describer)
+    descriptions = describe_parameters(
+        by_original, context, formula_latex=formula.normalised_latex, describer=describer
+    )
     values = {constant.name: constant for constant in defined}
     for original, parameter in by_original.items():
         parameter.description = descriptions.get(original, "")
@@ -202,4 +261,3 @@ def _multi_letter_names(context: str) -> frozenset[str]:
         if match and (len(match.group(1)) >= 3 or match.group(2) == "_"):
             names.add(match.group(1))
     return frozenset(names)
-

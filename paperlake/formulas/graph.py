@@ -70,8 +70,14 @@ class AddReport:
 class FormulaGraph:
     """Formulas, constants and relations, built incrementally from rows of the ``equations`` view."""
 
-    def __init__(self, *, merge_threshold: float = 0.9, judge_threshold: float = 0.8,
-                 describer: ParameterDescriber | None = None, proposer: TemplateProposer | None = None):
+    def __init__(
+        self,
+        *,
+        merge_threshold: float = 0.9,
+        judge_threshold: float = 0.8,
+        describer: ParameterDescriber | None = None,
+        proposer: TemplateProposer | None = None,
+    ):
         self.merge_threshold = merge_threshold
         self.judge_threshold = judge_threshold
         self.describer = describer
@@ -79,12 +85,13 @@ class FormulaGraph:
         self.formulas: dict[str, Formula] = {}
         self.relations: dict[str, Relation] = {}
         self._embeddings: dict[str, np.ndarray] = {}
-        self._owners: dict[str, str] | None = None   # occurrence id → formula id; None: rebuilt when next needed
+        self._owners: dict[str, str] | None = None  # occurrence id → formula id; None: rebuilt when next needed
 
     # ------------------------------------------------------------------------------------------ building
 
-    def add_equations(self, rows: Iterable[Mapping[str, Any]], embed: Embedder | None = None,
-                      judge: Judge | None = None) -> AddReport:
+    def add_equations(
+        self, rows: Iterable[Mapping[str, Any]], embed: Embedder | None = None, judge: Judge | None = None
+    ) -> AddReport:
         """Add every formula of ``rows``; one bad equation is reported, never fatal to the others.
 
         An equation already in the graph (same occurrence id) counts as ``unchanged``; to re-ingest a paper whose
@@ -97,15 +104,18 @@ class FormulaGraph:
             try:
                 candidates.extend(formulas_from_equation(row, describer=self.describer, proposer=self.proposer))
             except Exception as error:  # one malformed row must not take the paper's other equations down
-                message = (f"paper {row.get('paper_id')} equation {row.get('equation_id')}: formula extraction "
-                           f"failed: {type(error).__name__}: {error}")
+                message = (
+                    f"paper {row.get('paper_id')} equation {row.get('equation_id')}: formula extraction "
+                    f"failed: {type(error).__name__}: {error}"
+                )
                 logger.warning(message)
                 report.errors.append(message)
         report.formulas_seen = len(candidates)
         vectors: list[np.ndarray | None] = [None] * len(candidates)
         if embed is not None and candidates:
-            self._embed([formula for formula in self.formulas.values() if formula.formula_id not in
-                         self._embeddings], embed)
+            self._embed(
+                [formula for formula in self.formulas.values() if formula.formula_id not in self._embeddings], embed
+            )
             vectors = list(_normalised(embed([composite_description(formula) for formula in candidates])))
         touched: list[Formula] = []
         for candidate, vector in zip(candidates, vectors):
@@ -122,8 +132,9 @@ class FormulaGraph:
             self._relate(formula)
         return report
 
-    def _place(self, candidate: Formula, vector: np.ndarray | None, judge: Judge | None,
-               report: AddReport) -> tuple[Formula, str]:
+    def _place(
+        self, candidate: Formula, vector: np.ndarray | None, judge: Judge | None, report: AddReport
+    ) -> tuple[Formula, str]:
         occurrence = candidate.occurrences[0]
         known = self._owner_of(occurrence.occurrence_id)
         if known is not None:
@@ -189,8 +200,9 @@ class FormulaGraph:
             if target is not None and target.default is None and parameter.default is not None:
                 target.default, target.unit = parameter.default, parameter.unit
         known_constants = {constant_id_for(constant) for constant in entity.constants}
-        entity.constants.extend(constant for constant in candidate.constants
-                                if constant_id_for(constant) not in known_constants)
+        entity.constants.extend(
+            constant for constant in candidate.constants if constant_id_for(constant) not in known_constants
+        )
 
     # ----------------------------------------------------------------------------------------- relations
 
@@ -201,8 +213,11 @@ class FormulaGraph:
         """The formula holding an occurrence, from an index kept beside the formulas (a scan of every occurrence
         per candidate made adding a paper grow with the whole graph)."""
         if self._owners is None:
-            self._owners = {occurrence.occurrence_id: formula.formula_id for formula in self.formulas.values()
-                            for occurrence in formula.occurrences}
+            self._owners = {
+                occurrence.occurrence_id: formula.formula_id
+                for formula in self.formulas.values()
+                for occurrence in formula.occurrences
+            }
         formula_id = self._owners.get(occurrence_id)
         return self.formulas.get(formula_id) if formula_id is not None else None
 
@@ -219,17 +234,24 @@ class FormulaGraph:
         """The same_as relation of one occurrence: to the formula's earliest occurrence in another paper. Appending
         an occurrence leaves the earlier ones' relations as they are, so a merge adds just this one."""
         occurrence = formula.occurrences[position]
-        earlier = next((known for known in formula.occurrences[:position] if known.paper_id != occurrence.paper_id),
-                       None)
+        earlier = next(
+            (known for known in formula.occurrences[:position] if known.paper_id != occurrence.paper_id), None
+        )
         if earlier is not None:
-            evidence = occurrence.matched_by if occurrence.similarity is None else \
-                f"{occurrence.matched_by} cosine={occurrence.similarity:.3f}"
+            evidence = (
+                occurrence.matched_by
+                if occurrence.similarity is None
+                else f"{occurrence.matched_by} cosine={occurrence.similarity:.3f}"
+            )
             self._add(Relation(occurrence.occurrence_id, earlier.occurrence_id, "same_as", evidence))
 
     def _relate(self, formula: Formula) -> None:
         for constant in formula.constants:
-            self._add(Relation(formula.formula_id, constant_id_for(constant), "uses_constant",
-                               constant.evidence or constant.source))
+            self._add(
+                Relation(
+                    formula.formula_id, constant_id_for(constant), "uses_constant", constant.evidence or constant.source
+                )
+            )
         for other in self.formulas.values():
             if other.formula_id == formula.formula_id:
                 continue
@@ -250,8 +272,9 @@ class FormulaGraph:
         self._owners = None
         for formula in list(self.formulas.values()):
             kept = [occurrence for occurrence in formula.occurrences if occurrence.paper_id != paper_id]
-            removed_occurrences |= {occurrence.occurrence_id for occurrence in formula.occurrences
-                                    if occurrence.paper_id == paper_id}
+            removed_occurrences |= {
+                occurrence.occurrence_id for occurrence in formula.occurrences if occurrence.paper_id == paper_id
+            }
             if len(kept) == len(formula.occurrences):
                 continue
             formula.occurrences = kept
@@ -264,11 +287,15 @@ class FormulaGraph:
                 del self.formulas[formula.formula_id]
         gone = removed_occurrences | set(removed_formulas)
         for relation_id, relation in list(self.relations.items()):
-            if relation.source in gone or relation.target in gone or (
-                    relation.type == "derived_from" and not _share_paper(relation, self.formulas)):
+            if (
+                relation.source in gone
+                or relation.target in gone
+                or (relation.type == "derived_from" and not _share_paper(relation, self.formulas))
+            ):
                 del self.relations[relation_id]
-        live_constants = {constant_id_for(constant) for formula in self.formulas.values()
-                          for constant in formula.constants}
+        live_constants = {
+            constant_id_for(constant) for formula in self.formulas.values() for constant in formula.constants
+        }
         for relation_id, relation in list(self.relations.items()):
             if relation.type == "uses_constant" and relation.target not in live_constants:
                 del self.relations[relation_id]
@@ -277,84 +304,164 @@ class FormulaGraph:
     # --------------------------------------------------------------------------------------------- tables
 
     def constants(self) -> dict[str, Constant]:
-        return {constant_id_for(constant): constant for formula in self.formulas.values()
-                for constant in formula.constants}
+        return {
+            constant_id_for(constant): constant for formula in self.formulas.values() for constant in formula.constants
+        }
 
     def to_rows(self) -> dict[str, list[dict[str, Any]]]:
         """Row dicts for the tables formulas, formula_parameters, constants, formula_occurrences and
         formula_relations (dict-valued fields as JSON strings, so every column has one Parquet type)."""
         formulas, parameters, occurrences = [], [], []
         for formula in sorted(self.formulas.values(), key=lambda item: item.formula_id):
-            formulas.append({
-                "formula_id": formula.formula_id, "label": formula.label, "latex": formula.latex,
-                "normalised_latex": formula.normalised_latex, "sympy_str": formula.sympy_str,
-                "template": formula.template, "output": formula.output, "status": formula.status,
-                "reason": formula.reason, "canonical_key": formula.canonical_key,
-                "conversion_step": formula.conversion_step, "units": json.dumps(formula.units, sort_keys=True),
-                "template_constants": json.dumps(formula.template_constants, sort_keys=True),
-                "notes": list(formula.notes), "paper_ids": formula.paper_ids,
-                "occurrence_count": len(formula.occurrences), "description": composite_description(formula),
-            })
+            formulas.append(
+                {
+                    "formula_id": formula.formula_id,
+                    "label": formula.label,
+                    "latex": formula.latex,
+                    "normalised_latex": formula.normalised_latex,
+                    "sympy_str": formula.sympy_str,
+                    "template": formula.template,
+                    "output": formula.output,
+                    "status": formula.status,
+                    "reason": formula.reason,
+                    "canonical_key": formula.canonical_key,
+                    "conversion_step": formula.conversion_step,
+                    "units": json.dumps(formula.units, sort_keys=True),
+                    "template_constants": json.dumps(formula.template_constants, sort_keys=True),
+                    "notes": list(formula.notes),
+                    "paper_ids": formula.paper_ids,
+                    "occurrence_count": len(formula.occurrences),
+                    "description": composite_description(formula),
+                }
+            )
             for position, parameter in enumerate(formula.parameters):
-                parameters.append({
-                    "formula_id": formula.formula_id, "position": position, "name": parameter.name,
-                    "latex_symbol": parameter.latex_symbol, "description": parameter.description,
-                    "default_value": parameter.default, "unit": parameter.unit,
-                })
+                parameters.append(
+                    {
+                        "formula_id": formula.formula_id,
+                        "position": position,
+                        "name": parameter.name,
+                        "latex_symbol": parameter.latex_symbol,
+                        "description": parameter.description,
+                        "default_value": parameter.default,
+                        "unit": parameter.unit,
+                    }
+                )
             for occurrence in formula.occurrences:
-                occurrences.append({
-                    "occurrence_id": occurrence.occurrence_id, "formula_id": formula.formula_id,
-                    "equation_id": occurrence.equation_id, "paper_id": occurrence.paper_id,
-                    "part": occurrence.part, "page_number": occurrence.page_number, "bbox": occurrence.bbox,
-                    "equation_number": occurrence.equation_number, "section": occurrence.section,
-                    "context": occurrence.context, "latex": occurrence.latex,
-                    "symbol_map": json.dumps(occurrence.symbol_map, sort_keys=True),
-                    "matched_by": occurrence.matched_by, "similarity": occurrence.similarity,
-                })
-        constants = [{
-            "constant_id": constant_id, "name": constant.name, "value": constant.value, "unit": constant.unit,
-            "description": constant.description, "latex": constant.latex, "source": constant.source,
-            "evidence": constant.evidence, "paper_id": constant.paper_id or None,
-        } for constant_id, constant in sorted(self.constants().items())]
-        relations = [{
-            "relation_id": relation_id, "source": relation.source, "target": relation.target,
-            "relation_type": relation.type, "evidence": relation.evidence,
-        } for relation_id, relation in sorted(self.relations.items())]
-        return {"formulas": formulas, "formula_parameters": parameters, "constants": constants,
-                "formula_occurrences": occurrences, "formula_relations": relations}
+                occurrences.append(
+                    {
+                        "occurrence_id": occurrence.occurrence_id,
+                        "formula_id": formula.formula_id,
+                        "equation_id": occurrence.equation_id,
+                        "paper_id": occurrence.paper_id,
+                        "part": occurrence.part,
+                        "page_number": occurrence.page_number,
+                        "bbox": occurrence.bbox,
+                        "equation_number": occurrence.equation_number,
+                        "section": occurrence.section,
+                        "context": occurrence.context,
+                        "latex": occurrence.latex,
+                        "symbol_map": json.dumps(occurrence.symbol_map, sort_keys=True),
+                        "matched_by": occurrence.matched_by,
+                        "similarity": occurrence.similarity,
+                    }
+                )
+        constants = [
+            {
+                "constant_id": constant_id,
+                "name": constant.name,
+                "value": constant.value,
+                "unit": constant.unit,
+                "description": constant.description,
+                "latex": constant.latex,
+                "source": constant.source,
+                "evidence": constant.evidence,
+                "paper_id": constant.paper_id or None,
+            }
+            for constant_id, constant in sorted(self.constants().items())
+        ]
+        relations = [
+            {
+                "relation_id": relation_id,
+                "source": relation.source,
+                "target": relation.target,
+                "relation_type": relation.type,
+                "evidence": relation.evidence,
+            }
+            for relation_id, relation in sorted(self.relations.items())
+        ]
+        return {
+            "formulas": formulas,
+            "formula_parameters": parameters,
+            "constants": constants,
+            "formula_occurrences": occurrences,
+            "formula_relations": relations,
+        }
 
     @classmethod
     def from_rows(cls, tables: Mapping[str, Sequence[Mapping[str, Any]]], **options: Any) -> FormulaGraph:
         """Rebuild a graph written by :meth:`to_rows`; sympy expressions are re-derived from the LaTeX."""
         graph = cls(**options)
-        constants_by_id = {row["constant_id"]: Constant(
-            name=row["name"], value=row["value"], unit=row["unit"] or "", description=row["description"] or "",
-            latex=row["latex"] or "", source=row["source"], evidence=row["evidence"] or "",
-            paper_id=row["paper_id"] or "") for row in tables.get("constants", [])}
+        constants_by_id = {
+            row["constant_id"]: Constant(
+                name=row["name"],
+                value=row["value"],
+                unit=row["unit"] or "",
+                description=row["description"] or "",
+                latex=row["latex"] or "",
+                source=row["source"],
+                evidence=row["evidence"] or "",
+                paper_id=row["paper_id"] or "",
+            )
+            for row in tables.get("constants", [])
+        }
         for row in tables.get("formulas", []):
             formula = Formula(
-                formula_id=row["formula_id"], label=row["label"], latex=row["latex"],
-                normalised_latex=row["normalised_latex"], status=row["status"], reason=row["reason"],
-                sympy_str=row["sympy_str"], template=row["template"], output=row["output"],
-                canonical_key=row["canonical_key"], conversion_step=row["conversion_step"],
-                units=json.loads(row["units"] or "{}"), notes=list(row["notes"] or []),
+                formula_id=row["formula_id"],
+                label=row["label"],
+                latex=row["latex"],
+                normalised_latex=row["normalised_latex"],
+                status=row["status"],
+                reason=row["reason"],
+                sympy_str=row["sympy_str"],
+                template=row["template"],
+                output=row["output"],
+                canonical_key=row["canonical_key"],
+                conversion_step=row["conversion_step"],
+                units=json.loads(row["units"] or "{}"),
+                notes=list(row["notes"] or []),
                 template_constants=json.loads(row["template_constants"] or "{}"),
             )
             if formula.sympy_str is not None:
                 formula.expr = to_sympy(formula.normalised_latex).expr
             graph.formulas[formula.formula_id] = formula
         for row in sorted(tables.get("formula_parameters", []), key=lambda item: item["position"]):
-            graph.formulas[row["formula_id"]].parameters.append(Parameter(
-                name=row["name"], latex_symbol=row["latex_symbol"] or "", description=row["description"] or "",
-                default=row["default_value"], unit=row["unit"] or ""))
+            graph.formulas[row["formula_id"]].parameters.append(
+                Parameter(
+                    name=row["name"],
+                    latex_symbol=row["latex_symbol"] or "",
+                    description=row["description"] or "",
+                    default=row["default_value"],
+                    unit=row["unit"] or "",
+                )
+            )
         for row in tables.get("formula_occurrences", []):
-            graph.formulas[row["formula_id"]].occurrences.append(Occurrence(
-                occurrence_id=row["occurrence_id"], equation_id=row["equation_id"], paper_id=row["paper_id"],
-                part=row["part"], page_number=row["page_number"],
-                bbox=list(row["bbox"]) if row["bbox"] is not None else None,
-                equation_number=row["equation_number"], section=row["section"], context=row["context"] or "",
-                latex=row["latex"] or "", symbol_map=json.loads(row["symbol_map"] or "{}"),
-                matched_by=row["matched_by"], similarity=row["similarity"]))
+            graph.formulas[row["formula_id"]].occurrences.append(
+                Occurrence(
+                    occurrence_id=row["occurrence_id"],
+                    equation_id=row["equation_id"],
+                    paper_id=row["paper_id"],
+                    part=row["part"],
+                    page_number=row["page_number"],
+                    bbox=list(row["bbox"]) if row["bbox"] is not None else None,
+                    equation_number=row["equation_number"],
+                    section=row["section"],
+                    context=row["context"] or "",
+                    latex=row["latex"] or "",
+                    symbol_map=json.loads(row["symbol_map"] or "{}"),
+                    matched_by=row["matched_by"],
+                    similarity=row["similarity"],
+                )
+            )
         for row in tables.get("formula_relations", []):
             relation = Relation(row["source"], row["target"], row["relation_type"], row["evidence"] or "")
             graph.relations[relation.relation_id] = relation
@@ -424,13 +531,15 @@ def _specializes(special: Formula, general: Formula) -> str:
         return ""
     if pattern.xreplace(values) != target:
         return ""
-    fixed = ", ".join(f"{symbol.name}={value}" for symbol, value in sorted(values.items(), key=str)
-                      if not value.is_Symbol)
+    fixed = ", ".join(
+        f"{symbol.name}={value}" for symbol, value in sorted(values.items(), key=str) if not value.is_Symbol
+    )
     return f"the general form with {fixed}"
 
 
-def _instance_of(pattern: sympy.Basic, target: sympy.Basic, variables: set[sympy.Basic],
-                 budget: int = MAX_UNIFICATION_STEPS) -> dict[sympy.Basic, sympy.Basic] | None:
+def _instance_of(
+    pattern: sympy.Basic, target: sympy.Basic, variables: set[sympy.Basic], budget: int = MAX_UNIFICATION_STEPS
+) -> dict[sympy.Basic, sympy.Basic] | None:
     """A substitution of ``variables`` that turns ``pattern`` into ``target`` node for node, or None.
 
     Our own bounded unifier (sympy's ``match`` explodes combinatorially on products of many factors):
@@ -464,7 +573,7 @@ def _instance_of(pattern: sympy.Basic, target: sympy.Basic, variables: set[sympy
         for position, right in enumerate(rights):
             attempt = unify(lefts[0], right, binding)
             if attempt is not None:
-                rest = pair(lefts[1:], rights[:position] + rights[position + 1:], attempt)
+                rest = pair(lefts[1:], rights[:position] + rights[position + 1 :], attempt)
                 if rest is not None:
                     return rest
         return None

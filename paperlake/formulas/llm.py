@@ -33,21 +33,24 @@ _DESCRIBE = (
     "You explain the symbols of a formula from a research paper. Formula (LaTeX): {latex}\n"
     "Text around it: {context}\n"
     "Return only a JSON object mapping each symbol of the formula (as written in the LaTeX) to a short description "
-    "of what it denotes, using the text. Leave out symbols the text does not let you describe.")
+    "of what it denotes, using the text. Leave out symbols the text does not let you describe."
+)
 _JUDGE = (
     "Do these two formulas from different papers state the same mathematical formula (the same quantity computed "
     "the same way, possibly with other symbol names)?\n"
     "Formula A: {a_latex}\nA's description: {a_description}\n"
     "Formula B: {b_latex}\nB's description: {b_description}\n"
-    'Return only a JSON object {{"same": true}} or {{"same": false}}, with a "reason".')
+    'Return only a JSON object {{"same": true}} or {{"same": false}}, with a "reason".'
+)
 _PROPOSE = (
     "Write a Python expression that computes this formula from a research paper. Formula (LaTeX): {latex}\n"
     "Text around it: {context}\n"
     "Allowed: numbers, + - * / ** %, parentheses, comparisons and the functions sqrt exp log log2 log10 sin cos "
     "tan tanh abs min max floor ceil, and the constants pi and e; no other calls, no attributes, no indexing.\n"
-    "Return only a JSON object {{\"output\": <the name the formula defines>, \"expression\": <the expression>, "
-    "\"parameters\": [<every name the expression uses, spelled as the LaTeX symbols with subscripts joined by an "
-    "underscore, e.g. d_k for d_{{k}}>]}}.")
+    'Return only a JSON object {{"output": <the name the formula defines>, "expression": <the expression>, '
+    '"parameters": [<every name the expression uses, spelled as the LaTeX symbols with subscripts joined by an '
+    "underscore, e.g. d_k for d_{{k}}>]}}."
+)
 
 
 class MalformedAnswer(ValueError):
@@ -62,7 +65,7 @@ def json_object(text: str) -> dict[str, Any]:
     if start < 0 or end <= start:
         raise MalformedAnswer(f"no JSON object in the answer {text[:80]!r}")
     try:
-        value = json.loads(body[start:end + 1])
+        value = json.loads(body[start : end + 1])
     except json.JSONDecodeError as error:
         raise MalformedAnswer(f"unreadable JSON ({error.msg}) in the answer {text[:80]!r}") from None
     if not isinstance(value, dict):
@@ -97,16 +100,21 @@ class FormulaAssistant:
             answer = self._ask(_DESCRIBE.format(latex=formula_latex, context=context[:_MAX_CONTEXT]), "describe")
         except MalformedAnswer:
             return {}
-        described = {str(symbol): str(text).strip() for symbol, text in answer.items()
-                     if isinstance(text, str) and text.strip()}
+        described = {
+            str(symbol): str(text).strip() for symbol, text in answer.items() if isinstance(text, str) and text.strip()
+        }
         self.counts["describe_symbols"] += len(described)
         return described
 
     def same_formula(self, new: Formula, existing: Formula) -> bool:
         from paperlake.formulas.canonical import composite_description
 
-        prompt = _JUDGE.format(a_latex=existing.normalised_latex, a_description=composite_description(existing),
-                               b_latex=new.normalised_latex, b_description=composite_description(new))
+        prompt = _JUDGE.format(
+            a_latex=existing.normalised_latex,
+            a_description=composite_description(existing),
+            b_latex=new.normalised_latex,
+            b_description=composite_description(new),
+        )
         try:
             verdict = self._ask(prompt, "judge").get("same")
         except MalformedAnswer:
@@ -129,9 +137,14 @@ class FormulaAssistant:
     def metadata(self) -> dict[str, Any]:
         """For the asset's materialisation: calls by task, malformed answers, tokens and cost."""
         usage = self.client.usage
-        return {"llm_model": self.client.model, **{f"llm_{key}": value for key, value in sorted(self.counts.items())},
-                "llm_cached_calls": usage.cached_calls, "llm_tokens": usage.total_tokens,
-                "llm_cost_usd": round(usage.cost_usd, 6), "llm_errors": len(self.errors)}
+        return {
+            "llm_model": self.client.model,
+            **{f"llm_{key}": value for key, value in sorted(self.counts.items())},
+            "llm_cached_calls": usage.cached_calls,
+            "llm_tokens": usage.total_tokens,
+            "llm_cost_usd": round(usage.cost_usd, 6),
+            "llm_errors": len(self.errors),
+        }
 
 
 def formula_assistant(settings: Settings) -> FormulaAssistant | None:

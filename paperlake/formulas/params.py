@@ -22,17 +22,17 @@ ParameterDescriber = Callable[[str, str], Mapping[str, str]]
 _MARK = "\u27e6{}\u27e7"  # ⟦name⟧ stands for an inline symbol inside prepared text
 _MARKED = r"\u27e6(?P<{group}>[A-Za-z_][A-Za-z0-9_]*)\u27e7"
 _INLINE_MATH = re.compile(r"\$([^$]+)\$")
-_VERBS = (r"is|are|denotes?|represents?|refers? to|stands? for|indicates?|means?|corresponds? to|"
-          r"is defined as|are defined as|is the|are the")
+_VERBS = (
+    r"is|are|denotes?|represents?|refers? to|stands? for|indicates?|means?|corresponds? to|"
+    r"is defined as|are defined as|is the|are the"
+)
 _END = r"(?=\s*(?:[.;](?:\s|$)|,\s*(?:and|while|whereas|where)\b|,\s*\u27e6|\s+and\s+\u27e6|$))"
 _DEFINITION = re.compile(
     rf"(?P<subjects>{_MARKED.format(group='first')}(?:\s*(?:,|and|,\s*and)\s*\u27e6[A-Za-z0-9_]+\u27e7)*)"
     rf"\s+(?:{_VERBS})\s+(?P<description>[^.;]{{3,200}}?){_END}"
 )
 # A letter written without $…$ ("where X is the input"): only right after where/and/with and before a verb.
-_BARE_LETTER = re.compile(
-    rf"\b(?P<lead>where|Where|and|with)\s(?P<letter>(?![aI]\b)[A-Za-z])(?=\s+(?:{_VERBS})\b)"
-)
+_BARE_LETTER = re.compile(rf"\b(?P<lead>where|Where|and|with)\s(?P<letter>(?![aI]\b)[A-Za-z])(?=\s+(?:{_VERBS})\b)")
 _STOP_WORDS = frozenset("to which that of for in on with by from as is are where and or when while".split())
 _NOUN_BEFORE = re.compile(
     rf"\b(?:the|a|an|our)\s+(?P<description>[a-z][a-z\- ]{{2,50}}?)\s*,?\s+{_MARKED.format(group='name')}"
@@ -90,8 +90,9 @@ def _bare_letter(match: re.Match[str], symbols: dict[str, str]) -> str:
 
 def readable(prepared: str, symbols: Mapping[str, str]) -> str:
     """Prepared text back to prose, symbols as ``$latex$``."""
-    text = re.sub(r"\u27e6([^\u27e7]+)\u27e7", lambda match: f"${symbols.get(match.group(1), match.group(1))}$",
-                  prepared)
+    text = re.sub(
+        r"\u27e6([^\u27e7]+)\u27e7", lambda match: f"${symbols.get(match.group(1), match.group(1))}$", prepared
+    )
     return re.sub(r"\s+([,.;:)])", r"\1", re.sub(r"\s+", " ", text)).strip()
 
 

@@ -59,13 +59,24 @@ OBJECT_PROPERTIES = {
     "specializes": ("Formula", "Formula", "The other formula with some symbols fixed to numbers."),
 }
 DATATYPE_PROPERTIES = {
-    "latex": "LaTeX as first seen.", "normalisedLatex": "Compact normalised LaTeX.", "sympy": "sympy form.",
-    "template": "Python template run by safe_eval.", "output": "Name of the computed quantity.",
-    "status": "templated | validated | not_computable | failed.", "reason": "Why not computable or failed.",
-    "name": "Identifier.", "latexSymbol": "The symbol as written.", "description": "Meaning from the text.",
-    "defaultValue": "Value fixed by the paper's text.", "value": "Numeric value.", "unit": "Unit.",
-    "source": "standard or context.", "page": "Page number, from 1.", "equationNumber": "Number printed.",
-    "equationId": "Id of the equation row in the lake.", "matchedBy": "How the occurrence joined its formula.",
+    "latex": "LaTeX as first seen.",
+    "normalisedLatex": "Compact normalised LaTeX.",
+    "sympy": "sympy form.",
+    "template": "Python template run by safe_eval.",
+    "output": "Name of the computed quantity.",
+    "status": "templated | validated | not_computable | failed.",
+    "reason": "Why not computable or failed.",
+    "name": "Identifier.",
+    "latexSymbol": "The symbol as written.",
+    "description": "Meaning from the text.",
+    "defaultValue": "Value fixed by the paper's text.",
+    "value": "Numeric value.",
+    "unit": "Unit.",
+    "source": "standard or context.",
+    "page": "Page number, from 1.",
+    "equationNumber": "Number printed.",
+    "equationId": "Id of the equation row in the lake.",
+    "matchedBy": "How the occurrence joined its formula.",
 }
 _RELATION_PREDICATES = {"same_as": PL.sameAs, "derived_from": PL.derivedFrom, "specializes": PL.specializes}
 
@@ -102,8 +113,12 @@ def to_rdf(formula_graph: FormulaGraph) -> Graph:
         graph.add((subject, PL.latex, Literal(formula.latex)))
         graph.add((subject, PL.normalisedLatex, Literal(formula.normalised_latex)))
         graph.add((subject, PL.status, Literal(formula.status)))
-        for predicate, value in ((PL.sympy, formula.sympy_str), (PL.template, formula.template),
-                                 (PL.output, formula.output), (PL.reason, formula.reason)):
+        for predicate, value in (
+            (PL.sympy, formula.sympy_str),
+            (PL.template, formula.template),
+            (PL.output, formula.output),
+            (PL.reason, formula.reason),
+        ):
             if value:
                 graph.add((subject, predicate, Literal(value)))
         for position, parameter in enumerate(formula.parameters):
@@ -174,5 +189,7 @@ def formulas_using_constant(turtle_text: str, constant_name: str) -> list[dict[s
     graph.parse(data=turtle_text, format="turtle")
     rows = graph.query(FORMULAS_USING_CONSTANT, initBindings={"name": Literal(constant_name)})
     prefix = str(ID["formula/"])
-    return [{"formula_id": str(row.formula).removeprefix(prefix), "label": str(row.label), "latex": str(row.latex)}
-            for row in rows]
+    return [
+        {"formula_id": str(row.formula).removeprefix(prefix), "label": str(row.label), "latex": str(row.latex)}
+        for row in rows
+    ]

@@ -30,23 +30,72 @@ from paperlake.lake import atomic_write_bytes, write_table_atomic
 logger = logging.getLogger(__name__)
 _S, _I, _F = pa.string(), pa.int32(), pa.float64()
 FORMULA_SCHEMAS: dict[str, pa.Schema] = {
-    "formulas": pa.schema([
-        ("formula_id", _S), ("label", _S), ("latex", _S), ("normalised_latex", _S), ("sympy_str", _S),
-        ("template", _S), ("output", _S), ("status", _S), ("reason", _S), ("canonical_key", _S),
-        ("conversion_step", _S), ("units", _S), ("template_constants", _S), ("notes", pa.list_(_S)),
-        ("paper_ids", pa.list_(_S)), ("occurrence_count", _I), ("description", _S)]),
-    "formula_parameters": pa.schema([
-        ("formula_id", _S), ("position", _I), ("name", _S), ("latex_symbol", _S), ("description", _S),
-        ("default_value", _F), ("unit", _S)]),
-    "constants": pa.schema([
-        ("constant_id", _S), ("name", _S), ("value", _F), ("unit", _S), ("description", _S), ("latex", _S),
-        ("source", _S), ("evidence", _S), ("paper_id", _S)]),
-    "formula_occurrences": pa.schema([
-        ("occurrence_id", _S), ("formula_id", _S), ("equation_id", _S), ("paper_id", _S), ("part", _I),
-        ("page_number", _I), ("bbox", pa.list_(_F)), ("equation_number", _S), ("section", _S), ("context", _S),
-        ("latex", _S), ("symbol_map", _S), ("matched_by", _S), ("similarity", _F)]),
-    "formula_relations": pa.schema([
-        ("relation_id", _S), ("source", _S), ("target", _S), ("relation_type", _S), ("evidence", _S)]),
+    "formulas": pa.schema(
+        [
+            ("formula_id", _S),
+            ("label", _S),
+            ("latex", _S),
+            ("normalised_latex", _S),
+            ("sympy_str", _S),
+            ("template", _S),
+            ("output", _S),
+            ("status", _S),
+            ("reason", _S),
+            ("canonical_key", _S),
+            ("conversion_step", _S),
+            ("units", _S),
+            ("template_constants", _S),
+            ("notes", pa.list_(_S)),
+            ("paper_ids", pa.list_(_S)),
+            ("occurrence_count", _I),
+            ("description", _S),
+        ]
+    ),
+    "formula_parameters": pa.schema(
+        [
+            ("formula_id", _S),
+            ("position", _I),
+            ("name", _S),
+            ("latex_symbol", _S),
+            ("description", _S),
+            ("default_value", _F),
+            ("unit", _S),
+        ]
+    ),
+    "constants": pa.schema(
+        [
+            ("constant_id", _S),
+            ("name", _S),
+            ("value", _F),
+            ("unit", _S),
+            ("description", _S),
+            ("latex", _S),
+            ("source", _S),
+            ("evidence", _S),
+            ("paper_id", _S),
+        ]
+    ),
+    "formula_occurrences": pa.schema(
+        [
+            ("occurrence_id", _S),
+            ("formula_id", _S),
+            ("equation_id", _S),
+            ("paper_id", _S),
+            ("part", _I),
+            ("page_number", _I),
+            ("bbox", pa.list_(_F)),
+            ("equation_number", _S),
+            ("section", _S),
+            ("context", _S),
+            ("latex", _S),
+            ("symbol_map", _S),
+            ("matched_by", _S),
+            ("similarity", _F),
+        ]
+    ),
+    "formula_relations": pa.schema(
+        [("relation_id", _S), ("source", _S), ("target", _S), ("relation_type", _S), ("evidence", _S)]
+    ),
 }
 EQUATIONS_SQL = """
     select e.equation_id::varchar as equation_id, e.ref_paper_id::varchar as paper_id, e.page_number,
@@ -69,8 +118,11 @@ class FormulaBuildReport:
 
 
 def _read_tables(out_dir: Path) -> dict[str, list[dict[str, Any]]]:
-    return {name: pq.read_table(out_dir / f"{name}.parquet").to_pylist() for name in FORMULA_SCHEMAS
-            if (out_dir / f"{name}.parquet").exists()}
+    return {
+        name: pq.read_table(out_dir / f"{name}.parquet").to_pylist()
+        for name in FORMULA_SCHEMAS
+        if (out_dir / f"{name}.parquet").exists()
+    }
 
 
 def graph_counts(tables: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
@@ -152,10 +204,15 @@ def formula_graph_staleness(warehouse_con: Any, out_dir: Path, turtle_path: Path
     return f"equations changed in {len(changed)} paper(s)" if changed else None
 
 
-def update_formula_graph(warehouse_con: Any, out_dir: Path, turtle_path: Path, *,
-                         embed: Callable[[list[str]], np.ndarray] | None = None,
-                         judge: Callable[[Any, Any], bool] | None = None,
-                         assistant: Any = None) -> FormulaBuildReport:
+def update_formula_graph(
+    warehouse_con: Any,
+    out_dir: Path,
+    turtle_path: Path,
+    *,
+    embed: Callable[[list[str]], np.ndarray] | None = None,
+    judge: Callable[[Any, Any], bool] | None = None,
+    assistant: Any = None,
+) -> FormulaBuildReport:
     """Bring the formula tables up to date with the warehouse's equations (see the module docstring).
 
     ``assistant`` (a :class:`~paperlake.formulas.llm.FormulaAssistant`, when an LLM is configured) describes
@@ -191,8 +248,14 @@ def update_formula_graph(warehouse_con: Any, out_dir: Path, turtle_path: Path, *
     turtle = to_turtle(graph).encode()
     atomic_write_bytes(turtle_path, lambda handle: handle.write(turtle))
     files = {name: _file_digest(path) for name, path in _output_paths(out_dir, turtle_path).items()}
-    payload = json.dumps({"extractor_version": EXTRACTOR_VERSION, "files": files,
-                          "papers": {p: fingerprints[p] for p in sorted(by_paper)}}, indent=1).encode()
+    payload = json.dumps(
+        {
+            "extractor_version": EXTRACTOR_VERSION,
+            "files": files,
+            "papers": {p: fingerprints[p] for p in sorted(by_paper)},
+        },
+        indent=1,
+    ).encode()
     fault_point("formulas.before_state")
     atomic_write_bytes(out_dir / STATE_NAME, lambda handle: handle.write(payload))
     report.counts = graph_counts(tables)
@@ -215,6 +278,7 @@ def minilm_embedder(cache_path: Path | None = None) -> Callable[[list[str]], np.
 
     The model loads on the first call, so a caller that ends up searching the Milvus collection never pays for it.
     """
+
     def embed(texts: list[str]) -> np.ndarray:
         from paperlake.formulas.collection import FORMULA_ENCODER
         from paperlake.vectors.config import load_config
@@ -251,9 +315,22 @@ def open_formula_collection(milvus_uri: str, cache_path: Path | None = None, loc
     return None
 
 
-__all__ = ["FORMULA_SCHEMAS", "FormulaBuildReport", "WarehouseFormulas", "agent_backend", "asdict",
-           "ensure_formula_contract", "equation_fingerprints", "formula_graph_staleness", "graph_counts",
-           "graph_digest", "minilm_embedder", "open_formula_collection", "read_graph_state", "update_formula_graph"]
+__all__ = [
+    "FORMULA_SCHEMAS",
+    "FormulaBuildReport",
+    "WarehouseFormulas",
+    "agent_backend",
+    "asdict",
+    "ensure_formula_contract",
+    "equation_fingerprints",
+    "formula_graph_staleness",
+    "graph_counts",
+    "graph_digest",
+    "minilm_embedder",
+    "open_formula_collection",
+    "read_graph_state",
+    "update_formula_graph",
+]
 
 
 class WarehouseFormulas:
@@ -265,8 +342,12 @@ class WarehouseFormulas:
     in this process, keyword overlap as a tie-breaker. ``searched_by`` says which answered last.
     """
 
-    def __init__(self, tables: dict[str, list[dict[str, Any]]], embed: Callable[[list[str]], np.ndarray] | None,
-                 collection: Any = None):
+    def __init__(
+        self,
+        tables: dict[str, list[dict[str, Any]]],
+        embed: Callable[[list[str]], np.ndarray] | None,
+        collection: Any = None,
+    ):
         self.tables = tables
         self.graph = FormulaGraph.from_rows(tables)
         self._embed = embed
@@ -275,9 +356,12 @@ class WarehouseFormulas:
         self.searched_by: str | None = None
 
     @classmethod
-    def from_connection(cls, query: Callable[[str], list[dict[str, Any]]],
-                        embed: Callable[[list[str]], np.ndarray] | None = None,
-                        collection: Any = None) -> "WarehouseFormulas":
+    def from_connection(
+        cls,
+        query: Callable[[str], list[dict[str, Any]]],
+        embed: Callable[[list[str]], np.ndarray] | None = None,
+        collection: Any = None,
+    ) -> "WarehouseFormulas":
         return cls({name: query(f'select * from "{name}"') for name in FORMULA_SCHEMAS}, embed, collection)
 
     def close(self) -> None:
@@ -326,26 +410,53 @@ class WarehouseFormulas:
         for index in order:
             formula = formulas[index]
             first = occurrences.get(formula["formula_id"], {})
-            found.append({
-                "formula_id": formula["formula_id"], "name": formula.get("label") or formula.get("output") or "",
-                "latex": formula["latex"], "status": formula["status"], "template": formula.get("template"),
-                "reason": formula.get("reason"),
-                "parameters": [{"name": p["name"], "symbol": p["latex_symbol"], "description": p["description"]}
-                               for p in parameters.get(formula["formula_id"], [])],
-                "paper_id": first.get("paper_id"), "page_number": first.get("page_number"),
-                "equation_number": first.get("equation_number"), "occurrences": formula.get("occurrence_count"),
-            })
+            found.append(
+                {
+                    "formula_id": formula["formula_id"],
+                    "name": formula.get("label") or formula.get("output") or "",
+                    "latex": formula["latex"],
+                    "status": formula["status"],
+                    "template": formula.get("template"),
+                    "reason": formula.get("reason"),
+                    "parameters": [
+                        {"name": p["name"], "symbol": p["latex_symbol"], "description": p["description"]}
+                        for p in parameters.get(formula["formula_id"], [])
+                    ],
+                    "paper_id": first.get("paper_id"),
+                    "page_number": first.get("page_number"),
+                    "equation_number": first.get("equation_number"),
+                    "occurrences": formula.get("occurrence_count"),
+                }
+            )
         return found
 
     def search_constants(self, query: str, limit: int = 5) -> list[dict[str, Any]]:
         from paperlake.formulas.constants import STANDARD_CONSTANTS
 
-        standard = [{"name": c.name, "value": c.value, "unit": c.unit, "symbol": c.latex,
-                     "description": c.description, "paper_id": None} for c in STANDARD_CONSTANTS.values()]
+        standard = [
+            {
+                "name": c.name,
+                "value": c.value,
+                "unit": c.unit,
+                "symbol": c.latex,
+                "description": c.description,
+                "paper_id": None,
+            }
+            for c in STANDARD_CONSTANTS.values()
+        ]
         known = {c["name"] for c in standard}
-        rows = standard + [{"name": c["name"], "value": c["value"], "unit": c["unit"], "symbol": c["latex"],
-                            "description": c["description"], "paper_id": c["paper_id"]}
-                           for c in self.tables["constants"] if c["name"] not in known or c["paper_id"]]
+        rows = standard + [
+            {
+                "name": c["name"],
+                "value": c["value"],
+                "unit": c["unit"],
+                "symbol": c["latex"],
+                "description": c["description"],
+                "paper_id": c["paper_id"],
+            }
+            for c in self.tables["constants"]
+            if c["name"] not in known or c["paper_id"]
+        ]
         order = self._rank(query, [f"{c['name']} {c['symbol']} {c['description']}" for c in rows], limit)
         return [rows[i] for i in order]
 
@@ -364,8 +475,9 @@ def agent_backend(warehouse: Any, milvus_uri: str | None = None) -> WarehouseFor
     With ``milvus_uri``, formulas are searched in the Milvus ``formulas`` collection when it exists there.
     """
     try:
-        tables = {name: warehouse.query(f'select * from "{name}"', max_rows=10**6).records()
-                  for name in FORMULA_SCHEMAS}
+        tables = {
+            name: warehouse.query(f'select * from "{name}"', max_rows=10**6).records() for name in FORMULA_SCHEMAS
+        }
     except Exception:  # no formula tables (older warehouse): the agent runs without formula actions
         return None
     collection = open_formula_collection(milvus_uri) if milvus_uri else None

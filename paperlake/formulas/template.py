@@ -27,8 +27,11 @@ from paperlake.formulas.latex import TRANSPOSE
 from paperlake.safe_eval import CONSTANTS, FUNCTIONS, Number, safe_eval
 
 RESERVED = frozenset(FUNCTIONS) | frozenset(CONSTANTS) | frozenset(keyword.kwlist)
-_PROBE_VALUES = ((1.3, 0.7, 2.1, 1.7, 0.9, 1.1, 2.6, 0.6), (0.4, 1.9, 0.8, 3.2, 1.4, 2.2, 0.3, 1.6),
-                 (2.5, 1.2, 0.35, 0.85, 3.1, 0.45, 1.15, 2.75))
+_PROBE_VALUES = (
+    (1.3, 0.7, 2.1, 1.7, 0.9, 1.1, 2.6, 0.6),
+    (0.4, 1.9, 0.8, 3.2, 1.4, 2.2, 0.3, 1.6),
+    (2.5, 1.2, 0.35, 0.85, 3.1, 0.45, 1.15, 2.75),
+)
 
 
 class TemplateError(ValueError):
@@ -98,14 +101,18 @@ def scalar_expression(expr: sympy.Basic, indices: Mapping[str, frozenset[str]] |
     """Resolve what a scalar reading allows (transposes, sums over plain terms); refuse the rest."""
     indices = indices or {}
     had_symbols = bool(expr.free_symbols)
-    expr = expr.replace(lambda node: isinstance(node, AppliedUndef) and node.func == TRANSPOSE,
-                        lambda node: node.args[0])
+    expr = expr.replace(
+        lambda node: isinstance(node, AppliedUndef) and node.func == TRANSPOSE, lambda node: node.args[0]
+    )
     for node in sympy.preorder_traversal(expr):
         if isinstance(node, (sympy.Sum, sympy.Product)):
             for limit in node.limits:
                 index = limit[0].name
-                indexed = sorted(symbol.name for symbol in node.function.free_symbols
-                                 if index in indices.get(symbol.name, frozenset()))
+                indexed = sorted(
+                    symbol.name
+                    for symbol in node.function.free_symbols
+                    if index in indices.get(symbol.name, frozenset())
+                )
                 if indexed:
                     kind = "sum" if isinstance(node, sympy.Sum) else "product"
                     raise TemplateError(f"{kind} over indexed terms {', '.join(indexed)} (needs a vector of values)")
@@ -115,8 +122,9 @@ def scalar_expression(expr: sympy.Basic, indices: Mapping[str, frozenset[str]] |
             raise TemplateError("sum or product without a closed form")
     undefined = sorted({node.func.__name__ for node in expr.atoms(AppliedUndef)})
     if undefined:
-        raise TemplateError(f"uses function(s) {', '.join(f'{name}()' for name in undefined)} with no scalar "
-                            "definition")
+        raise TemplateError(
+            f"uses function(s) {', '.join(f'{name}()' for name in undefined)} with no scalar definition"
+        )
     if expr.has(sympy.Integral, sympy.Derivative, sympy.oo, -sympy.oo, sympy.zoo, sympy.nan, sympy.I):
         raise TemplateError("contains an integral, derivative, infinity or complex number")
     if had_symbols and not expr.free_symbols:
@@ -150,9 +158,13 @@ def _solve_for_lhs_symbol(lhs: sympy.Basic, rhs: sympy.Basic) -> tuple[str, symp
     return target.name, solutions[0][target], [f"solved the equation for {target.name}"]
 
 
-def build_template(expr: sympy.Basic, *, constants: Mapping[str, float] | None = None,
-                   indices: Mapping[str, frozenset[str]] | None = None,
-                   output: str | None = None) -> FormulaTemplate:
+def build_template(
+    expr: sympy.Basic,
+    *,
+    constants: Mapping[str, float] | None = None,
+    indices: Mapping[str, frozenset[str]] | None = None,
+    output: str | None = None,
+) -> FormulaTemplate:
     """Template of a sympy definition (``Eq``) or expression; ``constants`` are symbol names with fixed values."""
     constants = dict(constants or {})
     lhs_name, rhs, notes = split_definition(expr)
@@ -168,9 +180,14 @@ def build_template(expr: sympy.Basic, *, constants: Mapping[str, float] | None =
     parameters = tuple(sorted(name for name in names.values() if name not in constant_values))
     output_name = python_identifier(output or lhs_name or "value")
     _validate(text, set(parameters) | set(constant_values))
-    return FormulaTemplate(output=output_name, expression=text, parameters=parameters, constants=constant_values,
-                           symbol_names={renamed: original for original, renamed in names.items()},
-                           notes=tuple(notes))
+    return FormulaTemplate(
+        output=output_name,
+        expression=text,
+        parameters=parameters,
+        constants=constant_values,
+        symbol_names={renamed: original for original, renamed in names.items()},
+        notes=tuple(notes),
+    )
 
 
 def _validate(text: str, names: set[str]) -> None:
@@ -179,8 +196,7 @@ def _validate(text: str, names: set[str]) -> None:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as error:
         raise TemplateError(f"printed template is not valid Python: {error.msg}") from None
-    called = {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and
-              isinstance(node.func, ast.Name)}
+    called = {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS):
             raise TemplateError(f"template calls something outside the whitelist: {ast.unparse(node.func)}")
@@ -190,8 +206,9 @@ def _validate(text: str, names: set[str]) -> None:
             raise TemplateError(f"template contains {type(node).__name__}")
 
 
-def cross_check(template: FormulaTemplate, expr: sympy.Basic,
-                indices: Mapping[str, frozenset[str]] | None = None) -> str | None:
+def cross_check(
+    template: FormulaTemplate, expr: sympy.Basic, indices: Mapping[str, frozenset[str]] | None = None
+) -> str | None:
     """Compare the template with sympy's own numeric value at fixed probe points; None when they agree.
 
     This is what turns a formula from ``templated`` into ``validated``: the printed Python means the same as
@@ -201,15 +218,17 @@ def cross_check(template: FormulaTemplate, expr: sympy.Basic,
     names = list(template.parameters)
     last_error = "no probe point inside the formula's domain"
     for probe in _PROBE_VALUES:
-        values = {name: probe[position % len(probe)] * (1 + position // len(probe)) for position, name in
-                  enumerate(names)}
+        values = {
+            name: probe[position % len(probe)] * (1 + position // len(probe)) for position, name in enumerate(names)
+        }
         try:
             computed = float(template.evaluate(**values))
         except Exception as error:  # a domain error at this probe point; try the next one
             last_error = str(error)
             continue
-        substitutions = {sympy.Symbol(template.symbol_names[name]): value for name, value in
-                         {**values, **template.constants}.items()}
+        substitutions = {
+            sympy.Symbol(template.symbol_names[name]): value for name, value in {**values, **template.constants}.items()
+        }
         expected = sympy.N(rhs.xreplace(substitutions))
         if not expected.is_real or not expected.is_finite:
             last_error = f"sympy gives {expected} at the probe point"
@@ -220,8 +239,9 @@ def cross_check(template: FormulaTemplate, expr: sympy.Basic,
     return last_error
 
 
-def check_proposed_template(expression: str, output: str, parameters: Sequence[str],
-                            symbols: Mapping[str, str]) -> FormulaTemplate:
+def check_proposed_template(
+    expression: str, output: str, parameters: Sequence[str], symbols: Mapping[str, str]
+) -> FormulaTemplate:
     """A template proposed from outside the sympy chain (an LLM), held to the same rules plus a parameter check.
 
     ``symbols`` are the formula's own names (``{identifier: LaTeX}``). The expression must pass the AST whitelist
@@ -244,12 +264,14 @@ def check_proposed_template(expression: str, output: str, parameters: Sequence[s
         raise TemplateError(f"declared parameter(s) {unused} do not occur in the expression")
     foreign = sorted(name for name in declared if name not in symbols)
     if foreign:
-        raise TemplateError(f"parameter(s) {foreign} are not symbols of the formula "
-                            f"(its symbols: {sorted(symbols)})")
-    template = FormulaTemplate(output=output, expression=expression.strip(), parameters=tuple(sorted(declared)),
-                               symbol_names={name: name for name in declared},
-                               notes=("template proposed by an LLM; AST-validated and parameter-checked, "
-                                      "not cross-checked against sympy",))
+        raise TemplateError(f"parameter(s) {foreign} are not symbols of the formula (its symbols: {sorted(symbols)})")
+    template = FormulaTemplate(
+        output=output,
+        expression=expression.strip(),
+        parameters=tuple(sorted(declared)),
+        symbol_names={name: name for name in declared},
+        notes=("template proposed by an LLM; AST-validated and parameter-checked, not cross-checked against sympy",),
+    )
     last_error = "no probe point inside the formula's domain"
     for probe in _PROBE_VALUES:
         values = {name: probe[position % len(probe)] for position, name in enumerate(template.parameters)}

@@ -49,11 +49,15 @@ class FormulaTool:
             return ToolResult(False, error=f"missing required parameter(s) {missing}")
         for name, value in values.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                return ToolResult(False, error=f"parameter {name!r} must be a number, got {type(value).__name__} "
-                                               f"{value!r}")
+                return ToolResult(
+                    False, error=f"parameter {name!r} must be a number, got {type(value).__name__} {value!r}"
+                )
             if not _finite(value):
-                return ToolResult(False, error=f"parameter {name!r} must be finite (a number of magnitude at most "
-                                               f"1.8e308), got {_preview(value)}")
+                return ToolResult(
+                    False,
+                    error=f"parameter {name!r} must be finite (a number of magnitude at most "
+                    f"1.8e308), got {_preview(value)}",
+                )
         try:
             return ToolResult(True, value=safe_eval(self.expression, {**self.constants, **values}))
         except (SafeEvalError, ArithmeticError, ValueError) as error:
@@ -81,8 +85,9 @@ def tool_name(formula: Formula) -> str:
 def build_tool(formula: Formula) -> FormulaTool:
     """The tool of a computable formula; a formula that is not computable is refused with its reason."""
     if not formula.computable or not formula.template:
-        raise ValueError(f"formula {formula.formula_id} ({formula.label!r}) is not computable: "
-                         f"{formula.reason or formula.status}")
+        raise ValueError(
+            f"formula {formula.formula_id} ({formula.label!r}) is not computable: {formula.reason or formula.status}"
+        )
     properties: dict[str, dict[str, Any]] = {}
     defaults: dict[str, float] = {}
     for parameter in formula.parameters:
@@ -96,9 +101,20 @@ def build_tool(formula: Formula) -> FormulaTool:
             entry["default"] = parameter.default
             defaults[parameter.name] = parameter.default
         properties[parameter.name] = entry
-    schema = {"type": "object", "properties": properties,
-              "required": [name for name in properties if name not in defaults], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": properties,
+        "required": [name for name in properties if name not in defaults],
+        "additionalProperties": False,
+    }
     description = f"{formula.label}: computes {formula.output} = {formula.template} (from {formula.normalised_latex})"
-    return FormulaTool(name=tool_name(formula), description=description, formula_id=formula.formula_id,
-                       output=formula.output or "value", expression=formula.template, parameter_schema=schema,
-                       constants=dict(formula.template_constants), defaults=defaults)
+    return FormulaTool(
+        name=tool_name(formula),
+        description=description,
+        formula_id=formula.formula_id,
+        output=formula.output or "value",
+        expression=formula.template,
+        parameter_schema=schema,
+        constants=dict(formula.template_constants),
+        defaults=defaults,
+    )

@@ -45,8 +45,35 @@ _DIGIT_NUMBERING = re.compile(r"^(\d+(?:\.\d+)*)\.?\s+(\S.*)$", re.S)
 _LETTER_NUMBERING = re.compile(r"^([A-Z](?:\.\d+)*)\.?\s+(\S.*)$", re.S)
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 _ABBREVIATIONS = frozenset(
-    {"e.g.", "i.e.", "al.", "fig.", "figs.", "eq.", "eqs.", "etc.", "vs.", "cf.", "sec.", "tab.", "resp.", "no.",
-     "approx.", "dr.", "mr.", "ms.", "prof.", "st.", "vol.", "pp.", "ref.", "refs.", "app.", "def.", "thm."}
+    {
+        "e.g.",
+        "i.e.",
+        "al.",
+        "fig.",
+        "figs.",
+        "eq.",
+        "eqs.",
+        "etc.",
+        "vs.",
+        "cf.",
+        "sec.",
+        "tab.",
+        "resp.",
+        "no.",
+        "approx.",
+        "dr.",
+        "mr.",
+        "ms.",
+        "prof.",
+        "st.",
+        "vol.",
+        "pp.",
+        "ref.",
+        "refs.",
+        "app.",
+        "def.",
+        "thm.",
+    }
 )
 
 
@@ -67,14 +94,15 @@ def assemble(
     tokens = _TokenCounter(tiktoken.get_encoding(encoding_name))
     common = {"paper_id": paper_id, "backend": backend}
 
-    parsed.rows("metadata").append(
-        _metadata_row(source, layout, title, title_source, common, parser_version)
-    )
+    parsed.rows("metadata").append(_metadata_row(source, layout, title, title_source, common, parser_version))
     for page in layout.pages:
         parsed.rows("pages").append(
             {
-                "page_id": ids.page_id(paper_id, page.page_number), "page_number": page.page_number,
-                "page_width": float(page.width), "page_height": float(page.height), "page_content": page.text,
+                "page_id": ids.page_id(paper_id, page.page_number),
+                "page_number": page.page_number,
+                "page_width": float(page.width),
+                "page_height": float(page.height),
+                "page_content": page.text,
                 **common,
             }
         )
@@ -93,7 +121,8 @@ def _check_layout(source: PaperSource, layout: DocumentLayout) -> None:
     for block in layout.blocks:
         if block.page_number not in known_pages:
             raise ParseError(
-                source.paper_key, "assemble",
+                source.paper_key,
+                "assemble",
                 f"a {block.kind} block is on page {block.page_number}, which the layout does not have",
             )
         if block.kind == "figure" and block.parent is None:
@@ -102,7 +131,8 @@ def _check_layout(source: PaperSource, layout: DocumentLayout) -> None:
             block.kind == "figure" and id(block.parent) in wholes_seen and block.parent.page_number == block.page_number
         ):
             raise ParseError(
-                source.paper_key, "assemble",
+                source.paper_key,
+                "assemble",
                 f"a panel on page {block.page_number} does not follow its whole figure on the same page",
             )
 
@@ -116,7 +146,11 @@ def _choose_title(source: PaperSource, layout: DocumentLayout) -> tuple[str, str
 
 
 def _metadata_row(
-    source: PaperSource, layout: DocumentLayout, title: str, title_source: str, common: dict[str, str],
+    source: PaperSource,
+    layout: DocumentLayout,
+    title: str,
+    title_source: str,
+    common: dict[str, str],
     parser_version: str,
 ) -> dict[str, Any]:
     manifest = source.manifest
@@ -189,7 +223,10 @@ def _split_sections(layout: DocumentLayout) -> list[_Section]:
     abstract_header = any(_normalise(numbering[id(header)][1]) == "abstract" for header in headers)
     preamble = _Section(
         title="Abstract" if has_abstract and not abstract_header else None,
-        number=None, level=1, header_page=None, blocks=[],
+        number=None,
+        level=1,
+        header_page=None,
+        blocks=[],
     )
     sections = [preamble]
     for block in layout.blocks:
@@ -200,8 +237,9 @@ def _split_sections(layout: DocumentLayout) -> list[_Section]:
         elif block.kind in _BODY_KINDS and block.parent is None:  # a panel's caption is its whole figure's
             sections[-1].blocks.append(block)
     if preamble.title and not preamble.blocks and layout.abstract:
-        abstract_block = Block(kind="abstract", page_number=layout.pages[0].page_number, bbox=(0, 0, 0, 0),
-                               text=layout.abstract)
+        abstract_block = Block(
+            kind="abstract", page_number=layout.pages[0].page_number, bbox=(0, 0, 0, 0), text=layout.abstract
+        )
         preamble.blocks.append(abstract_block)
     if preamble.title is None and not preamble.blocks:
         sections.pop(0)
@@ -234,8 +272,10 @@ def _numbering(headers: list[Block]) -> dict[int, tuple[str | None, str]]:
     for header_id, (number, title) in letter_candidates.items():
         letter = number.split(".")[0]
         neighbours = {chr(ord(letter) - 1), chr(ord(letter) + 1)}
-        if "." in number or any(other in neighbours for other in letters_used) or any(
-            other.startswith(f"{letter}.") for other, _ in letter_candidates.values()
+        if (
+            "." in number
+            or any(other in neighbours for other in letters_used)
+            or any(other.startswith(f"{letter}.") for other, _ in letter_candidates.values())
         ):
             split[header_id] = (number, title)
     return split
@@ -329,9 +369,10 @@ def _pieces(block: Block, tokens: _TokenCounter, limit: int) -> list[_Piece]:
             parts.append(sentence)
         else:
             parts.extend(_split_words(sentence, tokens, limit))
-    return [_Piece(packed, block.page_number) for packed, _ in _pack(
-        [_Piece(part, block.page_number) for part in parts], tokens, limit, separator=" "
-    )]
+    return [
+        _Piece(packed, block.page_number)
+        for packed, _ in _pack([_Piece(part, block.page_number) for part in parts], tokens, limit, separator=" ")
+    ]
 
 
 def _split_words(text: str, tokens: _TokenCounter, limit: int) -> list[str]:
@@ -372,11 +413,11 @@ def split_sentences(text: str) -> list[str]:
     sentences: list[str] = []
     start = 0
     for match in _SENTENCE_END.finditer(text):
-        before = text[start:match.start()].split()
+        before = text[start : match.start()].split()
         last_word = before[-1].lower() if before else ""
         if last_word in _ABBREVIATIONS or re.fullmatch(r"[a-z]\.", last_word):
             continue
-        sentences.append(text[start:match.start()].strip())
+        sentences.append(text[start : match.start()].strip())
         start = match.end()
     tail = text[start:].strip()
     if tail:
@@ -412,10 +453,18 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
             structure = table_structure([asdict(cell) for cell in block.cells])
             parsed.rows("tables").append(
                 {
-                    "table_id": table_id, "ordinal": ordinal, "table_label": block.label,
-                    "table_caption": block.caption, "table_content": content, "num_rows": rows, "num_cols": cols,
-                    "header_rows": structure.header_rows, "stub_columns": structure.stub_columns,
-                    "table_structure": structure.quality, "detector": block.detector, **located,
+                    "table_id": table_id,
+                    "ordinal": ordinal,
+                    "table_label": block.label,
+                    "table_caption": block.caption,
+                    "table_content": content,
+                    "num_rows": rows,
+                    "num_cols": cols,
+                    "header_rows": structure.header_rows,
+                    "stub_columns": structure.stub_columns,
+                    "table_structure": structure.quality,
+                    "detector": block.detector,
+                    **located,
                 }
             )
             _add_table_structure_rows(parsed, table_id, block, structure, common, paragraphs)
@@ -425,9 +474,14 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
             figures[id(block)] = (image_id, ordinal, 0)
             parsed.rows("images").append(
                 {
-                    "image_id": image_id, "ordinal": ordinal, "image_label": block.label,
-                    "image_caption": block.caption, "image_kind": block.image_kind, "parent_image_id": None,
-                    "detector": block.detector, **located,
+                    "image_id": image_id,
+                    "ordinal": ordinal,
+                    "image_label": block.label,
+                    "image_caption": block.caption,
+                    "image_kind": block.image_kind,
+                    "parent_image_id": None,
+                    "detector": block.detector,
+                    **located,
                 }
             )
         elif block.kind == "figure":
@@ -438,8 +492,12 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
             parsed.rows("images").append(
                 {
                     "image_id": ids.element_id(paper_id, "image", page, parent_ordinal, "panel", panel),
-                    "ordinal": panel, "image_label": block.label, "image_caption": block.caption,
-                    "image_kind": block.image_kind, "parent_image_id": parent_id, "detector": block.detector,
+                    "ordinal": panel,
+                    "image_label": block.label,
+                    "image_caption": block.caption,
+                    "image_kind": block.image_kind,
+                    "parent_image_id": parent_id,
+                    "detector": block.detector,
                     **located,
                 }
             )
@@ -447,11 +505,15 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
             ordinal = next_ordinal("equation", page)
             parsed.rows("equations").append(
                 {
-                    "equation_id": ids.element_id(paper_id, "equation", page, ordinal), "ordinal": ordinal,
-                    "equation_text": block.text or None, "equation_latex": block.latex,
+                    "equation_id": ids.element_id(paper_id, "equation", page, ordinal),
+                    "ordinal": ordinal,
+                    "equation_text": block.text or None,
+                    "equation_latex": block.latex,
                     "equation_number": block.equation_number,
                     "latex_source": _LATEX_SOURCE_BY_BACKEND.get(common["backend"]) if block.latex else None,
-                    "context": _context_before(previous_prose), "context_after": None, "detector": block.detector,
+                    "context": _context_before(previous_prose),
+                    "context_after": None,
+                    "detector": block.detector,
                     **located,
                 }
             )
@@ -460,9 +522,12 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
             ordinal = len(parsed.rows("references"))
             parsed.rows("references").append(
                 {
-                    "reference_id": ids.element_id(paper_id, "reference", ordinal), "ordinal": ordinal,
-                    "page_number": page, "page_id": ids.page_id(paper_id, page),
-                    "reference_content": block.text, **common,
+                    "reference_id": ids.element_id(paper_id, "reference", ordinal),
+                    "ordinal": ordinal,
+                    "page_number": page,
+                    "page_id": ids.page_id(paper_id, page),
+                    "reference_content": block.text,
+                    **common,
                 }
             )
         if block.kind in {"text", "list_item", "abstract"}:
@@ -496,7 +561,11 @@ def _xywh(bbox: tuple[float, float, float, float]) -> list[float]:
 
 
 def _add_table_structure_rows(
-    parsed: ParsedPaper, table_id: str, block: Block, structure: TableStructure, common: dict[str, str],
+    parsed: ParsedPaper,
+    table_id: str,
+    block: Block,
+    structure: TableStructure,
+    common: dict[str, str],
     paragraphs: list[str],
 ) -> None:
     """The table's cells with their header paths and numbers, and its row and column lines (HD-RAG's H-RCL), which
@@ -505,12 +574,21 @@ def _add_table_structure_rows(
         column_path = cell["column_header_path"]
         parsed.rows("table_cells").append(
             {
-                "cell_id": ids.element_id(table_id, "cell", cell["row"], cell["col"]), "table_id": table_id,
-                "row_index": cell["row"], "col_index": cell["col"], "rowspan": cell["rowspan"],
-                "colspan": cell["colspan"], "cell_text": cell["text"], "is_header": cell["is_header"],
-                "is_stub": cell["is_stub"], "column_header_path": column_path,
-                "row_header_path": cell["row_header_path"], "number_value": cell["number"],
-                "number_flags": cell["flags"] or None, "unit": header_unit(column_path), **common,
+                "cell_id": ids.element_id(table_id, "cell", cell["row"], cell["col"]),
+                "table_id": table_id,
+                "row_index": cell["row"],
+                "col_index": cell["col"],
+                "rowspan": cell["rowspan"],
+                "colspan": cell["colspan"],
+                "cell_text": cell["text"],
+                "is_header": cell["is_header"],
+                "is_stub": cell["is_stub"],
+                "column_header_path": column_path,
+                "row_header_path": cell["row_header_path"],
+                "number_value": cell["number"],
+                "number_flags": cell["flags"] or None,
+                "unit": header_unit(column_path),
+                **common,
             }
         )
     located = {"page_number": block.page_number, "page_id": ids.page_id(common["paper_id"], block.page_number)}
@@ -518,16 +596,32 @@ def _add_table_structure_rows(
     rows, columns = table_lines(structure, caption_head(block.label, plain_text(block.caption or "")), glossary)
     for line in rows:
         parsed.rows("table_rows").append(
-            {"row_id": ids.element_id(table_id, "row", line.index), "table_id": table_id, "row_index": line.index,
-             "row_header_path": line.header_path, "row_text": line.text, "num_values": line.num_values,
-             "header_glossary": line.glossary, **located, **common}
+            {
+                "row_id": ids.element_id(table_id, "row", line.index),
+                "table_id": table_id,
+                "row_index": line.index,
+                "row_header_path": line.header_path,
+                "row_text": line.text,
+                "num_values": line.num_values,
+                "header_glossary": line.glossary,
+                **located,
+                **common,
+            }
         )
     for line in columns:
         parsed.rows("table_columns").append(
-            {"column_id": ids.element_id(table_id, "column", line.index), "table_id": table_id,
-             "col_index": line.index, "column_header_path": line.header_path, "unit": line.unit,
-             "column_text": line.text, "num_values": line.num_values, "header_glossary": line.glossary,
-             **located, **common}
+            {
+                "column_id": ids.element_id(table_id, "column", line.index),
+                "table_id": table_id,
+                "col_index": line.index,
+                "column_header_path": line.header_path,
+                "unit": line.unit,
+                "column_text": line.text,
+                "num_values": line.num_values,
+                "header_glossary": line.glossary,
+                **located,
+                **common,
+            }
         )
 
 
@@ -542,7 +636,8 @@ def cells_to_html(cells: list[TableCell]) -> str:
         for cell in sorted(by_row[row], key=lambda c: c.col):
             tag = "th" if cell.is_header else "td"
             spans = "".join(
-                f' {name}="{value}"' for name, value in (("rowspan", cell.rowspan), ("colspan", cell.colspan))
+                f' {name}="{value}"'
+                for name, value in (("rowspan", cell.rowspan), ("colspan", cell.colspan))
                 if value > 1
             )
             rendered.append(f"<{tag}{spans}>{html.escape(cell.text)}</{tag}>")

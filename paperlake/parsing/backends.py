@@ -63,10 +63,18 @@ class MinerUParser:
         outputs: Path | None = source.mineru_dir
         if outputs is None:
             if not settings.mineru_executable:
-                raise ParseError(source.paper_key, "mineru", "no MinerU outputs for this PDF and no "
-                                 "PAPERLAKE_MINERU_EXECUTABLE configured to produce them")
-            outputs = mineru_backend.run_mineru(source.pdf_path, settings.cache / "mineru" / source.paper_key,
-                                                settings.mineru_executable, [], paper_key=source.paper_key)
+                raise ParseError(
+                    source.paper_key,
+                    "mineru",
+                    "no MinerU outputs for this PDF and no PAPERLAKE_MINERU_EXECUTABLE configured to produce them",
+                )
+            outputs = mineru_backend.run_mineru(
+                source.pdf_path,
+                settings.cache / "mineru" / source.paper_key,
+                settings.mineru_executable,
+                [],
+                paper_key=source.paper_key,
+            )
         return mineru_backend.read_layout(outputs, source.pdf_path, paper_key=source.paper_key)
 
 
@@ -84,5 +92,10 @@ def parse_with(name: str, source: PaperSource, settings: Settings) -> ParsedPape
     from paperlake.parsing.assemble import assemble
 
     parser = PARSERS[name]
-    return assemble(source, parser.read_layout(source, settings), parser.name, parser_version=parser.version,
-                    max_chunk_tokens=settings.max_chunk_tokens)
+    return assemble(
+        source,
+        parser.read_layout(source, settings),
+        parser.name,
+        parser_version=parser.version,
+        max_chunk_tokens=settings.max_chunk_tokens,
+    )

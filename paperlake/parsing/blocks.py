@@ -11,19 +11,19 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 BlockKind = Literal[
-    "title",            # the paper title (page 1)
-    "author",           # author / affiliation lines (page 1)
-    "abstract",         # abstract body text
-    "section_header",   # a heading; ``level`` 1 = section, 2 = subsection, ...
-    "text",             # body paragraph
+    "title",  # the paper title (page 1)
+    "author",  # author / affiliation lines (page 1)
+    "abstract",  # abstract body text
+    "section_header",  # a heading; ``level`` 1 = section, 2 = subsection, ...
+    "text",  # body paragraph
     "list_item",
-    "caption",          # a caption that could not be attached to a table/figure
+    "caption",  # a caption that could not be attached to a table/figure
     "footnote",
-    "equation",         # display equation; ``latex`` when known, ``equation_number`` like "(3)"
-    "table",            # ``html`` + ``cells`` + ``caption`` + ``label`` ("Table 3")
-    "figure",           # raster or vector figure; ``caption`` + ``label`` ("Figure 2"); ``image_kind``; a panel
-                        # (one plot of a figure of several) names its whole figure in ``parent``
-    "reference",        # one bibliography entry
+    "equation",  # display equation; ``latex`` when known, ``equation_number`` like "(3)"
+    "table",  # ``html`` + ``cells`` + ``caption`` + ``label`` ("Table 3")
+    "figure",  # raster or vector figure; ``caption`` + ``label`` ("Figure 2"); ``image_kind``; a panel
+    # (one plot of a figure of several) names its whole figure in ``parent``
+    "reference",  # one bibliography entry
     "page_header",
     "page_footer",
 ]

@@ -32,7 +32,6 @@ _CONTENT_LIST_SCALE = 1000.0
 _LEADING_NUMBER = re.compile(r"^\s*(?:\d+(?:\.\d+)*|[A-Z](?:\.\d+)*)\.?\s+(?=\S)")
 
 
-
 @dataclass
 class MineruElements:
     """MinerU's boxes (points, top-left origin, x0 y0 x1 y1) per element type, and its section headings."""
@@ -55,9 +54,7 @@ def compare_with_mineru(pymupdf_parsed: ParsedPaper, mineru_dir: str | Path) -> 
     type, as with prompt boxes their authors caption "Table N" that MinerU calls images; it never replaces the
     strict per-type numbers.
     """
-    page_sizes = {
-        row["page_number"]: (row["page_width"], row["page_height"]) for row in pymupdf_parsed.rows("pages")
-    }
+    page_sizes = {row["page_number"]: (row["page_width"], row["page_height"]) for row in pymupdf_parsed.rows("pages")}
     reference = read_mineru_elements(mineru_dir, page_sizes)
     ours = {
         "tables": _boxes(pymupdf_parsed.rows("tables")),
@@ -100,8 +97,9 @@ def format_table(scores: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def read_mineru_elements(mineru_dir: str | Path, page_sizes: dict[int, tuple[float, float]] | None = None
-                         ) -> MineruElements:
+def read_mineru_elements(
+    mineru_dir: str | Path, page_sizes: dict[int, tuple[float, float]] | None = None
+) -> MineruElements:
     """MinerU's element boxes from ``layout.json(.gz)``; from ``*_content_list.json`` when there is no middle JSON
     (its 0-1000 boxes are rescaled with ``page_sizes``, page number → (width, height) in points)."""
     directory = Path(mineru_dir)
@@ -167,9 +165,12 @@ def _boxes(rows: list[dict[str, Any]]) -> list[tuple[int, Box]]:
 def _match_boxes(reference: list[tuple[int, Box]], ours: list[tuple[int, Box]]) -> int:
     """One-to-one matches on the same page with IoU ≥ the threshold, best pairs first."""
     pairs = sorted(
-        ((iou(ref_box, our_box), i, j)
-         for i, (ref_page, ref_box) in enumerate(reference)
-         for j, (our_page, our_box) in enumerate(ours) if ref_page == our_page),
+        (
+            (iou(ref_box, our_box), i, j)
+            for i, (ref_page, ref_box) in enumerate(reference)
+            for j, (our_page, our_box) in enumerate(ours)
+            if ref_page == our_page
+        ),
         reverse=True,
     )
     used_reference: set[int] = set()
@@ -203,7 +204,8 @@ def _match_headings(reference: list[str], ours: list[str]) -> int:
 def _covered(reference: list[tuple[int, Box]], ours: list[tuple[int, Box]]) -> int:
     """Reference boxes that some box of ours on the same page overlaps with IoU ≥ the threshold."""
     return sum(
-        1 for ref_page, ref_box in reference
+        1
+        for ref_page, ref_box in reference
         if any(page == ref_page and iou(ref_box, box) >= IOU_THRESHOLD for page, box in ours)
     )
 

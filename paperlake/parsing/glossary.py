@@ -31,8 +31,8 @@ from typing import Iterable
 from paperlake.parsing.inline_math import plain_text
 
 MAX_LABEL_CHARS = 12
-MAX_LONG_WORDS = 4          # a long form read back from a parenthesis without the label's letters
-MAX_DEFINITION_WORDS = 8    # a long form after "LABEL:" or "LABEL denotes"
+MAX_LONG_WORDS = 4  # a long form read back from a parenthesis without the label's letters
+MAX_DEFINITION_WORDS = 8  # a long form after "LABEL:" or "LABEL denotes"
 # Words a long form does not start with (read back from the parenthesis, they end it).
 _FUNCTION_WORDS = frozenset(
     "a an and are as at be by for from has have in including include includes into is it its of on or such that the "
@@ -70,7 +70,7 @@ def _clean_long(text: str, label: str) -> str | None:
     long = " ".join(_words(text.strip(_QUOTES + " ,")))
     long = long.strip(_QUOTES + " ,")
     if not long or not _has_word(long) or long.lower() == label.lower() or "respectively" in long.lower():
-        return None   # "respectively": one of a parallel list ("A and B denote X and Y, respectively")
+        return None  # "respectively": one of a parallel list ("A and B denote X and Y, respectively")
     return long
 
 
@@ -107,14 +107,14 @@ def _before_parenthesis(label: str, before: str) -> str | None:
         return None
     found = _schwartz_hearst(label, words)
     if found is None and label[0].isalpha():
-        return None    # a word-like label whose letters are not there: not its definition
+        return None  # a word-like label whose letters are not there: not its definition
     if found is None:
         run: list[str] = []
         for word in reversed(words):
             if word.lower() in _FUNCTION_WORDS or len(run) == MAX_LONG_WORDS:
                 break
             if run and not (word[:1].isupper() and all(w[:1].isupper() for w in run)):
-                break   # one word ("addition", "3-digit"), or a capitalised name ("Movie Reviews")
+                break  # one word ("addition", "3-digit"), or a capitalised name ("Movie Reviews")
             run.insert(0, word)
         found = " ".join(run)
     return _clean_long(found, label)
@@ -123,19 +123,21 @@ def _before_parenthesis(label: str, before: str) -> str | None:
 def _in_a_list(text: str, start: int) -> bool:
     """Whether the label at ``start`` is the last of a list ('"ori" and "inv" denote …'): its definition is a list
     too, and which part is whose is not written."""
-    return re.search(r"(?:\band|&|,)\s*$", text[max(0, start - 8):start]) is not None
+    return re.search(r"(?:\band|&|,)\s*$", text[max(0, start - 8) : start]) is not None
 
 
 def _caption_definitions(caption: str, labels: list[str]) -> dict[str, str]:
     text = " ".join(plain_text(caption or "").split())
-    first = re.search(r"(?<=[.!?])\s+", text[12:])   # past "Table 4." / the title sentence
-    rest = text[12 + first.end():] if first else ""
+    first = re.search(r"(?<=[.!?])\s+", text[12:])  # past "Table 4." / the title sentence
+    rest = text[12 + first.end() :] if first else ""
     found: dict[str, str] = {}
     for label in labels:
         quoted = rf"[{_QUOTES}]?\s*{re.escape(label)}\s*[{_QUOTES}]?"
-        for pattern in (rf"(?:^|(?<=[\s.;,(]))(?:{quoted})(?:\s*[:;=])+\s*(?P<long>[^.;:]+)",
-                        rf"(?:^|(?<=[\s.;,(])){quoted}\s+(?:{_STRICT_VERBS}|{_LOOSE_VERBS})\s+(?:the\s+)?"
-                        rf"(?P<long>[^.;:,]+)"):
+        for pattern in (
+            rf"(?:^|(?<=[\s.;,(]))(?:{quoted})(?:\s*[:;=])+\s*(?P<long>[^.;:]+)",
+            rf"(?:^|(?<=[\s.;,(])){quoted}\s+(?:{_STRICT_VERBS}|{_LOOSE_VERBS})\s+(?:the\s+)?"
+            rf"(?P<long>[^.;:,]+)",
+        ):
             match = re.search(pattern, rest)
             if match and not _in_a_list(rest, match.start()):
                 long = _clean_long(" ".join(match.group("long").split()[:MAX_DEFINITION_WORDS]), label)
@@ -158,13 +160,16 @@ def _prose_definitions(paragraphs: Iterable[str], labels: list[str]) -> dict[str
                 continue
             parenthesis = re.search(rf"\(\s*{re.escape(label)}\s*\)", text)
             if parenthesis:
-                long = _before_parenthesis(label, text[max(0, parenthesis.start() - 200):parenthesis.start()])
+                long = _before_parenthesis(label, text[max(0, parenthesis.start() - 200) : parenthesis.start()])
                 if long:
                     found[label] = long
                     continue
             plain, quoted = re.escape(label), rf"[{_QUOTES}]{re.escape(label)}[{_QUOTES}]"
-            denotes = re.search(rf"(?:^|(?<=[\s(]))(?:(?:{plain}|{quoted})\s+(?:{_STRICT_VERBS})|{quoted}\s+"
-                                rf"(?:{_LOOSE_VERBS}))\s+(?:the\s+)?(?P<long>[^.;:,()]+)", text)
+            denotes = re.search(
+                rf"(?:^|(?<=[\s(]))(?:(?:{plain}|{quoted})\s+(?:{_STRICT_VERBS})|{quoted}\s+"
+                rf"(?:{_LOOSE_VERBS}))\s+(?:the\s+)?(?P<long>[^.;:,()]+)",
+                text,
+            )
             if denotes and not _in_a_list(text, denotes.start()):
                 long = _clean_long(" ".join(denotes.group("long").split()[:MAX_DEFINITION_WORDS]), label)
                 if long:

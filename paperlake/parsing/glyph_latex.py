@@ -52,22 +52,92 @@ _LIMIT_WORDS = {"max", "min", "sup", "inf", "lim", "limsup", "liminf", "argmax",
 
 # CMEX10 (and NewTX's txexs, which keeps CMEX's slots for what the corpus uses) by code point.
 _CMEX_DELIMITERS = {
-    0x00: "(", 0x01: ")", 0x02: "[", 0x03: "]", 0x04: r"\lfloor", 0x05: r"\rfloor", 0x06: r"\lceil",
-    0x07: r"\rceil", 0x08: r"\{", 0x09: r"\}", 0x0A: r"\langle", 0x0B: r"\rangle", 0x0E: "/",
-    0x0F: r"\backslash", 0x10: "(", 0x11: ")", 0x12: "(", 0x13: ")", 0x14: "[", 0x15: "]", 0x16: r"\lfloor",
-    0x17: r"\rfloor", 0x18: r"\lceil", 0x19: r"\rceil", 0x1A: r"\{", 0x1B: r"\}", 0x1C: r"\langle",
-    0x1D: r"\rangle", 0x1E: "/", 0x1F: r"\backslash", 0x20: "(", 0x21: ")", 0x22: "[", 0x23: "]",
-    0x24: r"\lfloor", 0x25: r"\rfloor", 0x26: r"\lceil", 0x27: r"\rceil", 0x28: r"\{", 0x29: r"\}",
-    0x2A: r"\langle", 0x2B: r"\rangle", 0x2C: "/", 0x2D: r"\backslash", 0x2E: "/", 0x2F: r"\backslash",
-    0x44: r"\langle", 0x45: r"\rangle", 0x68: "[", 0x69: "]", 0x6A: r"\lfloor", 0x6B: r"\rfloor",
-    0x6C: r"\lceil", 0x6D: r"\rceil", 0x6E: r"\{", 0x6F: r"\}",
+    0x00: "(",
+    0x01: ")",
+    0x02: "[",
+    0x03: "]",
+    0x04: r"\lfloor",
+    0x05: r"\rfloor",
+    0x06: r"\lceil",
+    0x07: r"\rceil",
+    0x08: r"\{",
+    0x09: r"\}",
+    0x0A: r"\langle",
+    0x0B: r"\rangle",
+    0x0E: "/",
+    0x0F: r"\backslash",
+    0x10: "(",
+    0x11: ")",
+    0x12: "(",
+    0x13: ")",
+    0x14: "[",
+    0x15: "]",
+    0x16: r"\lfloor",
+    0x17: r"\rfloor",
+    0x18: r"\lceil",
+    0x19: r"\rceil",
+    0x1A: r"\{",
+    0x1B: r"\}",
+    0x1C: r"\langle",
+    0x1D: r"\rangle",
+    0x1E: "/",
+    0x1F: r"\backslash",
+    0x20: "(",
+    0x21: ")",
+    0x22: "[",
+    0x23: "]",
+    0x24: r"\lfloor",
+    0x25: r"\rfloor",
+    0x26: r"\lceil",
+    0x27: r"\rceil",
+    0x28: r"\{",
+    0x29: r"\}",
+    0x2A: r"\langle",
+    0x2B: r"\rangle",
+    0x2C: "/",
+    0x2D: r"\backslash",
+    0x2E: "/",
+    0x2F: r"\backslash",
+    0x44: r"\langle",
+    0x45: r"\rangle",
+    0x68: "[",
+    0x69: "]",
+    0x6A: r"\lfloor",
+    0x6B: r"\rfloor",
+    0x6C: r"\lceil",
+    0x6D: r"\rceil",
+    0x6E: r"\{",
+    0x6F: r"\}",
 }
 _CMEX_BIGOPS = {
-    0x46: r"\bigsqcup", 0x47: r"\bigsqcup", 0x48: r"\oint", 0x49: r"\oint", 0x4A: r"\bigodot", 0x4B: r"\bigodot",
-    0x4C: r"\bigoplus", 0x4D: r"\bigoplus", 0x4E: r"\bigotimes", 0x4F: r"\bigotimes", 0x50: r"\sum",
-    0x51: r"\prod", 0x52: r"\int", 0x53: r"\bigcup", 0x54: r"\bigcap", 0x55: r"\biguplus", 0x56: r"\bigwedge",
-    0x57: r"\bigvee", 0x58: r"\sum", 0x59: r"\prod", 0x5A: r"\int", 0x5B: r"\bigcup", 0x5C: r"\bigcap",
-    0x5D: r"\biguplus", 0x5E: r"\bigwedge", 0x5F: r"\bigvee", 0x60: r"\coprod", 0x61: r"\coprod",
+    0x46: r"\bigsqcup",
+    0x47: r"\bigsqcup",
+    0x48: r"\oint",
+    0x49: r"\oint",
+    0x4A: r"\bigodot",
+    0x4B: r"\bigodot",
+    0x4C: r"\bigoplus",
+    0x4D: r"\bigoplus",
+    0x4E: r"\bigotimes",
+    0x4F: r"\bigotimes",
+    0x50: r"\sum",
+    0x51: r"\prod",
+    0x52: r"\int",
+    0x53: r"\bigcup",
+    0x54: r"\bigcap",
+    0x55: r"\biguplus",
+    0x56: r"\bigwedge",
+    0x57: r"\bigvee",
+    0x58: r"\sum",
+    0x59: r"\prod",
+    0x5A: r"\int",
+    0x5B: r"\bigcup",
+    0x5C: r"\bigcap",
+    0x5D: r"\biguplus",
+    0x5E: r"\bigwedge",
+    0x5F: r"\bigvee",
+    0x60: r"\coprod",
+    0x61: r"\coprod",
     0xCD: r"\sum",  # txexs: the text-style sum as NewTX's subset fonts report it
 }
 _CMEX_ACCENTS = {0x62: r"\hat", 0x63: r"\hat", 0x64: r"\hat", 0x65: r"\tilde", 0x66: r"\tilde", 0x67: r"\tilde"}
@@ -89,13 +159,34 @@ _HORIZONTAL_BRACE_PIECES = {"\x7a", "\x7b", "\x7c", "\x7d"}
 _OPEN_DELIMITERS = {"(", "[", r"\{", r"\langle", r"\lfloor", r"\lceil"}
 _CLOSE_DELIMITERS = {")", "]", r"\}", r"\rangle", r"\rfloor", r"\rceil"}
 
-_STYLE_WRAPPERS = {"bf": r"\mathbf", "bfit": r"\boldsymbol", "cal": r"\mathcal", "bb": r"\mathbb",
-                   "frak": r"\mathfrak", "scr": r"\mathscr", "sf": r"\mathsf", "tt": r"\mathtt", "rm": r"\mathrm"}
-_MATH_ALPHABET_STYLES = [("DOUBLE-STRUCK", "bb"), ("BOLD FRAKTUR", "frak"), ("FRAKTUR", "frak"),
-                         ("BOLD SCRIPT", "cal"), ("SCRIPT", "cal"), ("BLACK-LETTER", "frak"),
-                         ("MONOSPACE", "tt"), ("SANS-SERIF BOLD ITALIC", "bfit"), ("SANS-SERIF BOLD", "bf"),
-                         ("SANS-SERIF ITALIC", "sf"), ("SANS-SERIF", "sf"), ("BOLD ITALIC", "bfit"),
-                         ("BOLD", "bf"), ("ITALIC", "it"), ("PLANCK", "it")]
+_STYLE_WRAPPERS = {
+    "bf": r"\mathbf",
+    "bfit": r"\boldsymbol",
+    "cal": r"\mathcal",
+    "bb": r"\mathbb",
+    "frak": r"\mathfrak",
+    "scr": r"\mathscr",
+    "sf": r"\mathsf",
+    "tt": r"\mathtt",
+    "rm": r"\mathrm",
+}
+_MATH_ALPHABET_STYLES = [
+    ("DOUBLE-STRUCK", "bb"),
+    ("BOLD FRAKTUR", "frak"),
+    ("FRAKTUR", "frak"),
+    ("BOLD SCRIPT", "cal"),
+    ("SCRIPT", "cal"),
+    ("BLACK-LETTER", "frak"),
+    ("MONOSPACE", "tt"),
+    ("SANS-SERIF BOLD ITALIC", "bfit"),
+    ("SANS-SERIF BOLD", "bf"),
+    ("SANS-SERIF ITALIC", "sf"),
+    ("SANS-SERIF", "sf"),
+    ("BOLD ITALIC", "bfit"),
+    ("BOLD", "bf"),
+    ("ITALIC", "it"),
+    ("PLANCK", "it"),
+]
 
 
 # ------------------------------------------------------------------------------------------------ atoms
@@ -161,8 +252,11 @@ def _font_family(fontname: str, flags: int) -> str:
         return "sy"
     if base in {"EUSM", "EUSB"}:
         return "cal"
-    if base in {"MSBM", "TXMIASTBB", "DSROM", "BBOLD", "BBM", "DSSS"} or "DOUBLESTRUCK" in upper \
-            or "BLACKBOARD" in upper:  # PazoMathBlackboardBold (mathpazo's \mathbb)
+    if (
+        base in {"MSBM", "TXMIASTBB", "DSROM", "BBOLD", "BBM", "DSSS"}
+        or "DOUBLESTRUCK" in upper
+        or "BLACKBOARD" in upper
+    ):  # PazoMathBlackboardBold (mathpazo's \mathbb)
         return "bb"
     if base in {"EUFM", "EUFB"}:
         return "frak"
@@ -198,8 +292,15 @@ def _math_alphabet(char: str) -> tuple[str, str] | None:
         return "∂", style
     if "NABLA" in name:
         return "∇", style
-    symbol_variants = {"EPSILON SYMBOL": "ϵ", "THETA SYMBOL": "ϑ", "PHI SYMBOL": "ϕ", "KAPPA SYMBOL": "ϰ",
-                       "RHO SYMBOL": "ϱ", "PI SYMBOL": "ϖ", "CAPITAL THETA SYMBOL": "ϴ"}
+    symbol_variants = {
+        "EPSILON SYMBOL": "ϵ",
+        "THETA SYMBOL": "ϑ",
+        "PHI SYMBOL": "ϕ",
+        "KAPPA SYMBOL": "ϰ",
+        "RHO SYMBOL": "ϱ",
+        "PI SYMBOL": "ϖ",
+        "CAPITAL THETA SYMBOL": "ϴ",
+    }
     for key, plain in symbol_variants.items():
         if name.endswith(key):
             return plain, style
@@ -275,8 +376,9 @@ def _glyph_token(char: str, family: str) -> tuple[str, str, str] | None:
 
 # ------------------------------------------------------------------------------------------------ extraction
 
-_TEXT_FLAGS = (pymupdf.TEXTFLAGS_RAWDICT | pymupdf.TEXT_ACCURATE_BBOXES | pymupdf.TEXT_INHIBIT_SPACES) \
-    & ~pymupdf.TEXT_PRESERVE_IMAGES
+_TEXT_FLAGS = (
+    pymupdf.TEXTFLAGS_RAWDICT | pymupdf.TEXT_ACCURATE_BBOXES | pymupdf.TEXT_INHIBIT_SPACES
+) & ~pymupdf.TEXT_PRESERVE_IMAGES
 _MAX_GLYPHS = 1500  # the longest display equation of the sample corpus has about 300
 _NUMBER_DROP = 16.0  # how far below the box an equation number pushed onto its own line is looked for
 # "(3)", "(10b)", "(A.1)", "(S2)", "(ECE)", "(3')": digits with dotted parts and a letter, or a short capital label.
@@ -298,8 +400,20 @@ def _read_glyphs(page: pymupdf.Page, clip: pymupdf.Rect) -> list[_Atom]:
                         continue
                     latex, kind, style = token
                     x0, y0, x1, y1 = char["bbox"]
-                    atom = _Atom(latex, kind, x0, y0, x1, y1, char["origin"][1], span["size"], style, char["c"],
-                                 big=family == "ex", font=span["font"])
+                    atom = _Atom(
+                        latex,
+                        kind,
+                        x0,
+                        y0,
+                        x1,
+                        y1,
+                        char["origin"][1],
+                        span["size"],
+                        style,
+                        char["c"],
+                        big=family == "ex",
+                        font=span["font"],
+                    )
                     if atom.big:  # extension glyphs hang from their origin; TeX centres them on the axis
                         atom.axis_y = atom.cy
                         atom.baseline = atom.cy + 0.25 * atom.size
@@ -339,8 +453,16 @@ def _take_equation_number(atoms: list[_Atom], rect: pymupdf.Rect) -> tuple[str |
     two-column page whatever follows it belongs to the other column)."""
     main_size = _dominant_size(atoms)
     for closing in sorted((a for a in atoms if a.text == ")" and a.size >= 0.8 * main_size), key=lambda a: a.x0):
-        line = sorted((a for a in atoms if abs(a.baseline - closing.baseline) < 1.0 and a.x1 <= closing.x1 + 0.1
-                       and abs(a.size - closing.size) < 0.5), key=lambda a: a.x0)
+        line = sorted(
+            (
+                a
+                for a in atoms
+                if abs(a.baseline - closing.baseline) < 1.0
+                and a.x1 <= closing.x1 + 0.1
+                and abs(a.size - closing.size) < 0.5
+            ),
+            key=lambda a: a.x0,
+        )
         opening_index = next((i for i in range(len(line) - 1, -1, -1) if line[i].text == "("), None)
         if opening_index is None:
             continue
@@ -380,8 +502,7 @@ def _number_on_next_line(below: list[_Atom], rect: pymupdf.Rect) -> str | None:
     if not mine:
         return None
     first = min(mine, key=lambda a: a.baseline)
-    line = sorted((a for a in below if abs(a.baseline - first.baseline) < 1.0 and a.x0 >= rect.x0),
-                  key=lambda a: a.x0)
+    line = sorted((a for a in below if abs(a.baseline - first.baseline) < 1.0 and a.x0 >= rect.x0), key=lambda a: a.x0)
     run = [line[0]]
     for a in line[1:]:
         if a.x0 - run[-1].x1 > 0.5 * a.size:
@@ -422,8 +543,9 @@ def _join_delimiter_pieces(atoms: list[_Atom]) -> list[_Atom]:
             kind = "fence"
         x0, y0, x1, y1 = _union(stack)
         size = stack[0].size
-        others.append(_Atom(latex, kind, x0, y0, x1, y1, (y0 + y1) / 2 + 0.25 * size, size, big=True,
-                            axis_y=(y0 + y1) / 2))
+        others.append(
+            _Atom(latex, kind, x0, y0, x1, y1, (y0 + y1) / 2 + 0.25 * size, size, big=True, axis_y=(y0 + y1) / 2)
+        )
     for atom in others:
         if atom.big and atom.kind in {"open", "close", "ord"} and atom.latex in {"|", r"\|"}:
             atom.kind = "fence"
@@ -456,24 +578,43 @@ def _join_overlays(atoms: list[_Atom]) -> list[_Atom]:
     atoms = sorted(atoms, key=lambda a: a.x0)
     negations = [a for a in atoms if a.kind == "negation"]
     for slash in negations:
-        target = min((a for a in atoms if a is not slash and a.kind == "rel" and abs(a.cy - slash.cy) < 0.5 * a.size),
-                     key=lambda a: max(0.0, a.x0 - slash.x1, slash.x0 - a.x1), default=None)
+        target = min(
+            (a for a in atoms if a is not slash and a.kind == "rel" and abs(a.cy - slash.cy) < 0.5 * a.size),
+            key=lambda a: max(0.0, a.x0 - slash.x1, slash.x0 - a.x1),
+            default=None,
+        )
         if target is None or max(0.0, target.x0 - slash.x1, slash.x0 - target.x1) > 1.0:
             continue
-        target.latex = {"=": r"\neq", r"\in": r"\notin", r"\equiv": r"\not\equiv"}.get(target.latex,
-                                                                                  r"\not" + target.latex)
+        target.latex = {"=": r"\neq", r"\in": r"\notin", r"\equiv": r"\not\equiv"}.get(
+            target.latex, r"\not" + target.latex
+        )
         atoms.remove(slash)
-    combined = {(r"\Leftarrow", r"\Rightarrow"): r"\iff", ("=", r"\Rightarrow"): r"\Longrightarrow",
-                (r"\Leftarrow", "="): r"\Longleftarrow", ("-", r"\rightarrow"): r"\longrightarrow",
-                (r"\leftarrow", "-"): r"\longleftarrow", (r"\mapstochar", r"\rightarrow"): r"\mapsto",
-                (r"\mapstochar", r"\longrightarrow"): r"\longmapsto"}
+    combined = {
+        (r"\Leftarrow", r"\Rightarrow"): r"\iff",
+        ("=", r"\Rightarrow"): r"\Longrightarrow",
+        (r"\Leftarrow", "="): r"\Longleftarrow",
+        ("-", r"\rightarrow"): r"\longrightarrow",
+        (r"\leftarrow", "-"): r"\longleftarrow",
+        (r"\mapstochar", r"\rightarrow"): r"\mapsto",
+        (r"\mapstochar", r"\longrightarrow"): r"\longmapsto",
+    }
     merged = True
     while merged:
         merged = False
         for left in atoms:
-            right = next((b for b in atoms if (left.latex, b.latex) in combined and b is not left
-                          and b.x0 - left.x1 < 0.6 and b.x1 > left.x1 and b.x0 > left.x0 - 0.5
-                          and abs(left.baseline - b.baseline) < 0.5), None)
+            right = next(
+                (
+                    b
+                    for b in atoms
+                    if (left.latex, b.latex) in combined
+                    and b is not left
+                    and b.x0 - left.x1 < 0.6
+                    and b.x1 > left.x1
+                    and b.x0 > left.x0 - 0.5
+                    and abs(left.baseline - b.baseline) < 0.5
+                ),
+                None,
+            )
             if right is not None:
                 left.latex, left.kind, left.x1 = combined[(left.latex, right.latex)], "rel", max(left.x1, right.x1)
                 left.y0, left.y1 = min(left.y0, right.y0), max(left.y1, right.y1)
@@ -499,8 +640,13 @@ def _join_dots(atoms: list[_Atom]) -> list[_Atom]:
         run = [first]
         for other in dots:
             last = run[-1]
-            if id(other) not in used and other is not first and other.text == first.text and \
-                    abs(other.cy - first.cy) < 0.5 and 0 <= other.x0 - last.x1 < 0.45 * first.size:
+            if (
+                id(other) not in used
+                and other is not first
+                and other.text == first.text
+                and abs(other.cy - first.cy) < 0.5
+                and 0 <= other.x0 - last.x1 < 0.45 * first.size
+            ):
                 run.append(other)
                 if len(run) == 3:
                     break
@@ -522,8 +668,12 @@ def _join_words(atoms: list[_Atom]) -> list[_Atom]:
             continue
         for run in runs:
             last = run[-1]
-            if abs(atom.baseline - last.baseline) < 0.4 and abs(atom.size - last.size) < 0.3 \
-                    and atom.style == last.style and -0.5 < atom.x0 - last.x1 < 0.2 * atom.size:
+            if (
+                abs(atom.baseline - last.baseline) < 0.4
+                and abs(atom.size - last.size) < 0.3
+                and atom.style == last.style
+                and -0.5 < atom.x0 - last.x1 < 0.2 * atom.size
+            ):
                 run.append(atom)
                 break
         else:
@@ -554,11 +704,23 @@ def _attach_accents(atoms: list[_Atom], notes: list[str]) -> list[_Atom]:
     remaining = [a for a in atoms if a.kind != "accent"]
     for accent in accents:
         if accent.width < 0.5:  # a combining mark reported without ink width: TeX set it before its base
-            under = [a for a in remaining if a.kind != "rule" and abs(a.x0 - accent.x0) < 0.6
-                     and a.y1 > accent.y0 and a.y0 < accent.y1 + 0.6 * a.size]
+            under = [
+                a
+                for a in remaining
+                if a.kind != "rule"
+                and abs(a.x0 - accent.x0) < 0.6
+                and a.y1 > accent.y0
+                and a.y0 < accent.y1 + 0.6 * a.size
+            ]
         else:
-            under = [a for a in remaining if a.kind != "rule" and a.y0 >= accent.cy - 0.5
-                     and a.y0 - accent.y1 < 0.6 * a.size and min(a.x1, accent.x1) - max(a.x0, accent.x0) > 0]
+            under = [
+                a
+                for a in remaining
+                if a.kind != "rule"
+                and a.y0 >= accent.cy - 0.5
+                and a.y0 - accent.y1 < 0.6 * a.size
+                and min(a.x1, accent.x1) - max(a.x0, accent.x0) > 0
+            ]
         if not under:
             notes.append(f"accent {accent.latex} with nothing under it")
             continue
@@ -607,9 +769,14 @@ class _Reader:
         main_size = _dominant_size(atoms)
         rules = [a for a in atoms if a.kind == "rule"]
         # Numerators and denominators do not vote for a row of their own.
-        voters = [a for a in atoms if a.kind in {"letter", "digit", "word", "rel", "bin", "ord", "open", "close"}
-                  and not a.big and a.size >= 0.8 * main_size
-                  and not any(r.x0 - 1 <= a.cx <= r.x1 + 1 and abs(a.cy - r.cy) < 1.6 * main_size for r in rules)]
+        voters = [
+            a
+            for a in atoms
+            if a.kind in {"letter", "digit", "word", "rel", "bin", "ord", "open", "close"}
+            and not a.big
+            and a.size >= 0.8 * main_size
+            and not any(r.x0 - 1 <= a.cx <= r.x1 + 1 and abs(a.cy - r.cy) < 1.6 * main_size for r in rules)
+        ]
         clusters: list[list[_Atom]] = []
         for atom in sorted(voters, key=lambda a: a.baseline):
             if clusters and atom.baseline - clusters[-1][-1].baseline <= 0.3 * main_size:
@@ -677,13 +844,29 @@ class _Reader:
             if left not in atoms or left.kind == "close":
                 continue
             height = left.y1 - left.y0
-            right = next((a for a in fences if a.x0 > left.x1 and a is not left and a.kind != "open"
-                          and abs(a.y0 - left.y0) < 0.15 * height and abs(a.y1 - left.y1) < 0.15 * height), None)
+            right = next(
+                (
+                    a
+                    for a in fences
+                    if a.x0 > left.x1
+                    and a is not left
+                    and a.kind != "open"
+                    and abs(a.y0 - left.y0) < 0.15 * height
+                    and abs(a.y1 - left.y1) < 0.15 * height
+                ),
+                None,
+            )
             if right is None and left.latex != r"\{":
                 continue
             limit = right.x0 if right else float("inf")
-            inside = [a for a in atoms if a is not left and a is not right and left.x1 - 0.5 <= a.cx <= limit
-                      and left.y0 - 1 <= a.cy <= left.y1 + 1]
+            inside = [
+                a
+                for a in atoms
+                if a is not left
+                and a is not right
+                and left.x1 - 0.5 <= a.cx <= limit
+                and left.y0 - 1 <= a.cy <= left.y1 + 1
+            ]
             rows = self.rows(inside) if inside else []
             if len(rows) < 2:
                 continue
@@ -711,8 +894,13 @@ class _Reader:
             command, script = (r"\underbrace", "_") if under else (r"\overbrace", "^")
             latex = f"{command}{{{self.layout(content)}}}" + (f"{script}{{{self.layout(label)}}}" if label else "")
             parts = [brace, *content, *label]
-            compound = _compound(latex, "ord", parts, _dominant_baseline(content) if content else brace.cy,
-                                 _dominant_size(content) if content else brace.size)
+            compound = _compound(
+                latex,
+                "ord",
+                parts,
+                _dominant_baseline(content) if content else brace.cy,
+                _dominant_size(content) if content else brace.size,
+            )
             gone = {id(a) for a in parts}
             atoms = [a for a in atoms if id(a) not in gone] + [compound]
         return atoms
@@ -722,19 +910,40 @@ class _Reader:
         for radical in radicals:
             if radical not in atoms:
                 continue
-            bar = min((r for r in atoms if r.kind == "rule" and abs(r.x0 - radical.x1) < 2.0
-                       and abs(r.cy - radical.y0) < 2.0), key=lambda r: abs(r.x0 - radical.x1), default=None)
+            bar = min(
+                (
+                    r
+                    for r in atoms
+                    if r.kind == "rule" and abs(r.x0 - radical.x1) < 2.0 and abs(r.cy - radical.y0) < 2.0
+                ),
+                key=lambda r: abs(r.x0 - radical.x1),
+                default=None,
+            )
             if bar is None:
                 self.notes.append("radical without an overbar")
                 self.guesses += 1
                 continue
-            inside = [a for a in atoms if a is not radical and a is not bar
-                      and radical.x1 - 0.5 <= a.cx <= bar.x1 + 0.5 and bar.cy <= a.cy <= radical.y1 + 0.5]
+            inside = [
+                a
+                for a in atoms
+                if a is not radical
+                and a is not bar
+                and radical.x1 - 0.5 <= a.cx <= bar.x1 + 0.5
+                and bar.cy <= a.cy <= radical.y1 + 0.5
+            ]
             # An index (\sqrt[n]) is small, over the radical's left arm, within its height.
             height = radical.y1 - radical.y0
-            index = [a for a in atoms if a is not radical and a is not bar and a not in inside
-                     and a.size < 0.9 * radical.size and radical.x0 - 0.5 * radical.size <= a.cx <= radical.cx
-                     and a.cy < radical.cy and a.y1 > radical.y0 + 0.2 * height]
+            index = [
+                a
+                for a in atoms
+                if a is not radical
+                and a is not bar
+                and a not in inside
+                and a.size < 0.9 * radical.size
+                and radical.x0 - 0.5 * radical.size <= a.cx <= radical.cx
+                and a.cy < radical.cy
+                and a.y1 > radical.y0 + 0.2 * height
+            ]
             body = self.layout(inside)
             latex = rf"\sqrt[{self.layout(index)}]{{{body}}}" if index else rf"\sqrt{{{body}}}"
             baseline = _dominant_baseline(inside) if inside else radical.y1
@@ -827,8 +1036,9 @@ class _Reader:
             return self.layout(members)
         return r"\substack{" + r" \\ ".join(self.layout(line) for line in lines) + "}"
 
-    def _assign_limits(self, operators: list[_Atom], atoms: list[_Atom], below: bool,
-                       taken: set[int] | None = None) -> dict[int, list[_Atom]]:
+    def _assign_limits(
+        self, operators: list[_Atom], atoms: list[_Atom], below: bool, taken: set[int] | None = None
+    ) -> dict[int, list[_Atom]]:
         """Each operator's limit: the atoms centred on it in the band under (or over) it. Neighbouring operators'
         limits can touch; the atoms between two seeds go to whichever split keeps both limits centred."""
         taken = taken or set()
@@ -838,12 +1048,26 @@ class _Reader:
         for op in operators:
             reach = (0.8 if op.kind != "rel" else 0.6) * op.size
             if below:
-                band = [a for a in atoms if id(a) not in op_ids and id(a) not in taken and a.cy > op.y1
-                        and a.y0 >= op.y1 - 0.5 and a.y0 - op.y1 < 3 * reach]
+                band = [
+                    a
+                    for a in atoms
+                    if id(a) not in op_ids
+                    and id(a) not in taken
+                    and a.cy > op.y1
+                    and a.y0 >= op.y1 - 0.5
+                    and a.y0 - op.y1 < 3 * reach
+                ]
                 first_line = [a for a in band if a.y0 - op.y1 < reach]
             else:
-                band = [a for a in atoms if id(a) not in op_ids and id(a) not in taken and a.cy < op.y0
-                        and a.y1 <= op.y0 + 0.5 and op.y0 - a.y1 < 3 * reach]
+                band = [
+                    a
+                    for a in atoms
+                    if id(a) not in op_ids
+                    and id(a) not in taken
+                    and a.cy < op.y0
+                    and a.y1 <= op.y0 + 0.5
+                    and op.y0 - a.y1 < 3 * reach
+                ]
                 first_line = [a for a in band if op.y0 - a.y1 < reach]
             if op.kind == "rel":
                 band = first_line = [a for a in first_line if a.size < 0.9 * op.size]
@@ -852,8 +1076,7 @@ class _Reader:
         seeded = {id(a): id(op) for op in operators for a in seeds[id(op)]}
         runs: dict[int, list[_Atom]] = {}
         for op in operators:
-            run = self._grow(seeds[id(op)], bands[id(op)], {k for k, owner in seeded.items() if owner != id(op)},
-                             below)
+            run = self._grow(seeds[id(op)], bands[id(op)], {k for k, owner in seeded.items() if owner != id(op)}, below)
             if run:
                 runs[id(op)] = run
         ordered = sorted((o for o in operators if id(o) in runs), key=lambda o: o.cx)
@@ -865,8 +1088,13 @@ class _Reader:
             contested.sort(key=lambda a: a.cx)
             left_core = [a for a in left_run if a not in contested]
             right_core = [a for a in right_run if a not in contested]
-            best = min(range(len(contested) + 1), key=lambda k: _centre_offset(left_op, left_core + contested[:k])
-                       + _centre_offset(right_op, right_core + contested[k:]))
+            best = min(
+                range(len(contested) + 1),
+                key=lambda k: (
+                    _centre_offset(left_op, left_core + contested[:k])
+                    + _centre_offset(right_op, right_core + contested[k:])
+                ),
+            )
             runs[id(left_op)], runs[id(right_op)] = left_core + contested[:best], right_core + contested[best:]
         result = {}
         for op in operators:
@@ -893,10 +1121,16 @@ class _Reader:
             for a in band:
                 if a in members or id(a) in forbidden:
                     continue
-                beside = a.y0 < bottom and a.y1 > top and \
-                    (0 <= left - a.x1 < gap or 0 <= a.x0 - right < gap or (a.x0 < right and a.x1 > left))
-                stacked = (-0.5 <= a.y0 - bottom < 0.5 * a.size if below else -0.5 <= top - a.y1 < 0.5 * a.size) \
-                    and a.x0 < right and a.x1 > left
+                beside = (
+                    a.y0 < bottom
+                    and a.y1 > top
+                    and (0 <= left - a.x1 < gap or 0 <= a.x0 - right < gap or (a.x0 < right and a.x1 > left))
+                )
+                stacked = (
+                    (-0.5 <= a.y0 - bottom < 0.5 * a.size if below else -0.5 <= top - a.y1 < 0.5 * a.size)
+                    and a.x0 < right
+                    and a.x1 > left
+                )
                 if beside or stacked:
                     members.append(a)
                     grown = True
@@ -924,8 +1158,9 @@ class _Reader:
         on_baseline: set[int] = set()
         previous_on_baseline = True
         for atom in ordered:
-            if self._on_baseline(atom, baseline, size) or \
-                    (previous_on_baseline and self._inline_small(atom, baseline, size)):
+            if self._on_baseline(atom, baseline, size) or (
+                previous_on_baseline and self._inline_small(atom, baseline, size)
+            ):
                 on_baseline.add(id(atom))
                 previous_on_baseline = True
             else:
@@ -1026,8 +1261,9 @@ def _pair_big_delimiters(bases: list[_Atom | None]) -> dict[int, str]:
     for atom in bases:
         if atom is None or not atom.big or atom.kind not in {"open", "close", "fence"}:
             continue
-        opening = atom.kind == "open" or (atom.kind == "fence" and not any(
-            s.kind == "fence" and s.latex == atom.latex for s in stack))
+        opening = atom.kind == "open" or (
+            atom.kind == "fence" and not any(s.kind == "fence" and s.latex == atom.latex for s in stack)
+        )
         if opening:
             stack.append(atom)
         elif stack:
@@ -1060,8 +1296,9 @@ def _dominant_baseline(atoms: list[_Atom]) -> float:
     size = _dominant_size(atoms)
     # Big operators (and the limits grouped with them) sit on their own glyph origin, a few points off the
     # baseline in fonts that do not centre them the way cmex does: they never decide where the baseline is.
-    candidates = [a for a in atoms if a.kind not in {"rule", "limits", "bigop"} and not a.big
-                  and abs(a.size - size) < 0.15 * size]
+    candidates = [
+        a for a in atoms if a.kind not in {"rule", "limits", "bigop"} and not a.big and abs(a.size - size) < 0.15 * size
+    ]
     if not candidates:
         candidates = [a for a in atoms if a.kind != "rule"] or atoms
     clusters: list[list[_Atom]] = []
@@ -1128,8 +1365,10 @@ def reconstruct_latex(page: pymupdf.Page, bbox: tuple[float, float, float, float
     return GlyphLatex(latex, number, round(confidence, 2), notes)
 
 
-_RELATION_START = re.compile(r"(?<![\\{_^])(=|<|>|\\leq|\\geq|\\neq|\\approx|\\equiv|\\sim|\\propto|:=|\\le\b|\\ge\b"
-                             r"|\\Rightarrow|\\iff|\\rightarrow|\\stackrel|\\overset)")
+_RELATION_START = re.compile(
+    r"(?<![\\{_^])(=|<|>|\\leq|\\geq|\\neq|\\approx|\\equiv|\\sim|\\propto|:=|\\le\b|\\ge\b"
+    r"|\\Rightarrow|\\iff|\\rightarrow|\\stackrel|\\overset)"
+)
 
 
 def _aligned_row(latex: str) -> str:
@@ -1149,28 +1388,116 @@ def _aligned_row(latex: str) -> str:
 # ------------------------------------------------------------------------------------------------ normalisation
 
 _DROP_COMMANDS = {
-    r"\left", r"\right", r"\big", r"\Big", r"\bigg", r"\Bigg", r"\bigl", r"\bigr", r"\Bigl", r"\Bigr", r"\biggl",
-    r"\biggr", r"\Biggl", r"\Biggr", r"\middle", r"\displaystyle", r"\textstyle", r"\scriptstyle",
-    r"\scriptscriptstyle", r"\limits", r"\nolimits", r"\,", r"\;", r"\:", r"\!", r"\ ", r"\quad", r"\qquad",
-    r"\enspace", r"\thinspace", r"\medspace", r"\thickspace", r"\hfill", r"\nonumber", r"\notag", r"\rm",
-    r"\mathrm", r"\operatorname", r"\operatorname*", r"\text", r"\textrm", r"\textit", r"\mathit", r"\mbox",
-    r"\mathnormal", r"\hbox", r"\it", r"\up", r"\tt",
+    r"\left",
+    r"\right",
+    r"\big",
+    r"\Big",
+    r"\bigg",
+    r"\Bigg",
+    r"\bigl",
+    r"\bigr",
+    r"\Bigl",
+    r"\Bigr",
+    r"\biggl",
+    r"\biggr",
+    r"\Biggl",
+    r"\Biggr",
+    r"\middle",
+    r"\displaystyle",
+    r"\textstyle",
+    r"\scriptstyle",
+    r"\scriptscriptstyle",
+    r"\limits",
+    r"\nolimits",
+    r"\,",
+    r"\;",
+    r"\:",
+    r"\!",
+    r"\ ",
+    r"\quad",
+    r"\qquad",
+    r"\enspace",
+    r"\thinspace",
+    r"\medspace",
+    r"\thickspace",
+    r"\hfill",
+    r"\nonumber",
+    r"\notag",
+    r"\rm",
+    r"\mathrm",
+    r"\operatorname",
+    r"\operatorname*",
+    r"\text",
+    r"\textrm",
+    r"\textit",
+    r"\mathit",
+    r"\mbox",
+    r"\mathnormal",
+    r"\hbox",
+    r"\it",
+    r"\up",
+    r"\tt",
 }
 _BOLD = {r"\mathbf", r"\boldsymbol", r"\pmb", r"\bm", r"\bf", r"\textbf", r"\mathbold", r"\bold"}
 _SYNONYMS = {
-    r"\le": r"\leq", r"\ge": r"\geq", r"\leqslant": r"\leq", r"\geqslant": r"\geq", r"\ne": r"\neq",
-    r"\to": r"\rightarrow", r"\gets": r"\leftarrow", r"\longrightarrow": r"\rightarrow",
-    r"\longleftarrow": r"\leftarrow", r"\Longrightarrow": r"\Rightarrow", r"\Longleftarrow": r"\Leftarrow",
-    r"\Longleftrightarrow": r"\iff", r"\Leftrightarrow": r"\iff", r"\implies": r"\Rightarrow", r"\vert": "|",
-    r"\lvert": "|", r"\rvert": "|", r"\mid": "|", r"\Vert": r"\|", r"\lVert": r"\|", r"\rVert": r"\|",
-    r"\parallel": r"\|", r"\lbrace": r"\{", r"\rbrace": r"\}", r"\lbrack": "[", r"\rbrack": "]",
-    r"\ldots": r"\dots", r"\cdots": r"\dots", r"\dotsc": r"\dots", r"\dotsb": r"\dots", r"\widehat": r"\hat",
-    r"\widetilde": r"\tilde", r"\overline": r"\bar", r"\stackrel": r"\overset", r"\dfrac": r"\frac",
-    r"\tfrac": r"\frac", r"\ast": "*", r"\intercal": r"\top", r"\cal": r"\mathcal", r"\Bbb": r"\mathbb",
-    r"\colon": ":", r"\coloneqq": ":=", r"\prime": "'", r"\lnot": r"\neg", r"\land": r"\wedge",
-    r"\lor": r"\vee", r"\emptyset": r"\varnothing", r"\bot": r"\perp", r"\dag": r"\dagger",
-    r"\varepsilon": r"\epsilon", r"\textless": "<", r"\textgreater": ">", r"\sp": "^", r"\sb": "_",
-    r"\dot{=}": r"\doteq", r"\triangleq": r"\triangleq", r"\gt": ">", r"\lt": "<",
+    r"\le": r"\leq",
+    r"\ge": r"\geq",
+    r"\leqslant": r"\leq",
+    r"\geqslant": r"\geq",
+    r"\ne": r"\neq",
+    r"\to": r"\rightarrow",
+    r"\gets": r"\leftarrow",
+    r"\longrightarrow": r"\rightarrow",
+    r"\longleftarrow": r"\leftarrow",
+    r"\Longrightarrow": r"\Rightarrow",
+    r"\Longleftarrow": r"\Leftarrow",
+    r"\Longleftrightarrow": r"\iff",
+    r"\Leftrightarrow": r"\iff",
+    r"\implies": r"\Rightarrow",
+    r"\vert": "|",
+    r"\lvert": "|",
+    r"\rvert": "|",
+    r"\mid": "|",
+    r"\Vert": r"\|",
+    r"\lVert": r"\|",
+    r"\rVert": r"\|",
+    r"\parallel": r"\|",
+    r"\lbrace": r"\{",
+    r"\rbrace": r"\}",
+    r"\lbrack": "[",
+    r"\rbrack": "]",
+    r"\ldots": r"\dots",
+    r"\cdots": r"\dots",
+    r"\dotsc": r"\dots",
+    r"\dotsb": r"\dots",
+    r"\widehat": r"\hat",
+    r"\widetilde": r"\tilde",
+    r"\overline": r"\bar",
+    r"\stackrel": r"\overset",
+    r"\dfrac": r"\frac",
+    r"\tfrac": r"\frac",
+    r"\ast": "*",
+    r"\intercal": r"\top",
+    r"\cal": r"\mathcal",
+    r"\Bbb": r"\mathbb",
+    r"\colon": ":",
+    r"\coloneqq": ":=",
+    r"\prime": "'",
+    r"\lnot": r"\neg",
+    r"\land": r"\wedge",
+    r"\lor": r"\vee",
+    r"\emptyset": r"\varnothing",
+    r"\bot": r"\perp",
+    r"\dag": r"\dagger",
+    r"\varepsilon": r"\epsilon",
+    r"\textless": "<",
+    r"\textgreater": ">",
+    r"\sp": "^",
+    r"\sb": "_",
+    r"\dot{=}": r"\doteq",
+    r"\triangleq": r"\triangleq",
+    r"\gt": ">",
+    r"\lt": "<",
 }
 _FUNCTION_COMMANDS = {"\\" + name for name in _FUNCTION_NAMES} | {r"\arg"}
 _ACCENTS = {r"\hat", r"\tilde", r"\bar", r"\vec", r"\dot", r"\ddot", r"\check", r"\breve"}
@@ -1223,11 +1550,17 @@ def normalize_latex(latex: str) -> str:
         tok = tokens[i]
         if tok in {r"\begin", r"\end"}:
             j = _skip_group(tokens, i + 1)
-            env = "".join(tokens[i + 1:j]).strip("{}")
-            if tok == r"\begin" and env in {"array", "tabular", "alignat", "alignat*"} and tokens[j:j + 1] == ["{"]:
+            env = "".join(tokens[i + 1 : j]).strip("{}")
+            if tok == r"\begin" and env in {"array", "tabular", "alignat", "alignat*"} and tokens[j : j + 1] == ["{"]:
                 j = _skip_group(tokens, j)
-            delimiters = {"pmatrix": ("(", ")"), "bmatrix": ("[", "]"), "Bmatrix": (r"\{", r"\}"),
-                          "vmatrix": ("|", "|"), "Vmatrix": (r"\|", r"\|"), "cases": (r"\{", "")}
+            delimiters = {
+                "pmatrix": ("(", ")"),
+                "bmatrix": ("[", "]"),
+                "Bmatrix": (r"\{", r"\}"),
+                "vmatrix": ("|", "|"),
+                "Vmatrix": (r"\|", r"\|"),
+                "cases": (r"\{", ""),
+            }
             if env in delimiters:
                 out.append(delimiters[env][0 if tok == r"\begin" else 1])
             i = j
@@ -1265,9 +1598,9 @@ def _spread_alphabets(tokens: list[str]) -> list[str]:
     result: list[str] = []
     i = 0
     while i < len(tokens):
-        if tokens[i] in _ALPHABETS and tokens[i + 1:i + 2] == ["{"]:
+        if tokens[i] in _ALPHABETS and tokens[i + 1 : i + 2] == ["{"]:
             end = _skip_group(tokens, i + 1)
-            inner = tokens[i + 2:end - 1]
+            inner = tokens[i + 2 : end - 1]
             if len(inner) > 1 and all(len(t) == 1 and t.isalnum() for t in inner):
                 for t in inner:
                     result.extend([tokens[i], t])
@@ -1284,7 +1617,7 @@ def _rewrite_underset(tokens: list[str]) -> list[str]:
         i = tokens.index(r"\underset")
         below_end = _skip_group(tokens, i + 1)
         base_end = _skip_group(tokens, below_end)
-        below, base = tokens[i + 1:below_end], tokens[below_end:base_end]
+        below, base = tokens[i + 1 : below_end], tokens[below_end:base_end]
         tokens = tokens[:i] + ["{", *base, "}", "_", *below] + tokens[base_end:]
     return tokens
 
@@ -1293,7 +1626,7 @@ def _collapse_dots(tokens: list[str]) -> list[str]:
     result: list[str] = []
     i = 0
     while i < len(tokens):
-        if tokens[i:i + 3] in ([r"\cdot"] * 3, ["."] * 3):
+        if tokens[i : i + 3] in ([r"\cdot"] * 3, ["."] * 3):
             result.append(r"\dots")
             i += 3
         else:
@@ -1314,10 +1647,10 @@ def _strip_braces(tokens: list[str]) -> list[str]:
     for i, tok in enumerate(tokens):
         count = 2 if tok in _TWO_ARGUMENTS else 1 if tok in _ONE_ARGUMENT or tok in {"^", "_"} else 0
         j = i + 1
-        if tok == r"\sqrt" and tokens[j:j + 1] == ["["]:
+        if tok == r"\sqrt" and tokens[j : j + 1] == ["["]:
             j = tokens.index("]", j) + 1 if "]" in tokens[j:] else j
         for _ in range(count):
-            if tokens[j:j + 1] != ["{"]:
+            if tokens[j : j + 1] != ["{"]:
                 break
             arguments.add(j)
             j = _skip_group(tokens, j)
@@ -1336,8 +1669,14 @@ def _strip_braces(tokens: list[str]) -> list[str]:
     result: list[str] = []
     i = 0
     while i < len(kept):
-        if kept[i] == r"\mathbf" and kept[i + 1:i + 2] == ["{"] and i + 4 < len(kept) and kept[i + 2] in _ACCENTS \
-                and kept[i + 3] not in {"{", "}"} and kept[i + 4] == "}":
+        if (
+            kept[i] == r"\mathbf"
+            and kept[i + 1 : i + 2] == ["{"]
+            and i + 4 < len(kept)
+            and kept[i + 2] in _ACCENTS
+            and kept[i + 3] not in {"{", "}"}
+            and kept[i + 4] == "}"
+        ):
             result.extend([kept[i + 2], "{", r"\mathbf", kept[i + 3], "}"])  # bold outside or inside the accent
             i += 5
         elif kept[i] == "{" and i + 2 < len(kept) and kept[i + 2] == "}" and kept[i + 1] not in {"{", "}"}:

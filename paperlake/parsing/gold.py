@@ -38,10 +38,10 @@ Box = tuple[float, float, float, float]
 class Detection:
     """One element a detector reports: class, page (from 1), box in points (top-left origin, x0 y0 x1 y1)."""
 
-    kind: str                     # tables | figures | equations
+    kind: str  # tables | figures | equations
     page: int
     bbox: Box
-    label: str | None = None      # "Table 3", "Figure 2" when the detector attached a caption
+    label: str | None = None  # "Table 3", "Figure 2" when the detector attached a caption
     cells: list[dict[str, Any]] | None = None  # row, col, rowspan, colspan, text
     latex: str | None = None
     detector: str | None = None
@@ -76,8 +76,17 @@ def normalise_text(text: str | None) -> str:
 
 
 def grid_key(cells: Iterable[dict[str, Any]]) -> set[tuple[int, int, int, int, str]]:
-    return {(int(c["row"]), int(c["col"]), int(c.get("rowspan") or 1), int(c.get("colspan") or 1),
-             normalise_text(c["text"])) for c in cells if normalise_text(c.get("text"))}
+    return {
+        (
+            int(c["row"]),
+            int(c["col"]),
+            int(c.get("rowspan") or 1),
+            int(c.get("colspan") or 1),
+            normalise_text(c["text"]),
+        )
+        for c in cells
+        if normalise_text(c.get("text"))
+    }
 
 
 def grid_exact(gold_grid: dict[str, Any], cells: list[dict[str, Any]] | None) -> bool:
@@ -85,14 +94,16 @@ def grid_exact(gold_grid: dict[str, Any], cells: list[dict[str, Any]] | None) ->
         return False
     rows = max(int(c["row"]) + int(c.get("rowspan") or 1) for c in cells)
     cols = max(int(c["col"]) + int(c.get("colspan") or 1) for c in cells)
-    return (rows, cols) == (gold_grid["n_rows"], gold_grid["n_cols"]) and \
-        grid_key(cells) == grid_key(gold_grid["cells"])
+    return (rows, cols) == (gold_grid["n_rows"], gold_grid["n_cols"]) and grid_key(cells) == grid_key(
+        gold_grid["cells"]
+    )
 
 
 def _match(gold: list[tuple[int, dict]], found: list[tuple[int, Detection]]) -> list[tuple[int, int]]:
     pairs = sorted(
         ((iou(tuple(g["bbox"]), d.bbox), i, j) for i, g in gold for j, d in found if g["page"] == d.page),
-        key=lambda pair: pair[0], reverse=True,
+        key=lambda pair: pair[0],
+        reverse=True,
     )
     used_gold: set[int] = set()
     used_found: set[int] = set()
@@ -114,8 +125,11 @@ def _inside_share(inner: Box, outer: Box) -> float:
     return width * height / area if width > 0 and height > 0 and area > 0 else 0.0
 
 
-def score(documents: list[GoldDocument], detections: dict[str, list[Detection]],
-          latex_equal: Callable[[str, str], bool] | None = None) -> dict[str, Any]:
+def score(
+    documents: list[GoldDocument],
+    detections: dict[str, list[Detection]],
+    latex_equal: Callable[[str, str], bool] | None = None,
+) -> dict[str, Any]:
     """Per-class recall/precision, caption attachment, exact cell grids and equation LaTeX, summed over documents.
 
     ``detections`` maps a document id to its detections; ``latex_equal(gold, ours)`` judges equation LaTeX (when
@@ -154,12 +168,15 @@ def score(documents: list[GoldDocument], detections: dict[str, list[Detection]],
                 counts["gold"] += 1
                 counts["matched"] += i in matches
                 if i not in matches:
-                    totals[kind]["misses"].append(f"{document.doc} p{element['page']} {element['id']}"
-                                                  f" ({element.get('style') or element.get('kind') or ''})")
+                    totals[kind]["misses"].append(
+                        f"{document.doc} p{element['page']} {element['id']}"
+                        f" ({element.get('style') or element.get('kind') or ''})"
+                    )
             for j, d in found:
                 if j not in matched_found:
                     totals[kind]["false_alarms"].append(
-                        f"{document.doc} p{d.page} {[round(v) for v in d.bbox]} {d.detector or ''}".strip())
+                        f"{document.doc} p{d.page} {[round(v) for v in d.bbox]} {d.detector or ''}".strip()
+                    )
             for i, element in gold:
                 detection = found_by_index.get(matches.get(i)) if i in matches else None
                 if kind in ("tables", "figures") and element.get("label"):
@@ -169,8 +186,9 @@ def score(documents: list[GoldDocument], detections: dict[str, list[Detection]],
                         if normalise_text(detection.label) == normalise_text(element["label"]):
                             caption["right"] += 1
                         else:
-                            caption["wrong"].append(f"{document.doc} {element['id']} {element['label']!r} got "
-                                                    f"{detection.label!r}")
+                            caption["wrong"].append(
+                                f"{document.doc} {element['id']} {element['label']!r} got {detection.label!r}"
+                            )
                 if kind == "tables" and element.get("grid"):
                     grids["gold"] += 1
                     if detection is not None:
@@ -184,23 +202,41 @@ def score(documents: list[GoldDocument], detections: dict[str, list[Detection]],
                     if detection.latex and latex_equal(element["latex"], detection.latex):
                         latex["equal"] += 1
                     else:
-                        latex["wrong"].append({"doc": document.doc, "id": element["id"], "gold": element["latex"],
-                                               "ours": detection.latex})
+                        latex["wrong"].append(
+                            {
+                                "doc": document.doc,
+                                "id": element["id"],
+                                "gold": element["latex"],
+                                "ours": detection.latex,
+                            }
+                        )
     result: dict[str, Any] = {}
     for kind, t in totals.items():
         result[kind] = {
-            "gold": t["gold"], "found": t["found"], "matched": t["matched"], "ignored": t["ignored"],
-            "recall": _ratio(t["matched"], t["gold"]), "precision": _ratio(t["matched"], t["found"]),
-            "misses": t["misses"], "false_alarms": t["false_alarms"],
+            "gold": t["gold"],
+            "found": t["found"],
+            "matched": t["matched"],
+            "ignored": t["ignored"],
+            "recall": _ratio(t["matched"], t["gold"]),
+            "precision": _ratio(t["matched"], t["found"]),
+            "misses": t["misses"],
+            "false_alarms": t["false_alarms"],
         }
-    result["captions"] = {**caption, "right_of_gold": _ratio(caption["right"], caption["gold"]),
-                          "right_of_matched": _ratio(caption["right"], caption["matched"])}
-    result["table_grids"] = {**grids, "exact_of_gold": _ratio(grids["exact"], grids["gold"]),
-                             "exact_of_matched": _ratio(grids["exact"], grids["matched"])}
+    result["captions"] = {
+        **caption,
+        "right_of_gold": _ratio(caption["right"], caption["gold"]),
+        "right_of_matched": _ratio(caption["right"], caption["matched"]),
+    }
+    result["table_grids"] = {
+        **grids,
+        "exact_of_gold": _ratio(grids["exact"], grids["gold"]),
+        "exact_of_matched": _ratio(grids["exact"], grids["matched"]),
+    }
     if latex_equal is not None:
         result["equation_latex"] = {**latex, "equal_of_matched": _ratio(latex["equal"], latex["matched"])}
-    result["recall_by_style"] = {k: {**v, "recall": _ratio(v["matched"], v["gold"])}
-                                 for k, v in sorted(by_style.items())}
+    result["recall_by_style"] = {
+        k: {**v, "recall": _ratio(v["matched"], v["gold"])} for k, v in sorted(by_style.items())
+    }
     return result
 
 
@@ -213,8 +249,15 @@ def detections_from_parsed(parsed: Any, detector: str = "paperlake") -> list[Det
     cells_by_table: dict[str, list[dict[str, Any]]] = {}
     for cell in parsed.rows("table_cells"):
         cells_by_table.setdefault(cell["table_id"], []).append(
-            {"row": cell["row_index"], "col": cell["col_index"], "rowspan": cell["rowspan"],
-             "colspan": cell["colspan"], "text": cell["cell_text"], "is_header": cell["is_header"]})
+            {
+                "row": cell["row_index"],
+                "col": cell["col_index"],
+                "rowspan": cell["rowspan"],
+                "colspan": cell["colspan"],
+                "text": cell["cell_text"],
+                "is_header": cell["is_header"],
+            }
+        )
     found = []
 
     def box(row: dict[str, Any]) -> Box:
@@ -225,13 +268,24 @@ def detections_from_parsed(parsed: Any, detector: str = "paperlake") -> list[Det
         return f"{detector}:{row['detector']}" if row.get("detector") else detector
 
     for row in parsed.rows("tables"):
-        found.append(Detection("tables", row["page_number"], box(row), row.get("table_label"),
-                               cells_by_table.get(row["table_id"], []), detector=by(row)))
+        found.append(
+            Detection(
+                "tables",
+                row["page_number"],
+                box(row),
+                row.get("table_label"),
+                cells_by_table.get(row["table_id"], []),
+                detector=by(row),
+            )
+        )
     for row in parsed.rows("images"):
         if row.get("parent_image_id"):
             continue
         found.append(Detection("figures", row["page_number"], box(row), row.get("image_label"), detector=by(row)))
     for row in parsed.rows("equations"):
-        found.append(Detection("equations", row["page_number"], box(row),
-                               latex=row.get("equation_latex") or None, detector=by(row)))
+        found.append(
+            Detection(
+                "equations", row["page_number"], box(row), latex=row.get("equation_latex") or None, detector=by(row)
+            )
+        )
     return found

@@ -7,10 +7,30 @@ from __future__ import annotations
 
 import re
 
-_SYMBOLS = {r"\pm": "±", r"\times": "×", r"\uparrow": "↑", r"\downarrow": "↓", r"\%": "%",
-           r"\dagger": "†", r"\ddagger": "‡", r"\ast": "*", r"\star": "⋆", r"\approx": "≈",
-           r"\leq": "≤", r"\geq": "≥", r"\le": "≤", r"\ge": "≥", r"\cdot": "·", r"\checkmark": "✓",
-           r"\sim": "~", r"\infty": "∞", r"\alpha": "α", r"\beta": "β", r"\lambda": "λ", r"\mu": "μ"}
+_SYMBOLS = {
+    r"\pm": "±",
+    r"\times": "×",
+    r"\uparrow": "↑",
+    r"\downarrow": "↓",
+    r"\%": "%",
+    r"\dagger": "†",
+    r"\ddagger": "‡",
+    r"\ast": "*",
+    r"\star": "⋆",
+    r"\approx": "≈",
+    r"\leq": "≤",
+    r"\geq": "≥",
+    r"\le": "≤",
+    r"\ge": "≥",
+    r"\cdot": "·",
+    r"\checkmark": "✓",
+    r"\sim": "~",
+    r"\infty": "∞",
+    r"\alpha": "α",
+    r"\beta": "β",
+    r"\lambda": "λ",
+    r"\mu": "μ",
+}
 _INLINE_MATH = re.compile(r"\$([^$]*)\$")
 
 
@@ -24,9 +44,13 @@ def plain_text(text: str) -> str:
         math = match.group(1)
         for command, symbol in sorted(_SYMBOLS.items(), key=lambda kv: -len(kv[0])):
             math = re.sub(re.escape(command) + r"(?![A-Za-z])", symbol, math)
-        math = re.sub(r"\\(?:mathrm|mathbf|textbf|mathit|textit|text|bf|it|rm|boldsymbol|mathbb|mathcal|"
-                      r"underline|overline|hat|tilde|bar)(?![A-Za-z])", " ", math)
-        math = re.sub(r"\\[A-Za-z]+", " ", math)          # other commands: their arguments stay
+        math = re.sub(
+            r"\\(?:mathrm|mathbf|textbf|mathit|textit|text|bf|it|rm|boldsymbol|mathbb|mathcal|"
+            r"underline|overline|hat|tilde|bar)(?![A-Za-z])",
+            " ",
+            math,
+        )
+        math = re.sub(r"\\[A-Za-z]+", " ", math)  # other commands: their arguments stay
         math = re.sub(r"[{}^_~\\]", " ", math)
         math = re.sub(r"(?<=[\d.]) +(?=[\d.])", "", math)  # "7 7 . 3" → "77.3"
         math = re.sub(r"(?<=\b[A-Za-z]) (?=[A-Za-z]\b)", "", math)  # "o r i" → "ori"

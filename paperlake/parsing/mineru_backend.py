@@ -97,7 +97,8 @@ def read_layout(mineru_dir: Path, pdf_path: Path, *, paper_key: str | None = Non
     with document:
         if len(pages_info) != document.page_count:
             raise ParseError(
-                key, STAGE,
+                key,
+                STAGE,
                 f"{layout_path.name} has {len(pages_info)} pages but the PDF has {document.page_count}",
             )
         try:
@@ -106,9 +107,7 @@ def read_layout(mineru_dir: Path, pdf_path: Path, *, paper_key: str | None = Non
             raise ParseError(key, STAGE, f"malformed MinerU output: {exc!r}") from exc
 
 
-def parse(
-    source: PaperSource, *, parser_version: str = PARSER_VERSION, max_chunk_tokens: int = 512
-) -> ParsedPaper:
+def parse(source: PaperSource, *, parser_version: str = PARSER_VERSION, max_chunk_tokens: int = 512) -> ParsedPaper:
     """One paper with MinerU outputs → its lake views (backend ``mineru``)."""
     if source.mineru_dir is None:
         raise ParseError(source.paper_key, STAGE, "no MinerU outputs for this PDF (mineru_dir is not set)")
@@ -152,8 +151,9 @@ def run_mineru(
     found = _find_run_outputs(out_dir, Path(pdf_path).stem)
     if found is None:
         raise ParseError(
-            key, STAGE, f"MinerU finished but wrote no content list + middle JSON under {out_dir}; "
-            f"stderr: {_tail(stderr)}",
+            key,
+            STAGE,
+            f"MinerU finished but wrote no content list + middle JSON under {out_dir}; stderr: {_tail(stderr)}",
         )
     return found
 
@@ -319,8 +319,14 @@ def _adopt_orphan_captions(entries: list[Block | _Float]) -> list[Block | _Float
             continue
         accepts = _CAPTION_TARGETS[caption.label_kind or "figure"]
         neighbours = [_neighbour_float(entries, index, step) for step in (-1, 1)]
-        target = next((n for n in neighbours if n is not None and n.page_number == entry.page_number
-                       and not n.labelled and n.kind in accepts), None)
+        target = next(
+            (
+                n
+                for n in neighbours
+                if n is not None and n.page_number == entry.page_number and not n.labelled and n.kind in accepts
+            ),
+            None,
+        )
         if target is None:
             entry.kind = "caption"
             kept.append(entry)
@@ -375,21 +381,38 @@ def _float_blocks(item: _Float, members: list[_Float], image_kind: str | None) -
     if item.kind == "table":
         html_body = item.html or (_single_cell_table(item.body) if item.body else None)
         cells = table_cells(html_body) if html_body else []
-        blocks.append(Block(kind="table", page_number=item.page_number, bbox=bbox, html=html_body, cells=cells,
-                            detector="mineru",
-                            caption=caption, label=label, text=item.body))
+        blocks.append(
+            Block(
+                kind="table",
+                page_number=item.page_number,
+                bbox=bbox,
+                html=html_body,
+                cells=cells,
+                detector="mineru",
+                caption=caption,
+                label=label,
+                text=item.body,
+            )
+        )
     elif item.kind == "figure":
         # A figure's own text (a code listing, chart data) goes in a text block: the figure row holds the caption.
-        blocks.append(Block(kind="figure", page_number=item.page_number, bbox=bbox, caption=caption, label=label,
-                            detector="mineru",
-                            image_kind=image_kind, html=item.html))
+        blocks.append(
+            Block(
+                kind="figure",
+                page_number=item.page_number,
+                bbox=bbox,
+                caption=caption,
+                label=label,
+                detector="mineru",
+                image_kind=image_kind,
+                html=item.html,
+            )
+        )
         if item.body:
             blocks.append(Block(kind="text", page_number=item.page_number, bbox=bbox, text=item.body))
     elif item.body:  # an unlabelled code listing is prose to us
         blocks.append(Block(kind="text", page_number=item.page_number, bbox=bbox, text=item.body))
-    blocks.extend(
-        Block(kind="footnote", page_number=item.page_number, bbox=bbox, text=text) for text in item.footnotes
-    )
+    blocks.extend(Block(kind="footnote", page_number=item.page_number, bbox=bbox, text=text) for text in item.footnotes)
     return blocks
 
 
@@ -429,8 +452,14 @@ class _CellParser(HTMLParser):
                 self._col += 1
             values = dict(attrs)
             rowspan, colspan = _span(values.get("rowspan")), _span(values.get("colspan"))
-            self._open = TableCell(row=self._row, col=self._col, text="", rowspan=rowspan, colspan=colspan,
-                                   is_header=tag == "th" or self._in_head or self._row == 0)
+            self._open = TableCell(
+                row=self._row,
+                col=self._col,
+                text="",
+                rowspan=rowspan,
+                colspan=colspan,
+                is_header=tag == "th" or self._in_head or self._row == 0,
+            )
             for r in range(self._row, self._row + rowspan):
                 for c in range(self._col, self._col + colspan):
                     self._occupied.add((r, c))
@@ -485,7 +514,7 @@ def split_equation(raw: str) -> tuple[str, str | None]:
     tag = _TAG.search(latex)
     if tag:
         number = f"({' '.join(tag.group(1).split())})"
-        latex = (latex[: tag.start()] + latex[tag.end():]).strip()
+        latex = (latex[: tag.start()] + latex[tag.end() :]).strip()
     else:
         trailing = _TRAILING_NUMBER.search(latex)
         if trailing and trailing.start() > 0:
@@ -534,10 +563,18 @@ class _Reader:
         width, height = self.page_sizes[page_index]
         rect = self.document[page_index].rect
         x0, y0, x1, y1 = (float(v) for v in bbox)
-        points = (x0 * width / _NORMALISED_SCALE, y0 * height / _NORMALISED_SCALE,
-                  x1 * width / _NORMALISED_SCALE, y1 * height / _NORMALISED_SCALE)
-        return (min(max(points[0], 0.0), rect.width), min(max(points[1], 0.0), rect.height),
-                min(max(points[2], 0.0), rect.width), min(max(points[3], 0.0), rect.height))
+        points = (
+            x0 * width / _NORMALISED_SCALE,
+            y0 * height / _NORMALISED_SCALE,
+            x1 * width / _NORMALISED_SCALE,
+            y1 * height / _NORMALISED_SCALE,
+        )
+        return (
+            min(max(points[0], 0.0), rect.width),
+            min(max(points[1], 0.0), rect.height),
+            min(max(points[2], 0.0), rect.width),
+            min(max(points[3], 0.0), rect.height),
+        )
 
     def words(self, page_index: int) -> list[tuple]:
         if page_index not in self._words:
@@ -548,7 +585,8 @@ class _Reader:
         """The PDF's words whose centre is inside ``bbox``, in the PDF's order (get_textbox is 50x slower)."""
         x0, y0, x1, y1 = bbox
         return " ".join(
-            word for wx0, wy0, wx1, wy1, word, *_ in self.words(page_index)
+            word
+            for wx0, wy0, wx1, wy1, word, *_ in self.words(page_index)
             if x0 <= (wx0 + wx1) / 2 <= x1 and y0 <= (wy0 + wy1) / 2 <= y1
         )
 
@@ -563,7 +601,8 @@ class _Reader:
             page_index = item.get("page_idx")
             if not isinstance(page_index, int) or not 0 <= page_index < len(pages):
                 raise ParseError(
-                    self.paper_key, STAGE,
+                    self.paper_key,
+                    STAGE,
                     f"a {item.get('type')!r} block is on page index {page_index!r}; the PDF has {len(pages)} pages",
                 )
         floats_per_page: dict[int, int] = {}
@@ -621,8 +660,14 @@ class _Reader:
                 text = _clean_text(item.get("text"))
                 if text:
                     top_half = bbox[1] < self.document[page_index].rect.height / 2
-                    entries.append(Block(kind="page_header" if top_half else "page_footer",
-                                         page_number=page_number, bbox=bbox, text=text))
+                    entries.append(
+                        Block(
+                            kind="page_header" if top_half else "page_footer",
+                            page_number=page_number,
+                            bbox=bbox,
+                            text=text,
+                        )
+                    )
             elif kind in {"page_footnote", "footnote"}:
                 text = _clean_text(item.get("text"))
                 if text:
@@ -646,8 +691,9 @@ class _Reader:
     def _float(self, item: dict[str, Any], page_index: int, bbox: tuple, position: int) -> _Float:
         mineru_type = item["type"]
         result = _Float(kind=_FLOAT_TYPES[mineru_type], page_number=page_index + 1, bbox=bbox)
-        texts = {part: [str(text) for text in item.get(f"{mineru_type}_{part}") or []]
-                 for part in ("caption", "footnote")}
+        texts = {
+            part: [str(text) for text in item.get(f"{mineru_type}_{part}") or []] for part in ("caption", "footnote")
+        }
         boxes: dict[str, list[Any]] = {part: [None] * len(texts[part]) for part in texts}
         if self.geometry_usable.get(page_index):
             for part, page_boxes in self.caption_boxes[page_index][position].items():
@@ -704,12 +750,19 @@ class _Reader:
         raw = str(item.get("text") or "")
         pdf_text = self.text_in(page_index, bbox)
         if item.get("text_format", "latex") != "latex":
-            return Block(kind="equation", page_number=page_index + 1, bbox=bbox, text=pdf_text or raw.strip(),
-                         detector="mineru")
+            return Block(
+                kind="equation", page_number=page_index + 1, bbox=bbox, text=pdf_text or raw.strip(), detector="mineru"
+            )
         latex, number = split_equation(raw)
-        return Block(kind="equation", page_number=page_index + 1, bbox=bbox, text=pdf_text, latex=latex or None,
-                     detector="mineru",
-                     equation_number=number or self._number_beside(page_index, bbox))
+        return Block(
+            kind="equation",
+            page_number=page_index + 1,
+            bbox=bbox,
+            text=pdf_text,
+            latex=latex or None,
+            detector="mineru",
+            equation_number=number or self._number_beside(page_index, bbox),
+        )
 
     def _number_beside(self, page_index: int, bbox: tuple) -> str | None:
         """An equation number MinerU left out of the LaTeX: a "(n)" word on the equation's line, right of centre."""
@@ -719,15 +772,22 @@ class _Reader:
         found = None
         for x0, y0, x1, y1, word, *_ in self.words(page_index):
             middle_y = (y0 + y1) / 2
-            if bbox[1] <= middle_y <= bbox[3] and x0 >= centre_x and x1 <= right_limit \
-                    and _EQUATION_NUMBER_WORD.match(word):
+            if (
+                bbox[1] <= middle_y <= bbox[3]
+                and x0 >= centre_x
+                and x1 <= right_limit
+                and _EQUATION_NUMBER_WORD.match(word)
+            ):
                 found = word
         return found
 
     def _list_blocks(self, item: dict[str, Any], page_number: int, bbox: tuple) -> list[Block]:
         kind = "reference" if item.get("sub_type") == "ref_text" else "list_item"
-        return [Block(kind=kind, page_number=page_number, bbox=bbox, text=text)
-                for text in map(_clean_text, item.get("list_items") or []) if text]
+        return [
+            Block(kind=kind, page_number=page_number, bbox=bbox, text=text)
+            for text in map(_clean_text, item.get("list_items") or [])
+            if text
+        ]
 
     def _image_kind(self, item: _Float, members: list[_Float]) -> str:
         """raster when embedded images cover most of the figure, vector when none does, mixed in between."""
@@ -758,8 +818,10 @@ class _Reader:
             return []
         clip = pymupdf.Rect(_union([b.bbox for b in author_blocks])) + (-2, -2, 2, 2)
         spans = [
-            span for block in self.document[0].get_text("dict", clip=clip)["blocks"]
-            for line in block.get("lines", []) for span in line["spans"]
+            span
+            for block in self.document[0].get_text("dict", clip=clip)["blocks"]
+            for line in block.get("lines", [])
+            for span in line["spans"]
             if span["text"].strip() and span["flags"] & pymupdf.TEXT_FONT_BOLD
         ]
         if not spans:

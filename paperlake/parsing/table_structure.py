@@ -84,7 +84,7 @@ class TableStructure:
     header_rows: int
     stub_columns: int
     cells: pl.DataFrame  # row, col, text, is_header, is_stub, column_header_path, row_header_path, number, flags
-    flags: list[str]     # empty when the grid is rectangular, has a header and consistent spans
+    flags: list[str]  # empty when the grid is rectangular, has a header and consistent spans
 
     @property
     def quality(self) -> str:
@@ -94,33 +94,54 @@ class TableStructure:
 def table_structure(cells: list[dict[str, Any]]) -> TableStructure:
     """Header rows, stub columns and each cell's header paths and number, from a cell grid."""
     frame = pl.DataFrame(
-        [{"row": int(c["row"]), "col": int(c["col"]), "rowspan": int(c.get("rowspan") or 1),
-          "colspan": int(c.get("colspan") or 1), "text": str(c.get("text") or "").strip(),
-          "is_header": bool(c.get("is_header"))} for c in cells],
-        schema={"row": pl.Int64, "col": pl.Int64, "rowspan": pl.Int64, "colspan": pl.Int64, "text": pl.Utf8,
-                "is_header": pl.Boolean},
+        [
+            {
+                "row": int(c["row"]),
+                "col": int(c["col"]),
+                "rowspan": int(c.get("rowspan") or 1),
+                "colspan": int(c.get("colspan") or 1),
+                "text": str(c.get("text") or "").strip(),
+                "is_header": bool(c.get("is_header")),
+            }
+            for c in cells
+        ],
+        schema={
+            "row": pl.Int64,
+            "col": pl.Int64,
+            "rowspan": pl.Int64,
+            "colspan": pl.Int64,
+            "text": pl.Utf8,
+            "is_header": pl.Boolean,
+        },
     )
     if frame.is_empty():
         return TableStructure(0, 0, frame, ["empty"])
     frame = frame.with_columns(
-        pl.col("text").map_elements(lambda t: parse_number(t) is not None, return_dtype=pl.Boolean).alias("numeric"))
+        pl.col("text").map_elements(lambda t: parse_number(t) is not None, return_dtype=pl.Boolean).alias("numeric")
+    )
     n_rows = int(frame.select((pl.col("row") + pl.col("rowspan")).max()).item())
     n_cols = int(frame.select((pl.col("col") + pl.col("colspan")).max()).item())
     header_rows = _header_rows(frame)
     stub_columns = _stub_columns(frame, header_rows, n_cols)
     # one row per grid position a cell covers
     covered = (
-        frame.with_columns(pl.int_ranges("row", pl.col("row") + pl.col("rowspan")).alias("r"),
-                           pl.int_ranges("col", pl.col("col") + pl.col("colspan")).alias("c"))
-        .explode("r").explode("c")
+        frame.with_columns(
+            pl.int_ranges("row", pl.col("row") + pl.col("rowspan")).alias("r"),
+            pl.int_ranges("col", pl.col("col") + pl.col("colspan")).alias("c"),
+        )
+        .explode("r")
+        .explode("c")
     )
     # a spanning cell counts once per position it covers, so a header cell two rows tall is one step of a path
-    headers = (covered.filter((pl.col("row") < header_rows) & (pl.col("text") != "") & (pl.col("col") >= stub_columns))
-               .unique(["c", "row", "col"]))
-    column_paths = headers.sort(["c", "row"]).group_by("c", maintain_order=True).agg(
-        pl.col("text").alias("column_header_path"))
-    stubs = (covered.filter((pl.col("row") >= header_rows) & (pl.col("col") < stub_columns) & (pl.col("text") != ""))
-             .unique(["r", "row", "col"]))
+    headers = covered.filter(
+        (pl.col("row") < header_rows) & (pl.col("text") != "") & (pl.col("col") >= stub_columns)
+    ).unique(["c", "row", "col"])
+    column_paths = (
+        headers.sort(["c", "row"]).group_by("c", maintain_order=True).agg(pl.col("text").alias("column_header_path"))
+    )
+    stubs = covered.filter(
+        (pl.col("row") >= header_rows) & (pl.col("col") < stub_columns) & (pl.col("text") != "")
+    ).unique(["r", "row", "col"])
     row_paths = stubs.sort(["r", "col"]).group_by("r", maintain_order=True).agg(pl.col("text").alias("row_header_path"))
     row_paths = _with_section_labels(row_paths, _section_rows(frame, header_rows, n_rows, n_cols))
     numbers = [parse_number(t) for t in frame["text"]]
@@ -134,10 +155,14 @@ def table_structure(cells: list[dict[str, Any]]) -> TableStructure:
         .join(column_paths, left_on="col", right_on="c", how="left")
         .join(row_paths, left_on="row", right_on="r", how="left")
         .with_columns(
-            pl.when(pl.col("is_header") | pl.col("is_stub")).then(None)
-            .otherwise(pl.col("column_header_path")).alias("column_header_path"),
-            pl.when(pl.col("is_header") | pl.col("is_stub")).then(None)
-            .otherwise(pl.col("row_header_path")).alias("row_header_path"),
+            pl.when(pl.col("is_header") | pl.col("is_stub"))
+            .then(None)
+            .otherwise(pl.col("column_header_path"))
+            .alias("column_header_path"),
+            pl.when(pl.col("is_header") | pl.col("is_stub"))
+            .then(None)
+            .otherwise(pl.col("row_header_path"))
+            .alias("row_header_path"),
         )
         .sort(["row", "col"])
     )
@@ -153,8 +178,13 @@ def _section_rows(frame: pl.DataFrame, header_rows: int, n_rows: int, n_cols: in
     body = frame.filter((pl.col("row") >= header_rows) & (pl.col("text") != ""))
     for row, group in body.group_by("row"):
         row = int(row[0] if isinstance(row, tuple) else row)
-        if group.height == 1 and group["col"][0] == 0 and group["rowspan"][0] == 1 and row < n_rows - 1 \
-                and not group["numeric"][0]:
+        if (
+            group.height == 1
+            and group["col"][0] == 0
+            and group["rowspan"][0] == 1
+            and row < n_rows - 1
+            and not group["numeric"][0]
+        ):
             sections[row] = group["text"][0]
     return sections
 
@@ -230,7 +260,8 @@ _UNIT = re.compile(r"[(\[]\s*(%|‰|[A-Za-zµμ$€£]{1,5}(?:\s*/\s*[A-Za-z]{1,
 # Bracketed words at the end of a header that are not units: "(ours)", "(avg)", "(dev)", "(M)" is a unit (millions).
 _NOT_UNITS = frozenset(
     "ours avg mean std all test dev val train base large small full none best ft zs fs sft rl acc em f bleu rouge "
-    "auc top new old ref gold ppl sota llm vlm cot".split())
+    "auc top new old ref gold ppl sota llm vlm cot".split()
+)
 
 
 def header_unit(path: list[str] | None) -> str | None:
@@ -270,7 +301,7 @@ class TableLine:
     text: str
     num_values: int
     unit: str | None = None
-    glossary: list[str] = field(default_factory=list)   # "LABEL: long form" for the labels of its own path
+    glossary: list[str] = field(default_factory=list)  # "LABEL: long form" for the labels of its own path
 
 
 def _path_text(path: list[str] | None) -> str:
@@ -286,8 +317,9 @@ def header_labels(structure: TableStructure) -> list[str]:
     return list(dict.fromkeys(t.strip() for t in labels if t and t.strip()))
 
 
-def table_lines(structure: TableStructure, head: str, glossary: dict[str, str] | None = None
-                ) -> tuple[list[TableLine], list[TableLine]]:
+def table_lines(
+    structure: TableStructure, head: str, glossary: dict[str, str] | None = None
+) -> tuple[list[TableLine], list[TableLine]]:
     """HD-RAG's row- and column-level representations of a table, deterministic text (no LLM).
 
     A row renders as ``<caption head>`` / ``Row: <row header path>`` / ``<column header path>: <value>; …`` and a
@@ -302,8 +334,10 @@ def table_lines(structure: TableStructure, head: str, glossary: dict[str, str] |
 
     def own_path(path: list[str]) -> tuple[str, list[str]]:
         parts = [p for p in path if p]
-        return (_PATH_JOIN.join(glossed(p, glossary) for p in parts),
-                [f"{p.strip()}: {glossary[p.strip()]}" for p in parts if p.strip() in glossary])
+        return (
+            _PATH_JOIN.join(glossed(p, glossary) for p in parts),
+            [f"{p.strip()}: {glossary[p.strip()]}" for p in parts if p.strip() in glossary],
+        )
 
     cells = structure.cells
     if cells.is_empty():
@@ -324,26 +358,45 @@ def table_lines(structure: TableStructure, head: str, glossary: dict[str, str] |
         values = [x for x in records if x["row"] <= r < x["row"] + x["rowspan"]]
         if not values:  # a row of empty cells, a section label, or the second line of a spanning row label
             continue
-        parts = [f"{_path_text(v['column_header_path'])}: {v['text']}" if v["column_header_path"] else v["text"]
-                 for v in sorted(values, key=lambda v: v["col"])]
+        parts = [
+            f"{_path_text(v['column_header_path'])}: {v['text']}" if v["column_header_path"] else v["text"]
+            for v in sorted(values, key=lambda v: v["col"])
+        ]
         own = [v for v in values if v["row"] == r] or values
         path = list(own[0]["row_header_path"] or [])
         shown, defined = own_path(path)
         label = f"Row: {shown}" if path else f"Row {r + 1 - structure.header_rows}"
-        rows_out.append(TableLine(r, path, f"{head}\n{label}\n" + "; ".join(parts),
-                                  sum(v["number"] is not None for v in values), glossary=defined))
+        rows_out.append(
+            TableLine(
+                r,
+                path,
+                f"{head}\n{label}\n" + "; ".join(parts),
+                sum(v["number"] is not None for v in values),
+                glossary=defined,
+            )
+        )
     for c in range(structure.stub_columns, n_cols):
         values = [x for x in records if x["col"] <= c < x["col"] + x["colspan"]]
         if not values:
             continue
         path = column_paths.get(c, [])
         unit = header_unit(path)
-        parts = [f"{_path_text(v['row_header_path'])}: {v['text']}" if v["row_header_path"] else v["text"]
-                 for v in sorted(values, key=lambda v: v["row"])]
+        parts = [
+            f"{_path_text(v['row_header_path'])}: {v['text']}" if v["row_header_path"] else v["text"]
+            for v in sorted(values, key=lambda v: v["row"])
+        ]
         shown, defined = own_path(path)
         label = f"Column: {shown}" if path else f"Column {c + 1 - structure.stub_columns}"
-        columns_out.append(TableLine(c, path, f"{head}\n{label}\n" + "; ".join(parts),
-                                     sum(v["number"] is not None for v in values), unit, defined))
+        columns_out.append(
+            TableLine(
+                c,
+                path,
+                f"{head}\n{label}\n" + "; ".join(parts),
+                sum(v["number"] is not None for v in values),
+                unit,
+                defined,
+            )
+        )
     return rows_out, columns_out
 
 
@@ -351,6 +404,12 @@ def _flat_lines(cells: pl.DataFrame, head: str) -> list[TableLine]:
     lines = []
     for (row,), group in cells.filter(pl.col("text") != "").sort(["row", "col"]).group_by("row", maintain_order=True):
         texts = group["text"].to_list()
-        lines.append(TableLine(int(row), [], f"{head}\nRow {int(row) + 1}\n" + " | ".join(texts),
-                               int(group["number"].is_not_null().sum())))
+        lines.append(
+            TableLine(
+                int(row),
+                [],
+                f"{head}\nRow {int(row) + 1}\n" + " | ".join(texts),
+                int(group["number"].is_not_null().sum()),
+            )
+        )
     return lines

@@ -56,7 +56,7 @@ class EncoderSpec:
     dpi: int = 144
     backend: str = "torch"
     max_seq_length: int | None = None
-    long_text: str = "pool"   # text longer than the model's window: "pool" its windows, or "truncate" to the first
+    long_text: str = "pool"  # text longer than the model's window: "pool" its windows, or "truncate" to the first
 
     def weights_path(self, environ: Mapping[str, str] | None = None) -> Path | None:
         """Local path of the weights, or None when they are not on this machine."""
@@ -202,19 +202,25 @@ def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> VectorConfig
         if not hybrid_spec.is_hybrid:
             raise ConfigError(f"{source}: hybrid collection {config.hybrid_collection} needs a bm25 and a dense field")
         if config.hybrid_weights and len(config.hybrid_weights) != len(hybrid_spec.vectors):
-            raise ConfigError(f"{source}: hybrid.weights needs one weight per vector field of "
-                              f"{config.hybrid_collection} ({', '.join(v.field for v in hybrid_spec.vectors)})")
+            raise ConfigError(
+                f"{source}: hybrid.weights needs one weight per vector field of "
+                f"{config.hybrid_collection} ({', '.join(v.field for v in hybrid_spec.vectors)})"
+            )
         if config.hybrid_routes:
             # routes stand in for the hybrid collection's own fields, one each, in the same order
             if len(config.hybrid_routes) != len(hybrid_spec.vectors) or not set(config.hybrid_routes) <= set(names):
-                raise ConfigError(f"{source}: hybrid.routes must name {len(hybrid_spec.vectors)} configured "
-                                  f"collections, one per vector field of {config.hybrid_collection}")
+                raise ConfigError(
+                    f"{source}: hybrid.routes must name {len(hybrid_spec.vectors)} configured "
+                    f"collections, one per vector field of {config.hybrid_collection}"
+                )
             for route, own in zip(config.hybrid_routes, hybrid_spec.vectors):
                 vectors = config.collection(route).vectors
                 if len(vectors) != 1 or (vectors[0].kind, vectors[0].encoder) != (own.kind, own.encoder):
-                    raise ConfigError(f"{source}: hybrid route {route} must hold one {own.kind} vector"
-                                      f"{' from ' + own.encoder if own.encoder else ''}, like "
-                                      f"{config.hybrid_collection}.{own.field}")
+                    raise ConfigError(
+                        f"{source}: hybrid route {route} must hold one {own.kind} vector"
+                        f"{' from ' + own.encoder if own.encoder else ''}, like "
+                        f"{config.hybrid_collection}.{own.field}"
+                    )
     return config
 
 
@@ -229,8 +235,9 @@ def _parse_encoder(name: str, body: Mapping[str, Any]) -> EncoderSpec:
         raise ConfigError(f"encoder {name}: open_clip encoders need `open_clip_model` (e.g. ViT-B-32)")
     backend = body.get("backend", "torch")
     if backend not in TEXT_BACKENDS or (kind != "sentence_transformers" and backend != "torch"):
-        raise ConfigError(f"encoder {name}: backend must be one of {TEXT_BACKENDS} "
-                          "(the onnx ones only for sentence_transformers)")
+        raise ConfigError(
+            f"encoder {name}: backend must be one of {TEXT_BACKENDS} (the onnx ones only for sentence_transformers)"
+        )
     max_seq_length = body.get("max_seq_length")
     if max_seq_length is not None and not 8 <= int(max_seq_length) <= 512:
         raise ConfigError(f"encoder {name}: max_seq_length must be within 8..512 tokens")

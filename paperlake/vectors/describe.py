@@ -53,25 +53,36 @@ def describe_collections(
                     spec.name, f"table_name == {quote_literal(table)} and column_name == {quote_literal(column)}"
                 )
             views.append(view)
-        descriptions.append({
-            "name": spec.name,
-            "description": spec.description,
-            "modality": spec.modality,
-            "active": active,
-            "inactive_reason": None if active else store.config.inactive_reason(spec),
-            "hybrid": spec.is_hybrid,
-            "fields": [{"name": name, "description": _FIELD_DOCS[name]}
-                       for name in ("id", "pdf_id", "page_number", "table_name", "column_name", "primary_key",
-                                    content_field)],
-            "vectors": vectors,
-            "views": views,
-            "count": store.count(spec.name) if exists and with_counts else None,
-            "filter": {
-                "fields": {name: kind.__name__ for name, kind in FIELD_TYPES.items()},
-                "operators": list(OPERATORS),
-                "example": "pdf_id == '<paper id>' and page_number in [1, 2]",
-            },
-        })
+        descriptions.append(
+            {
+                "name": spec.name,
+                "description": spec.description,
+                "modality": spec.modality,
+                "active": active,
+                "inactive_reason": None if active else store.config.inactive_reason(spec),
+                "hybrid": spec.is_hybrid,
+                "fields": [
+                    {"name": name, "description": _FIELD_DOCS[name]}
+                    for name in (
+                        "id",
+                        "pdf_id",
+                        "page_number",
+                        "table_name",
+                        "column_name",
+                        "primary_key",
+                        content_field,
+                    )
+                ],
+                "vectors": vectors,
+                "views": views,
+                "count": store.count(spec.name) if exists and with_counts else None,
+                "filter": {
+                    "fields": {name: kind.__name__ for name, kind in FIELD_TYPES.items()},
+                    "operators": list(OPERATORS),
+                    "example": "pdf_id == '<paper id>' and page_number in [1, 2]",
+                },
+            }
+        )
     return descriptions
 
 
@@ -90,12 +101,12 @@ def render_for_prompt(descriptions: list[dict]) -> str:
         lines.append(f"  vectors: {models}")
         views = ", ".join(
             f"{v['table_name']}.{v['column_name']}" + (f" ({v['count']})" if v.get("count") is not None else "")
-            for v in d["views"] if v.get("count", 1)
+            for v in d["views"]
+            if v.get("count", 1)
         )
         lines.append(f"  views (table_name.column_name): {views}")
     if descriptions:
         flt = descriptions[0]["filter"]
         fields = ", ".join(f"{k} ({v})" for k, v in flt["fields"].items())
-        lines.append(f"Filters: fields {fields}; operators {' '.join(flt['operators'])}; "
-                     f"e.g. {flt['example']}")
+        lines.append(f"Filters: fields {fields}; operators {' '.join(flt['operators'])}; e.g. {flt['example']}")
     return "\n".join(lines)

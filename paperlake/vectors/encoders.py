@@ -79,7 +79,7 @@ class TextEncoder:
         self.dimension = dimension
         self.batch_size = batch_size
         self.device = device
-        self.threads = threads   # ONNX Runtime's intra-op threads (None: one per core)
+        self.threads = threads  # ONNX Runtime's intra-op threads (None: one per core)
         self.backend = backend
         self.max_seq_length = max_seq_length
         self.long_text = long_text
@@ -100,8 +100,15 @@ class TextEncoder:
 
     @property
     def metadata(self) -> dict:
-        return {"model_id": self.model_id, "path": self.path, "dimension": self.dimension, "random": False,
-                "backend": self.backend, "max_seq_length": self.max_seq_length, "long_text": self.long_text}
+        return {
+            "model_id": self.model_id,
+            "path": self.path,
+            "dimension": self.dimension,
+            "random": False,
+            "backend": self.backend,
+            "max_seq_length": self.max_seq_length,
+            "long_text": self.long_text,
+        }
 
     def windows(self, texts: Sequence[str]) -> list[list[tuple[str, int]]]:
         """Each text as consecutive windows the model sees whole: (window text, tokens). A text that fits is one
@@ -114,8 +121,9 @@ class TextEncoder:
             offsets = [e.offsets for e in model.full_tokenizer.encode_batch(list(texts), add_special_tokens=False)]
         else:
             size = model.max_seq_length - 2
-            encoded = model.tokenizer(list(texts), add_special_tokens=False, truncation=False,
-                                      return_offsets_mapping=True)
+            encoded = model.tokenizer(
+                list(texts), add_special_tokens=False, truncation=False, return_offsets_mapping=True
+            )
             offsets = [list(map(tuple, o)) for o in encoded["offset_mapping"]]
         result = []
         for text, spans in zip(texts, offsets):
@@ -127,10 +135,10 @@ class TextEncoder:
                 end = min(start + size, len(spans))
                 if end < len(spans):
                     for cut in range(end, max(start + size - 32, start + 1), -1):
-                        if spans[cut][0] > spans[cut - 1][1]:   # token ``cut`` begins a word
+                        if spans[cut][0] > spans[cut - 1][1]:  # token ``cut`` begins a word
                             end = cut
                             break
-                parts.append((text[spans[start][0]:spans[end - 1][1]], end - start))
+                parts.append((text[spans[start][0] : spans[end - 1][1]], end - start))
                 start = end
             result.append(parts)
         return result
@@ -142,9 +150,13 @@ class TextEncoder:
                 if self.backend == "torch":
                     self._model = self._load_torch()
                 else:
-                    self._model = OnnxTextModel(onnx_model_path(self.path, self.model_id, self.backend, self.onnx_dir),
-                                                self.path, self.max_seq_length or _model_max_seq_length(self.path),
-                                                device=self.device, threads=self.threads)
+                    self._model = OnnxTextModel(
+                        onnx_model_path(self.path, self.model_id, self.backend, self.onnx_dir),
+                        self.path,
+                        self.max_seq_length or _model_max_seq_length(self.path),
+                        device=self.device,
+                        threads=self.threads,
+                    )
         return self._model
 
     def _load_torch(self):
@@ -189,12 +201,15 @@ class TextEncoder:
         """(character offset where the model's window ends, whether the window is full) per text."""
         if isinstance(model, OnnxTextModel):
             window = model.tokenizer.truncation["max_length"]
-            return [(max((end for _, end in e.offsets), default=0), len(e.ids) >= window)
-                    for e in model.tokenizer.encode_batch(texts)]
-        encoded = model.tokenizer(texts, truncation=True, max_length=model.max_seq_length,
-                                  return_offsets_mapping=True)
-        return [(max((end for _, end in offsets), default=0), len(offsets) >= model.max_seq_length)
-                for offsets in encoded["offset_mapping"]]
+            return [
+                (max((end for _, end in e.offsets), default=0), len(e.ids) >= window)
+                for e in model.tokenizer.encode_batch(texts)
+            ]
+        encoded = model.tokenizer(texts, truncation=True, max_length=model.max_seq_length, return_offsets_mapping=True)
+        return [
+            (max((end for _, end in offsets), default=0), len(offsets) >= model.max_seq_length)
+            for offsets in encoded["offset_mapping"]
+        ]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -203,11 +218,15 @@ class TextEncoder:
         if isinstance(model, OnnxTextModel):
             vectors = model.encode(list(texts), self.batch_size)
             if vectors.shape[1] != self.dimension:
-                raise EncoderUnavailable(f"{self.model_id} ({self.backend}) gives {vectors.shape[1]}-d, "
-                                         f"expected {self.dimension}")
+                raise EncoderUnavailable(
+                    f"{self.model_id} ({self.backend}) gives {vectors.shape[1]}-d, expected {self.dimension}"
+                )
             return vectors
         vectors = model.encode(
-            list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
@@ -224,8 +243,14 @@ class OnnxTextModel:
     """Mean-pooled, normalised sentence embeddings from an exported BERT-style graph (the MiniLM pipeline:
     Transformer → mean pooling → normalise). Texts are sorted by length and batched, so padding stays small."""
 
-    def __init__(self, onnx_path: Path, model_dir: str | Path, max_seq_length: int, device: str = "cpu",
-                 threads: int | None = None):
+    def __init__(
+        self,
+        onnx_path: Path,
+        model_dir: str | Path,
+        max_seq_length: int,
+        device: str = "cpu",
+        threads: int | None = None,
+    ):
         import onnxruntime
         from tokenizers import Tokenizer
 
@@ -235,7 +260,7 @@ class OnnxTextModel:
         self.tokenizer = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(max_seq_length)
-        self.full_tokenizer = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))   # for cutting windows
+        self.full_tokenizer = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))  # for cutting windows
         self.full_tokenizer.no_padding()
         self.full_tokenizer.no_truncation()
         options = onnxruntime.SessionOptions()
@@ -243,7 +268,7 @@ class OnnxTextModel:
         # idle threads sleep instead of spinning: our cores are shared (ingest, tests), and spinning workers that
         # lose their core stall every call; measured cost when idle: ~0.3 ms on a one-query encode
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        if threads:   # several encoding processes on one machine share its cores instead of each taking them all
+        if threads:  # several encoding processes on one machine share its cores instead of each taking them all
             options.intra_op_num_threads = threads
         providers = ["CPUExecutionProvider"]
         if device == "cuda" and "CUDAExecutionProvider" in onnxruntime.get_available_providers():
@@ -256,13 +281,13 @@ class OnnxTextModel:
         order = np.argsort([len(e.ids) for e in encodings], kind="stable")
         out: np.ndarray | None = None
         for start in range(0, len(order), batch_size):
-            rows = order[start:start + batch_size]
+            rows = order[start : start + batch_size]
             width = max(len(encodings[i].ids) for i in rows)
             ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros_like(ids)
             for r, i in enumerate(rows):
-                ids[r, :len(encodings[i].ids)] = encodings[i].ids
-                mask[r, :len(encodings[i].ids)] = 1
+                ids[r, : len(encodings[i].ids)] = encodings[i].ids
+                mask[r, : len(encodings[i].ids)] = 1
             feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
             hidden = self.session.run(None, {k: v for k, v in feed.items() if k in self.inputs})[0]
             pooled = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
@@ -317,8 +342,9 @@ def _export_fused_onnx(model_dir: Path, scratch: Path) -> Path:
             self.body = body
 
         def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.body(input_ids=input_ids, attention_mask=attention_mask,
-                             token_type_ids=token_type_ids).last_hidden_state
+            return self.body(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     config = AutoConfig.from_pretrained(model_dir)
     body = AutoModel.from_pretrained(model_dir, attn_implementation="eager").eval()
@@ -327,12 +353,18 @@ def _export_fused_onnx(model_dir: Path, scratch: Path) -> Path:
     names = ["input_ids", "attention_mask", "token_type_ids"]
     with torch.inference_mode():
         torch.onnx.export(
-            LastHiddenState(body), (example, example, torch.zeros_like(example)), str(raw), input_names=names,
-            output_names=["last_hidden_state"], opset_version=17, dynamo=False,
+            LastHiddenState(body),
+            (example, example, torch.zeros_like(example)),
+            str(raw),
+            input_names=names,
+            output_names=["last_hidden_state"],
+            opset_version=17,
+            dynamo=False,
             dynamic_axes={name: {0: "batch", 1: "sequence"} for name in [*names, "last_hidden_state"]},
         )
-    fused = optimize_model(str(raw), model_type="bert", num_heads=config.num_attention_heads,
-                           hidden_size=config.hidden_size)
+    fused = optimize_model(
+        str(raw), model_type="bert", num_heads=config.num_attention_heads, hidden_size=config.hidden_size
+    )
     path = scratch / "fused.onnx"
     fused.save_model_to_file(str(path))
     return path
@@ -346,8 +378,14 @@ def _quantise_int8(source: Path, target: Path) -> Path:
 
     graph = onnx.load(str(source), load_external_data=False).graph
     keep_float = [n.name for n in graph.node if n.op_type == "MatMul" and _is_ffn_output(n.name)]
-    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
-                     nodes_to_exclude=keep_float, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    quantize_dynamic(
+        str(source),
+        str(target),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        nodes_to_exclude=keep_float,
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )
     return target
 
 
@@ -412,7 +450,8 @@ class ClipImageEncoder:
                 except ImportError as error:  # the lean install (./run demo) has no CLIP stack
                     raise EncoderUnavailable(
                         f"{self.model_id}: open_clip is not installed ({error}); install the CLIP extra: "
-                        "pip install -e '.[clip]' (it brings the torch/torchvision pair, see the README)") from error
+                        "pip install -e '.[clip]' (it brings the torch/torchvision pair, see the README)"
+                    ) from error
                 import torch
 
                 if self.is_random:
@@ -435,8 +474,10 @@ class ClipImageEncoder:
         out = []
         with torch.inference_mode():
             for start in range(0, len(images), self.batch_size):
-                batch = [preprocess(Image.open(io.BytesIO(b)).convert("RGB"))
-                         for b in images[start:start + self.batch_size]]
+                batch = [
+                    preprocess(Image.open(io.BytesIO(b)).convert("RGB"))
+                    for b in images[start : start + self.batch_size]
+                ]
                 out.append(model.encode_image(torch.stack(batch).to(self.device)).float().cpu().numpy())
         return _normalise(np.concatenate(out))
 
@@ -511,7 +552,7 @@ class EmbeddingCache:
         con = self._connect()
         unique = list(dict.fromkeys(hashes))
         for start in range(0, len(unique), 500):
-            part = unique[start:start + 500]
+            part = unique[start : start + 500]
             marks = ",".join("?" * len(part))
             rows = con.execute(
                 "select content_sha256, dimension, vector from embeddings where model_id = ? "
@@ -584,8 +625,9 @@ def encode_cached(encoder, contents: Sequence[str | bytes], cache: EmbeddingCach
     return EncodeResult(matrix, hits=hits, misses=len(todo), seconds=seconds)
 
 
-def encode_pooled(encoder: TextEncoder, segments: Sequence[Sequence[str]],
-                  cache: EmbeddingCache | None) -> EncodeResult:
+def encode_pooled(
+    encoder: TextEncoder, segments: Sequence[Sequence[str]], cache: EmbeddingCache | None
+) -> EncodeResult:
     """One vector per item from its segments' windows (:meth:`TextEncoder.windows`): the token-weighted mean of the
     window vectors, normalised. Windows are encoded through the cache, so a text shared by several items (a chunk,
     and the page and section it belongs to) is encoded once. ``segments``: per item, the texts it is made of (a
@@ -605,15 +647,16 @@ def encode_pooled(encoder: TextEncoder, segments: Sequence[Sequence[str]],
             weights += [tokens for _, tokens in windows[position]]
             position += 1
         if weights:
-            block = result.vectors[cursor:cursor + len(weights)]
+            block = result.vectors[cursor : cursor + len(weights)]
             vectors[index] = (block * np.asarray(weights, dtype=np.float32)[:, None]).sum(axis=0)
             cursor += len(weights)
-    return EncodeResult(_normalise(vectors), hits=result.hits, misses=result.misses,
-                        seconds=time.perf_counter() - started)
+    return EncodeResult(
+        _normalise(vectors), hits=result.hits, misses=result.misses, seconds=time.perf_counter() - started
+    )
 
 
 DEVICES = ("auto", "cpu", "cuda")
-_BYTES_PER_BATCH_ITEM = 64 * 2**20   # activations of one 256-token MiniLM/CLIP input with headroom, measured ~40 MB
+_BYTES_PER_BATCH_ITEM = 64 * 2**20  # activations of one 256-token MiniLM/CLIP input with headroom, measured ~40 MB
 
 
 def resolve_device(requested: str = "auto", *, runtime: str = "onnx") -> str:
@@ -624,8 +667,10 @@ def resolve_device(requested: str = "auto", *, runtime: str = "onnx") -> str:
         raise ValueError(f"the encoder device must be one of {', '.join(DEVICES)}, got {requested!r}")
     if requested == "cuda" and not _cuda_available(runtime):
         needs = "onnxruntime-gpu's CUDAExecutionProvider" if runtime == "onnx" else "torch.cuda.is_available()"
-        raise RuntimeError(f"PAPERLAKE_DEVICE=cuda, but this {runtime} runtime sees no GPU ({needs} is missing): "
-                           "use auto to fall back to the CPU")
+        raise RuntimeError(
+            f"PAPERLAKE_DEVICE=cuda, but this {runtime} runtime sees no GPU ({needs} is missing): "
+            "use auto to fall back to the CPU"
+        )
     if requested != "auto":
         return requested
     return "cuda" if _cuda_available(runtime) else "cpu"
@@ -673,12 +718,19 @@ def encoder_registry(config: VectorConfig, **kwargs) -> "EncoderRegistry":
 class EncoderRegistry:
     """Builds the configured encoders on first use and keeps one instance of each per process."""
 
-    def __init__(self, config: VectorConfig, *, allow_random_clip: bool = False, device: str = "auto",
-                 onnx_dir: str | Path | None = None, threads: int | None = None):
+    def __init__(
+        self,
+        config: VectorConfig,
+        *,
+        allow_random_clip: bool = False,
+        device: str = "auto",
+        onnx_dir: str | Path | None = None,
+        threads: int | None = None,
+    ):
         self.config = config
         self.threads = threads
         self.allow_random_clip = allow_random_clip
-        self.device = device   # resolved per encoder, by its runtime (resolve_device)
+        self.device = device  # resolved per encoder, by its runtime (resolve_device)
         self.onnx_dir = Path(onnx_dir) if onnx_dir is not None else model_cache_dir() / "onnx"
         self._encoders: dict[str, TextEncoder | ClipImageEncoder] = {}
         self._lock = threading.Lock()
@@ -695,8 +747,14 @@ class EncoderRegistry:
         with self._lock:
             if name not in self._encoders:
                 spec = self.config.encoders[name]
-                key = (spec, str(spec.weights_path()), self.device, str(self.onnx_dir), self.allow_random_clip,
-                       self.threads)
+                key = (
+                    spec,
+                    str(spec.weights_path()),
+                    self.device,
+                    str(self.onnx_dir),
+                    self.allow_random_clip,
+                    self.threads,
+                )
                 with _SHARED_LOCK:
                     if key not in _SHARED_ENCODERS:
                         _SHARED_ENCODERS[key] = self._build(spec)
@@ -710,10 +768,24 @@ class EncoderRegistry:
                 raise EncoderUnavailable(spec.unavailable_reason())
             device = resolve_device(self.device, runtime="torch" if spec.backend == "torch" else "onnx")
             batch = gpu_batch_size(spec.batch_size) if device == "cuda" else spec.batch_size
-            return TextEncoder(spec.model_id, path, spec.dimension, batch, device, backend=spec.backend,
-                               max_seq_length=spec.max_seq_length, onnx_dir=self.onnx_dir, long_text=spec.long_text,
-                               threads=self.threads)
+            return TextEncoder(
+                spec.model_id,
+                path,
+                spec.dimension,
+                batch,
+                device,
+                backend=spec.backend,
+                max_seq_length=spec.max_seq_length,
+                onnx_dir=self.onnx_dir,
+                long_text=spec.long_text,
+                threads=self.threads,
+            )
         return ClipImageEncoder(
-            spec.model_id, spec.open_clip_model, path, spec.dimension, spec.batch_size,
-            allow_random=self.allow_random_clip, device=resolve_device(self.device, runtime="torch"),
+            spec.model_id,
+            spec.open_clip_model,
+            path,
+            spec.dimension,
+            spec.batch_size,
+            allow_random=self.allow_random_clip,
+            device=resolve_device(self.device, runtime="torch"),
         )

@@ -113,7 +113,6 @@ class Cell:
         box = ",".join(f"{v:g}" for v in self.bbox or ())
         return f"pdf:{self.pdf_sha256 or self.pdf_path}|page:{self.page_number}|bbox:{box}"
 
-
     @property
     def pooled_key(self) -> str:
         """What a pooled dense vector is computed from: the text, and the parts when they stand in for it."""
@@ -177,8 +176,9 @@ def collect_cells(
 POOLED_VIEWS = {("pages", "page_content"), ("sections", "section_content"), ("tables", "table_content")}
 
 
-def _with_chunk_parts(con: duckdb.DuckDBPyConnection, cells: list[Cell], papers: list[str] | None,
-                      columns_of: dict[str, set[str]]) -> list[Cell]:
+def _with_chunk_parts(
+    con: duckdb.DuckDBPyConnection, cells: list[Cell], papers: list[str] | None, columns_of: dict[str, set[str]]
+) -> list[Cell]:
     """Pages and sections get the texts of their chunks as ``parts``: a page holds the chunks that start on it, a
     section the chunks under its title (on its pages, when a paper repeats a title); a table's content gets its row
     lines. A cell without any keeps its own text."""
@@ -187,16 +187,22 @@ def _with_chunk_parts(con: duckdb.DuckDBPyConnection, cells: list[Cell], papers:
     if not wanted or not needed <= columns_of.get("chunks", set()):
         return cells
     lines: dict[str, list[str]] = {}
-    if any(c.table_name == "tables" for c in wanted) and \
-            {"ref_table_id", "row_text", "row_index"} <= columns_of.get("table_rows", set()):
+    if any(c.table_name == "tables" for c in wanted) and {"ref_table_id", "row_text", "row_index"} <= columns_of.get(
+        "table_rows", set()
+    ):
         where, params = _paper_filter("t.ref_paper_id", papers)
-        for table_id, text in con.execute(f"select cast(t.ref_table_id as varchar), t.row_text from table_rows t "
-                                          f"{where} order by 1, t.row_index", params).fetchall():
+        for table_id, text in con.execute(
+            f"select cast(t.ref_table_id as varchar), t.row_text from table_rows t {where} order by 1, t.row_index",
+            params,
+        ).fetchall():
             if text and text.strip():
                 lines.setdefault(table_id, []).append(text)
     where, params = _paper_filter("t.ref_paper_id", papers)
-    rows = con.execute(f"select cast(t.ref_paper_id as varchar), cast(t.ref_page_id as varchar), t.section_title, "
-                       f"t.page_number, t.text_content from chunks t {where} order by 1, t.ordinal", params).fetchall()
+    rows = con.execute(
+        f"select cast(t.ref_paper_id as varchar), cast(t.ref_page_id as varchar), t.section_title, "
+        f"t.page_number, t.text_content from chunks t {where} order by 1, t.ordinal",
+        params,
+    ).fetchall()
     by_page: dict[str, list[str]] = {}
     by_title: dict[tuple[str, str], list[tuple[int, str]]] = {}
     for paper, page_id, title, page_number, text in rows:
@@ -208,8 +214,10 @@ def _with_chunk_parts(con: duckdb.DuckDBPyConnection, cells: list[Cell], papers:
     if any(c.table_name == "sections" for c in wanted) and "page_numbers" in columns_of.get("sections", set()):
         where, params = _paper_filter("t.ref_paper_id", papers)
         for section_id, paper, title, pages in con.execute(
-                f"select cast(t.section_id as varchar), cast(t.ref_paper_id as varchar), t.section_title, "
-                f"t.page_numbers from sections t {where}", params).fetchall():
+            f"select cast(t.section_id as varchar), cast(t.ref_paper_id as varchar), t.section_title, "
+            f"t.page_numbers from sections t {where}",
+            params,
+        ).fetchall():
             sections[section_id] = (paper, title or "", set(pages or []))
     titles = Counter((paper, title) for paper, title, _ in sections.values())
     out = []
@@ -283,7 +291,7 @@ def _table_cells(
     # panels' text is the figure's, encoded once on the whole figure; their regions are encoded as images.
     panel_sql = "t.parent_image_id is not null" if "parent_image_id" in columns else "false"
     sql = (
-        f"select cast({pdf_column} as varchar), {page_sql}, cast(t.\"{key}\" as varchar), {panel_sql}, {selected} "
+        f'select cast({pdf_column} as varchar), {page_sql}, cast(t."{key}" as varchar), {panel_sql}, {selected} '
         f'from "{table}" t {join} {where} order by 1, 3'
     )
     cells = []
@@ -313,8 +321,9 @@ def _make_cell(
         if len(box) != 4 or box[2] <= 0 or box[3] <= 0:
             return None
         pdf_path, pdf_sha = pdfs.get(pdf_id, (None, None))
-        return Cell(pdf_id, page_number, table, column, row_id, kind="image", bbox=box,
-                    pdf_path=pdf_path, pdf_sha256=pdf_sha)
+        return Cell(
+            pdf_id, page_number, table, column, row_id, kind="image", bbox=box, pdf_path=pdf_path, pdf_sha256=pdf_sha
+        )
     if value is None:
         return None
     text = value if isinstance(value, str) else str(value)

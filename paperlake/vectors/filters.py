@@ -37,12 +37,29 @@ _MAX_NUMBER_CHARS = 40
 _SHOWN_CHARS = 80
 
 _ALIASES = {
-    "paper_id": "pdf_id", "ref_paper_id": "pdf_id", "paper": "pdf_id", "pdf": "pdf_id", "doc_id": "pdf_id",
-    "document_id": "pdf_id", "paperid": "pdf_id", "pdfid": "pdf_id",
-    "page": "page_number", "page_no": "page_number", "page_num": "page_number", "pagenumber": "page_number",
-    "page_id": "page_number", "ref_page_id": "page_number", "pages": "page_number",
-    "table": "table_name", "tablename": "table_name", "column": "column_name", "columnname": "column_name",
-    "id": "primary_key", "row_id": "primary_key", "pk": "primary_key", "key": "primary_key",
+    "paper_id": "pdf_id",
+    "ref_paper_id": "pdf_id",
+    "paper": "pdf_id",
+    "pdf": "pdf_id",
+    "doc_id": "pdf_id",
+    "document_id": "pdf_id",
+    "paperid": "pdf_id",
+    "pdfid": "pdf_id",
+    "page": "page_number",
+    "page_no": "page_number",
+    "page_num": "page_number",
+    "pagenumber": "page_number",
+    "page_id": "page_number",
+    "ref_page_id": "page_number",
+    "pages": "page_number",
+    "table": "table_name",
+    "tablename": "table_name",
+    "column": "column_name",
+    "columnname": "column_name",
+    "id": "primary_key",
+    "row_id": "primary_key",
+    "pk": "primary_key",
+    "key": "primary_key",
 }
 
 
@@ -58,7 +75,7 @@ class FilterError(ValueError):
 
 
 def _shorten(text: str, limit: int = _SHOWN_CHARS) -> str:
-    return text if len(text) <= limit else f"{text[:limit - 1]}…"
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
 
 
 def _one_line(text: str) -> str:
@@ -110,9 +127,11 @@ def _tokenise(expression: str) -> list[_Token]:
     while position < len(expression):
         match = _TOKEN_RE.match(expression, position)
         if not match:
-            raise FilterError(f"unexpected character {expression[position]!r} at column {position + 1}",
-                              "allowed: field names, == != < > <= >= in like, and/or/not, ( ), [ ], quoted strings, "
-                              "integers", expression)
+            raise FilterError(
+                f"unexpected character {expression[position]!r} at column {position + 1}",
+                "allowed: field names, == != < > <= >= in like, and/or/not, ( ), [ ], quoted strings, integers",
+                expression,
+            )
         kind = match.lastgroup
         text = match.group(kind)
         column = position + 1
@@ -122,14 +141,20 @@ def _tokenise(expression: str) -> list[_Token]:
         if kind == "assign":
             raise FilterError(f"'=' at column {column}", "use == for equality, e.g. page_number == 3", expression)
         if kind in ("int", "float") and len(text) > _MAX_NUMBER_CHARS:
-            raise FilterError(f"the number at column {column} has {len(text)} characters",
-                              "page numbers are small integers", expression)
+            raise FilterError(
+                f"the number at column {column} has {len(text)} characters",
+                "page numbers are small integers",
+                expression,
+            )
         if kind == "string":
             value = _unescape(text)
             control = next((c for c in value if unicodedata.category(c) == "Cc"), None)
             if control is not None:
-                raise FilterError(f"the string at column {column} holds the control character {control!r}",
-                                  "ids and names never contain one; remove it", expression)
+                raise FilterError(
+                    f"the string at column {column} holds the control character {control!r}",
+                    "ids and names never contain one; remove it",
+                    expression,
+                )
             tokens.append(_Token("string", value, column))
         elif kind == "int":
             tokens.append(_Token("int", int(text), column))
@@ -217,8 +242,10 @@ class _Parser:
             return self.parse_comparison()
         self.depth += 1
         if self.depth > MAX_FILTER_DEPTH:
-            raise self.error(f"the filter nests deeper than {MAX_FILTER_DEPTH} levels at column {token.column}",
-                             "each '(' and each not is a level; simplify the expression")
+            raise self.error(
+                f"the filter nests deeper than {MAX_FILTER_DEPTH} levels at column {token.column}",
+                "each '(' and each not is a level; simplify the expression",
+            )
         self.take()
         if token.kind == "keyword":
             result = f"not {self.parse_unary()}"
@@ -235,8 +262,10 @@ class _Parser:
     def parse_field(self) -> tuple[str, type]:
         token = self.take()
         if token.kind != "ident":
-            raise self.error(f"expected a field name at column {token.column}, got {_show(token.value)}",
-                             f"a condition starts with one of {', '.join(self.fields)}, e.g. page_number == 3")
+            raise self.error(
+                f"expected a field name at column {token.column}, got {_show(token.value)}",
+                f"a condition starts with one of {', '.join(self.fields)}, e.g. page_number == 3",
+            )
         name = token.value
         if name not in self.fields:
             raise self.error(f"unknown field {_show(name)}", _field_hint(name, self.fields))
@@ -246,28 +275,38 @@ class _Parser:
         token = self.take()
         if token.kind in ("int", "float"):
             if kind is str:
-                raise self.error(f"{field} is a string, got the number {token.value}",
-                                 f"quote it, e.g. {field} == '{token.value}'")
+                raise self.error(
+                    f"{field} is a string, got the number {token.value}", f"quote it, e.g. {field} == '{token.value}'"
+                )
             if token.kind == "float":
                 raise self.error(f"{field} is an integer, got {token.value}", f"write e.g. {field} == 3")
             if not _INT64[0] <= token.value <= _INT64[1]:
-                raise self.error(f"{token.value} at column {token.column} does not fit {field}, a 64-bit integer",
-                                 f"write e.g. {field} == 3")
+                raise self.error(
+                    f"{token.value} at column {token.column} does not fit {field}, a 64-bit integer",
+                    f"write e.g. {field} == 3",
+                )
             return str(token.value)
         if token.kind == "string":
             if kind is int:
                 example = token.value if str(token.value).isdigit() and len(str(token.value)) < 10 else 3
-                raise self.error(f"{field} is an integer, got the string {_show(token.value)}",
-                                 f"drop the quotes, e.g. {field} == {example}")
+                raise self.error(
+                    f"{field} is an integer, got the string {_show(token.value)}",
+                    f"drop the quotes, e.g. {field} == {example}",
+                )
             return _quote(str(token.value))
         if token.kind == "ident" and token.value in self.fields:
-            raise self.error(f"comparing two fields ({field} and {token.value})",
-                             "compare a field with a literal value")
+            raise self.error(
+                f"comparing two fields ({field} and {token.value})", "compare a field with a literal value"
+            )
         if token.kind == "ident":
-            raise self.error(f"bare word {_show(token.value)} at column {token.column}",
-                             f"quote string values, e.g. {field} == '{_shorten(token.value, 40)}'")
-        raise self.error(f"expected a value at column {token.column}, got {_show(token.value)}",
-                         "values are quoted strings or integers")
+            raise self.error(
+                f"bare word {_show(token.value)} at column {token.column}",
+                f"quote string values, e.g. {field} == '{_shorten(token.value, 40)}'",
+            )
+        raise self.error(
+            f"expected a value at column {token.column}, got {_show(token.value)}",
+            "values are quoted strings or integers",
+        )
 
     def parse_comparison(self) -> str:
         field, kind = self.parse_field()
@@ -277,8 +316,9 @@ class _Parser:
             negated = True
             token = self.take()
         elif token.kind == "keyword" and token.value == "not" and self.is_keyword("like"):
-            raise self.error(f"'not like' at column {token.column}",
-                             f"negate the whole condition: not {field} like '...'")
+            raise self.error(
+                f"'not like' at column {token.column}", f"negate the whole condition: not {field} like '...'"
+            )
         if token.kind == "keyword" and token.value == "in":
             opening = self.take()
             if opening.kind == "lparen":
@@ -294,27 +334,35 @@ class _Parser:
                 if separator.kind == "rbrack":
                     break
                 if separator.kind != "comma":
-                    raise self.error(f"expected ',' or ']' at column {separator.column}",
-                                     "separate list values with commas")
+                    raise self.error(
+                        f"expected ',' or ']' at column {separator.column}", "separate list values with commas"
+                    )
             return f"{field} {'not in' if negated else 'in'} [{', '.join(values)}]"
         if token.kind == "keyword" and token.value == "like":
             if kind is not str:
-                raise self.error(f"'like' matches strings and {field} is an integer",
-                                 f"compare it with == != < > <= >= in, e.g. {field} <= 3")
+                raise self.error(
+                    f"'like' matches strings and {field} is an integer",
+                    f"compare it with == != < > <= >= in, e.g. {field} <= 3",
+                )
             pattern = self.take()
             if pattern.kind != "string":
-                raise self.error(f"'like' takes a quoted pattern at column {pattern.column}, "
-                                 f"got {_show(pattern.value)}",
-                                 f"% matches any run of characters, _ one character, e.g. {field} like 'abc%'")
+                raise self.error(
+                    f"'like' takes a quoted pattern at column {pattern.column}, got {_show(pattern.value)}",
+                    f"% matches any run of characters, _ one character, e.g. {field} like 'abc%'",
+                )
             wildcards = re.sub(r"%+", "%", str(pattern.value))  # %% matches what % matches
             if wildcards.count("%") > MAX_LIKE_WILDCARDS:
-                raise self.error(f"the 'like' pattern at column {pattern.column} has {wildcards.count('%')} % "
-                                 f"wildcards, more than {MAX_LIKE_WILDCARDS}",
-                                 f"match a prefix, a suffix or an infix, e.g. {field} like '%abc%'")
+                raise self.error(
+                    f"the 'like' pattern at column {pattern.column} has {wildcards.count('%')} % "
+                    f"wildcards, more than {MAX_LIKE_WILDCARDS}",
+                    f"match a prefix, a suffix or an infix, e.g. {field} like '%abc%'",
+                )
             return f"{field} like {_quote(wildcards)}"
         if token.kind != "op":
-            raise self.error(f"expected an operator after {field} at column {token.column}, got {_show(token.value)}",
-                             "use one of == != < > <= >= in like")
+            raise self.error(
+                f"expected an operator after {field} at column {token.column}, got {_show(token.value)}",
+                "use one of == != < > <= >= in like",
+            )
         return f"{field} {token.value} {self.parse_literal(field, kind)}"
 
 
@@ -336,15 +384,21 @@ def validate_filter(expression: str | None, fields: dict[str, type] | None = Non
     if not isinstance(expression, str):
         raise FilterError(f"a filter is text, got {type(expression).__name__}", "e.g. pdf_id == '...'")
     if len(expression) > MAX_FILTER_CHARS:
-        raise FilterError(f"the filter has {len(expression)} characters, more than {MAX_FILTER_CHARS}",
-                          "narrow it with fewer, simpler conditions", expression)
+        raise FilterError(
+            f"the filter has {len(expression)} characters, more than {MAX_FILTER_CHARS}",
+            "narrow it with fewer, simpler conditions",
+            expression,
+        )
     if not expression.strip():
         return ""
     try:
         expression.encode("utf-8")
     except UnicodeEncodeError as problem:
-        raise FilterError(f"the filter is not valid Unicode at column {problem.start + 1}",
-                          "it holds an unpaired surrogate (undecodable input bytes)", expression) from None
+        raise FilterError(
+            f"the filter is not valid Unicode at column {problem.start + 1}",
+            "it holds an unpaired surrogate (undecodable input bytes)",
+            expression,
+        ) from None
     fields = FIELD_TYPES if fields is None else fields
     tokens = _tokenise(expression)
     if not tokens:

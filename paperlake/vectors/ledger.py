@@ -97,14 +97,20 @@ def content_versions(con: Any, paper_ids: list[str] | None = None) -> dict[str, 
     from paperlake.vectors.entities import PRIMARY_KEYS
 
     tables = sorted({table for table, _, _ in default_encodable()} & set(PRIMARY_KEYS))
-    present = {name for (name,) in con.execute(
-        "select table_name from information_schema.tables where table_schema = current_schema()").fetchall()}
+    present = {
+        name
+        for (name,) in con.execute(
+            "select table_name from information_schema.tables where table_schema = current_schema()"
+        ).fetchall()
+    }
     where = "where cast({column} as varchar) in (select unnest(?::varchar[]))" if paper_ids is not None else ""
     parts: dict[str, list[str]] = {}
     for table in (t for t in tables if t in present):
         column = "paper_id" if table == "metadata" else "ref_paper_id"
-        query = (f"select cast({column} as varchar), cast(sum(hash(t)) as varchar) || ':' || count(*) "
-                 f"from {table} t {where.format(column=column)} group by 1")
+        query = (
+            f"select cast({column} as varchar), cast(sum(hash(t)) as varchar) || ':' || count(*) "
+            f"from {table} t {where.format(column=column)} group by 1"
+        )
         for paper, digest in con.execute(query, [paper_ids] if paper_ids is not None else []).fetchall():
             parts.setdefault(paper, []).append(f"{table}:{digest}")
     return {paper: _digest(items) for paper, items in parts.items()}
@@ -120,8 +126,12 @@ def sync_paper_keys(settings: Any, collection: str, paper_keys: Iterable[str]) -
 
     keys = list(paper_keys)
     with connect_read_only(settings.warehouse) as con:
-        ids = dict(con.execute("select paper_key, paper_id::varchar from metadata where paper_key in "
-                               "(select unnest(?::varchar[]))", [keys]).fetchall())
+        ids = dict(
+            con.execute(
+                "select paper_key, paper_id::varchar from metadata where paper_key in (select unnest(?::varchar[]))",
+                [keys],
+            ).fetchall()
+        )
         found = [ids[key] for key in keys if key in ids]
         cells = _cells_by_paper(con, found)
         versions = content_versions(con, found) if found else {}
@@ -137,35 +147,55 @@ def sync_paper_keys(settings: Any, collection: str, paper_keys: Iterable[str]) -
         for key in keys:
             try:
                 paper_id = ids.get(key)
-                results[key] = _sync_one(store, settings, collection, key, paper_id, cells.get(paper_id, []),
-                                         versions.get(paper_id, ""))
+                results[key] = _sync_one(
+                    store, settings, collection, key, paper_id, cells.get(paper_id, []), versions.get(paper_id, "")
+                )
             except Exception as error:  # one paper's failure must not stop the others
                 failures[key] = f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
     finally:
         store.close()
         held_until = time.time()
     for result in results.values():
-        result |= {"store_wait_seconds": round(held_from - waited, 3), "store_held_from": held_from,
-                   "store_held_until": held_until}
+        result |= {
+            "store_wait_seconds": round(held_from - waited, 3),
+            "store_held_from": held_from,
+            "store_held_until": held_until,
+        }
     if failures:
         raise PaperSyncError(collection, failures)
     return results
 
 
-def write_sync_record(home: Path, store: Any, collection: str, paper_key: str, paper_id: str, cells: list[Cell],
-                      content: str, entities: int) -> int:
+def write_sync_record(
+    home: Path,
+    store: Any,
+    collection: str,
+    paper_key: str,
+    paper_id: str,
+    cells: list[Cell],
+    content: str,
+    entities: int,
+) -> int:
     """Record that ``collection`` holds the paper's ``entities`` made from ``cells`` (whose rows have the content
     version ``content``); call only once they are flushed. Returns how many entities the cells call for."""
     digest, expected = expected_digest(store, collection, cells)
-    payload = json.dumps({"paper_id": paper_id, "digest": digest, "entities": entities,
-                          "incarnation": store.incarnation(collection), "content": content,
-                          "fingerprint": store.fingerprint(store.config.collection(collection))}).encode()
+    payload = json.dumps(
+        {
+            "paper_id": paper_id,
+            "digest": digest,
+            "entities": entities,
+            "incarnation": store.incarnation(collection),
+            "content": content,
+            "fingerprint": store.fingerprint(store.config.collection(collection)),
+        }
+    ).encode()
     atomic_write_bytes(ledger_path(home, collection, paper_key), lambda handle: handle.write(payload))
     return expected
 
 
-def _sync_one(store: Any, settings: Any, collection: str, paper_key: str, paper_id: str | None,
-              cells: list[Cell], content: str) -> dict[str, Any]:
+def _sync_one(
+    store: Any, settings: Any, collection: str, paper_key: str, paper_id: str | None, cells: list[Cell], content: str
+) -> dict[str, Any]:
     ledger = ledger_path(settings.home, collection, paper_key)
     try:
         previous = json.loads(ledger.read_text()).get("paper_id") if ledger.exists() else None
@@ -183,9 +213,17 @@ def _sync_one(store: Any, settings: Any, collection: str, paper_key: str, paper_
     stats = report.collections[collection]
     entities = store.count(collection, f"pdf_id == '{paper_id}'")
     expected = write_sync_record(settings.home, store, collection, paper_key, paper_id, cells, content, entities)
-    return {"status": "synced", "paper_id": paper_id, "entities": entities, "expected": expected,
-            "cells": len(cells), "encoded": stats.encoded, "skipped_unchanged": stats.unchanged,
-            "deleted": stats.deleted + deleted_previous, "seconds": round(report.seconds, 3)}
+    return {
+        "status": "synced",
+        "paper_id": paper_id,
+        "entities": entities,
+        "expected": expected,
+        "cells": len(cells),
+        "encoded": stats.encoded,
+        "skipped_unchanged": stats.unchanged,
+        "deleted": stats.deleted + deleted_previous,
+        "seconds": round(report.seconds, 3),
+    }
 
 
 @dataclass
@@ -207,8 +245,9 @@ def _stored_hashes(store: Any, collection: str) -> dict[str, dict[str, str]]:
     """pdf id → {entity id: text_hash} of everything in the collection (the slow path, after a count mismatch)."""
     store.load(collection)
     by_paper: dict[str, dict[str, str]] = {}
-    iterator = store.client.query_iterator(collection, batch_size=4096, filter="",
-                                           output_fields=["id", "pdf_id", "text_hash"])
+    iterator = store.client.query_iterator(
+        collection, batch_size=4096, filter="", output_fields=["id", "pdf_id", "text_hash"]
+    )
     try:
         while batch := iterator.next():
             for row in batch:
@@ -229,17 +268,27 @@ def stale_papers(settings: Any, store: Any, collections: list[str]) -> VectorPla
         papers = dict(con.execute("select paper_key, paper_id::varchar from metadata").fetchall())
         versions = content_versions(con)
         records = {collection: read_ledger(settings.home, collection) for collection in collections}
-        fingerprints = {collection: store.fingerprint(store.config.collection(collection))
-                        for collection in collections}
+        fingerprints = {
+            collection: store.fingerprint(store.config.collection(collection)) for collection in collections
+        }
         # a paper whose rows and fingerprint are the recorded ones has the recorded digest; the others are read
-        unsure = sorted({pid for collection in collections for key, pid in papers.items()
-                         if (r := records[collection].get(key) or {}).get("content") != versions.get(pid)
-                         or r.get("fingerprint") != fingerprints[collection]})
+        unsure = sorted(
+            {
+                pid
+                for collection in collections
+                for key, pid in papers.items()
+                if (r := records[collection].get(key) or {}).get("content") != versions.get(pid)
+                or r.get("fingerprint") != fingerprints[collection]
+            }
+        )
         cells_by_paper = _cells_by_paper(con, unsure)
-        counted = {collection: store.count(collection) if store.incarnation(collection) else None
-                   for collection in collections}
-        if any(count is not None and count != sum(int(r.get("entities") or 0) for r in records[c].values())
-               for c, count in counted.items()):   # the slow path below needs every paper's cells
+        counted = {
+            collection: store.count(collection) if store.incarnation(collection) else None for collection in collections
+        }
+        if any(
+            count is not None and count != sum(int(r.get("entities") or 0) for r in records[c].values())
+            for c, count in counted.items()
+        ):  # the slow path below needs every paper's cells
             cells_by_paper = _cells_by_paper(con, sorted(set(papers.values())))
     for collection in collections:
         ledger = records[collection]
@@ -249,7 +298,7 @@ def stale_papers(settings: Any, store: Any, collections: list[str]) -> VectorPla
             paper_id = papers[key]
             if paper_id in cells_by_paper:
                 return expected_digest(store, collection, cells_by_paper[paper_id])[0]
-            return ledger[key]["digest"]   # its rows are the ones recorded: so is its digest
+            return ledger[key]["digest"]  # its rows are the ones recorded: so is its digest
 
         for key, paper_id in papers.items():
             record = ledger.get(key)

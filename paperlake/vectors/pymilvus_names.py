@@ -37,5 +37,14 @@ finally:
     if _uri is not None:
         os.environ["MILVUS_URI"] = _uri
 
-__all__ = ["AnnSearchRequest", "DataType", "Function", "FunctionType", "IndexParams", "MilvusClient",
-           "MilvusException", "RRFRanker", "WeightedRanker"]
+__all__ = [
+    "AnnSearchRequest",
+    "DataType",
+    "Function",
+    "FunctionType",
+    "IndexParams",
+    "MilvusClient",
+    "MilvusException",
+    "RRFRanker",
+    "WeightedRanker",
+]

@@ -95,19 +95,31 @@ def search(
     except MilvusException as problem:
         reason = " ".join(str(problem.message or problem).split())
         if len(reason) > _MAX_REASON_CHARS:
-            reason = reason[:_MAX_REASON_CHARS - 1] + "…"
+            reason = reason[: _MAX_REASON_CHARS - 1] + "…"
         raise SearchFailed(f"Milvus failed the search of {collection}: {reason}") from problem
 
 
-def _search(store: VectorStore, query: str, collection: str, table_name: str | None, column_name: str | None,
-            filter: str, limit: int, hybrid: bool, weights: Sequence[float] | None, fusion: str | None) -> list[Hit]:
+def _search(
+    store: VectorStore,
+    query: str,
+    collection: str,
+    table_name: str | None,
+    column_name: str | None,
+    filter: str,
+    limit: int,
+    hybrid: bool,
+    weights: Sequence[float] | None,
+    fusion: str | None,
+) -> list[Hit]:
     if not query or not query.strip():
         raise ValueError("empty query")
     try:
         query.encode("utf-8")
     except UnicodeEncodeError as problem:
-        raise ValueError(f"the query is not valid Unicode at character {problem.start + 1} "
-                         "(an unpaired surrogate: undecodable input bytes)") from None
+        raise ValueError(
+            f"the query is not valid Unicode at character {problem.start + 1} "
+            "(an unpaired surrogate: undecodable input bytes)"
+        ) from None
     if limit <= 0:
         raise ValueError("limit must be positive")
     spec = store.config.collection(collection)
@@ -116,8 +128,10 @@ def _search(store: VectorStore, query: str, collection: str, table_name: str | N
     if not store.is_available(spec):
         raise ValueError(f"collection {spec.name} is not active here: {store.config.inactive_reason(spec)}")
     if weights is not None and len(weights) != len(spec.vectors):
-        raise ValueError(f"{spec.name} fuses {len(spec.vectors)} routes "
-                         f"({', '.join(v.field for v in spec.vectors)}); got {len(weights)} weights")
+        raise ValueError(
+            f"{spec.name} fuses {len(spec.vectors)} routes "
+            f"({', '.join(v.field for v in spec.vectors)}); got {len(weights)} weights"
+        )
     fusion = fusion or store.config.fusion
     if fusion not in FUSIONS:
         raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
@@ -145,11 +159,20 @@ def _search(store: VectorStore, query: str, collection: str, table_name: str | N
         if weights is None:
             weights = store.config.hybrid_weights or [1.0] * len(spec.vectors)
         if fusion.startswith("milvus-"):
-            requests = [AnnSearchRequest(data=[_query_vector(store, v, query)], anns_field=v.field, param={},
-                                         limit=depth, expr=expression or None) for v in spec.vectors]
+            requests = [
+                AnnSearchRequest(
+                    data=[_query_vector(store, v, query)],
+                    anns_field=v.field,
+                    param={},
+                    limit=depth,
+                    expr=expression or None,
+                )
+                for v in spec.vectors
+            ]
             ranker = RRFRanker(store.config.rrf_k) if fusion == "milvus-rrf" else WeightedRanker(*weights)
-            found = store.client.hybrid_search(spec.name, requests, ranker, limit=limit, output_fields=output_fields,
-                                               partition_names=partitions)
+            found = store.client.hybrid_search(
+                spec.name, requests, ranker, limit=limit, output_fields=output_fields, partition_names=partitions
+            )
             return [_hit(spec, "fused", raw) for raw in (found[0] if found else [])]
         # Each route returns ids and scores only (one light field: Milvus Lite assembles every output field of every
         # candidate in Python, so fetching the text of 2 x depth candidates cost more than both searches); the fused
@@ -167,10 +190,15 @@ def _search(store: VectorStore, query: str, collection: str, table_name: str | N
                 route_partitions = [route_partition]
             store.load(route_spec.name)
             seen = vector.kind == "dense" and store.config.coverage_weighting and route_spec.modality == "text"
-            found = store.client.search(route_spec.name, data=[_query_vector(store, vector, query)],
-                                        anns_field=vector.field, filter=expression, limit=depth,
-                                        output_fields=["text"] if seen else ["pdf_id"],
-                                        partition_names=route_partitions)
+            found = store.client.search(
+                route_spec.name,
+                data=[_query_vector(store, vector, query)],
+                anns_field=vector.field,
+                filter=expression,
+                limit=depth,
+                output_fields=["text"] if seen else ["pdf_id"],
+                partition_names=route_partitions,
+            )
             raws = found[0] if found else []
             routes[index] = [(str(raw["id"]), _score(vector.metric, float(raw["distance"]))) for raw in raws]
             if seen and raws:
@@ -183,20 +211,31 @@ def _search(store: VectorStore, query: str, collection: str, table_name: str | N
         for source in dict.fromkeys(sources):
             missing = [key for key, _ in fused if key not in rows]
             if missing:
-                rows.update((str(row["id"]), row) for row in store.client.get(source, ids=missing,
-                                                                               output_fields=output_fields))
+                rows.update(
+                    (str(row["id"]), row) for row in store.client.get(source, ids=missing, output_fields=output_fields)
+                )
         # a cell deleted between the two calls (a concurrent re-sync) is dropped rather than reported without fields
         return [_hit(spec, "fused", {**rows[key], "distance": score}) for key, score in fused if key in rows]
     vector = spec.vectors[0]
     results = store.client.search(
-        spec.name, data=[_query_vector(store, vector, query)], anns_field=vector.field, filter=expression,
-        limit=limit, output_fields=output_fields, partition_names=partitions,
+        spec.name,
+        data=[_query_vector(store, vector, query)],
+        anns_field=vector.field,
+        filter=expression,
+        limit=limit,
+        output_fields=output_fields,
+        partition_names=partitions,
     )
     return [_hit(spec, vector.metric, raw) for raw in (results[0] if results else [])]
 
 
-def fuse(routes: Sequence[Sequence[tuple[str, float]]], weights: Sequence[float], fusion: str = "convex",
-         rrf_k: int = 60, scales: Sequence[dict[str, float] | None] | None = None) -> list[tuple[str, float]]:
+def fuse(
+    routes: Sequence[Sequence[tuple[str, float]]],
+    weights: Sequence[float],
+    fusion: str = "convex",
+    rrf_k: int = 60,
+    scales: Sequence[dict[str, float] | None] | None = None,
+) -> list[tuple[str, float]]:
     """Fuse ranked routes, each a best-first list of (id, larger-is-better score), into (id, fused score), best first.
 
     ``convex``: Σ wᵢ·(sᵢ − minᵢ)/(maxᵢ − minᵢ) over the route's own list (a route whose scores are all equal gives

@@ -45,7 +45,10 @@ class FileLockGuard:
     """Exclusive ``fcntl.flock`` on ``<db>.lock``, re-entrant within a process, with a clear timeout error."""
 
     def __init__(
-        self, db_path: str | Path, timeout: float = 30.0, purpose: str = "direct Milvus Lite access",
+        self,
+        db_path: str | Path,
+        timeout: float = 30.0,
+        purpose: str = "direct Milvus Lite access",
         shared: bool = True,
     ):
         self.db_path = Path(db_path).resolve()
@@ -220,12 +223,23 @@ def start_milvus_lite_server(
     data_dir = Path(data_dir).resolve()
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     port = port or free_port(host)
-    guard = FileLockGuard(data_dir, timeout=lock_timeout, purpose=f"milvus-lite server on {host}:{port}",
-                          shared=False).acquire()
+    guard = FileLockGuard(
+        data_dir, timeout=lock_timeout, purpose=f"milvus-lite server on {host}:{port}", shared=False
+    ).acquire()
     log_path = data_dir.with_name(data_dir.name + ".server.log")
     command = [
-        sys.executable, "-m", "milvus_lite", "server",
-        "--data-dir", str(data_dir), "--host", host, "--port", str(port), "--max-workers", str(max_workers),
+        sys.executable,
+        "-m",
+        "milvus_lite",
+        "server",
+        "--data-dir",
+        str(data_dir),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--max-workers",
+        str(max_workers),
     ]
     try:
         with open(log_path, "ab") as log:
@@ -240,15 +254,18 @@ def start_milvus_lite_server(
     while True:
         if process.poll() is not None:
             server.stop()
-            raise ServerStartError(f"milvus-lite server for {data_dir} exited with {process.returncode}: "
-                                   f"{_tail(log_path)}")
+            raise ServerStartError(
+                f"milvus-lite server for {data_dir} exited with {process.returncode}: {_tail(log_path)}"
+            )
         with contextlib.suppress(OSError):
             with socket.create_connection((host, port), timeout=0.5):
                 return server
         if time.monotonic() >= deadline:
             server.stop()
-            raise ServerStartError(f"milvus-lite server for {data_dir} not answering on {host}:{port} after "
-                                   f"{startup_timeout:g}s: {_tail(log_path)}")
+            raise ServerStartError(
+                f"milvus-lite server for {data_dir} not answering on {host}:{port} after "
+                f"{startup_timeout:g}s: {_tail(log_path)}"
+            )
         time.sleep(0.1)
 
 

@@ -229,7 +229,8 @@ class VectorStore:
     def pools(self, spec: CollectionSpec) -> bool:
         """Whether the collection's dense vectors pool windows (then a page's vector depends on its chunks too)."""
         return spec.modality == "text" and any(
-            v.kind == "dense" and self.config.encoders[v.encoder].long_text == "pool" for v in spec.vectors)
+            v.kind == "dense" and self.config.encoders[v.encoder].long_text == "pool" for v in spec.vectors
+        )
 
     def cell_hash(self, spec: CollectionSpec, fingerprint: str, cell: Cell) -> str:
         """The entity's ``text_hash``: what its vectors are computed from, under the collection's fingerprint."""
@@ -300,15 +301,21 @@ class VectorStore:
         for vector in spec.vectors:
             if vector.kind == "bm25":
                 schema.add_field(vector.field, DataType.SPARSE_FLOAT_VECTOR)
-                schema.add_function(Function(
-                    name=f"{vector.field}_bm25", function_type=FunctionType.BM25,
-                    input_field_names=["text"], output_field_names=[vector.field],
-                ))
+                schema.add_function(
+                    Function(
+                        name=f"{vector.field}_bm25",
+                        function_type=FunctionType.BM25,
+                        input_field_names=["text"],
+                        output_field_names=[vector.field],
+                    )
+                )
             else:
-                schema.add_field(vector.field, DataType.FLOAT_VECTOR,
-                                 dim=self.config.encoders[vector.encoder].dimension)
-            index_params.add_index(vector.field, index_type=vector.index, metric_type=vector.metric,
-                                   params=dict(vector.index_params))
+                schema.add_field(
+                    vector.field, DataType.FLOAT_VECTOR, dim=self.config.encoders[vector.encoder].dimension
+                )
+            index_params.add_index(
+                vector.field, index_type=vector.index, metric_type=vector.metric, params=dict(vector.index_params)
+            )
         for scalar in ("pdf_id", "table_name", "column_name", "page_number"):
             index_params.add_index(scalar, index_type="INVERTED")
         return schema, index_params
@@ -327,8 +334,12 @@ class VectorStore:
             "modality": spec.modality,
             "fingerprint": self.fingerprint(spec),
             "vectors": [
-                {"field": v.field, "kind": v.kind, "metric": v.metric,
-                 "encoder": self.encoders.get(v.encoder).metadata if v.encoder else None}
+                {
+                    "field": v.field,
+                    "kind": v.kind,
+                    "metric": v.metric,
+                    "encoder": self.encoders.get(v.encoder).metadata if v.encoder else None,
+                }
                 for v in spec.vectors
             ],
         }
@@ -346,14 +357,18 @@ class VectorStore:
         for vector in spec.vectors:
             found = fields.get(vector.field)
             if found is None:
-                raise SchemaMismatchError(f"collection {spec.name} has no vector field {vector.field!r}; "
-                                          "call ensure_collections(recreate=True) to rebuild it")
+                raise SchemaMismatchError(
+                    f"collection {spec.name} has no vector field {vector.field!r}; "
+                    "call ensure_collections(recreate=True) to rebuild it"
+                )
             if vector.kind == "dense":
                 want = self.config.encoders[vector.encoder].dimension
                 have = int((found.get("params") or {}).get("dim", 0))
                 if have != want:
-                    raise SchemaMismatchError(f"collection {spec.name}.{vector.field} is {have}-d, its spec says "
-                                              f"{want}-d; call ensure_collections(recreate=True) to rebuild it")
+                    raise SchemaMismatchError(
+                        f"collection {spec.name}.{vector.field} is {have}-d, its spec says "
+                        f"{want}-d; call ensure_collections(recreate=True) to rebuild it"
+                    )
         if spec.has_bm25 and "text" in fields:
             if str((fields["text"].get("params") or {}).get("enable_analyzer", "")).lower() != "true":
                 raise SchemaMismatchError(f"collection {spec.name}.text has no analyzer; recreate it")
@@ -417,13 +432,14 @@ class VectorStore:
         """Entity id → text_hash of the paper's entities in ``collection``."""
         self.load(collection)
         expression = f"pdf_id == {quote_literal(paper_id)}"
-        if self.count(collection, expression) == 0:   # a new paper: counting scans a third as long as fetching
+        if self.count(collection, expression) == 0:  # a new paper: counting scans a third as long as fetching
             return {}
         rows = self.client.query(collection, filter=expression, output_fields=["id", "text_hash"], limit=_QUERY_LIMIT)
         if len(rows) >= _QUERY_LIMIT:
             rows = []
-            iterator = self.client.query_iterator(collection, batch_size=4096, filter=expression,
-                                                  output_fields=["id", "text_hash"])
+            iterator = self.client.query_iterator(
+                collection, batch_size=4096, filter=expression, output_fields=["id", "text_hash"]
+            )
             while batch := iterator.next():
                 rows.extend(batch)
             iterator.close()
@@ -449,10 +465,10 @@ class VectorStore:
             by_partition[self.view_partition(spec.name, row["table_name"], row["column_name"], create=True)].append(row)
         for partition, part_rows in by_partition.items():
             for start in range(0, len(part_rows), _WRITE_BATCH):
-                self.client.upsert(spec.name, part_rows[start:start + _WRITE_BATCH], partition_name=partition)
+                self.client.upsert(spec.name, part_rows[start : start + _WRITE_BATCH], partition_name=partition)
         fault_point("vectors.upserted")
         for start in range(0, len(stale), _WRITE_BATCH):
-            self.client.delete(spec.name, ids=stale[start:start + _WRITE_BATCH])
+            self.client.delete(spec.name, ids=stale[start : start + _WRITE_BATCH])
         if rows or stale:
             self.client.flush(spec.name)
         stats.upserted = len(rows)
@@ -551,8 +567,9 @@ def sync_warehouse(
     """Sync every paper of the warehouse (or ``paper_ids``); one paper's failure is recorded, the rest go on."""
     started = time.perf_counter()
     report = WarehouseSyncReport()
-    cells = collect_cells(warehouse_con, encodable, paper_ids, max_text_bytes=store.config.text_max_bytes,
-                          pdf_root=pdf_root)
+    cells = collect_cells(
+        warehouse_con, encodable, paper_ids, max_text_bytes=store.config.text_max_bytes, pdf_root=pdf_root
+    )
     by_paper: dict[str, list[Cell]] = defaultdict(list)
     for cell in cells:
         by_paper[cell.pdf_id].append(cell)

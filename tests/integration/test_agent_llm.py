@@ -16,8 +16,14 @@ HELLO = [{"role": "user", "content": "hello"}]
 
 def client(base_url: str, tmp_path: Path | None = None, **kwargs) -> ChatClient:
     sleeps: list[float] = []
-    made = ChatClient(base_url=base_url, api_key="k", model="stub-model", sleep=sleeps.append,
-                      cache_dir=tmp_path / "cache" if tmp_path else None, **kwargs)
+    made = ChatClient(
+        base_url=base_url,
+        api_key="k",
+        model="stub-model",
+        sleep=sleeps.append,
+        cache_dir=tmp_path / "cache" if tmp_path else None,
+        **kwargs,
+    )
     made.sleeps = sleeps  # type: ignore[attr-defined]
     return made
 
@@ -78,8 +84,10 @@ def test_cache_key_covers_model_messages_and_parameters() -> None:
 
 
 def test_usage_and_cost_are_accounted(tmp_path: Path) -> None:
-    script = [{"content": "a", "prompt_tokens": 1000, "completion_tokens": 200},
-              {"content": "b", "prompt_tokens": 3000, "completion_tokens": 800}]
+    script = [
+        {"content": "a", "prompt_tokens": 1000, "completion_tokens": 200},
+        {"content": "b", "prompt_tokens": 3000, "completion_tokens": 800},
+    ]
     with start_stub(script, tmp_path) as stub:
         chat = client(stub.base_url, prices={"stub-model": (2.0, 10.0)})
         chat.complete(HELLO)

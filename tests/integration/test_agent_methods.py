@@ -37,8 +37,15 @@ def fenced(answer: str) -> str:
     return f"The context says so.\n```txt\n{answer}\n```"
 
 
-def run(method: str, script: list, tmp_path: Path, env: AgentEnv, action_format: str = "markdown",  # noqa: F811
-        config: LoopConfig | None = None, task: dict | None = None):
+def run(
+    method: str,
+    script: list,
+    tmp_path: Path,
+    env: AgentEnv,  # noqa: F811
+    action_format: str = "markdown",
+    config: LoopConfig | None = None,
+    task: dict | None = None,
+):
     with start_stub(script, tmp_path / "stub") as stub:
         llm = ChatClient(base_url=stub.base_url, api_key="k", model="stub-model", sleep=lambda _: None)
         result = run_method(method, task or TASK, env, llm, action_format, config or LoopConfig())
@@ -61,21 +68,34 @@ def test_neusym_rag_in_every_action_format(tmp_path: Path, env, action_format: s
     ]
     result, requests = run("neusym_rag", script, tmp_path, env, action_format)
     assert result.status == "answered" and result.answer == 71.2
-    assert [t.action_type for t in result.trajectory] == ["RetrieveFromVectorstore", "RetrieveFromDatabase",
-                                                          "GenerateAnswer"]
+    assert [t.action_type for t in result.trajectory] == [
+        "RetrieveFromVectorstore",
+        "RetrieveFromDatabase",
+        "GenerateAnswer",
+    ]
     table = next(c for c in result.citations if c.row_id == TABLE_ID)
     assert (table.basis, table.paper_id, table.page_number, table.bbox) == (
-        "referenced", CALIBRATION, 2, [72.0, 400.0, 468.0, 120.0])
+        "referenced",
+        CALIBRATION,
+        2,
+        [72.0, 400.0, 468.0, 120.0],
+    )
     assert table.title == "Rank Calibration for Language Model Uncertainty"
     system = requests[0]["messages"][0]["content"]
-    marker = {"markdown": "RetrieveFromDatabase(sql=", "json": '"action_type": "RetrieveFromDatabase"',
-              "xml": "<action_type>RetrieveFromDatabase</action_type>", "yaml": "action_type: RetrieveFromDatabase"}
+    marker = {
+        "markdown": "RetrieveFromDatabase(sql=",
+        "json": '"action_type": "RetrieveFromDatabase"',
+        "xml": "<action_type>RetrieveFromDatabase</action_type>",
+        "yaml": "action_type: RetrieveFromDatabase",
+    }
     assert marker[action_format] in system
     assert "<td>71.2</td>" in requests[1]["messages"][-1]["content"]
     assert result.usage.calls == 2 and result.usage.prompt_tokens > 0
     assert all(r["max_tokens"] == LoopConfig().max_completion_tokens for r in requests)
-    assert table.label() == ("Rank Calibration for Language Model Uncertainty, p. 2, bbox [72, 400, 468, 120], "
-                             f"tables.table_content, row {TABLE_ID}")
+    assert table.label() == (
+        "Rank Calibration for Language Model Uncertainty, p. 2, bbox [72, 400, 468, 120], "
+        f"tables.table_content, row {TABLE_ID}"
+    )
     assert json.loads(json.dumps(result.to_dict()))["answer"] == 71.2
     assert result.prediction() == {"uuid": TASK["uuid"], "answer": 71.2}
 
@@ -86,8 +106,12 @@ def test_every_observation_format_reaches_the_model(tmp_path: Path, env, output_
     script = [turn("RetrieveFromDatabase", {"sql": TABLE_SQL}), turn("GenerateAnswer", {"answer": 71.2})]
     result, requests = run("iterative_sym_rag", script, tmp_path, env)
     observation = requests[1]["messages"][-1]["content"]
-    expected = {"json": '{"table_id": "' + TABLE_ID, "markdown": "| table_id | table_content | page_number |",
-                "html": "<table><thead><tr><th>table_id</th>", "string": "[row 1]\ntable_id: " + TABLE_ID}
+    expected = {
+        "json": '{"table_id": "' + TABLE_ID,
+        "markdown": "| table_id | table_content | page_number |",
+        "html": "<table><thead><tr><th>table_id</th>",
+        "string": "[row 1]\ntable_id: " + TABLE_ID,
+    }
     assert observation.startswith("[Observation]:\n") and expected[output_format] in observation
     assert result.answered
 
@@ -109,8 +133,11 @@ def test_view_image_sends_an_image_message(tmp_path: Path, env) -> None:  # noqa
 
 def test_only_the_latest_images_are_resent(tmp_path: Path, env) -> None:  # noqa: F811
     view = turn("ViewImage", {"paper_id": CALIBRATION, "page_number": 1})
-    script = [view, turn("ViewImage", {"paper_id": CALIBRATION, "page_number": 2}),
-              turn("GenerateAnswer", {"answer": 1})]
+    script = [
+        view,
+        turn("ViewImage", {"paper_id": CALIBRATION, "page_number": 2}),
+        turn("GenerateAnswer", {"answer": 1}),
+    ]
     result, requests = run("neusym_rag", script, tmp_path, env, config=LoopConfig(image_turns=1))
     last = requests[-1]["messages"]
     images = [p for m in last if isinstance(m["content"], list) for p in m["content"] if p["type"] == "image_url"]
@@ -122,7 +149,7 @@ def test_malformed_model_output_becomes_an_observation(tmp_path: Path, env) -> N
     script = [
         "I am not sure what to do here.",
         "[Action]: RetrieveFromDatabase(sql=SELECT 1)",
-        '[Action]: DropEverything(now=True)',
+        "[Action]: DropEverything(now=True)",
         turn("GenerateAnswer", {"answer": 71.2}),
     ]
     result, requests = run("neusym_rag", script, tmp_path, env)
@@ -145,14 +172,22 @@ def test_mathrag_gates_the_formula_workflow(tmp_path: Path, env) -> None:  # noq
         turn("CallTool", {"tool_name": "relative_gain", "parameters": {"a": 71.2, "b": 68.5}}),
         turn("GenerateAnswer", {"answer": 3.94}, thought="Formula f-relative-gain gives 3.94."),
     ]
-    task = TASK | {"question": "By how many percent does RankCal improve on the baseline on SST-2?",
-                   "answer_format": "a float rounded to 2 decimal places"}
+    task = TASK | {
+        "question": "By how many percent does RankCal improve on the baseline on SST-2?",
+        "answer_format": "a float rounded to 2 decimal places",
+    }
     result, requests = run("mathrag", script, tmp_path, env, task=task)
     steps = [(t.action_type, t.error_type) for t in result.trajectory if not t.seeded]
     assert steps == [
-        ("CallTool", "workflow"), ("CreateDynamicTool", "workflow"), ("RetrieveMathKnowledge", None),
-        ("CallTool", "workflow"), ("CreateDynamicTool", "workflow"), ("CreateDynamicTool", None),
-        ("CallTool", "workflow"), ("CallTool", None), ("GenerateAnswer", None),
+        ("CallTool", "workflow"),
+        ("CreateDynamicTool", "workflow"),
+        ("RetrieveMathKnowledge", None),
+        ("CallTool", "workflow"),
+        ("CreateDynamicTool", "workflow"),
+        ("CreateDynamicTool", None),
+        ("CallTool", "workflow"),
+        ("CallTool", None),
+        ("GenerateAnswer", None),
     ]
     errors = [json.loads(t.observation) for t in result.trajectory if t.error_type == "workflow"]
     assert errors[0]["next_valid_step"].startswith("RetrieveMathKnowledge(")
@@ -175,8 +210,11 @@ def test_turn_exhaustion_is_not_an_answer(tmp_path: Path, env) -> None:  # noqa:
 
 
 def test_llm_500_mid_run_is_retried(tmp_path: Path, env) -> None:  # noqa: F811
-    script = [turn("RetrieveFromDatabase", {"sql": TABLE_SQL}), {"status": 500},
-              turn("GenerateAnswer", {"answer": 71.2})]
+    script = [
+        turn("RetrieveFromDatabase", {"sql": TABLE_SQL}),
+        {"status": 500},
+        turn("GenerateAnswer", {"answer": 71.2}),
+    ]
     result, requests = run("neusym_rag", script, tmp_path, env)
     assert result.answered and result.usage.retries == 1 and len(requests) == 3
     assert requests[1]["messages"] == requests[2]["messages"]
@@ -198,14 +236,25 @@ def test_sliding_window_and_token_budget(tmp_path: Path, env) -> None:  # noqa: 
     assert len(last) == 2 + 2 * 2 and "turn(s) are omitted" in last[1]["content"]
     assert '"n": 4' in last[-1]["content"]
 
-    budget, _ = run("neusym_rag", [turn("RetrieveFromDatabase", {"sql": "SELECT 1"})] * 3, tmp_path / "b", env,
-                    config=LoopConfig(token_budget=10))
+    budget, _ = run(
+        "neusym_rag",
+        [turn("RetrieveFromDatabase", {"sql": "SELECT 1"})] * 3,
+        tmp_path / "b",
+        env,
+        config=LoopConfig(token_budget=10),
+    )
     assert budget.status == "budget_exhausted" and budget.answer is None and budget.usage.calls == 1
 
 
 def _method_script(method: str) -> list:
-    vector = {"query": "SST-2 accuracy RankCal", "collection_name": "text_bm25_en", "table_name": "tables",
-              "column_name": "table_content", "filter": f"pdf_id == '{CALIBRATION}'", "limit": 3}
+    vector = {
+        "query": "SST-2 accuracy RankCal",
+        "collection_name": "text_bm25_en",
+        "table_name": "tables",
+        "column_name": "table_content",
+        "filter": f"pdf_id == '{CALIBRATION}'",
+        "limit": 3,
+    }
     answer = turn("GenerateAnswer", {"answer": 71.2})
     return {
         "question_only": [fenced("71.2")],
@@ -220,11 +269,15 @@ def _method_script(method: str) -> list:
         "two_stage_hybrid_rag": [turn("RetrieveFromDatabase", {"sql": TABLE_SQL}), fenced("71.2")],
         "neusym_rag": [turn("RetrieveFromDatabase", {"sql": TABLE_SQL}), answer],
         "mathrag": [turn("RetrieveFromDatabase", {"sql": TABLE_SQL}), answer],
-        "recap": ["[Restate]: RankCal's SST-2 accuracy.\n[Extract]: 71.2 (Table 2, RankCal, SST-2)\n"
-                  "[Compute]: none\n[Answer]: 71.2\n[Present]: 71.2"],
-        "hdrag": ["[Ranking]: 1, 2",
-                  "[Restate]: RankCal's SST-2 accuracy.\n[Extract]: 71.2 (Table 2, row RankCal, column SST-2)\n"
-                  "[Compute]: none\n[Answer]: 71.2\n[Present]: 71.2"],
+        "recap": [
+            "[Restate]: RankCal's SST-2 accuracy.\n[Extract]: 71.2 (Table 2, RankCal, SST-2)\n"
+            "[Compute]: none\n[Answer]: 71.2\n[Present]: 71.2"
+        ],
+        "hdrag": [
+            "[Ranking]: 1, 2",
+            "[Restate]: RankCal's SST-2 accuracy.\n[Extract]: 71.2 (Table 2, row RankCal, column SST-2)\n"
+            "[Compute]: none\n[Answer]: 71.2\n[Present]: 71.2",
+        ],
     }[method]
 
 
@@ -246,11 +299,15 @@ def test_every_method_end_to_end(tmp_path: Path, env, method: str) -> None:  # n
 
 
 def test_recap_uses_the_calculator_for_numeric_answers(tmp_path: Path, env) -> None:  # noqa: F811
-    task = TASK | {"question": "By how many percent does RankCal improve on the baseline on SST-2?",
-                   "answer_format": "a float rounded to 2 decimal places"}
-    response = ("[Restate]: relative gain.\n[Extract]: RankCal 71.2, Baseline 68.5 (Table 2)\n"
-                "[Compute]: (71.2-68.5)/68.5*100 is about 4\n[Answer]: 4.0\n"
-                "[Present]: (71.2 - 68.5) / 68.5 * 100")
+    task = TASK | {
+        "question": "By how many percent does RankCal improve on the baseline on SST-2?",
+        "answer_format": "a float rounded to 2 decimal places",
+    }
+    response = (
+        "[Restate]: relative gain.\n[Extract]: RankCal 71.2, Baseline 68.5 (Table 2)\n"
+        "[Compute]: (71.2-68.5)/68.5*100 is about 4\n[Answer]: 4.0\n"
+        "[Present]: (71.2 - 68.5) / 68.5 * 100"
+    )
     result, _ = run("recap", [response], tmp_path, env, task=task)
     assert result.answer == 3.94 and result.trajectory[-1].parameters["chosen"] == "calculator"
 
@@ -261,15 +318,19 @@ def test_hdrag_reranks_row_and_column_entities_then_computes(tmp_path: Path, env
     from agent.methods import hdrag_candidates
     from agent.task import Task
 
-    task = TASK | {"question": "By how many points does RankCal beat the Baseline on SST-2?",
-                   "answer_format": "a float rounded to 1 decimal place"}
+    task = TASK | {
+        "question": "By how many points does RankCal beat the Baseline on SST-2?",
+        "answer_format": "a float rounded to 1 decimal place",
+    }
     candidates = hdrag_candidates(env, Task.from_any(task))
     assert {c.table_name for c in candidates} == {"table_rows", "table_columns", "tables"}
     assert all(c.bbox is not None and [float(v) for v in c.bbox] == [72.0, 400.0, 468.0, 120.0] for c in candidates)
     sst = next(i for i, c in enumerate(candidates, 1) if c.text.startswith("Table 2") and "Column: SST-2" in c.text)
-    script = [f"[Ranking]: {sst}, 99, {sst}",
-              "[Restate]: the gap.\n[Extract]: RankCal 71.2, Baseline 68.5 (column SST-2)\n[Compute]: 2.7\n"
-              "[Answer]: 2.7\n[Present]: 71.2 - 68.5"]
+    script = [
+        f"[Ranking]: {sst}, 99, {sst}",
+        "[Restate]: the gap.\n[Extract]: RankCal 71.2, Baseline 68.5 (column SST-2)\n[Compute]: 2.7\n"
+        "[Answer]: 2.7\n[Present]: 71.2 - 68.5",
+    ]
     with start_stub(script, tmp_path / "stub") as stub:
         llm = ChatClient(base_url=stub.base_url, api_key="k", model="stub-model", sleep=lambda _: None)
         result = run_method("hdrag", task, env, llm, k=2)
@@ -278,8 +339,7 @@ def test_hdrag_reranks_row_and_column_entities_then_computes(tmp_path: Path, env
     rerank = result.trajectory[1]
     assert rerank.action_type == "rerank" and rerank.parameters == {"order": [sst]}
     answer_prompt = "\n".join(texts(requests[1]))
-    assert "Column: SST-2" in answer_prompt and answer_prompt.index("Column: SST-2") < answer_prompt.index(
-        "[Restate]")
+    assert "Column: SST-2" in answer_prompt and answer_prompt.index("Column: SST-2") < answer_prompt.index("[Restate]")
     assert "[Candidates]" in texts(requests[0])[-1] and "(1) [" in texts(requests[0])[-1]
     assert result.citations and all(c.paper_id == CALIBRATION for c in result.citations)
 
@@ -296,8 +356,10 @@ def test_hdrag_shows_a_lines_values_with_its_summary(env) -> None:  # noqa: F811
 
 
 def test_hdrag_keeps_the_ensemble_order_when_the_rerank_fails(tmp_path: Path, env) -> None:  # noqa: F811
-    script = [{"status": 400, "error": "bad request"},
-              "[Restate]: x\n[Extract]: 71.2\n[Compute]: none\n[Answer]: 71.2\n[Present]: 71.2"]
+    script = [
+        {"status": 400, "error": "bad request"},
+        "[Restate]: x\n[Extract]: 71.2\n[Compute]: none\n[Answer]: 71.2\n[Present]: 71.2",
+    ]
     with start_stub(script, tmp_path / "stub") as stub:
         llm = ChatClient(base_url=stub.base_url, api_key="k", model="stub-model", sleep=lambda _: None)
         result = run_method("hdrag", TASK, env, llm, k=2)
@@ -325,13 +387,25 @@ def test_recap_rule(answer_format: str, llm_answer: str, expression: str, expect
 def test_first_retrieval_and_retrieval_only_metrics_need_no_llm(home: Path, env) -> None:  # noqa: F811
     examples = [
         TASK | {"evaluator": {"eval_func": "eval_float_exact_match", "eval_kwargs": {"gold": 71.2}}},
-        {"uuid": "7a3bb0a4-6c5e-4b6e-9d55-0d6d1c1a2b3c", "question": "Which paper adapts language models with "
-         "tensor-train adapters?", "answer_format": "the title", "anchor_pdf": [], "reference_pdf": [],
-         "conference": ["naacl2024"], "tags": ["retrieval", "text", "objective"],
-         "evaluator": {"eval_func": "eval_paper_relevance_with_reference_answer",
-                       "eval_kwargs": {"reference_answer": "LoRETTA: Low-Rank Economic Tensor-Train Adaptation"}}},
-        TASK | {"uuid": "8a3bb0a4-6c5e-4b6e-9d55-0d6d1c1a2b3c", "tags": ["single", "text", "objective"],
-                "evaluator": {"eval_func": "eval_bool_exact_match", "eval_kwargs": {"gold": True}}},
+        {
+            "uuid": "7a3bb0a4-6c5e-4b6e-9d55-0d6d1c1a2b3c",
+            "question": "Which paper adapts language models with tensor-train adapters?",
+            "answer_format": "the title",
+            "anchor_pdf": [],
+            "reference_pdf": [],
+            "conference": ["naacl2024"],
+            "tags": ["retrieval", "text", "objective"],
+            "evaluator": {
+                "eval_func": "eval_paper_relevance_with_reference_answer",
+                "eval_kwargs": {"reference_answer": "LoRETTA: Low-Rank Economic Tensor-Train Adaptation"},
+            },
+        },
+        TASK
+        | {
+            "uuid": "8a3bb0a4-6c5e-4b6e-9d55-0d6d1c1a2b3c",
+            "tags": ["single", "text", "objective"],
+            "evaluator": {"eval_func": "eval_bool_exact_match", "eval_kwargs": {"gold": True}},
+        },
     ]
     settings = settings_for(home)
     for method in METHODS:
@@ -348,9 +422,12 @@ def test_first_retrieval_and_retrieval_only_metrics_need_no_llm(home: Path, env)
 
 
 def test_retrieval_only_opens_the_stores_itself(home: Path) -> None:  # noqa: F811
-    metrics = retrieval_only([TASK | {"evaluator": {"eval_func": "eval_float_exact_match",
-                                                    "eval_kwargs": {"gold": 71.2}}}],
-                             settings_for(home), "two_stage_sym_rag", 3)
+    metrics = retrieval_only(
+        [TASK | {"evaluator": {"eval_func": "eval_float_exact_match", "eval_kwargs": {"gold": 71.2}}}],
+        settings_for(home),
+        "two_stage_sym_rag",
+        3,
+    )
     assert metrics.hit_at_k == 1.0 and metrics.error is None
 
 
@@ -387,8 +464,10 @@ def test_ask_end_to_end_with_the_real_stores(tmp_path: Path, home: Path) -> None
         again = ask(TASK["question"], settings, paper_ids=[CALIBRATION], answer_format="a float")
         requests = stub.requests()
     assert result.answered and result.answer == 71.2 and result.citations
-    assert result.trajectory[0].seeded and result.trajectory[0].action_type in ("RetrieveFromDatabase",
-                                                                                "RetrieveFromVectorstore")
+    assert result.trajectory[0].seeded and result.trajectory[0].action_type in (
+        "RetrieveFromDatabase",
+        "RetrieveFromVectorstore",
+    )
     assert again.answer == 71.2 and again.usage.cached_calls == 1 and len(requests) == 1
     with pytest.raises(ValueError, match="UUID"):
         ask("q", settings, paper_ids=["../etc"])
@@ -410,11 +489,21 @@ def test_two_stage_falls_back_to_the_first_retrieval_when_stage_one_is_malformed
     assert any(c.basis == "contains_answer" for c in result.citations)
 
 
-@pytest.mark.parametrize(("gold", "text", "found"), [
-    (74.1, "BROS: 74.10; TEDS", True), (4749, "Ambig.: 4,749;", True), (1234567, "1,234,567", True),
-    (-2.1, "drops by −2.1 points", True), (12, "12.0", True), (97.2, "97.20%", True),
-    (74.1, "174.1", False), (74.1, "74.15", False), (4749, "14,749", False), (456, "123,456", False),
-])
+@pytest.mark.parametrize(
+    ("gold", "text", "found"),
+    [
+        (74.1, "BROS: 74.10; TEDS", True),
+        (4749, "Ambig.: 4,749;", True),
+        (1234567, "1,234,567", True),
+        (-2.1, "drops by −2.1 points", True),
+        (12, "12.0", True),
+        (97.2, "97.20%", True),
+        (74.1, "174.1", False),
+        (74.1, "74.15", False),
+        (4749, "14,749", False),
+        (456, "123,456", False),
+    ],
+)
 def test_answer_bearing_numbers_match_as_papers_print_them(gold, text, found) -> None:
     from agent.evidence import answer_needles, contains_needle
 

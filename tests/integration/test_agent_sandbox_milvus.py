@@ -15,8 +15,9 @@ def test_the_vector_layers_filter_error_becomes_an_observation(env, tmp_path) ->
     env.vectors = MilvusVectors(VectorStore(tmp_path / "milvus.db", cache_path=tmp_path / "cache.sqlite"))
     env._collections = None
     try:
-        observation = RetrieveFromVectorstore("accuracy", "text_bm25_en", "chunks", "text_content",
-                                              "page_number == 'two'", 5).execute(env)
+        observation = RetrieveFromVectorstore(
+            "accuracy", "text_bm25_en", "chunks", "text_content", "page_number == 'two'", 5
+        ).execute(env)
     finally:
         env.vectors.close()
         env.vectors = None

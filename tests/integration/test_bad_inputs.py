@@ -23,8 +23,9 @@ def write_bad_files(volume: Path) -> dict[str, str]:
     (volume / "corrupt.pdf").write_bytes(good[: len(good) // 7] + b"\x00garbage" * 50)
     (volume / "not-a-pdf.pdf").write_text("this is a plain text file that someone named .pdf\n" * 20)
     with pymupdf.open(corpus_pdf(GOOD)) as document:
-        document.save(volume / "encrypted.pdf", encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="owner",
-                      user_pw="secret")
+        document.save(
+            volume / "encrypted.pdf", encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="owner", user_pw="secret"
+        )
         pixmap = document[0].get_pixmap(dpi=72)
     scanned = pymupdf.open()
     page = scanned.new_page(width=595, height=842)
@@ -36,8 +37,14 @@ def write_bad_files(volume: Path) -> dict[str, str]:
         b"trailer<</Root 1 0 R>>\n%%EOF\n"
     )
     shutil.copyfile(corpus_pdf(GOOD), volume / "zz-duplicate.pdf")
-    return {"corrupt": "open", "not-a-pdf": "open", "encrypted": "open", "scanned": "text layer",
-            "zero-pages": "open", "zz-duplicate": "identity"}
+    return {
+        "corrupt": "open",
+        "not-a-pdf": "open",
+        "encrypted": "open",
+        "scanned": "text layer",
+        "zero-pages": "open",
+        "zz-duplicate": "identity",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +70,10 @@ def test_good_paper_is_ingested_despite_bad_neighbours(bad_inbox):
 
 
 def test_each_bad_file_has_one_error_row_naming_stage_and_reason(bad_inbox):
-    errors = {key.split("/")[1]: (stage, reason) for key, stage, reason in rows(
-        bad_inbox["settings"], "select paper_key, stage, reason from ingest_errors")}
+    errors = {
+        key.split("/")[1]: (stage, reason)
+        for key, stage, reason in rows(bad_inbox["settings"], "select paper_key, stage, reason from ingest_errors")
+    }
     assert set(errors) == set(bad_inbox["expected"])
     for stem, stage in bad_inbox["expected"].items():
         assert errors[stem][0] == stage, (stem, errors[stem])

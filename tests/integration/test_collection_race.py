@@ -76,8 +76,9 @@ def test_processes_racing_to_create_every_collection_all_succeed(server):
     barrier = context.Barrier(writers)
     with context.Manager() as manager:
         results = manager.dict()
-        processes = [context.Process(target=_create_all, args=(server.uri, barrier, results, i))
-                     for i in range(writers)]
+        processes = [
+            context.Process(target=_create_all, args=(server.uri, barrier, results, i)) for i in range(writers)
+        ]
         for process in processes:
             process.start()
         for process in processes:
@@ -101,8 +102,13 @@ def test_a_collection_left_without_indexes_is_completed(server):
         store.client.create_collection(spec.name, schema=schema)
         assert store.client.list_indexes(spec.name) == []
         store.ensure_collections([spec.name])
-        assert set(store.client.list_indexes(spec.name)) >= {"vector", "pdf_id", "table_name", "column_name",
-                                                             "page_number"}
+        assert set(store.client.list_indexes(spec.name)) >= {
+            "vector",
+            "pdf_id",
+            "table_name",
+            "column_name",
+            "page_number",
+        }
         properties = store.client.describe_collection(spec.name).get("properties") or {}
         assert properties.get(INCARNATION_PROPERTY)
     finally:

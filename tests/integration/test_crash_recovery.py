@@ -82,8 +82,9 @@ def test_an_unreachable_vector_store_fails_the_ingest_in_one_line(tmp_path, refe
     assert code == 1, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
     lines = failure_lines(output)
-    assert len(lines) == 1 and lines[0].startswith(f"failed vectors: cannot open the vector store at "
-                                                   f"http://127.0.0.1:{port}"), output[-3000:]
+    assert len(lines) == 1 and lines[0].startswith(
+        f"failed vectors: cannot open the vector store at http://127.0.0.1:{port}"
+    ), output[-3000:]
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         assert con.execute("select count(*) from metadata").fetchone()[0] == 2
     must_ingest(home, inbox)

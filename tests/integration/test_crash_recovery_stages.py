@@ -50,13 +50,15 @@ def test_kill_during_vectors_after_a_replacement_leaves_no_old_entities(tmp_path
         writer.writeheader()
         writer.writerow(row)
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        old_id = con.execute("select paper_id::varchar from metadata where paper_key like ?",
-                             [f"%{SECOND}"]).fetchone()[0]
+        old_id = con.execute(
+            "select paper_id::varchar from metadata where paper_key like ?", [f"%{SECOND}"]
+        ).fetchone()[0]
     killed_at(home, inbox, "vectors.upserted@2")
     must_ingest(home, inbox)
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        new_id = con.execute("select paper_id::varchar from metadata where paper_key like ?",
-                             [f"%{SECOND}"]).fetchone()[0]
+        new_id = con.execute(
+            "select paper_id::varchar from metadata where paper_key like ?", [f"%{SECOND}"]
+        ).fetchone()[0]
         cells = collect_cells(con, default_encodable(), [new_id])
     assert new_id != old_id
     with VectorStore(str(home / "milvus.db"), cache_path=home / "cache" / "embeddings.sqlite") as store:
@@ -112,10 +114,20 @@ def test_a_failing_collection_fails_each_paper_in_one_line(tmp_path, references)
     assert all(": vectors: " in line and "8-d" in line for line in lines), lines
 
 
-MATRIX = ["lake.view_written@3", "warehouse.dbt_event@2", "warehouse.after_swap", "formulas.table_written@1",
-          "formulas.table_written@4", "formulas.before_state", "formula_models.dbt_event@1",
-          "formula_models.before_swap", "formula_collection.synced", "vectors.upserted@1", "vectors.upserted@3",
-          "vectors.synced@2"]
+MATRIX = [
+    "lake.view_written@3",
+    "warehouse.dbt_event@2",
+    "warehouse.after_swap",
+    "formulas.table_written@1",
+    "formulas.table_written@4",
+    "formulas.before_state",
+    "formula_models.dbt_event@1",
+    "formula_models.before_swap",
+    "formula_collection.synced",
+    "vectors.upserted@1",
+    "vectors.upserted@3",
+    "vectors.synced@2",
+]
 
 
 @pytest.mark.crash_matrix

@@ -53,12 +53,34 @@ def materialize_concurrently(settings: Settings, dagster_home: Path, keys: list[
     from assets.vectors import vector_assets
 
     selection = ",".join("/".join(d.key.path) for d in vector_assets)
-    env = {**os.environ, "PAPERLAKE_HOME": str(settings.home), "DAGSTER_HOME": str(dagster_home),
-           "MILVUS_URI": settings.milvus_uri, "PAPERLAKE_MINERU_DIR": str(CORPUS_MINERU)}
-    processes = [subprocess.Popen([DAGSTER, "asset", "materialize", "-m", "orchestration.definitions",
-                                   "--select", selection, "--partition", key],
-                                  cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for key in keys]
+    env = {
+        **os.environ,
+        "PAPERLAKE_HOME": str(settings.home),
+        "DAGSTER_HOME": str(dagster_home),
+        "MILVUS_URI": settings.milvus_uri,
+        "PAPERLAKE_MINERU_DIR": str(CORPUS_MINERU),
+    }
+    processes = [
+        subprocess.Popen(
+            [
+                DAGSTER,
+                "asset",
+                "materialize",
+                "-m",
+                "orchestration.definitions",
+                "--select",
+                selection,
+                "--partition",
+                key,
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for key in keys
+    ]
     results = []
     for process in processes:
         try:
@@ -79,8 +101,13 @@ def store_holds(instance, run_ids: list[str]) -> list[tuple[float, float, str]]:
     for run_id in run_ids:
         for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
             metadata = record.dagster_event.event_specific_data.materialization.metadata
-            holds.append((metadata["store_held_from"].value, metadata["store_held_until"].value,
-                          f"{run_id[:8]}:{record.step_key}"))
+            holds.append(
+                (
+                    metadata["store_held_from"].value,
+                    metadata["store_held_until"].value,
+                    f"{run_id[:8]}:{record.step_key}",
+                )
+            )
     return sorted(holds)
 
 
@@ -94,8 +121,11 @@ def check_runs(instance, results: list[tuple[int, str]], settings: Settings, ids
         for symptom in ("StoreLockedError", "Open local milvus failed", "is locked"):
             assert symptom not in output, output[-4000:]
     runs = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS]))
-    vector_runs = [r.run_id for r in runs  # the two `dagster asset materialize` runs, not the CLI ingest's
-                   if r.tags.get("dagster/partition") in ids and "paperlake/trigger" not in r.tags]
+    vector_runs = [
+        r.run_id
+        for r in runs  # the two `dagster asset materialize` runs, not the CLI ingest's
+        if r.tags.get("dagster/partition") in ids and "paperlake/trigger" not in r.tags
+    ]
     assert len(vector_runs) == 2
     with VectorStore(settings.milvus_uri, cache_path=settings.embeddings) as store:
         for paper_id in ids.values():
@@ -127,8 +157,9 @@ def test_two_partition_runs_write_concurrently_through_a_milvus_lite_server(inge
     file_settings: Settings = ingested["settings"]
     forget_vectors(file_settings)
     with milvus_lite_server(tmp_path / "served.db") as server:
-        settings = Settings.from_env(home=file_settings.home, backend="auto", mineru_dir=CORPUS_MINERU,
-                                     milvus_uri=server.uri)
+        settings = Settings.from_env(
+            home=file_settings.home, backend="auto", mineru_dir=CORPUS_MINERU, milvus_uri=server.uri
+        )
         dagster_home = tmp_path / "dagster"
         instance = dagster_instance(settings, dagster_home)
         assert "milvus" not in instance.event_log_storage.get_concurrency_keys()  # the server serialises writes
@@ -162,9 +193,11 @@ def test_a_dead_cli_run_does_not_hold_its_pool_slot(tmp_path):
 def test_milvus_uri_may_name_a_milvus_lite_file(tmp_path):
     """pymilvus rejects a file path in MILVUS_URI at import; paperlake documents exactly that setting."""
     env = {**os.environ, "MILVUS_URI": str(tmp_path / "milvus.db")}
-    code = ("import os; from paperlake.config import Settings; from paperlake.vectors.store import VectorStore; "
-            "s = Settings.from_env(home=os.environ['MILVUS_URI'] + '.home'); "
-            "assert s.milvus_uri == os.environ['MILVUS_URI'], s.milvus_uri; "
-            "store = VectorStore(s.milvus_uri, use_cache=False); store.close(); print('opened')")
+    code = (
+        "import os; from paperlake.config import Settings; from paperlake.vectors.store import VectorStore; "
+        "s = Settings.from_env(home=os.environ['MILVUS_URI'] + '.home'); "
+        "assert s.milvus_uri == os.environ['MILVUS_URI'], s.milvus_uri; "
+        "store = VectorStore(s.milvus_uri, use_cache=False); store.close(); print('opened')"
+    )
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "opened" in done.stdout, done.stderr[-3000:]

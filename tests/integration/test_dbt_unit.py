@@ -17,8 +17,14 @@ from paperlake.warehouse import DBT_PROJECT_DIR, dbt_env
 
 def _dbt(args: list[str], env: dict[str, str], target: Path) -> subprocess.CompletedProcess:
     dbt = str(Path(sys.executable).with_name("dbt"))
-    return subprocess.run([dbt, *args, "--target-path", str(target)], cwd=DBT_PROJECT_DIR, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [dbt, *args, "--target-path", str(target)],
+        cwd=DBT_PROJECT_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_the_marts_unit_tests_pass(tmp_path, dbt_manifest):
@@ -28,8 +34,9 @@ def test_the_marts_unit_tests_pass(tmp_path, dbt_manifest):
     env = {**os.environ, **dbt_env(settings.lake, settings.warehouse)}
     target = tmp_path / "target"
     # the unit tests read their models' parents' columns from the database: build those (empty) first
-    built = _dbt(["run", "--empty", "--select", "+volumes", "+equations", "--exclude", "volumes", "equations"],
-                 env, target)
+    built = _dbt(
+        ["run", "--empty", "--select", "+volumes", "+equations", "--exclude", "volumes", "equations"], env, target
+    )
     assert built.returncode == 0, built.stdout[-3000:]
     tested = _dbt(["test", "--select", "test_type:unit"], env, target)
     assert tested.returncode == 0, tested.stdout[-3000:]

@@ -19,8 +19,12 @@ from support.fixtures import make_inbox
 pytestmark = pytest.mark.usefixtures("corpus")
 
 # four short papers of two volumes (5 to 10 pages): enough steps for two workers, short enough for the suite
-PAPERS = ["emnlp2024-012-numerologic", "emnlp2024-126-embedding-inversion-attack",
-          "emnlp2024-177-cute-token-understanding", "naacl2024-116-quantum-lindblad-lm"]
+PAPERS = [
+    "emnlp2024-012-numerologic",
+    "emnlp2024-126-embedding-inversion-attack",
+    "emnlp2024-177-cute-token-understanding",
+    "naacl2024-116-quantum-lindblad-lm",
+]
 TEXT_COLLECTIONS = ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2", "text_hybrid")
 
 
@@ -29,8 +33,10 @@ def redis(tmp_path_factory) -> str:
     from orchestration.local_cluster import BrokerUnavailable, redis_server
 
     if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed and could not be installed here (apt-get install redis-server): "
-                    "the Celery executor needs a broker")
+        pytest.skip(
+            "redis-server is not installed and could not be installed here (apt-get install redis-server): "
+            "the Celery executor needs a broker"
+        )
     try:
         with redis_server(tmp_path_factory.mktemp("redis")) as url:
             yield url
@@ -41,15 +47,24 @@ def redis(tmp_path_factory) -> str:
 def _warehouse_rows(settings) -> dict[str, list[tuple]]:
     """Every mart's rows, in one order, without the columns that say when (timestamps differ between runs)."""
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
-        tables = [name for (name,) in con.execute(
-            "select table_name from information_schema.tables where table_schema = current_schema() "
-            "and table_type = 'BASE TABLE'").fetchall()]
+        tables = [
+            name
+            for (name,) in con.execute(
+                "select table_name from information_schema.tables where table_schema = current_schema() "
+                "and table_type = 'BASE TABLE'"
+            ).fetchall()
+        ]
         rows = {}
         for table in tables:
-            columns = [name for name, kind in con.execute(
-                "select column_name, data_type from information_schema.columns where table_name = ? and "
-                "table_schema = current_schema()", [table]).fetchall() if "TIME" not in kind
-                and name not in ("pdf_path", "created_at")]
+            columns = [
+                name
+                for name, kind in con.execute(
+                    "select column_name, data_type from information_schema.columns where table_name = ? and "
+                    "table_schema = current_schema()",
+                    [table],
+                ).fetchall()
+                if "TIME" not in kind and name not in ("pdf_path", "created_at")
+            ]
             listed = ", ".join(f'"{c}"' for c in columns)
             rows[table] = con.execute(f'select {listed} from "{table}" order by all').fetchall()
     return rows
@@ -62,8 +77,10 @@ def _entities(settings) -> dict[str, set[tuple[str, str]]]:
         found = {}
         for name in TEXT_COLLECTIONS:
             store.load(name)
-            found[name] = {(row["id"], row["text_hash"]) for row in store.client.query(
-                name, filter="", output_fields=["id", "text_hash"], limit=16384)}
+            found[name] = {
+                (row["id"], row["text_hash"])
+                for row in store.client.query(name, filter="", output_fields=["id", "text_hash"], limit=16384)
+            }
     return found
 
 
@@ -83,10 +100,16 @@ def test_two_celery_workers_build_the_stores_one_process_builds(tmp_path, redis,
     with milvus_lite_server(home / "milvus.db") as milvus:
         # what every worker must see: the same lake and warehouse home (a shared file system in a deployment), the
         # same Dagster instance storage, the Milvus server and the broker
-        shared_env = {"PAPERLAKE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster"), "MILVUS_URI": milvus.uri,
-                      "PAPERLAKE_EXECUTOR": "celery", "PAPERLAKE_CELERY_BROKER": redis, "PAPERLAKE_EVALUATE": "0",
-                      "PAPERLAKE_CONCURRENT_RUNS": "2",
-                      "PAPERLAKE_EMBEDDING_CACHE": os.environ.get("PAPERLAKE_EMBEDDING_CACHE", "")}
+        shared_env = {
+            "PAPERLAKE_HOME": str(home),
+            "DAGSTER_HOME": str(home / "dagster"),
+            "MILVUS_URI": milvus.uri,
+            "PAPERLAKE_EXECUTOR": "celery",
+            "PAPERLAKE_CELERY_BROKER": redis,
+            "PAPERLAKE_EVALUATE": "0",
+            "PAPERLAKE_CONCURRENT_RUNS": "2",
+            "PAPERLAKE_EMBEDDING_CACHE": os.environ.get("PAPERLAKE_EMBEDDING_CACHE", ""),
+        }
         with celery_workers(redis, shared_env, 2, tmp_path / "workers") as workers:
             for name, value in shared_env.items():
                 monkeypatch.setenv(name, value)
@@ -99,19 +122,27 @@ def test_two_celery_workers_build_the_stores_one_process_builds(tmp_path, redis,
             # the steps ran in the two worker processes, never in this one
             instance = dagster_instance(distributed)
             runs = instance.get_runs()
-            step_pids = {entry.dagster_event.pid for run in runs
-                         for entry in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START)}
+            step_pids = {
+                entry.dagster_event.pid
+                for run in runs
+                for entry in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START)
+            }
             assert step_pids == {worker.pid for worker in workers}, (step_pids, [w.pid for w in workers])
             assert all(run.run_config.get("execution", {}).get("config", {}).get("broker") == redis for run in runs)
             # the single-writer pools are the instance's whatever the executor (dagster-celery's loop claims a
             # step's slot through the instance before it queues the task); a Milvus server needs none
             storage = instance.event_log_storage
             assert {pool: storage.get_concurrency_info(pool).slot_count for pool in ("warehouse", "formulas")} == {
-                "warehouse": 1, "formulas": 1}
+                "warehouse": 1,
+                "formulas": 1,
+            }
             assert "milvus" not in storage.get_concurrency_keys()
             # two per-paper runs were in flight at once (the parse of three papers of one volume: two runs)
-            spans = sorted((r.start_time, r.end_time) for r in instance.get_run_records()
-                           if r.dagster_run.job_name == "ingest_paper")
+            spans = sorted(
+                (r.start_time, r.end_time)
+                for r in instance.get_run_records()
+                if r.dagster_run.job_name == "ingest_paper"
+            )
             assert len(spans) == 3 and any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:])), spans
 
             # and they built the same stores: every mart (formula tables included), every entity of every collection
@@ -134,8 +165,11 @@ def test_the_multiprocess_executor_runs_each_step_in_a_child_process(tmp_path, d
     assert summary.warehouse_built and summary.vectors_synced
 
     instance = dagster_instance(settings)
-    step_pids = {entry.dagster_event.pid for run in instance.get_runs()
-                 for entry in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START)}
+    step_pids = {
+        entry.dagster_event.pid
+        for run in instance.get_runs()
+        for entry in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START)
+    }
     assert step_pids and os.getpid() not in step_pids
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         assert con.execute("select count(*) from metadata").fetchone() == (1,)

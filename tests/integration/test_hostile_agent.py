@@ -71,8 +71,10 @@ def view_image(action_format: str, page_number: str, quoted: bool = True) -> str
         value = f'"{page_number}"' if quoted else page_number
         return f'{{"action_type": "ViewImage", "parameters": {{"paper_id": "{CALIBRATION}", "page_number": {value}}}}}'
     if action_format == "xml":
-        return (f"<action><action_type>ViewImage</action_type><parameters><paper_id>{CALIBRATION}</paper_id>"
-                f"<page_number>{page_number}</page_number></parameters></action>")
+        return (
+            f"<action><action_type>ViewImage</action_type><parameters><paper_id>{CALIBRATION}</paper_id>"
+            f"<page_number>{page_number}</page_number></parameters></action>"
+        )
     value = f'"{page_number}"' if quoted else page_number
     return f"action_type: ViewImage\nparameters:\n  paper_id: {CALIBRATION}\n  page_number: {value}"
 
@@ -84,8 +86,10 @@ def answer_with(action_format: str, literal: str) -> str:
     if action_format == "json":
         return f'{{"action_type": "GenerateAnswer", "parameters": {{"answer": {literal}}}}}'
     if action_format == "xml":
-        return (f"<action><action_type>GenerateAnswer</action_type><parameters><answer>{literal}</answer>"
-                "</parameters></action>")
+        return (
+            f"<action><action_type>GenerateAnswer</action_type><parameters><answer>{literal}</answer>"
+            "</parameters></action>"
+        )
     return f"action_type: GenerateAnswer\nparameters:\n  answer: {literal}"
 
 
@@ -159,16 +163,21 @@ def test_the_yaml_alias_bomb_is_refused_before_it_expands() -> None:
     with pytest.raises(ActionParseError, match="anchors and aliases"):
         build(hostile.alias_bomb(), "yaml")
     assert time.perf_counter() - started < 0.1
-    for text in ("action_type: GenerateAnswer\nparameters:\n  answer: &x 1",
-                 "action_type: GenerateAnswer\nparameters: &p {answer: 1}",
-                 "base: &b {answer: 1}\naction_type: GenerateAnswer\nparameters:\n  <<: *b"):
+    for text in (
+        "action_type: GenerateAnswer\nparameters:\n  answer: &x 1",
+        "action_type: GenerateAnswer\nparameters: &p {answer: 1}",
+        "base: &b {answer: 1}\naction_type: GenerateAnswer\nparameters:\n  <<: *b",
+    ):
         with pytest.raises(ActionParseError, match="anchors and aliases"):
             build(text, "yaml")
 
 
 def test_messages_quote_long_values_briefly() -> None:
-    for response in (view_image("json", "x" * 10_000), "GenerateAnswer(" + "a" * 10_000 + "=1)",
-                     '{"action_type": "' + "A" * 10_000 + '"}'):
+    for response in (
+        view_image("json", "x" * 10_000),
+        "GenerateAnswer(" + "a" * 10_000 + "=1)",
+        '{"action_type": "' + "A" * 10_000 + '"}',
+    ):
         with pytest.raises(ActionParseError) as raised:
             build(response, "json" if response.startswith("{") else "markdown")
         assert len(str(raised.value)) < 400 and "\n" not in str(raised.value)
@@ -183,21 +192,34 @@ def turn(response: str) -> str:
 
 
 HOSTILE_TURNS = {
-    "markdown": [view_image("markdown", "²"), view_image("markdown", LONG, quoted=False),
-                 answer_with("markdown", nested(150))],
-    "json": [view_image("json", "²"), answer_with("json", nested(100_000)), answer_with("json", nested(9000)),
-             view_image("json", LONG, quoted=False)],
+    "markdown": [
+        view_image("markdown", "²"),
+        view_image("markdown", LONG, quoted=False),
+        answer_with("markdown", nested(150)),
+    ],
+    "json": [
+        view_image("json", "²"),
+        answer_with("json", nested(100_000)),
+        answer_with("json", nested(9000)),
+        view_image("json", LONG, quoted=False),
+    ],
     "xml": [view_image("xml", "²"), view_image("xml", LONG)],
     "yaml": [view_image("yaml", "²"), hostile.alias_bomb(), view_image("yaml", LONG, quoted=False)],
 }
 
 
 def test_malformed_actions_cost_a_turn_and_the_run_goes_on(tmp_path: Path, env) -> None:  # noqa: F811
-    script = [turn(t) for action_format in ACTION_FORMATS
-              for t in [*HOSTILE_TURNS[action_format], render_action("GenerateAnswer", {"answer": 71.2},
-                                                                     action_format)]]
-    task = {"uuid": "3b1f1b43-8f0c-4d52-9d2e-4c1c9f3f0a11", "question": "What SST-2 accuracy does RankCal reach?",
-            "answer_format": "a float", "anchor_pdf": [CALIBRATION]}
+    script = [
+        turn(t)
+        for action_format in ACTION_FORMATS
+        for t in [*HOSTILE_TURNS[action_format], render_action("GenerateAnswer", {"answer": 71.2}, action_format)]
+    ]
+    task = {
+        "uuid": "3b1f1b43-8f0c-4d52-9d2e-4c1c9f3f0a11",
+        "question": "What SST-2 accuracy does RankCal reach?",
+        "answer_format": "a float",
+        "anchor_pdf": [CALIBRATION],
+    }
     with start_stub(script, tmp_path / "stub") as stub:
         llm = ChatClient(base_url=stub.base_url, api_key="k", model="stub-model", sleep=lambda _: None)
         results = {f: run_method("neusym_rag", task, env, llm, f, LoopConfig(max_turns=6)) for f in ACTION_FORMATS}
@@ -210,8 +232,11 @@ def test_malformed_actions_cost_a_turn_and_the_run_goes_on(tmp_path: Path, env) 
         first = json.loads(hostile_turns[0].observation)
         assert first["message"] == "ViewImage: page_number must be a whole number, got '²'"
         assert all(len(t.response) < 25_000 for t in result.trajectory)
-    assert any("page_number must be a whole number, got '²'" in m["content"]
-               for m in requests[1]["messages"] if isinstance(m["content"], str))
+    assert any(
+        "page_number must be a whole number, got '²'" in m["content"]
+        for m in requests[1]["messages"]
+        if isinstance(m["content"], str)
+    )
 
 
 def test_an_unexpected_exception_while_reading_costs_a_turn(tmp_path: Path, env, monkeypatch) -> None:  # noqa: F811
@@ -239,8 +264,12 @@ def test_an_unexpected_exception_while_reading_costs_a_turn(tmp_path: Path, env,
 def test_ask_survives_a_malformed_action(tmp_path: Path, home: Path) -> None:  # noqa: F811
     script = [turn(view_image("markdown", "²")), turn("GenerateAnswer(answer=71.2)")]
     with start_stub(script, tmp_path / "stub") as stub:
-        result = ask("What SST-2 accuracy does RankCal reach?", settings_for(home, stub.base_url),
-                     paper_ids=[CALIBRATION], use_cache=False)
+        result = ask(
+            "What SST-2 accuracy does RankCal reach?",
+            settings_for(home, stub.base_url),
+            paper_ids=[CALIBRATION],
+            use_cache=False,
+        )
     assert result.answered and result.answer == 71.2
     assert [t.error_type for t in result.trajectory if not t.seeded] == ["parse_error", None]
 
@@ -249,14 +278,30 @@ def test_eval_records_a_failed_question_and_goes_on(tmp_path: Path, home: Path, 
     import agent.run
     from cli.app import app
 
-    uuids = ["0f6a3f2e-3c39-4a0e-9a7e-1b9e2b6c3d01", "0f6a3f2e-3c39-4a0e-9a7e-1b9e2b6c3d02",
-             "0f6a3f2e-3c39-4a0e-9a7e-1b9e2b6c3d03"]
+    uuids = [
+        "0f6a3f2e-3c39-4a0e-9a7e-1b9e2b6c3d01",
+        "0f6a3f2e-3c39-4a0e-9a7e-1b9e2b6c3d02",
+        "0f6a3f2e-3c39-4a0e-9a7e-1b9e2b6c3d03",
+    ]
     data = tmp_path / "questions.jsonl"
-    data.write_text("".join(json.dumps({
-        "uuid": uuid, "question": f"What SST-2 accuracy does RankCal reach ({number})?", "answer_format": "a float",
-        "tags": ["single", "table", "objective"], "anchor_pdf": [CALIBRATION], "reference_pdf": [], "conference": [],
-        "evaluator": {"eval_func": "eval_float_exact_match", "eval_kwargs": {"gold": 71.2, "ndigits": 1}},
-    }) + "\n" for number, uuid in enumerate(uuids)))
+    data.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "uuid": uuid,
+                    "question": f"What SST-2 accuracy does RankCal reach ({number})?",
+                    "answer_format": "a float",
+                    "tags": ["single", "table", "objective"],
+                    "anchor_pdf": [CALIBRATION],
+                    "reference_pdf": [],
+                    "conference": [],
+                    "evaluator": {"eval_func": "eval_float_exact_match", "eval_kwargs": {"gold": 71.2, "ndigits": 1}},
+                }
+            )
+            + "\n"
+            for number, uuid in enumerate(uuids)
+        )
+    )
     real_run_method = agent.run.run_method
 
     def second_question_breaks(method: str, example: Any, *args: Any, **kwargs: Any) -> Any:
@@ -265,13 +310,18 @@ def test_eval_records_a_failed_question_and_goes_on(tmp_path: Path, home: Path, 
         return real_run_method(method, example, *args, **kwargs)
 
     monkeypatch.setattr(agent.run, "run_method", second_question_breaks)
-    script = [turn(view_image("markdown", "²")), turn("GenerateAnswer(answer=71.2)"),
-              turn("GenerateAnswer(answer=68.5)")]
+    script = [
+        turn(view_image("markdown", "²")),
+        turn("GenerateAnswer(answer=71.2)"),
+        turn("GenerateAnswer(answer=68.5)"),
+    ]
     out = tmp_path / "eval"
     with start_stub(script, tmp_path / "stub") as stub:
         environment = {"OPENAI_BASE_URL": stub.base_url, "OPENAI_API_KEY": "k", "PAPERLAKE_LLM_MODEL": "stub-model"}
-        outcome = CliRunner(env=environment).invoke(app, ["eval", str(data), "--method", "neusym_rag", "--out",
-                                                          str(out), "--max-turns", "3", "--home", str(home)])
+        outcome = CliRunner(env=environment).invoke(
+            app,
+            ["eval", str(data), "--method", "neusym_rag", "--out", str(out), "--max-turns", "3", "--home", str(home)],
+        )
     assert outcome.exit_code == 0, outcome.output
     trajectories = {u: json.loads((out / "trajectories" / f"{u}.json").read_text()) for u in uuids}
     assert trajectories[uuids[0]]["status"] == "answered" and trajectories[uuids[0]]["answer"] == 71.2
@@ -362,12 +412,15 @@ class HugeResultWarehouse:
 
 
 def test_a_huge_sql_result_is_bounded_end_to_end(tmp_path: Path) -> None:
-    script = [turn(render_action("RetrieveFromDatabase", {"sql": "select repeat('x', 300000000) s"}, "markdown")),
-              turn("GenerateAnswer(answer='x')")]
+    script = [
+        turn(render_action("RetrieveFromDatabase", {"sql": "select repeat('x', 300000000) s"}, "markdown")),
+        turn("GenerateAnswer(answer='x')"),
+    ]
     with start_stub(script, tmp_path / "stub") as stub:
         llm = ChatClient(base_url=stub.base_url, api_key="k", model="stub-model", sleep=lambda _: None)
-        loop = ReActLoop(Task("How long is s?"), AgentEnv(HugeResultWarehouse()), llm,
-                         [RetrieveFromDatabase, GenerateAnswer])
+        loop = ReActLoop(
+            Task("How long is s?"), AgentEnv(HugeResultWarehouse()), llm, [RetrieveFromDatabase, GenerateAnswer]
+        )
         count_tokens("warm up the encoding")
         result, seconds, peak = measured(loop.run)
         requests = stub.requests()
@@ -385,8 +438,12 @@ def fuzz_env(tmp_path_factory: pytest.TempPathFactory):
     """The agent's environment over a small warehouse, fake vectors and a real formula tool; memory is traced."""
     fuzz_home = tmp_path_factory.mktemp("fuzz") / "home"
     build_warehouse(fuzz_home)
-    environment = AgentEnv(ReadOnlyWarehouse(fuzz_home / "warehouse.duckdb", timeout=2),
-                           FakeVectors(fuzz_home / "warehouse.duckdb"), hostile.ToolFormulas(), home=fuzz_home)
+    environment = AgentEnv(
+        ReadOnlyWarehouse(fuzz_home / "warehouse.duckdb", timeout=2),
+        FakeVectors(fuzz_home / "warehouse.duckdb"),
+        hostile.ToolFormulas(),
+        home=fuzz_home,
+    )
     hostile.arm_tools(environment)
     run_action(RetrieveFromDatabase("select 1"), environment)  # the first query and tokenization load lazily
     tracemalloc.start()
@@ -398,8 +455,13 @@ def fuzz_env(tmp_path_factory: pytest.TempPathFactory):
 FORMATS = st.sampled_from(ACTION_FORMATS)
 FRAGMENTS = st.sampled_from(hostile.HOSTILE_FRAGMENTS) | st.text(max_size=20)
 VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.integers(min_value=10**90, max_value=10**120) | st.floats()
-    | st.text(max_size=30) | FRAGMENTS,
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=10**90, max_value=10**120)
+    | st.floats()
+    | st.text(max_size=30)
+    | FRAGMENTS,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=20,
 )
@@ -411,8 +473,9 @@ def mutated_actions(draw: st.DrawFn) -> tuple[str, str]:
     text, action_format = draw(st.sampled_from(SEEDS))
     for _ in range(draw(st.integers(1, 4))):
         start = draw(st.integers(0, len(text)))
-        text = hostile.edit(text, draw(st.sampled_from(hostile.EDITS)), start, start + draw(st.integers(0, 40)),
-                            draw(FRAGMENTS))
+        text = hostile.edit(
+            text, draw(st.sampled_from(hostile.EDITS)), start, start + draw(st.integers(0, 40)), draw(FRAGMENTS)
+        )
     return text, action_format
 
 
@@ -421,8 +484,9 @@ def typed_actions(draw: st.DrawFn) -> tuple[str, str]:
     action = draw(st.sampled_from(ALL_ACTIONS))
     names = st.sampled_from([p.name for p in action.params()] + ["extra"])
     action_format = draw(FORMATS)
-    return render_action(action.action_name(), draw(st.dictionaries(names, VALUES, max_size=4)), action_format), \
-        action_format
+    return render_action(
+        action.action_name(), draw(st.dictionaries(names, VALUES, max_size=4)), action_format
+    ), action_format
 
 
 NUMBERISH = st.sampled_from([f for f in hostile.HOSTILE_FRAGMENTS if any(c.isdigit() for c in f)])
@@ -446,8 +510,13 @@ def tool_calls(draw: st.DrawFn) -> tuple[str, str]:
 
 
 @settings(max_examples=250, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=st.tuples(st.text(max_size=400), FORMATS) | mutated_actions() | hostile_parameters() | typed_actions()
-       | tool_calls())
+@given(
+    case=st.tuples(st.text(max_size=400), FORMATS)
+    | mutated_actions()
+    | hostile_parameters()
+    | typed_actions()
+    | tool_calls()
+)
 def test_fuzzed_actions_are_refused_or_run_bounded(fuzz_env: AgentEnv, case: tuple[str, str]) -> None:
     outcome = hostile.try_action(*case, fuzz_env)
     assert outcome.kind in ("action", "refused"), (case, outcome.message)
@@ -467,9 +536,18 @@ def test_a_formula_tool_called_outside_the_agent_refuses_huge_integers() -> None
     OverflowError."""
     from paperlake.formulas.tools import FormulaTool
 
-    tool = FormulaTool(formula_id="f", name="y_f", description="", output="y", expression="a * 2",
-                       parameter_schema={"properties": {"a": {}}, "required": ["a"]}, constants={}, defaults={})
+    tool = FormulaTool(
+        formula_id="f",
+        name="y_f",
+        description="",
+        output="y",
+        expression="a * 2",
+        parameter_schema={"properties": {"a": {}}, "required": ["a"]},
+        constants={},
+        defaults={},
+    )
     refused = tool(a=10**400)
-    assert (not refused.ok and "must be finite" in refused.error and "1.8e308" in refused.error
-            and len(refused.error) < 120)
+    assert (
+        not refused.ok and "must be finite" in refused.error and "1.8e308" in refused.error and len(refused.error) < 120
+    )
     assert tool(a=3).value == 6

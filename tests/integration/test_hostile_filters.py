@@ -31,8 +31,13 @@ from support.agent_fixtures import CALIBRATION, FakeFormulas, build_warehouse
 
 COLLECTION = "text_bm25_en"
 SECONDS_PER_INPUT = 2.0  # generous: the slowest input measured takes ~0.05 s; this catches runaway work only
-FUZZ = settings(max_examples=400, deadline=None, database=None, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=400,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 def refused_in_one_line(expression) -> str:
@@ -70,8 +75,10 @@ def test_deep_parentheses_are_refused_in_one_line(levels):
     assert f"nests deeper than {MAX_FILTER_DEPTH} levels" in message or "characters, more than" in message
 
 
-@pytest.mark.parametrize("expression", ["not " * 1200 + "pdf_id == 'a'", "!" * 1200 + "pdf_id == 'a'",
-                                        "not (" * 500 + "pdf_id == 'a'" + ")" * 500])
+@pytest.mark.parametrize(
+    "expression",
+    ["not " * 1200 + "pdf_id == 'a'", "!" * 1200 + "pdf_id == 'a'", "not (" * 500 + "pdf_id == 'a'" + ")" * 500],
+)
 def test_long_runs_of_not_are_refused_in_one_line(expression):
     refused_in_one_line(expression)
 
@@ -91,23 +98,28 @@ def test_filter_text_is_capped():
 
 def test_like_is_supported_on_string_fields_only():
     assert validate_filter("pdf_id like 'abc%'") == 'pdf_id like "abc%"'
-    assert validate_filter("not primary_key LIKE \"%_1\" and page_number <= 3") == \
-        'not primary_key like "%_1" and page_number <= 3'
+    assert (
+        validate_filter('not primary_key LIKE "%_1" and page_number <= 3')
+        == 'not primary_key like "%_1" and page_number <= 3'
+    )
     assert "matches strings and page_number is an integer" in refused_in_one_line("page_number like '1%'")
     assert "takes a quoted pattern" in refused_in_one_line("pdf_id like abc")
     assert "ends too early" in refused_in_one_line("pdf_id like")
 
 
-@pytest.mark.parametrize(("expression", "reason"), [
-    ("page_number == 9223372036854775808", "64-bit integer"),
-    ("page_number >= -9223372036854775809", "64-bit integer"),
-    ("page_number == " + "9" * 3000, "3000 characters"),  # int() of it would raise its own ValueError
-    ("pdf_id == 'a\nb'", "control character"),
-    ("pdf_id == 'a\x00'", "control character"),
-    ("pdf_id == '\udc80'", "not valid Unicode"),
-    ("pdf_id == 'a' " + "y" * 3000, "join conditions"),
-    ("x[/bold]", "unexpected character"),
-])
+@pytest.mark.parametrize(
+    ("expression", "reason"),
+    [
+        ("page_number == 9223372036854775808", "64-bit integer"),
+        ("page_number >= -9223372036854775809", "64-bit integer"),
+        ("page_number == " + "9" * 3000, "3000 characters"),  # int() of it would raise its own ValueError
+        ("pdf_id == 'a\nb'", "control character"),
+        ("pdf_id == 'a\x00'", "control character"),
+        ("pdf_id == '\udc80'", "not valid Unicode"),
+        ("pdf_id == 'a' " + "y" * 3000, "join conditions"),
+        ("x[/bold]", "unexpected character"),
+    ],
+)
 def test_hostile_values_are_refused_in_one_line(expression, reason):
     assert reason in refused_in_one_line(expression)
 
@@ -122,13 +134,37 @@ def test_extreme_values_inside_the_limits_are_accepted():
 
 VALID_FIELDS = list(FIELD_TYPES)
 WORDS = [*VALID_FIELDS, "paper_id", "text", "like", "in", "not", "and", "or", "true", "null", "LIKE", "Not"]
-SYMBOLS = ["==", "!=", "<", ">", "<=", ">=", "=", "&&", "||", "!", "(", ")", "[", "]", ",", "'", '"', "\\", "%",
-           "\n", "\x00", "\udc80", "😀"]
+SYMBOLS = [
+    "==",
+    "!=",
+    "<",
+    ">",
+    "<=",
+    ">=",
+    "=",
+    "&&",
+    "||",
+    "!",
+    "(",
+    ")",
+    "[",
+    "]",
+    ",",
+    "'",
+    '"',
+    "\\",
+    "%",
+    "\n",
+    "\x00",
+    "\udc80",
+    "😀",
+]
 ANY_CHARACTER = st.characters(blacklist_categories=())  # control characters and surrogates included
 NUMBERS = st.one_of(st.integers(-(2**70), 2**70).map(str), st.sampled_from(["9" * 5000, "1e999", "1.5", "-0", "+3"]))
 STRINGS = st.text(ANY_CHARACTER, max_size=30).map(lambda s: "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'")
-TOKENS = st.one_of(st.sampled_from(WORDS), st.sampled_from(SYMBOLS), NUMBERS, STRINGS,
-                   st.text(ANY_CHARACTER, max_size=4))
+TOKENS = st.one_of(
+    st.sampled_from(WORDS), st.sampled_from(SYMBOLS), NUMBERS, STRINGS, st.text(ANY_CHARACTER, max_size=4)
+)
 
 
 @FUZZ
@@ -144,8 +180,12 @@ def test_fuzz_token_soup_from_the_grammar(tokens, separator):
 
 
 @FUZZ
-@given(st.integers(0, 3000), st.integers(0, 3000), st.sampled_from(["(", "not ", "!", "not (", "( not "]),
-       st.sampled_from(["pdf_id == 'a'", "page_number in [1, 2]", "", "pdf_id like '%'", ")"]))
+@given(
+    st.integers(0, 3000),
+    st.integers(0, 3000),
+    st.sampled_from(["(", "not ", "!", "not (", "( not "]),
+    st.sampled_from(["pdf_id == 'a'", "page_number in [1, 2]", "", "pdf_id like '%'", ")"]),
+)
 def test_fuzz_nesting(opening, closing, word, atom):
     one_line_or_valid(word * opening + atom + ")" * closing)
 
@@ -191,7 +231,7 @@ def test_fuzz_grammar_filters(expression):
 @given(VALID_FILTERS, st.integers(0, 200), st.sampled_from(list("()[]'\",=!&| \\\n\x00é")))
 def test_fuzz_grammar_filters_with_one_character_changed(expression, at, character):
     at = at % (len(expression) + 1)
-    one_line_or_valid(expression[:at] + character + expression[at + 1:])
+    one_line_or_valid(expression[:at] + character + expression[at + 1 :])
 
 
 def test_the_benchmark_fuzzer_reports_counts(monkeypatch):
@@ -216,21 +256,41 @@ def store(tmp_path_factory):
     vectors = VectorStore(home / "milvus.db", cache_path=home / "cache" / "embeddings.sqlite")
     vectors.ensure_collections([COLLECTION])
     partition = vectors.view_partition(COLLECTION, "chunks", "text_content", create=True)
-    vectors.client.insert(COLLECTION, [
-        {"id": f"entity-{n}", "pdf_id": f"paper-{n % 2}", "page_number": n, "table_name": "chunks",
-         "column_name": "text_content", "primary_key": f"chunk-{n}", "text": f"rank calibration of model {n}",
-         "bbox": [], "text_hash": "x"} for n in range(1, 7)], partition_name=partition)
+    vectors.client.insert(
+        COLLECTION,
+        [
+            {
+                "id": f"entity-{n}",
+                "pdf_id": f"paper-{n % 2}",
+                "page_number": n,
+                "table_name": "chunks",
+                "column_name": "text_content",
+                "primary_key": f"chunk-{n}",
+                "text": f"rank calibration of model {n}",
+                "bbox": [],
+                "text_hash": "x",
+            }
+            for n in range(1, 7)
+        ],
+        partition_name=partition,
+    )
     vectors.client.flush(COLLECTION)
     yield vectors
     vectors.close()
 
 
 def test_like_filters_search_in_milvus(store):
-    found = search(store, "rank calibration", COLLECTION, "chunks", "text_content", filter="pdf_id like 'paper-1%'",
-                   limit=10)
+    found = search(
+        store, "rank calibration", COLLECTION, "chunks", "text_content", filter="pdf_id like 'paper-1%'", limit=10
+    )
     assert sorted(h.page_number for h in found) == [1, 3, 5]
-    found = search(store, "rank calibration", COLLECTION, filter="primary_key like '%-6' or primary_key like 'chunk-_'"
-                   " and page_number < 3", limit=10)
+    found = search(
+        store,
+        "rank calibration",
+        COLLECTION,
+        filter="primary_key like '%-6' or primary_key like 'chunk-_' and page_number < 3",
+        limit=10,
+    )
     assert sorted(h.page_number for h in found) == [1, 2, 6]
 
 
@@ -238,13 +298,22 @@ def test_like_patterns_cannot_make_milvus_backtrack(store):
     assert validate_filter("pdf_id like '" + "%" * 3000 + "'") == 'pdf_id like "%"'
     assert "more than 2" in refused_in_one_line("pdf_id like '%a%b%'")
     started = time.perf_counter()  # before: Milvus Lite's regex for this pattern did not finish in minutes
-    assert search(store, "rank calibration", COLLECTION, filter="pdf_id like '" + "%" * 1500 + ";" + "%" * 1500 + "'",
-                  limit=3) == []
+    assert (
+        search(
+            store, "rank calibration", COLLECTION, filter="pdf_id like '" + "%" * 1500 + ";" + "%" * 1500 + "'", limit=3
+        )
+        == []
+    )
     assert time.perf_counter() - started < SECONDS_PER_INPUT
 
 
-@settings(max_examples=150, deadline=None, database=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(VALID_FILTERS)
 def test_fuzz_accepted_filters_search_without_milvus_errors(store, expression):
     try:
@@ -263,8 +332,9 @@ def test_milvus_errors_become_one_line(store, monkeypatch):
     monkeypatch.setattr(store.client, "search", refuse)
     with pytest.raises(SearchFailed) as error:
         search(store, "rank calibration", COLLECTION, filter="page_number == 3")
-    assert str(error.value) == ("Milvus failed the search of text_bm25_en: unexpected token at column 16 expected "
-                                "literal, identifier")
+    assert str(error.value) == (
+        "Milvus failed the search of text_bm25_en: unexpected token at column 16 expected literal, identifier"
+    )
 
 
 def test_a_query_with_an_unpaired_surrogate_is_refused(store):
@@ -294,9 +364,16 @@ def no_env(monkeypatch):
     monkeypatch.delenv("PAPERLAKE_HOME", raising=False)
 
 
-@pytest.mark.parametrize("expression", ["(" * 400 + "pdf_id == 'a'" + ")" * 400,
-                                        "(" * 250 + "pdf_id == 'a'" + ")" * 250, "!" * 1200 + "pdf_id == 'a'",
-                                        "x[/bold] == 'a'", "pdf_id == 'a" + "b" * 5000])
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "(" * 400 + "pdf_id == 'a'" + ")" * 400,
+        "(" * 250 + "pdf_id == 'a'" + ")" * 250,
+        "!" * 1200 + "pdf_id == 'a'",
+        "x[/bold] == 'a'",
+        "pdf_id == 'a" + "b" * 5000,
+    ],
+)
 def test_cli_refuses_hostile_filters_in_one_line(tmp_path, no_env, expression):
     line = one_line_error(run_cli("x", "--filter", expression, "--home", str(tmp_path / "home")))
     assert "filter" in line
@@ -315,8 +392,9 @@ def test_cli_on_an_empty_home_says_nothing_was_ingested_and_creates_nothing(tmp_
 
 def test_cli_searches_with_like_and_reports_milvus_errors_in_one_line(store, no_env, monkeypatch):
     home = store.db_path.parent
-    found = run_cli("rank calibration", "-c", COLLECTION, "--json", "--filter", "pdf_id like '%-0'",
-                    "--home", str(home))
+    found = run_cli(
+        "rank calibration", "-c", COLLECTION, "--json", "--filter", "pdf_id like '%-0'", "--home", str(home)
+    )
     assert found.exit_code == 0, found.output
     assert '"pdf_id": "paper-0"' in found.output and "paper-1" not in found.output
 
@@ -338,16 +416,30 @@ def viewer(tmp_path):
     build_warehouse(home)
     pdf = home / "inbox" / "emnlp2024" / "rank-calibration.pdf"
     with duckdb.connect(str(home / "warehouse.duckdb")) as con:
-        con.execute("update metadata set sha256 = ? where cast(paper_id as varchar) = ?",
-                    [hashlib.sha256(pdf.read_bytes()).hexdigest(), CALIBRATION])
+        con.execute(
+            "update metadata set sha256 = ? where cast(paper_id as varchar) = ?",
+            [hashlib.sha256(pdf.read_bytes()).hexdigest(), CALIBRATION],
+        )
     env = AgentEnv(ReadOnlyWarehouse(home / "warehouse.duckdb", timeout=5), None, FakeFormulas(), home=home)
     yield env, pdf
     env.close()
 
 
-@pytest.mark.parametrize("box", [[1e308, 1e308, 1e308, 1e308], [-1e308, -1e308, 1e308, 1e308], [0, 0, 1e308, 1e308],
-                                 [0, 0, 1e20, 10], [2**80, 0, 10, 10], [0, 0, 0.5, 200], [0, 0, float("nan"), 1],
-                                 ["72", 100, 10, 10], [True, 1, 1, 1], [1, 2, 3]])
+@pytest.mark.parametrize(
+    "box",
+    [
+        [1e308, 1e308, 1e308, 1e308],
+        [-1e308, -1e308, 1e308, 1e308],
+        [0, 0, 1e308, 1e308],
+        [0, 0, 1e20, 10],
+        [2**80, 0, 10, 10],
+        [0, 0, 0.5, 200],
+        [0, 0, float("nan"), 1],
+        ["72", 100, 10, 10],
+        [True, 1, 1, 1],
+        [1, 2, 3],
+    ],
+)
 def test_view_image_refuses_absurd_boxes(viewer, box):
     env, _ = viewer
     observation = ViewImage(CALIBRATION, 2, box).execute(env)

@@ -23,9 +23,15 @@ from support.fixtures import corpus_pdf, make_inbox, manifest_rows
 SMALL = ["emnlp2024-126-embedding-inversion-attack", "emnlp2024-012-numerologic"]
 ADDED = "naacl2024-116-quantum-lindblad-lm"
 TABLES_WITH_PAPER = {
-    "pages": "ref_paper_id", "sections": "ref_paper_id", "chunks": "ref_paper_id", "tables": "ref_paper_id",
-    "images": "ref_paper_id", "equations": "ref_paper_id", "reference": "ref_paper_id",
-    "table_cells": "ref_paper_id", "metadata": "paper_id",
+    "pages": "ref_paper_id",
+    "sections": "ref_paper_id",
+    "chunks": "ref_paper_id",
+    "tables": "ref_paper_id",
+    "images": "ref_paper_id",
+    "equations": "ref_paper_id",
+    "reference": "ref_paper_id",
+    "table_cells": "ref_paper_id",
+    "metadata": "paper_id",
 }
 
 
@@ -66,8 +72,10 @@ class TestIncremental:
         assert "NumeroLogic: Number Encoding for Enhanced LLMs’ Numerical Reasoning" in titles
         # every page of every paper, ids joined both ways
         assert query(settings, "select sum(num_pages) from metadata") == query(settings, "select count(*) from pages")
-        orphans = query(settings, "select count(*) from chunks c left join pages p on c.ref_page_id = p.page_id "
-                                  "where p.page_id is null")
+        orphans = query(
+            settings,
+            "select count(*) from chunks c left join pages p on c.ref_page_id = p.page_id where p.page_id is null",
+        )
         assert orphans == [(0,)]
         state["paper_ids"] = {k: v for k, v in query(settings, "select paper_key, paper_id::varchar from metadata")}
         # the two new papers of one volume were parsed, synced and probed in one run per job (a partition range),
@@ -75,13 +83,21 @@ class TestIncremental:
         from orchestration.run import dagster_instance
 
         instance = dagster_instance(settings)
-        for job, asset in (("ingest_paper", ["parsed", "pages"]), ("sync_vectors", ["vectors", "text_bm25_en"]),
-                           ("probe_paper", ["evaluation", "probes"])):
+        for job, asset in (
+            ("ingest_paper", ["parsed", "pages"]),
+            ("sync_vectors", ["vectors", "text_bm25_en"]),
+            ("probe_paper", ["evaluation", "probes"]),
+        ):
             runs = instance.get_runs(dg.RunsFilter(job_name=job))
-            assert len(runs) == 1 and runs[0].tags["dagster/asset_partition_range_start"] != \
-                runs[0].tags["dagster/asset_partition_range_end"], job
-            partitions = {r.asset_materialization.partition
-                          for r in instance.fetch_materializations(dg.AssetKey(asset), limit=100).records}
+            assert (
+                len(runs) == 1
+                and runs[0].tags["dagster/asset_partition_range_start"]
+                != runs[0].tags["dagster/asset_partition_range_end"]
+            ), job
+            partitions = {
+                r.asset_materialization.partition
+                for r in instance.fetch_materializations(dg.AssetKey(asset), limit=100).records
+            }
             assert partitions == set(state["paper_ids"]), job
 
     def test_second_ingest_does_no_parse_work(self, state):
@@ -99,8 +115,11 @@ class TestIncremental:
         summary = run(state)
         assert summary.published == [f"naacl2024/{ADDED}"]
         assert parse_materializations(state["settings"]) == before + 1
-        rows = query(state["settings"], "select volume, venue, title_source from metadata where paper_key = ?",
-                     f"naacl2024/{ADDED}")
+        rows = query(
+            state["settings"],
+            "select volume, venue, title_source from metadata where paper_key = ?",
+            f"naacl2024/{ADDED}",
+        )
         # no manifest in that volume: the title comes from page 1 and the venue from the folder name
         assert rows == [("naacl2024", "naacl2024", "pdf")]
         assert query(state["settings"], "select count(*) from volumes") == [(2,)]
@@ -116,8 +135,11 @@ class TestIncremental:
         refused = run(state)
         assert list(refused.failed) == [key] and "manifest" in refused.failed[key]
         manifest = state["inbox"] / "emnlp2024" / "manifest.csv"
-        manifest.write_text(manifest.read_text().replace(
-            manifest_rows("emnlp2024")[path.name]["sha256"], hashlib.sha256(revised).hexdigest()))
+        manifest.write_text(
+            manifest.read_text().replace(
+                manifest_rows("emnlp2024")[path.name]["sha256"], hashlib.sha256(revised).hexdigest()
+            )
+        )
         summary = run(state)
         assert summary.published == [key]
         settings = state["settings"]
@@ -150,7 +172,6 @@ class TestIncremental:
         plan = plan_ingest(scan_inbox([state["inbox"]]), Lake(state["settings"].lake), state["settings"])
         assert len(plan.to_parse) == 2 and not plan.unchanged
 
-
     def test_changed_stage_code_redoes_only_that_stage(self, state, monkeypatch):
         """Upgrading paperlake (new dbt models, formula rules or encoder) redoes exactly the stages that changed."""
         from paperlake import freshness
@@ -158,8 +179,9 @@ class TestIncremental:
 
         settings = state["settings"]
         digest = freshness.dbt_digest
-        monkeypatch.setattr(freshness, "dbt_digest",
-                            lambda part: "models-edited" if part == "warehouse" else digest(part))
+        monkeypatch.setattr(
+            freshness, "dbt_digest", lambda part: "models-edited" if part == "warehouse" else digest(part)
+        )
         before = parse_materializations(settings)
         summary = run(state)
         assert summary.warehouse_built and summary.published == [] and "dbt" in summary.stale["warehouse"]
@@ -170,13 +192,15 @@ class TestIncremental:
 
         monkeypatch.setattr(formula_store, "EXTRACTOR_VERSION", formula_store.EXTRACTOR_VERSION + "-new")
         with duckdb.connect(str(settings.warehouse), read_only=True) as con:
-            assert formula_store.formula_graph_staleness(con, settings.lake / "formulas",
-                                                         settings.home / "formulas" / "formulas.ttl")
+            assert formula_store.formula_graph_staleness(
+                con, settings.lake / "formulas", settings.home / "formulas" / "formulas.ttl"
+            )
         summary = run(state)
         assert not summary.warehouse_built and summary.formulas_built == ["collection", "graph", "models"]
         with duckdb.connect(str(settings.warehouse), read_only=True) as con:
-            assert not formula_store.formula_graph_staleness(con, settings.lake / "formulas",
-                                                             settings.home / "formulas" / "formulas.ttl")
+            assert not formula_store.formula_graph_staleness(
+                con, settings.lake / "formulas", settings.home / "formulas" / "formulas.ttl"
+            )
 
 
 def test_definitions_form_one_graph_from_inbox_to_marts(dbt_manifest):
@@ -184,8 +208,22 @@ def test_definitions_form_one_graph_from_inbox_to_marts(dbt_manifest):
 
     graph = defs.resolve_asset_graph()
     keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
-    for table in ("metadata", "pages", "sections", "chunks", "tables", "images", "equations", "reference",
-                  "table_cells", "table_rows", "table_columns", "volumes", "ingest_errors", "enrichment_errors"):
+    for table in (
+        "metadata",
+        "pages",
+        "sections",
+        "chunks",
+        "tables",
+        "images",
+        "equations",
+        "reference",
+        "table_cells",
+        "table_rows",
+        "table_columns",
+        "volumes",
+        "ingest_errors",
+        "enrichment_errors",
+    ):
         assert f"warehouse/{table}" in keys
 
     def upstream(key: dg.AssetKey) -> set[dg.AssetKey]:
@@ -198,8 +236,11 @@ def test_definitions_form_one_graph_from_inbox_to_marts(dbt_manifest):
         return seen
 
     lineage = upstream(dg.AssetKey(["warehouse", "chunks"]))
-    assert {dg.AssetKey(["staging", "stg_chunks"]), dg.AssetKey(["parsed", "chunks"]),
-            dg.AssetKey(["inbox", "pdf"])} <= lineage
+    assert {
+        dg.AssetKey(["staging", "stg_chunks"]),
+        dg.AssetKey(["parsed", "chunks"]),
+        dg.AssetKey(["inbox", "pdf"]),
+    } <= lineage
     # LLM summaries: parse views -> enrichment -> the marts' summary columns -> the vector collections
     summaries = upstream(dg.AssetKey(["warehouse", "pages"]))
     assert {dg.AssetKey(["enrichment", "summaries"]), dg.AssetKey(["parsed", "pages"])} <= summaries
@@ -238,7 +279,8 @@ def test_sensor_requests_only_new_changed_and_removed(tmp_path, dbt_manifest, co
         versions = {s.paper_key: s.data_version for s in scan_inbox([inbox])}
         events = result.asset_events
         assert sorted((type(e).__name__, e.partition) for e in events) == sorted(
-            (kind, key) for key in versions for kind in ("AssetMaterialization", "AssetObservation"))
+            (kind, key) for key in versions for kind in ("AssetMaterialization", "AssetObservation")
+        )
         assert all(e.tags["dagster/data_version"] == versions[e.partition] for e in events)
         for event in events:
             instance.report_runless_asset_event(event)
@@ -259,8 +301,7 @@ def test_parse_asset_as_a_function(tmp_path, dbt_manifest, corpus):
     from assets.resources import PaperlakeResource
 
     inbox = make_inbox(tmp_path, [SMALL[0]])
-    resource = PaperlakeResource(home=str(tmp_path / "home"), inboxes=[str(inbox)],
-                                 mineru_dir=str(corpus / "mineru"))
+    resource = PaperlakeResource(home=str(tmp_path / "home"), inboxes=[str(inbox)], mineru_dir=str(corpus / "mineru"))
     context = dg.build_asset_context(partition_key=f"emnlp2024/{SMALL[0]}", resources={"paperlake": resource})
     events = list(parsed_views(context))
     materialized = [e for e in events if isinstance(e, dg.MaterializeResult)]
@@ -290,8 +331,10 @@ def test_vector_fingerprint_follows_entity_settings_not_search_settings(tmp_path
     path.write_text(yaml.safe_dump(searched), encoding="utf-8")
     assert vectors_fingerprint() == base
 
-    encoders = {**config["encoders"],
-                "all_minilm_l6_v2": {**config["encoders"]["all_minilm_l6_v2"], "max_seq_length": 128}}
+    encoders = {
+        **config["encoders"],
+        "all_minilm_l6_v2": {**config["encoders"]["all_minilm_l6_v2"], "max_seq_length": 128},
+    }
     path.write_text(yaml.safe_dump({**config, "encoders": encoders}), encoding="utf-8")
     assert vectors_fingerprint() != base
 

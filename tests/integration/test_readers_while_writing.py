@@ -27,8 +27,13 @@ def test_sql_reads_while_dbt_writes(tmp_path, dbt_manifest, corpus):
 
     env = {**os.environ, "PAPERLAKE_HOME": str(home), "PAPERLAKE_BACKEND": "pymupdf"}
     cli = Path(sys.executable).with_name("paperlake")
-    writer = subprocess.Popen([str(cli), "ingest", str(inbox), "--rebuild-warehouse"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [str(cli), "ingest", str(inbox), "--rebuild-warehouse"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     runner = CliRunner()
     reads, during_build, failures = 0, 0, []
     deadline = time.monotonic() + 300
@@ -49,7 +54,8 @@ def test_sql_reads_while_dbt_writes(tmp_path, dbt_manifest, corpus):
         _, stderr = writer.communicate(timeout=30)
     assert writer.returncode == 0, stderr[-2000:]
     # the console entry keeps the libraries' notices a user cannot act on to itself (Dagster beta/preview, pymilvus)
-    assert not any(noise in stderr for noise in ("BetaWarning", "PreviewWarning", "mvccTs", "Loading weights")), \
-        stderr[-2000:]
+    assert not any(noise in stderr for noise in ("BetaWarning", "PreviewWarning", "mvccTs", "Loading weights")), stderr[
+        -2000:
+    ]
     assert not failures, failures[:2]
     assert during_build >= 1, f"no read overlapped the dbt build ({reads} reads)"

@@ -28,10 +28,17 @@ from paperlake.evaluation.sets import probes_path, read_jsonl, read_quality, sta
 from support.fixtures import ingest_sample
 from support.openai_stub import start_stub
 
-LLM_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "PAPERLAKE_LLM_MODEL", "OPENAI_MODEL", "PAPERLAKE_EVAL_MIN_ANSWER5",
-           "PAPERLAKE_EVAL_METHODS", "PAPERLAKE_EVALUATE")
+LLM_ENV = (
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "PAPERLAKE_LLM_MODEL",
+    "OPENAI_MODEL",
+    "PAPERLAKE_EVAL_MIN_ANSWER5",
+    "PAPERLAKE_EVAL_METHODS",
+    "PAPERLAKE_EVALUATE",
+)
 FIGURES = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "probes.json"
-MARGIN = 0.05   # answer@5 may drop by at most five points per volume (about 11 of emnlp2024's 224 probes, 4 of 80)
+MARGIN = 0.05  # answer@5 may drop by at most five points per volume (about 11 of emnlp2024's 224 probes, 4 of 80)
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +54,13 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _row_text(settings, evidence) -> str:
-    keys = {"table_cells": "cell_id", "chunks": "chunk_id", "images": "image_id", "equations": "equation_id",
-            "reference": "reference_id"}
+    keys = {
+        "table_cells": "cell_id",
+        "chunks": "chunk_id",
+        "images": "image_id",
+        "equations": "equation_id",
+        "reference": "reference_id",
+    }
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         sql = f'select "{evidence["column"]}" from "{evidence["table"]}" where "{keys[evidence["table"]]}" = ?'
         return con.execute(sql, [evidence["row_id"]]).fetchall()[0][0]
@@ -67,7 +79,7 @@ def test_ingest_writes_verified_probes_for_every_paper(built):
         # a paper without tables, figures, display equations or names has fewer kinds, never fewer probes
         assert len(rows) >= 10 and len(kinds) >= 2, (key, kinds)
         assert set(kinds) <= set(KINDS)
-        examples = load_examples(probes_path(settings, key))   # valid AirQA rows
+        examples = load_examples(probes_path(settings, key))  # valid AirQA rows
         assert all(e.anchor_pdf == [paper_id] for e in examples)
         for row in rows:
             # the answer is printed in the evidence row it names, checked here independently of the generator
@@ -76,11 +88,12 @@ def test_ingest_writes_verified_probes_for_every_paper(built):
             assert row["evidence"]["page_number"] is not None
             # a question never copies its evidence: no run of 12 words of the evidence row appears in it
             words = str(text).split()
-            assert not any(" ".join(words[i:i + 12]) in row["question"] for i in range(max(0, len(words) - 12))), row
-    assert len({r["uuid"] for key in built["ids"] for r in read_jsonl(probes_path(settings, key))}) == \
-        sum(len(read_jsonl(probes_path(settings, key))) for key in built["ids"])
+            assert not any(" ".join(words[i : i + 12]) in row["question"] for i in range(max(0, len(words) - 12))), row
+    assert len({r["uuid"] for key in built["ids"] for r in read_jsonl(probes_path(settings, key))}) == sum(
+        len(read_jsonl(probes_path(settings, key))) for key in built["ids"]
+    )
     assert set(overall) == set(KINDS) and min(overall.values()) >= 10, overall
-    assert sum(n >= 4 for n in kinds_per_paper) >= 18, kinds_per_paper   # all but the text-only position paper
+    assert sum(n >= 4 for n in kinds_per_paper) >= 18, kinds_per_paper  # all but the text-only position paper
 
 
 def test_probes_are_deterministic_and_verification_rejects_a_wrong_answer(built):
@@ -115,7 +128,8 @@ def test_regression_gate_retrieval_quality_holds_against_the_stored_figures(buil
         assert report["method"] == stored["method"] and report["passed"], report
         assert report["answer_at_5"] >= stored["answer_at_5"] - MARGIN, (
             f"{volume}: answer@5 {report['answer_at_5']:.3f} fell more than {MARGIN} below the stored "
-            f"{stored['answer_at_5']:.3f} (benchmarks/results/probes.json)")
+            f"{stored['answer_at_5']:.3f} (benchmarks/results/probes.json)"
+        )
 
 
 def test_an_encoder_or_generator_change_makes_every_volume_stale(built, monkeypatch):
@@ -123,10 +137,10 @@ def test_an_encoder_or_generator_change_makes_every_volume_stale(built, monkeypa
     from paperlake.evaluation import sets
 
     assert stale_volumes(built["settings"]) == {}
-    with monkeypatch.context() as patch:   # another encoder or collection config: a new vector stage fingerprint
+    with monkeypatch.context() as patch:  # another encoder or collection config: a new vector stage fingerprint
         patch.setattr(ledger, "stage_fingerprint", lambda: "another encoder")
         assert set(stale_volumes(built["settings"])) == {"emnlp2024", "naacl2024"}
-    with monkeypatch.context() as patch:   # another generator (like a parser version, it is in every probe digest)
+    with monkeypatch.context() as patch:  # another generator (like a parser version, it is in every probe digest)
         patch.setattr(sets, "_GENERATOR_DIGEST", "another generator")
         assert set(sets.stale_probe_papers(built["settings"])) == set(built["ids"])
         assert set(stale_volumes(built["settings"])) == {"emnlp2024", "naacl2024"}
@@ -149,7 +163,8 @@ def _run_check(built, volume: str):
     defs = build_definitions(PaperlakeResource(home=str(settings.home), mineru_dir=str(settings.mineru_dir)))
     with dagster_instance(settings) as instance:
         result = defs.resolve_job_def("evaluate_volume").execute_in_process(
-            partition_key=volume, instance=instance, raise_on_error=False)
+            partition_key=volume, instance=instance, raise_on_error=False
+        )
     assert result.success
     (evaluation,) = result.get_asset_check_evaluations()
     return evaluation
@@ -185,15 +200,26 @@ def test_the_check_shows_its_metrics_and_warns_when_the_encoder_is_broken(built,
 def test_cli_synthesize_offline_and_quality(built, tmp_path):
     settings = built["settings"]
     out = tmp_path / "probes.jsonl"
-    result = CliRunner().invoke(app, ["eval", "synthesize", "--home", str(settings.home), "--out", str(out),
-                                      "--json"])
+    result = CliRunner().invoke(app, ["eval", "synthesize", "--home", str(settings.home), "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output
     infos = json.loads(result.stdout)["volumes"]
     assert len(load_examples(out)) == sum(i["count"] for i in infos) >= 20
     unknown = CliRunner().invoke(app, ["eval", "synthesize", "nosuchvolume", "--home", str(settings.home)])
     assert unknown.exit_code == 1 and "unknown volume" in unknown.output
-    scored = CliRunner().invoke(app, ["eval", str(out), "--retrieval-only", "--method", "classic_rag",
-                                      "--home", str(settings.home), "--out", str(tmp_path / "scored")])
+    scored = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            str(out),
+            "--retrieval-only",
+            "--method",
+            "classic_rag",
+            "--home",
+            str(settings.home),
+            "--out",
+            str(tmp_path / "scored"),
+        ],
+    )
     assert scored.exit_code == 0, scored.output
     report = json.loads((tmp_path / "scored" / "retrieval.json").read_text())
     assert report["scored"] == len(load_examples(out))
@@ -203,30 +229,54 @@ def test_cli_synthesize_offline_and_quality(built, tmp_path):
 
 def _extractor_script() -> dict:
     tracked = {
-        "ALPHA": {"question": "ALPHA-REWRITTEN: how many layers does the model use?", "answer_format": "an integer",
-                  "tags": ["single", "text", "objective"],
-                  "evaluator": {"eval_func": "eval_int_exact_match", "eval_kwargs": {"gold": 12}}},
-        "BETA": {"question": "BETA-REWRITTEN: which dataset is used?", "answer_format": "a dataset name",
-                 "tags": ["single", "text", "objective"],
-                 "evaluator": {"eval_func": "eval_string_exact_match",
-                               "eval_kwargs": {"gold": "SQuAD", "lowercase": True}}},
-        "GAMMA": {"question": "GAMMA-REWRITTEN", "answer_format": "an integer", "tags": ["single", "text", "objective"],
-                  "evaluator": {"eval_func": "eval_int_exact_match", "eval_kwargs": {"gold": 5}}},
+        "ALPHA": {
+            "question": "ALPHA-REWRITTEN: how many layers does the model use?",
+            "answer_format": "an integer",
+            "tags": ["single", "text", "objective"],
+            "evaluator": {"eval_func": "eval_int_exact_match", "eval_kwargs": {"gold": 12}},
+        },
+        "BETA": {
+            "question": "BETA-REWRITTEN: which dataset is used?",
+            "answer_format": "a dataset name",
+            "tags": ["single", "text", "objective"],
+            "evaluator": {"eval_func": "eval_string_exact_match", "eval_kwargs": {"gold": "SQuAD", "lowercase": True}},
+        },
+        "GAMMA": {
+            "question": "GAMMA-REWRITTEN",
+            "answer_format": "an integer",
+            "tags": ["single", "text", "objective"],
+            "evaluator": {"eval_func": "eval_int_exact_match", "eval_kwargs": {"gold": 5}},
+        },
     }
-    return {"rules": [
-        # the actor (the agent's own prompt carries the tracker's rewritten question)
-        {"match": "ALPHA-REWRITTEN", "content": "[Thought]: The paper states it.\n[Action]: GenerateAnswer(answer=12)"},
-        {"match": "BETA-REWRITTEN", "content": "[Thought]: I think so.\n[Action]: GenerateAnswer(answer=\"MNLI\")"},
-        # the tracker (GAMMA's evaluator rejects its own answer both times: the pair is dropped)
-        *({"match": f"Question: {name}", "content": json.dumps(fields)} for name, fields in tracked.items()),
-        # the explorer: two pairs from the first context, a broken pair from the second, nothing usable after
-        {"match": "[ExTrActor explorer]", "times": 1, "content": json.dumps([
-            {"question": "ALPHA how many layers?", "answer": 12, "reasoning": "stated"},
-            {"question": "BETA which dataset?", "answer": "SQuAD", "reasoning": "stated"}])},
-        {"match": "[ExTrActor explorer]", "times": 1,
-         "content": "```json\n[{\"question\": \"GAMMA?\", \"answer\": \"not a number\"}]\n```"},
-        {"match": "[ExTrActor explorer]", "content": "I cannot find anything worth asking."},
-    ]}
+    return {
+        "rules": [
+            # the actor (the agent's own prompt carries the tracker's rewritten question)
+            {
+                "match": "ALPHA-REWRITTEN",
+                "content": "[Thought]: The paper states it.\n[Action]: GenerateAnswer(answer=12)",
+            },
+            {"match": "BETA-REWRITTEN", "content": '[Thought]: I think so.\n[Action]: GenerateAnswer(answer="MNLI")'},
+            # the tracker (GAMMA's evaluator rejects its own answer both times: the pair is dropped)
+            *({"match": f"Question: {name}", "content": json.dumps(fields)} for name, fields in tracked.items()),
+            # the explorer: two pairs from the first context, a broken pair from the second, nothing usable after
+            {
+                "match": "[ExTrActor explorer]",
+                "times": 1,
+                "content": json.dumps(
+                    [
+                        {"question": "ALPHA how many layers?", "answer": 12, "reasoning": "stated"},
+                        {"question": "BETA which dataset?", "answer": "SQuAD", "reasoning": "stated"},
+                    ]
+                ),
+            },
+            {
+                "match": "[ExTrActor explorer]",
+                "times": 1,
+                "content": '```json\n[{"question": "GAMMA?", "answer": "not a number"}]\n```',
+            },
+            {"match": "[ExTrActor explorer]", "content": "I cannot find anything worth asking."},
+        ]
+    }
 
 
 def test_extractor_through_the_scripted_server(built, tmp_path, monkeypatch):
@@ -237,14 +287,28 @@ def test_extractor_through_the_scripted_server(built, tmp_path, monkeypatch):
         monkeypatch.setenv("OPENAI_API_KEY", "k")
         monkeypatch.setenv("PAPERLAKE_LLM_MODEL", "stub-model")
         out = tmp_path / "extracted.jsonl"
-        result = CliRunner().invoke(app, ["eval", "synthesize", "emnlp2024", "--with-llm", "--limit", "3",
-                                          "--keep-unverified", "--out", str(out), "--home", str(settings.home),
-                                          "--json"])
+        result = CliRunner().invoke(
+            app,
+            [
+                "eval",
+                "synthesize",
+                "emnlp2024",
+                "--with-llm",
+                "--limit",
+                "3",
+                "--keep-unverified",
+                "--out",
+                str(out),
+                "--home",
+                str(settings.home),
+                "--json",
+            ],
+        )
         assert result.exit_code == 0, result.output
         stats = json.loads(result.stdout)["volumes"]["emnlp2024"]["stats"]
         assert stats["contexts"] == 3 and stats["pairs"] == 3 and stats["tracked"] == 2
         assert stats["verified"] == 1 and stats["unverified"] == 1 and sum(stats["rejected"].values()) == 2
-        examples = load_examples(out)                       # valid AirQA rows
+        examples = load_examples(out)  # valid AirQA rows
         assert [e.extra["extractor"]["status"] for e in examples] == ["verified", "unverified"]
         assert len(examples[0].anchor_pdf) == 1 and examples[0].anchor_pdf[0] in built["ids"].values()
         assert examples[0].conference == ["emnlp2024"] and examples[0].question.startswith("ALPHA-REWRITTEN")
@@ -255,11 +319,12 @@ def test_extractor_through_the_scripted_server(built, tmp_path, monkeypatch):
         assert "GenerateAnswer(answer=12)" in messages[-1]["content"] and "ALPHA-REWRITTEN" in messages[1]["content"]
         requests = stub.requests()
         tracker = [r for r in requests if "[ExTrActor tracker]" in json.dumps(r["messages"])]
-        assert sum("Question: GAMMA" in json.dumps(r["messages"]) for r in tracker) == 2   # one retry, with the reason
+        assert sum("Question: GAMMA" in json.dumps(r["messages"]) for r in tracker) == 2  # one retry, with the reason
         assert "rejected" in json.dumps(tracker[-1]["messages"])
         # `paperlake eval` scores the synthesised set (the actor's answers again, from the same server)
-        scored = CliRunner().invoke(app, ["eval", str(out), "--home", str(settings.home), "--out",
-                                          str(tmp_path / "scored"), "--max-turns", "3"])
+        scored = CliRunner().invoke(
+            app, ["eval", str(out), "--home", str(settings.home), "--out", str(tmp_path / "scored"), "--max-turns", "3"]
+        )
         assert scored.exit_code == 0, scored.output
         report = json.loads((tmp_path / "scored" / "report.json").read_text())
         assert report["overall"] == pytest.approx(0.5), report
@@ -279,7 +344,7 @@ def test_the_stores_sensor_requests_probes_then_the_volume_check(built):
     key = "emnlp2024/emnlp2024-065-dochienet"
     with dg.DagsterInstance.ephemeral() as instance:
         assert plan_store_runs(resource, instance)[0] == []
-        probes_path(settings, key).with_suffix(".json").unlink()      # as if killed before the sidecar was written
+        probes_path(settings, key).with_suffix(".json").unlink()  # as if killed before the sidecar was written
         requests, note = plan_store_runs(resource, instance)
         assert [(r.job_name, r.partition_key) for r in requests] == [("probe_paper", key)], note
         write_probes(settings, key)
@@ -301,6 +366,7 @@ def test_removing_a_paper_removes_its_probes_and_rescores_its_volume(built, tmp_
     assert summary.ok, summary.failures
     assert not probes_path(settings, key).exists() and not probes_path(settings, key).with_suffix(".json").exists()
     assert all(row["paper_key"] != key for row in read_jsonl(volume_set_path(settings, "naacl2024")))
-    assert set(summary.quality) == {"naacl2024"} and summary.quality["naacl2024"]["probes"] == \
-        len(read_jsonl(volume_set_path(settings, "naacl2024")))
+    assert set(summary.quality) == {"naacl2024"} and summary.quality["naacl2024"]["probes"] == len(
+        read_jsonl(volume_set_path(settings, "naacl2024"))
+    )
     assert stale_volumes(settings) == {}

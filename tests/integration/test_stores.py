@@ -55,7 +55,8 @@ def test_each_collection_holds_one_entity_per_non_empty_encodable_cell(built):
             assert store.count(spec.name) == expected, spec.name
             for paper in paper_ids(settings).values():
                 assert store.count(spec.name, f"pdf_id == '{paper}'") == sum(
-                    1 for c in cells if c.pdf_id == paper and kind[(c.table_name, c.column_name)] == spec.modality)
+                    1 for c in cells if c.pdf_id == paper and kind[(c.table_name, c.column_name)] == spec.modality
+                )
     finally:
         store.close()
 
@@ -63,13 +64,24 @@ def test_each_collection_holds_one_entity_per_non_empty_encodable_cell(built):
 def test_search_returns_pages_of_the_sample_papers_and_filters_restrict(built):
     settings = built["settings"]
     ids = paper_ids(settings)
-    hits = json.loads(cli(settings, "search", "Lindblad master equation density matrix", "--json", "--limit",
-                          "5").stdout)
+    hits = json.loads(
+        cli(settings, "search", "Lindblad master equation density matrix", "--json", "--limit", "5").stdout
+    )
     assert hits and hits[0]["pdf_id"] == ids[f"naacl2024/{PAPERS[1]}"]
     assert all(1 <= h["page_number"] <= 10 for h in hits)
     other = ids[f"emnlp2024/{PAPERS[0]}"]
-    filtered = json.loads(cli(settings, "search", "Lindblad master equation", "--json", "--filter",
-                              f"pdf_id == '{other}'", "--view", "chunks.text_content").stdout)
+    filtered = json.loads(
+        cli(
+            settings,
+            "search",
+            "Lindblad master equation",
+            "--json",
+            "--filter",
+            f"pdf_id == '{other}'",
+            "--view",
+            "chunks.text_content",
+        ).stdout
+    )
     assert filtered and {h["pdf_id"] for h in filtered} == {other}
     assert {(h["table_name"], h["column_name"]) for h in filtered} == {("chunks", "text_content")}
     hybrid = json.loads(cli(settings, "search", "Lindblad master equation", "--json", "--hybrid").stdout)
@@ -82,12 +94,20 @@ def test_search_reads_at_80_columns(built):
     """One block per hit: a heading (rank, score, title, page, view), then the content wrapped to the terminal, so
     no content line is short unless it ends its hit; query words highlighted (bold) when colours are on."""
     settings = built["settings"]
-    result = CliRunner().invoke(app, ["search", "Lindblad master equation density matrix", "--limit", "4",
-                                      "--home", str(settings.home)], env={"COLUMNS": "80"})
+    result = CliRunner().invoke(
+        app,
+        ["search", "Lindblad master equation density matrix", "--limit", "4", "--home", str(settings.home)],
+        env={"COLUMNS": "80"},
+    )
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    titles = set(dict(duckdb.connect(str(settings.warehouse), read_only=True).execute(
-        "select paper_key, title from metadata").fetchall()).values())
+    titles = set(
+        dict(
+            duckdb.connect(str(settings.warehouse), read_only=True)
+            .execute("select paper_key, title from metadata")
+            .fetchall()
+        ).values()
+    )
     headings = [i for i, line in enumerate(lines) if line[:3] in {f"{n}. " for n in range(1, 5)}]
     assert len(headings) == 4 and any(title[:30] in lines[headings[0]] for title in titles)
     blocks = [lines[start:end] for start, end in zip(headings, headings[1:] + [len(lines)])]
@@ -100,11 +120,16 @@ def test_search_reads_at_80_columns(built):
     from rich.console import Console
 
     import cli.app as cli_module
+
     recorded = Console(width=80, record=True, force_terminal=True, color_system="standard")
     original, cli_module.console = cli_module.console, recorded
     try:
-        cli_module._print_hits("c", "Lindblad equation", [(0.5, "p", 3, "chunks", "text_content", "k",
-                                                         "the Lindblad master equation " * 8)], {"p": "A title"})
+        cli_module._print_hits(
+            "c",
+            "Lindblad equation",
+            [(0.5, "p", 3, "chunks", "text_content", "k", "the Lindblad master equation " * 8)],
+            {"p": "A title"},
+        )
     finally:
         cli_module.console = original
     assert "\x1b[1;33mLindblad\x1b[0m" in recorded.export_text(styles=True)
@@ -118,9 +143,11 @@ def test_formula_graph_tables_status_and_sparql(built):
     assert status["formulas"]["equations"] > 0 and status["formulas"]["formulas"] >= status["formulas"]["equations"]
     turtle = (settings.home / "formulas" / "formulas.ttl").read_text()
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
-        uses = con.execute("select f.formula_id, c.name from formula_relations r join formulas f on f.formula_id ="
-                           " r.source join constants c on c.constant_id = r.target where r.relation_type = "
-                           "'uses_constant'").fetchall()
+        uses = con.execute(
+            "select f.formula_id, c.name from formula_relations r join formulas f on f.formula_id ="
+            " r.source join constants c on c.constant_id = r.target where r.relation_type = "
+            "'uses_constant'"
+        ).fetchall()
     assert uses, "the Lindblad equation uses the reduced Planck constant"
     formula_id, constant = uses[0]
     assert formula_id in {row["formula_id"] for row in formulas_using_constant(turtle, constant)}
@@ -136,8 +163,16 @@ def test_second_ingest_reencodes_nothing(built):
 
 def test_retrieval_only_eval_runs_offline(built):
     settings = built["settings"]
-    result = cli(settings, "eval", str(REPO / "tests" / "data" / "airqa_sample.jsonl"), "--method", "classic_rag",
-                 "--retrieval-only", "--out", str(settings.home / "eval"))
+    result = cli(
+        settings,
+        "eval",
+        str(REPO / "tests" / "data" / "airqa_sample.jsonl"),
+        "--method",
+        "classic_rag",
+        "--retrieval-only",
+        "--out",
+        str(settings.home / "eval"),
+    )
     report = json.loads((settings.home / "eval" / "retrieval.json").read_text())
     assert "hit@5" in result.output and report["questions"]
 
@@ -153,8 +188,17 @@ def test_ask_through_the_cli_with_a_scripted_endpoint_cites_the_real_stores(buil
     ]
     with start_stub(script, tmp_path / "stub") as stub:
         env = {"OPENAI_BASE_URL": stub.base_url, "OPENAI_API_KEY": "k", "PAPERLAKE_LLM_MODEL": "stub-model"}
-        result = CliRunner(env=env).invoke(app, ["ask", "Which equation models the sentiment dynamics?",
-                                                 "--home", str(settings.home), "--no-cache", "--json"])
+        result = CliRunner(env=env).invoke(
+            app,
+            [
+                "ask",
+                "Which equation models the sentiment dynamics?",
+                "--home",
+                str(settings.home),
+                "--no-cache",
+                "--json",
+            ],
+        )
         requests = stub.requests()
     assert result.exit_code == 0, result.output
     answer = json.loads(result.stdout.strip().splitlines()[-1])
@@ -164,7 +208,8 @@ def test_ask_through_the_cli_with_a_scripted_endpoint_cites_the_real_stores(buil
     system = requests[0]["messages"][0]["content"]
     assert "text_bm25_en" in system and "metadata" in system and str(settings.home) not in system
     without = CliRunner(env={"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""}).invoke(
-        app, ["ask", "anything", "--home", str(settings.home)])
+        app, ["ask", "anything", "--home", str(settings.home)]
+    )
     assert without.exit_code == 1 and "OPENAI_BASE_URL" in without.output
 
 
@@ -189,15 +234,14 @@ def test_mathrag_computes_through_a_formula_tool_from_the_warehouse(built, tmp_p
         f'[Thought]: find it\n[Action]:\nRetrieveMathKnowledge(query="{formula["output"]}")',
         f'[Thought]: make a tool\n[Action]:\nCreateDynamicTool(formula_id="{formula["formula_id"]}")',
         f'[Thought]: compute\n[Action]:\nCallTool(tool_name="{tool.name}", parameters={json.dumps(values)})',
-        f'[Thought]: done\n[Action]:\nGenerateAnswer(answer={expected})',
+        f"[Thought]: done\n[Action]:\nGenerateAnswer(answer={expected})",
     ]
     with start_stub(script, tmp_path / "stub") as stub:
         llm = ChatClient(base_url=stub.base_url, api_key="k", model="stub-model", cache_dir=None)
         result = ask("Compute it.", settings, method="mathrag", llm=llm)
         requests = stub.requests()
     assert result.status == "answered" and float(result.answer) == pytest.approx(expected)
-    observations = " ".join(m["content"] if isinstance(m["content"], str) else "" for m in
-                            requests[-1]["messages"])
+    observations = " ".join(m["content"] if isinstance(m["content"], str) else "" for m in requests[-1]["messages"])
     assert str(expected) in observations or f"{expected:g}" in observations
 
 
@@ -208,13 +252,28 @@ def test_eval_with_an_llm_writes_trajectories_predictions_and_reports(built, tmp
     settings = built["settings"]
     data = REPO / "tests" / "data" / "airqa_sample.jsonl"
     first, second = load_examples(data)[:2]
-    script = [f"Known answer.\n```txt\n{first.extra['gold_answer']!r}\n```",
-              "I cannot tell.\n```txt\nnot in the paper\n```"]
+    script = [
+        f"Known answer.\n```txt\n{first.extra['gold_answer']!r}\n```",
+        "I cannot tell.\n```txt\nnot in the paper\n```",
+    ]
     out = tmp_path / "eval"
     with start_stub(script, tmp_path / "stub") as stub:
         env = {"OPENAI_BASE_URL": stub.base_url, "OPENAI_API_KEY": "k", "PAPERLAKE_LLM_MODEL": "stub-model"}
-        result = CliRunner(env=env).invoke(app, ["eval", str(data), "--method", "question_only", "--limit", "2",
-                                                 "--out", str(out), "--home", str(settings.home)])
+        result = CliRunner(env=env).invoke(
+            app,
+            [
+                "eval",
+                str(data),
+                "--method",
+                "question_only",
+                "--limit",
+                "2",
+                "--out",
+                str(out),
+                "--home",
+                str(settings.home),
+            ],
+        )
     assert result.exit_code == 0, result.output
     assert sorted(p.stem for p in (out / "trajectories").glob("*.json")) == sorted([first.uuid, second.uuid])
     predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
@@ -236,9 +295,13 @@ def test_pages_sections_and_tables_are_pooled_from_text_encoded_once(built):
     quantum = paper_ids(settings)[f"naacl2024/{PAPERS[1]}"]
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         cells = collect_cells(con, default_encodable(), [quantum])
-        chunks_of_page = dict(con.execute(
-            "select p.page_id::varchar, list(c.text_content order by c.ordinal) from pages p join chunks c on "
-            "c.ref_page_id = p.page_id where p.ref_paper_id = ? group by p.page_id", [quantum]).fetchall())
+        chunks_of_page = dict(
+            con.execute(
+                "select p.page_id::varchar, list(c.text_content order by c.ordinal) from pages p join chunks c on "
+                "c.ref_page_id = p.page_id where p.ref_paper_id = ? group by p.page_id",
+                [quantum],
+            ).fetchall()
+        )
     pooled = {c.table_name: c for c in cells if c.parts}
     assert set(pooled) == {"pages", "sections", "tables"}
     page = next(c for c in cells if c.table_name == "pages" and c.parts and len(c.parts) > 1)
@@ -251,8 +314,9 @@ def test_pages_sections_and_tables_are_pooled_from_text_encoded_once(built):
         (stored,) = store.client.get(collection, ids=[page.entity_id], output_fields=["vector"])
         vector = np.asarray(stored["vector"], np.float32)
         windows = [w for text in page.parts for w in encoder.windows([text])[0]]
-        expected = (encoder.encode([w for w, _ in windows]) *
-                    np.asarray([n for _, n in windows], np.float32)[:, None]).sum(axis=0)
+        expected = (
+            encoder.encode([w for w, _ in windows]) * np.asarray([n for _, n in windows], np.float32)[:, None]
+        ).sum(axis=0)
         np.testing.assert_allclose(vector, expected / np.linalg.norm(expected), atol=1e-4)
         report = store.sync_paper(quantum, cells, [collection])
         assert report.encoded == 0 and report.upserted == 0
@@ -270,11 +334,17 @@ def test_table_rows_and_columns_are_entities_that_search_finds_and_resync_skips(
     settings = built["settings"]
     quantum = paper_ids(settings)[f"naacl2024/{PAPERS[1]}"]
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
-        lines = dict(con.execute("select 'table_rows', count(*) from table_rows union all "
-                                 "select 'table_columns', count(*) from table_columns").fetchall())
-        bert = con.execute("select row_text from table_rows r join tables t on t.table_id = r.ref_table_id where "
-                           "t.ref_paper_id = ? and r.row_header = 'BERT' and t.table_caption ilike '%accuracy%'",
-                           [quantum]).fetchall()
+        lines = dict(
+            con.execute(
+                "select 'table_rows', count(*) from table_rows union all "
+                "select 'table_columns', count(*) from table_columns"
+            ).fetchall()
+        )
+        bert = con.execute(
+            "select row_text from table_rows r join tables t on t.table_id = r.ref_table_id where "
+            "t.ref_paper_id = ? and r.row_header = 'BERT' and t.table_caption ilike '%accuracy%'",
+            [quantum],
+        ).fetchall()
         cells = collect_cells(con, default_encodable(), [quantum])
     assert lines["table_rows"] > 20 and lines["table_columns"] > 10
     assert bert and "SST-5: 49.13" in bert[0][0]  # the value named by its column header
@@ -288,8 +358,18 @@ def test_table_rows_and_columns_are_entities_that_search_finds_and_resync_skips(
         assert report.encoded == 0 and report.upserted == 0 and report.deleted == 0
     finally:
         store.close()
-    hits = json.loads(cli(settings, "search", "BERT accuracy on SST-5", "--view", "table_rows.row_text",
-                          "--filter", f"pdf_id == '{quantum}'", "--json").stdout)
+    hits = json.loads(
+        cli(
+            settings,
+            "search",
+            "BERT accuracy on SST-5",
+            "--view",
+            "table_rows.row_text",
+            "--filter",
+            f"pdf_id == '{quantum}'",
+            "--json",
+        ).stdout
+    )
     assert hits and {h["table_name"] for h in hits} == {"table_rows"}
     assert any("49.13" in h["content"] for h in hits)
 
@@ -346,14 +426,19 @@ def test_dagster_ui_shows_observed_inbox_and_named_jobs(built, ui):
     settings = built["settings"]
     sources = {s.paper_key: s for s in scan_inbox([built["inbox"]], settings.mineru_dir)}
     keys = sorted(sources)
-    node = graphql(ui, """query($keys: [String!]) { assetNodes(assetKeys: [{path: ["inbox", "pdf"]}]) {
+    node = graphql(
+        ui,
+        """query($keys: [String!]) { assetNodes(assetKeys: [{path: ["inbox", "pdf"]}]) {
         isObservable dataVersionByPartition(partitions: $keys)
-        partitionStats { numMaterialized numPartitions numFailed } } }""", {"keys": keys})["assetNodes"][0]
+        partitionStats { numMaterialized numPartitions numFailed } } }""",
+        {"keys": keys},
+    )["assetNodes"][0]
     assert node["isObservable"]
     assert node["dataVersionByPartition"] == [sources[k].data_version for k in keys]
     assert node["partitionStats"] == {"numMaterialized": len(keys), "numPartitions": len(keys), "numFailed": 0}
-    runs = graphql(ui, "{ runsOrError { ... on Runs { results { jobName status tags { key value } } } } }"
-                   )["runsOrError"]["results"]
+    runs = graphql(ui, "{ runsOrError { ... on Runs { results { jobName status tags { key value } } } } }")[
+        "runsOrError"
+    ]["results"]
     jobs = {run["jobName"] for run in runs}
     assert {"ingest_paper", "build_warehouse", "sync_vectors", "probe_paper", "evaluate_volume"} <= jobs
     assert not any(job.startswith("__") for job in jobs)  # no __ephemeral_asset_job__
@@ -374,9 +459,11 @@ def test_dagster_ui_screenshots(built, ui, tmp_path):
     out = Path(os.environ.get("PAPERLAKE_UI_SHOTS") or tmp_path)
     graphql(ui, "mutation { setNuxSeen }")  # the community pop-up would cover the pages
     key = sorted(built["ids"])[0]
-    shots = [screenshot(f"{ui}/asset-groups", out / "asset-graph.png"),
-             screenshot(f"{ui}/assets/inbox/pdf?view=partitions&partition={key}", out / "inbox-partition.png"),
-             screenshot(f"{ui}/runs", out / "runs.png")]
+    shots = [
+        screenshot(f"{ui}/asset-groups", out / "asset-graph.png"),
+        screenshot(f"{ui}/assets/inbox/pdf?view=partitions&partition={key}", out / "inbox-partition.png"),
+        screenshot(f"{ui}/runs", out / "runs.png"),
+    ]
     for shot in shots:
         assert shot is not None and shot.stat().st_size > 20_000, shot  # a rendered page, not a blank one
 

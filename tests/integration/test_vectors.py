@@ -86,11 +86,15 @@ def test_collect_cells_pages_and_views(sample):
         for table, column, kind in DEFAULT_ENCODABLE:
             if kind == "text":
                 expected += con.execute(
-                    f'select count(*) from "{table}" where trim(coalesce("{column}", \'\')) <> \'\'').fetchone()[0]
+                    f"select count(*) from \"{table}\" where trim(coalesce(\"{column}\", '')) <> ''"
+                ).fetchone()[0]
             else:
                 expected += con.execute(f'select count(*) from "{table}" where {column} is not null').fetchone()[0]
-        chunk_pages = dict(con.execute(
-            "select c.chunk_id, p.page_number from chunks c join pages p on p.page_id = c.ref_page_id").fetchall())
+        chunk_pages = dict(
+            con.execute(
+                "select c.chunk_id, p.page_number from chunks c join pages p on p.page_id = c.ref_page_id"
+            ).fetchall()
+        )
         section_pages = dict(con.execute("select section_id, page_numbers[1] from sections").fetchall())
     assert len(cells) == expected
     assert len({c.entity_id for c in cells}) == len(cells)
@@ -111,8 +115,13 @@ def test_collect_cells_pages_and_views(sample):
 def test_config_activity_follows_local_weights(tmp_path, monkeypatch):
     config = load_config()
     names = {c.name for c in config.collections}
-    assert {"text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2",
-            "text_sentence_transformers_bge_large_en_v1_5", IMAGE_COLLECTION, "text_hybrid"} <= names
+    assert {
+        "text_bm25_en",
+        "text_sentence_transformers_all_minilm_l6_v2",
+        "text_sentence_transformers_bge_large_en_v1_5",
+        IMAGE_COLLECTION,
+        "text_hybrid",
+    } <= names
     monkeypatch.delenv("PAPERLAKE_BGE_PATH", raising=False)
     monkeypatch.delenv("PAPERLAKE_CLIP_PATH", raising=False)
     active = {c.name for c in config.active_collections()}
@@ -123,9 +132,19 @@ def test_config_activity_follows_local_weights(tmp_path, monkeypatch):
     monkeypatch.setenv("PAPERLAKE_BGE_PATH", str(tmp_path / "bge"))
     assert config.inactive_reason(bge) is None
     with pytest.raises(ValueError, match="unknown encoder"):
-        parse_config({"collections": [{"name": "x", "modality": "text",
-                                       "vectors": [{"field": "v", "kind": "dense", "encoder": "nope",
-                                                    "metric": "COSINE", "index": "AUTOINDEX"}]}]})
+        parse_config(
+            {
+                "collections": [
+                    {
+                        "name": "x",
+                        "modality": "text",
+                        "vectors": [
+                            {"field": "v", "kind": "dense", "encoder": "nope", "metric": "COSINE", "index": "AUTOINDEX"}
+                        ],
+                    }
+                ]
+            }
+        )
 
 
 def test_filter_validation_hints():
@@ -183,7 +202,7 @@ def test_a_fresh_store_reuses_the_embedding_cache(tmp_path, sample, cache_path, 
         report = store.sync_paper(ids[INVERSION], cells_of(warehouse, [ids[INVERSION]]), TEXT_COLLECTIONS)
     dense = report.collections["text_sentence_transformers_all_minilm_l6_v2"]
     assert dense.upserted == dense.cells > 0
-    assert dense.encoded == 0 and dense.cache_hits >= dense.cells   # one hit per window (a long cell has several)
+    assert dense.encoded == 0 and dense.cache_hits >= dense.cells  # one hit per window (a long cell has several)
 
 
 def test_search_restricts_to_view_and_filter(synced, sample):
@@ -191,15 +210,29 @@ def test_search_restricts_to_view_and_filter(synced, sample):
     _, ids = sample
     pid = ids[NUMEROLOGIC]
     for collection in ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2"):
-        hits = search(store, "number of digits as a prefix", collection, "chunks", "text_content",
-                      filter=f"pdf_id == '{pid}' and page_number <= 2", limit=10)
+        hits = search(
+            store,
+            "number of digits as a prefix",
+            collection,
+            "chunks",
+            "text_content",
+            filter=f"pdf_id == '{pid}' and page_number <= 2",
+            limit=10,
+        )
         assert hits
         assert all(h.pdf_id == pid and h.page_number <= 2 for h in hits)
         assert all((h.table_name, h.column_name) == ("chunks", "text_content") for h in hits)
         scores = [h.score for h in hits]
         assert scores == sorted(scores, reverse=True) and all(s > 0 for s in scores)
-    other = search(store, "embedding matrix obfuscation attack", "text_bm25_en", "chunks", "text_content",
-                   filter=f"pdf_id != '{pid}'", limit=5)
+    other = search(
+        store,
+        "embedding matrix obfuscation attack",
+        "text_bm25_en",
+        "chunks",
+        "text_content",
+        filter=f"pdf_id != '{pid}'",
+        limit=5,
+    )
     assert other and all(h.pdf_id == ids[INVERSION] for h in other)
     titles = search(store, "NumeroLogic", "text_bm25_en", "metadata", "title", limit=5)
     assert [h.pdf_id for h in titles] == [pid]
@@ -230,11 +263,20 @@ def test_hybrid_search_fuses_bm25_and_dense_routes(synced, sample):
     in_milvus = search(store, query, "text_hybrid", "chunks", "text_content", limit=5, fusion="milvus-rrf")
     assert in_milvus[0].pdf_id == ids[NUMEROLOGIC] and all(h.collection == "text_hybrid" for h in in_milvus)
     assert 0 < in_milvus[0].score <= 2 / (store.config.rrf_k + 1)  # Milvus' RRF: Σ 1/(k + rank) over two routes
-    milvus_weighted = search(store, query, "text_hybrid", "chunks", "text_content", limit=5,
-                             fusion="milvus-weighted", weights=[1.0, 0.0])
+    milvus_weighted = search(
+        store, query, "text_hybrid", "chunks", "text_content", limit=5, fusion="milvus-weighted", weights=[1.0, 0.0]
+    )
     assert [h.primary_key for h in milvus_weighted] == [h.primary_key for h in bm25]
-    weighted = search(store, query, "text_hybrid", "chunks", "text_content", limit=5, weights=[0.3, 0.7],
-                      filter=f"pdf_id == '{ids[NUMEROLOGIC]}'")
+    weighted = search(
+        store,
+        query,
+        "text_hybrid",
+        "chunks",
+        "text_content",
+        limit=5,
+        weights=[0.3, 0.7],
+        filter=f"pdf_id == '{ids[NUMEROLOGIC]}'",
+    )
     assert weighted and all(h.pdf_id == ids[NUMEROLOGIC] for h in weighted)
     with pytest.raises(ValueError, match="weights"):
         search(store, query, "text_hybrid", "chunks", "text_content", weights=[1.0])
@@ -260,13 +302,17 @@ def test_hybrid_routes_and_coverage_weighting(synced, sample, monkeypatch):
     assert searched == ["text_hybrid", "text_hybrid"] and own[0].pdf_id == ids[NUMEROLOGIC]
 
     searched.clear()
-    weighted = dataclasses.replace(store.config,
-                                   hybrid_routes=("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2"),
-                                   coverage_weighting=True)
+    weighted = dataclasses.replace(
+        store.config,
+        hybrid_routes=("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2"),
+        coverage_weighting=True,
+    )
     monkeypatch.setattr(store, "config", weighted)
     only_dense = search(store, query, "text_hybrid", "pages", "page_content", limit=5, weights=[0.0, 1.0])
-    plain = {h.primary_key: h.score for h in search(store, query, "text_sentence_transformers_all_minilm_l6_v2",
-                                                    "pages", "page_content", limit=20)}
+    plain = {
+        h.primary_key: h.score
+        for h in search(store, query, "text_sentence_transformers_all_minilm_l6_v2", "pages", "page_content", limit=20)
+    }
     encoder = store.encoders.get("all_minilm_l6_v2")
     for hit in only_dense:  # min-max normalised dense score x the share of the page MiniLM saw
         share = encoder.seen_fractions([hit.text])[0]
@@ -297,13 +343,20 @@ def test_resync_of_changed_paper_leaves_no_stale_entity(tmp_path, sample, cache_
     changed = tmp_path / "changed.duckdb"
     shutil.copyfile(warehouse, changed)
     with duckdb.connect(str(changed)) as con:
-        chunk_ids = [r[0] for r in con.execute(
-            "select chunk_id from chunks where ref_paper_id = ? order by ordinal", [pid]).fetchall()]
+        chunk_ids = [
+            r[0]
+            for r in con.execute(
+                "select chunk_id from chunks where ref_paper_id = ? order by ordinal", [pid]
+            ).fetchall()
+        ]
         con.execute("delete from chunks where chunk_id in (select unnest(?::varchar[]))", [chunk_ids[:5]])
-        con.execute("update chunks set text_content = 'A rewritten paragraph about place values.' where chunk_id = ?",
-                    [chunk_ids[6]])
-        page_id = con.execute("select page_id from pages where ref_paper_id = ? and page_number = 2",
-                              [pid]).fetchone()[0]
+        con.execute(
+            "update chunks set text_content = 'A rewritten paragraph about place values.' where chunk_id = ?",
+            [chunk_ids[6]],
+        )
+        page_id = con.execute("select page_id from pages where ref_paper_id = ? and page_number = 2", [pid]).fetchone()[
+            0
+        ]
         con.execute("insert into chunks values ('new-chunk', ?, 999, ?, ?)", ["été " * 12000, pid, page_id])
         con.execute("delete from reference where ref_paper_id = ?", [pid])
 
@@ -381,8 +434,9 @@ def test_clip_renders_regions_and_stores_512d_vectors(synced, sample):
 
     pixmap = pymupdf.Pixmap(png)
     assert abs(pixmap.width - image.bbox[2]) <= 2 and abs(pixmap.height - image.bbox[3]) <= 2
-    rows = store.client.query(IMAGE_COLLECTION, filter=f'id == "{image.entity_id}"',
-                              output_fields=["vector", "bbox", "page_number"])
+    rows = store.client.query(
+        IMAGE_COLLECTION, filter=f'id == "{image.entity_id}"', output_fields=["vector", "bbox", "page_number"]
+    )
     assert len(rows) == 1
     vector = np.asarray(rows[0]["vector"], dtype=np.float32)
     assert vector.shape == (512,) and abs(np.linalg.norm(vector) - 1) < 1e-3
@@ -428,8 +482,9 @@ def test_two_processes_sync_concurrently_through_a_server(tmp_path, sample, cach
             VectorStore(data_dir, lock_timeout=0.5, use_cache=False)
         context = multiprocessing.get_context("spawn")
         with context.Pool(2) as pool:
-            results = pool.starmap(_sync_worker, [(server.uri, str(warehouse), pid, str(cache_path))
-                                                  for pid in ids.values()])
+            results = pool.starmap(
+                _sync_worker, [(server.uri, str(warehouse), pid, str(cache_path)) for pid in ids.values()]
+            )
         assert [r["text_bm25_en"] for r in results] == list(expected.values())
         with VectorStore(server.uri, cache_path=cache_path) as store:
             for name in TEXT_COLLECTIONS:
@@ -499,11 +554,12 @@ def test_benchmark_states_the_compute_an_encoding_target_needs(tmp_path):
     import json
 
     _, module = _retrieval_benchmark()
-    (tmp_path / "config.json").write_text(json.dumps(
-        {"num_hidden_layers": 6, "hidden_size": 384, "intermediate_size": 1536}), encoding="utf-8")
+    (tmp_path / "config.json").write_text(
+        json.dumps({"num_hidden_layers": 6, "hidden_size": 384, "intermediate_size": 1536}), encoding="utf-8"
+    )
     encoding = {"variants": {"onnx@model": {"mean_tokens_per_cell": 100.0, "mix_tokens_per_s": 2000.0}}}
     entry = module.compute_ceiling(encoding, tmp_path)["variants"]["onnx@model"]
-    per_token = 2 * 6 * (4 * 384 ** 2 + 2 * 384 * 1536) + 4 * 6 * 384 * 100  # dense layers + attention
+    per_token = 2 * 6 * (4 * 384**2 + 2 * 384 * 1536) + 4 * 6 * 384 * 100  # dense layers + attention
     assert entry["mflops_per_token"] == round(per_token / 1e6, 1)
     assert entry["achieved_gflops"] == round(2000 * per_token / 1e9, 1)
     # 500 cells/s of 100 tokens is 25x the 2000 tokens/s measured
@@ -524,7 +580,7 @@ def test_content_versions_change_with_a_papers_rows_only(tmp_path):
     con.execute("insert into chunks values ('c1', 'p1', 0, 'alpha'), ('c2', 'p1', 1, 'beta'), ('c3', 'p2', 0, 'x')")
     before = content_versions(con)
     assert set(before) == {"p1", "p2"} and content_versions(con, ["p2"]) == {"p2": before["p2"]}
-    con.execute("update chunks set ordinal = 2 where chunk_id = 'c2'")   # not a text: the order pooling reads
+    con.execute("update chunks set ordinal = 2 where chunk_id = 'c2'")  # not a text: the order pooling reads
     after = content_versions(con)
     assert after["p1"] != before["p1"] and after["p2"] == before["p2"]
     con.execute("delete from chunks where chunk_id = 'c2'")

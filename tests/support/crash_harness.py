@@ -30,23 +30,44 @@ FIRST = "emnlp2024-126-embedding-inversion-attack"  # 5 pages
 SECOND = "naacl2024-116-quantum-lindblad-lm"  # 10 pages, display equations with a physical constant
 OTHER = "emnlp2024-012-numerologic"  # 7 pages: replaces SECOND's file in the replacement test
 PAPERLAKE = str(Path(sys.executable).with_name("paperlake"))
-PRIMARY_KEYS = {"metadata": "paper_id", "pages": "page_id", "sections": "section_id", "chunks": "chunk_id",
-                "tables": "table_id", "images": "image_id", "equations": "equation_id", "reference": "reference_id",
-                "formulas": "formula_id", "constants": "constant_id", "formula_occurrences": "occurrence_id",
-                "formula_relations": "relation_id"}
+PRIMARY_KEYS = {
+    "metadata": "paper_id",
+    "pages": "page_id",
+    "sections": "section_id",
+    "chunks": "chunk_id",
+    "tables": "table_id",
+    "images": "image_id",
+    "equations": "equation_id",
+    "reference": "reference_id",
+    "formulas": "formula_id",
+    "constants": "constant_id",
+    "formula_occurrences": "occurrence_id",
+    "formula_relations": "relation_id",
+}
 
 
-def run_ingest(home: Path, inbox: Path, failpoint: str | None = None, kill_after: float | None = None,
-               timeout: float = 900, milvus_uri: str | None = None) -> tuple[int, str]:
+def run_ingest(
+    home: Path,
+    inbox: Path,
+    failpoint: str | None = None,
+    kill_after: float | None = None,
+    timeout: float = 900,
+    milvus_uri: str | None = None,
+) -> tuple[int, str]:
     """`paperlake ingest` in its own process group; returns (exit code, output). -9 means it was killed."""
     env = {key: value for key, value in os.environ.items() if key not in ("MILVUS_URI", "PAPERLAKE_FAILPOINT")}
     if milvus_uri:
         env["MILVUS_URI"] = milvus_uri
     if failpoint:
         env["PAPERLAKE_FAILPOINT"] = failpoint
-    process = subprocess.Popen([PAPERLAKE, "ingest", str(inbox), "--backend", "pymupdf", "--home", str(home)],
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        [PAPERLAKE, "ingest", str(inbox), "--backend", "pymupdf", "--home", str(home)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         output, _ = process.communicate(timeout=kill_after or timeout)
     except subprocess.TimeoutExpired:
@@ -76,16 +97,21 @@ def snapshot(home: Path) -> dict:
 
     state: dict = {}
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        tables = [t for (t,) in con.execute("select table_name from information_schema.tables "
-                                            "where table_schema = 'main' order by 1").fetchall()]
+        tables = [
+            t
+            for (t,) in con.execute(
+                "select table_name from information_schema.tables where table_schema = 'main' order by 1"
+            ).fetchall()
+        ]
         for table in tables:
             count = con.execute(f'select count(*) from "{table}"').fetchone()[0]
             state[f"warehouse.{table}"] = count
             if table in PRIMARY_KEYS:
                 distinct = con.execute(f'select count(distinct "{PRIMARY_KEYS[table]}") from "{table}"').fetchone()[0]
                 assert distinct == count, f"{home}: {table} has duplicate {PRIMARY_KEYS[table]}"
-        state["warehouse.papers"] = sorted(r[0] for r in
-                                           con.execute("select paper_id::varchar from metadata").fetchall())
+        state["warehouse.papers"] = sorted(
+            r[0] for r in con.execute("select paper_id::varchar from metadata").fetchall()
+        )
     store = VectorStore(str(home / "milvus.db"), cache_path=home / "cache" / "embeddings.sqlite")
     try:
         names = [spec.name for spec in load_config().active_collections()] + ["formulas"]
@@ -93,8 +119,9 @@ def snapshot(home: Path) -> dict:
             assert store.client.has_collection(name), f"{home}: collection {name} is missing"
             store.load(name)
             rows = []
-            iterator = store.client.query_iterator(name, batch_size=4096, filter="",
-                                                   output_fields=["id", "pdf_id", "text_hash"])
+            iterator = store.client.query_iterator(
+                name, batch_size=4096, filter="", output_fields=["id", "pdf_id", "text_hash"]
+            )
             while batch := iterator.next():
                 rows.extend(batch)
             iterator.close()
@@ -107,19 +134,25 @@ def snapshot(home: Path) -> dict:
 
     state["formulas.counts"] = graph_counts(_read_tables(home / "lake" / "formulas"))
     state["formulas.triples"] = len(Graph().parse(home / "formulas" / "formulas.ttl", format="turtle"))
-    state["lake.files"] = sorted(str(p.relative_to(home / "lake")) for p in (home / "lake").rglob("*.parquet")
-                                 if not p.name.startswith("."))
-    state["lake.records"] = sorted(str(p.relative_to(home / "lake"))
-                                   for p in (home / "lake" / "_papers").rglob("*.json"))
+    state["lake.files"] = sorted(
+        str(p.relative_to(home / "lake")) for p in (home / "lake").rglob("*.parquet") if not p.name.startswith(".")
+    )
+    state["lake.records"] = sorted(
+        str(p.relative_to(home / "lake")) for p in (home / "lake" / "_papers").rglob("*.json")
+    )
     return state
 
 
 def assert_same_stores(home: Path, reference: dict) -> None:
     actual = snapshot(home)
-    differing = {key: (actual.get(key), reference.get(key)) for key in reference.keys() | actual.keys()
-                 if actual.get(key) != reference.get(key)}
+    differing = {
+        key: (actual.get(key), reference.get(key))
+        for key in reference.keys() | actual.keys()
+        if actual.get(key) != reference.get(key)
+    }
     assert not differing, "stores differ from the clean reference: " + "; ".join(
-        f"{key}: {_short(a)} vs reference {_short(r)}" for key, (a, r) in sorted(differing.items()))
+        f"{key}: {_short(a)} vs reference {_short(r)}" for key, (a, r) in sorted(differing.items())
+    )
 
 
 def _short(value) -> str:
@@ -158,8 +191,12 @@ def build_references(tmp_path_factory: pytest.TempPathFactory) -> dict:
         for key, value in state.items():
             if key.startswith("milvus."):
                 state[key] = [tuple(row) for row in value]
-    return {**states, "home_one": root / "home-one", "home_both": root / "home-both",
-            "inbox_both": root / "both" / "inbox"}  # where make_inbox(root / "both", ...) puts it
+    return {
+        **states,
+        "home_one": root / "home-one",
+        "home_both": root / "home-both",
+        "inbox_both": root / "both" / "inbox",
+    }  # where make_inbox(root / "both", ...) puts it
 
 
 def add_paper(inbox: Path, stem: str) -> None:

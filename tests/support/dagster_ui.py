@@ -29,16 +29,25 @@ def free_port() -> int:
 def webserver(home: Path, inbox: Path, mineru_dir: Path | None, lifetime: int = 300) -> Iterator[str]:
     """Yields the base URL once the code location has loaded."""
     port = free_port()
-    env = os.environ | {"DAGSTER_HOME": str(home / "dagster"), "PAPERLAKE_HOME": str(home),
-                        "PAPERLAKE_INBOX": str(inbox), "DAGSTER_DISABLE_TELEMETRY": "1"}
+    env = os.environ | {
+        "DAGSTER_HOME": str(home / "dagster"),
+        "PAPERLAKE_HOME": str(home),
+        "PAPERLAKE_INBOX": str(inbox),
+        "DAGSTER_DISABLE_TELEMETRY": "1",
+    }
     if mineru_dir:
         env["PAPERLAKE_MINERU_DIR"] = str(mineru_dir)
     executable = shutil.which("dagster-webserver", path=str(Path(sys.executable).parent)) or "dagster-webserver"
     log = open(home / "logs" / "webserver.log", "w")
     # `timeout` makes the server stop by itself should the test process die before it stops it.
-    process = subprocess.Popen(["timeout", str(lifetime), executable, "-h", "127.0.0.1", "-p", str(port),
-                                "-w", str(REPO / "workspace.yaml")], cwd=REPO, env=env, stdout=log,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        ["timeout", str(lifetime), executable, "-h", "127.0.0.1", "-p", str(port), "-w", str(REPO / "workspace.yaml")],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -46,8 +55,11 @@ def webserver(home: Path, inbox: Path, mineru_dir: Path | None, lifetime: int = 
             if process.poll() is not None:
                 raise RuntimeError(f"dagster-webserver exited: {(home / 'logs' / 'webserver.log').read_text()[-2000:]}")
             try:
-                located = graphql(url, "{ workspaceOrError { ... on Workspace { locationEntries { "
-                                       "locationOrLoadError { __typename } } } } }")
+                located = graphql(
+                    url,
+                    "{ workspaceOrError { ... on Workspace { locationEntries { "
+                    "locationOrLoadError { __typename } } } } }",
+                )
                 entries = located["workspaceOrError"]["locationEntries"]
                 if entries and all(e["locationOrLoadError"] for e in entries):
                     kinds = {e["locationOrLoadError"]["__typename"] for e in entries}
@@ -74,8 +86,11 @@ def webserver(home: Path, inbox: Path, mineru_dir: Path | None, lifetime: int = 
 
 
 def graphql(url: str, query: str, variables: dict | None = None) -> dict:
-    request = urllib.request.Request(f"{url}/graphql", data=json.dumps({"query": query, "variables": variables or {}})
-                                     .encode(), headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{url}/graphql",
+        data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=60) as response:
         body = json.loads(response.read())
     if body.get("errors"):
@@ -94,7 +109,20 @@ def screenshot(url: str, out: Path, width: int = 1600, height: int = 1000) -> Pa
     if found is None:
         return None
     out.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([found, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    f"--window-size={width},{height}", "--virtual-time-budget=20000",
-                    f"--screenshot={out}", url], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            found,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--window-size={width},{height}",
+            "--virtual-time-budget=20000",
+            f"--screenshot={out}",
+            url,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return out

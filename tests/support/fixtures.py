@@ -26,8 +26,10 @@ def corpus_missing() -> str | None:
     absent = [str(folder) for folder in (CORPUS_INBOX, CORPUS_MINERU) if not folder.is_dir()]
     if not absent:
         return None
-    return (f"the sample corpus is missing ({', '.join(absent)} not found): expected ../shared/corpus beside the repo, "
-            "or set PAPERLAKE_CORPUS")
+    return (
+        f"the sample corpus is missing ({', '.join(absent)} not found): expected ../shared/corpus beside the repo, "
+        "or set PAPERLAKE_CORPUS"
+    )
 
 
 def corpus_pdf(stem: str) -> Path:
@@ -73,8 +75,9 @@ def ingest_sample(root: Path, stems: list[str], unset: tuple[str, ...] = ()) -> 
     with pytest.MonkeyPatch.context() as patch:
         for name in unset:
             patch.delenv(name, raising=False)
-        settings = Settings.from_env(home=root / "home", backend="auto", mineru_dir=CORPUS_MINERU,
-                                     milvus_uri=str(root / "home" / "milvus.db"))
+        settings = Settings.from_env(
+            home=root / "home", backend="auto", mineru_dir=CORPUS_MINERU, milvus_uri=str(root / "home" / "milvus.db")
+        )
         summary = ingest([inbox], settings)
     assert len(summary.published) == len(stems) and not summary.vector_failures, summary
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:

@@ -45,6 +45,7 @@ def _serve(script_path: Path, record_path: Path, idle: float) -> None:
                     uses[number] = uses.get(number, 0) + 1
                     return rule
         return script.get("default")
+
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):

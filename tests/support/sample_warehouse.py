@@ -69,15 +69,22 @@ def corpus_papers(corpus_dir: str | Path) -> list[SamplePaper]:
         with open(manifest, newline="", encoding="utf-8") as handle:
             for row in csv.DictReader(handle):
                 pid = paper_id(row["title"], venue_key(row["conference"], row["year"]))
-                papers.append(SamplePaper(Path(row["file"]).stem, pid, row["title"], manifest.parent / row["file"],
-                                          int(row["pages"])))
+                papers.append(
+                    SamplePaper(
+                        Path(row["file"]).stem, pid, row["title"], manifest.parent / row["file"], int(row["pages"])
+                    )
+                )
     return sorted(papers, key=lambda p: p.slug)
 
 
 def _box(bbox: list[float], width: float, height: float) -> list[int]:
     x0, y0, x1, y1 = bbox
-    return [round(x0 * width / 1000), round(y0 * height / 1000),
-            max(1, round((x1 - x0) * width / 1000)), max(1, round((y1 - y0) * height / 1000))]
+    return [
+        round(x0 * width / 1000),
+        round(y0 * height / 1000),
+        max(1, round((x1 - x0) * width / 1000)),
+        max(1, round((y1 - y0) * height / 1000)),
+    ]
 
 
 def _content_list(corpus: Path, slug: str) -> list[dict]:
@@ -111,8 +118,17 @@ def build_sample_warehouse(
 
 def _delete_paper(con: duckdb.DuckDBPyConnection, pid: str) -> None:
     con.execute("delete from metadata where paper_id = ?", [pid])
-    for table in ("pages", "sections", "chunks", "tables", "table_rows", "table_columns", "images", "equations",
-                  "reference"):
+    for table in (
+        "pages",
+        "sections",
+        "chunks",
+        "tables",
+        "table_rows",
+        "table_columns",
+        "images",
+        "equations",
+        "reference",
+    ):
         con.execute(f'delete from "{table}" where ref_paper_id = ?', [pid])
 
 
@@ -159,18 +175,19 @@ def _insert_paper(con, corpus: Path, paper: SamplePaper, sizes, texts) -> None:
             n = ordinal("table", page)
             caption = " ".join(item.get("table_caption") or []) or None
             table_id = element_id(pid, "table", page, n)
-            tables.append((table_id, caption, item.get("table_body"), None, _box(item["bbox"], width, height), n,
-                           pid, ref_page))
+            tables.append(
+                (table_id, caption, item.get("table_body"), None, _box(item["bbox"], width, height), n, pid, ref_page)
+            )
             _add_lines(lines, table_id, caption, item.get("table_body"), pid, ref_page, page)
         elif kind in ("image", "chart"):
             n = ordinal("image", page)
             caption = " ".join(item.get("image_caption") or item.get("chart_caption") or []) or None
-            images.append((element_id(pid, "image", page, n), caption, None, _box(item["bbox"], width, height), n,
-                           pid, ref_page))
+            images.append(
+                (element_id(pid, "image", page, n), caption, None, _box(item["bbox"], width, height), n, pid, ref_page)
+            )
         elif kind == "equation":
             n = ordinal("equation", page)
-            equations.append((element_id(pid, "equation", page, n), (item.get("text") or "").strip(), n, pid,
-                              ref_page))
+            equations.append((element_id(pid, "equation", page, n), (item.get("text") or "").strip(), n, pid, ref_page))
         elif kind == "list" and item.get("sub_type") == "ref_text":
             for entry in item.get("list_items") or []:
                 n = len(references)
@@ -180,22 +197,38 @@ def _insert_paper(con, corpus: Path, paper: SamplePaper, sizes, texts) -> None:
         (element_id(pid, "section", i), s["title"], "\n".join(s["content"]) or None, None, i, s["pages"], pid)
         for i, s in enumerate(sections)
     ]
-    bibtex = (f"@inproceedings{{{paper.slug.replace('-', '_')},\n  title = {{{paper.title}}},\n"
-              f"  booktitle = {{{paper.slug.split('-')[0].upper()}}}\n}}")
+    bibtex = (
+        f"@inproceedings{{{paper.slug.replace('-', '_')},\n  title = {{{paper.title}}},\n"
+        f"  booktitle = {{{paper.slug.split('-')[0].upper()}}}\n}}"
+    )
     con.execute(
         "insert into metadata (paper_id, title, abstract, num_pages, bibtex, pdf_path, authors, tags) "
         "values (?, ?, ?, ?, ?, ?, [], [])",
         [pid, paper.title, " ".join(abstract_parts) or None, len(sizes), bibtex, str(paper.pdf_path.resolve())],
     )
-    for table, rows, width in (("sections", section_rows, 7), ("chunks", chunks, 5), ("tables", tables, 8),
-                               ("table_rows", lines["table_rows"], 8), ("table_columns", lines["table_columns"], 8),
-                               ("images", images, 7), ("equations", equations, 5), ("reference", references, 5)):
+    for table, rows, width in (
+        ("sections", section_rows, 7),
+        ("chunks", chunks, 5),
+        ("tables", tables, 8),
+        ("table_rows", lines["table_rows"], 8),
+        ("table_columns", lines["table_columns"], 8),
+        ("images", images, 7),
+        ("equations", equations, 5),
+        ("reference", references, 5),
+    ):
         if rows:
             con.executemany(f'insert into "{table}" values ({", ".join("?" * width)})', rows)
 
 
-def _add_lines(lines: dict[str, list[tuple]], table_id: str, caption: str | None, html: str | None, pid: str,
-               ref_page: str, page: int) -> None:
+def _add_lines(
+    lines: dict[str, list[tuple]],
+    table_id: str,
+    caption: str | None,
+    html: str | None,
+    pid: str,
+    ref_page: str,
+    page: int,
+) -> None:
     """The table's row and column lines (HD-RAG's representation), as the parse stage makes them."""
     from dataclasses import asdict
 
@@ -205,7 +238,11 @@ def _add_lines(lines: dict[str, list[tuple]], table_id: str, caption: str | None
     if not html:
         return
     rows, columns = table_lines(table_structure([asdict(c) for c in table_cells(html)]), caption_head(None, caption))
-    lines["table_rows"] += [(element_id(table_id, "row", line.index), line.text, None, line.index, table_id, pid,
-                             ref_page, page) for line in rows]
-    lines["table_columns"] += [(element_id(table_id, "column", line.index), line.text, None, line.index, table_id,
-                                pid, ref_page, page) for line in columns]
+    lines["table_rows"] += [
+        (element_id(table_id, "row", line.index), line.text, None, line.index, table_id, pid, ref_page, page)
+        for line in rows
+    ]
+    lines["table_columns"] += [
+        (element_id(table_id, "column", line.index), line.text, None, line.index, table_id, pid, ref_page, page)
+        for line in columns
+    ]

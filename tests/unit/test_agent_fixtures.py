@@ -20,7 +20,8 @@ def test_warehouse_has_every_catalogued_table(home: Path) -> None:  # noqa: F811
 
 def test_fake_vectors_rank_by_overlap_and_scope(home: Path) -> None:  # noqa: F811
     vectors = FakeVectors(home / "warehouse.duckdb")
-    hits = vectors.search("SST-2 accuracy RankCal", "text_bm25_en", "chunks", "text_content",
-                          f"pdf_id == '{CALIBRATION}'", 2)
+    hits = vectors.search(
+        "SST-2 accuracy RankCal", "text_bm25_en", "chunks", "text_content", f"pdf_id == '{CALIBRATION}'", 2
+    )
     assert hits[0].primary_key == CHUNK_IDS[1]
     assert all(h.pdf_id == CALIBRATION for h in hits)

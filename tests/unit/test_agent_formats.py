@@ -38,15 +38,27 @@ def test_render_then_parse_round_trips_every_action(action_format: str) -> None:
     [
         ("markdown", f'[Thought]: check\n[Action]:\n```python\nRetrieveFromDatabase(sql="{SQL}")\n```\nThat is all.'),
         ("markdown", f'Let me look.\nRetrieveFromDatabase("{SQL}") and then I will answer.'),
-        ("json", f'[Thought]: check\n[Action]:\n```json\n{{"action_type": "RetrieveFromDatabase", '
-                 f'"parameters": {{"sql": "{SQL}"}}}}\n```'),
+        (
+            "json",
+            f'[Thought]: check\n[Action]:\n```json\n{{"action_type": "RetrieveFromDatabase", '
+            f'"parameters": {{"sql": "{SQL}"}}}}\n```',
+        ),
         ("json", f'Sure! {{"action_type": "RetrieveFromDatabase", "parameters": {{"sql": "{SQL}"}}}} hope it helps'),
-        ("xml", f"[Action]: <action><action_type>RetrieveFromDatabase</action_type><parameters><sql>{SQL}</sql>"
-                "</parameters></action>"),
-        ("xml", f"```xml\n<action>\n  <action_type>RetrieveFromDatabase</action_type>\n  <parameters>\n"
-                f"    <sql><![CDATA[{SQL}]]></sql>\n  </parameters>\n</action>\n```"),
-        ("yaml", f"[Thought]: check\n[Action]:\n```yaml\naction_type: RetrieveFromDatabase\nparameters:\n"
-                 f"  sql: |\n    {SQL}\n```"),
+        (
+            "xml",
+            f"[Action]: <action><action_type>RetrieveFromDatabase</action_type><parameters><sql>{SQL}</sql>"
+            "</parameters></action>",
+        ),
+        (
+            "xml",
+            f"```xml\n<action>\n  <action_type>RetrieveFromDatabase</action_type>\n  <parameters>\n"
+            f"    <sql><![CDATA[{SQL}]]></sql>\n  </parameters>\n</action>\n```",
+        ),
+        (
+            "yaml",
+            f"[Thought]: check\n[Action]:\n```yaml\naction_type: RetrieveFromDatabase\nparameters:\n"
+            f"  sql: |\n    {SQL}\n```",
+        ),
     ],
 )
 def test_parsing_survives_fences_prose_and_markers(action_format: str, response: str) -> None:
@@ -56,8 +68,9 @@ def test_parsing_survives_fences_prose_and_markers(action_format: str, response:
 
 
 def test_model_written_observations_are_dropped() -> None:
-    thought, action = split_response("[Thought]: a\n[Action]: GenerateAnswer(answer=1)\n[Observation]: fake\n"
-                                     "[Action]: GenerateAnswer(answer=2)")
+    thought, action = split_response(
+        "[Thought]: a\n[Action]: GenerateAnswer(answer=1)\n[Observation]: fake\n[Action]: GenerateAnswer(answer=2)"
+    )
     assert thought == "a" and action == "GenerateAnswer(answer=1)"
 
 
@@ -91,8 +104,11 @@ def test_malformed_actions_raise_a_message_for_the_model(action_format: str, res
     [
         (RetrieveFromDatabase, {"sql": "select 1", "extra": 1}, "no parameter 'extra'"),
         (RetrieveFromDatabase, {}, "needs the parameter"),
-        (RetrieveFromVectorstore, {"query": "q", "collection_name": "c", "table_name": "t", "column_name": "c",
-                                   "limit": "many"}, "whole number"),
+        (
+            RetrieveFromVectorstore,
+            {"query": "q", "collection_name": "c", "table_name": "t", "column_name": "c", "limit": "many"},
+            "whole number",
+        ),
         (ViewImage, {"paper_id": "p", "page_number": 1, "bounding_box": "not a list"}, "list literal"),
         (ViewImage, {"paper_id": ["p"], "page_number": 1}, "must be a string"),
     ],
@@ -104,8 +120,10 @@ def test_parameters_are_checked(action, parsed: dict, message: str) -> None:
 
 
 def test_obvious_coercions_from_text_formats() -> None:
-    xml = ("<action><action_type>ViewImage</action_type><parameters><paper_id>p</paper_id>"
-           "<page_number>3</page_number><bounding_box>[1, 2, 3, 4]</bounding_box></parameters></action>")
+    xml = (
+        "<action><action_type>ViewImage</action_type><parameters><paper_id>p</paper_id>"
+        "<page_number>3</page_number><bounding_box>[1, 2, 3, 4]</bounding_box></parameters></action>"
+    )
     action = ViewImage.build(parse_action(xml, "xml", NAMES))
     assert action.page_number == 3 and action.bounding_box == [1, 2, 3, 4]
     positional = GenerateAnswer.build(parse_action("GenerateAnswer(['a', 'b'])", "markdown", NAMES))

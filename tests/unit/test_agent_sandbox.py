@@ -184,7 +184,7 @@ def test_view_image_resolves_through_the_warehouse(env) -> None:  # noqa: F811
         "pdf_id in ['a', 'b'] and page_number <= 3",
         "not (table_name == 'chunks' or page_number > 2)",
         "primary_key like 'abc%' && page_number != 1",
-        "pdf_id not in [\"x\"]",
+        'pdf_id not in ["x"]',
         "",
     ],
 )
@@ -193,7 +193,8 @@ def test_valid_filters_pass(expression: str) -> None:
     normalised = validate_filter(expression)
     assert validate_filter(normalised) == normalised
     assert " ".join(normalised.replace('"', "'").split()) == " ".join(
-        expression.replace('"', "'").replace("&&", "and").split())
+        expression.replace('"', "'").replace("&&", "and").split()
+    )
 
 
 @pytest.mark.parametrize(
@@ -217,22 +218,33 @@ def test_malformed_filters_are_refused(expression: str, reason: str) -> None:
 
 
 def test_vector_action_refuses_malformed_filter_before_searching(env) -> None:  # noqa: F811
-    observation = RetrieveFromVectorstore("accuracy", "text_bm25_en", "chunks", "text_content",
-                                          "pdf_id = 'x' or 1", 5).execute(env)
+    observation = RetrieveFromVectorstore(
+        "accuracy", "text_bm25_en", "chunks", "text_content", "pdf_id = 'x' or 1", 5
+    ).execute(env)
     assert observation.error_type == "invalid_filter" and "next_valid_step" in json.loads(observation.text)
     assert env.vectors.calls == []
 
 
 def test_vector_action_checks_collection_view_and_limit(env) -> None:  # noqa: F811
-    observation = RetrieveFromVectorstore("accuracy", "text_bm25_en", "chunks", "text_content",
-                                          "page_number == 1", 5).execute(env)
+    observation = RetrieveFromVectorstore(
+        "accuracy", "text_bm25_en", "chunks", "text_content", "page_number == 1", 5
+    ).execute(env)
     assert observation.ok
     for kwargs, expected in [
         (dict(collection_name="nope"), "unknown collection"),
         (dict(table_name="metadata", column_name="pdf_path"), "not encoded"),
         (dict(limit=0), "between 1 and"),
     ]:
-        params = dict(query="accuracy", collection_name="text_bm25_en", table_name="chunks",
-                      column_name="text_content", filter="", limit=5) | kwargs
+        params = (
+            dict(
+                query="accuracy",
+                collection_name="text_bm25_en",
+                table_name="chunks",
+                column_name="text_content",
+                filter="",
+                limit=5,
+            )
+            | kwargs
+        )
         bad = RetrieveFromVectorstore(**params).execute(env)
         assert bad.error_type == "invalid_parameter" and expected in bad.text

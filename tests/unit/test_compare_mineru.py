@@ -95,8 +95,10 @@ def test_whole_corpus_against_mineru(corpus):
         pages += len(parsed.rows("pages"))
         results.append(compare_with_mineru(parsed, source.mineru_dir))
     scores = combine(results)
-    print(f"\n{len(sources)} papers, {pages} pages: {pages / cpu_seconds:.1f} pages per CPU second, "
-          f"{pages / (time.perf_counter() - wall_start):.1f} pages/s wall clock including the comparison")
+    print(
+        f"\n{len(sources)} papers, {pages} pages: {pages / cpu_seconds:.1f} pages per CPU second, "
+        f"{pages / (time.perf_counter() - wall_start):.1f} pages/s wall clock including the comparison"
+    )
     print(format_table(scores))
     assert scores["tables"]["recall"] >= TABLE_RECALL_TARGET
     assert scores["figures"]["recall"] >= FIGURE_RECALL_FLOOR

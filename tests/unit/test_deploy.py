@@ -27,5 +27,6 @@ def test_every_variable_of_the_environment_file_is_read_by_the_settings():
     assert {"PAPERLAKE_LAKE", "MILVUS_URI", "PAPERLAKE_EXECUTOR", "PAPERLAKE_CELERY_BROKER"} <= set(paperlake)
     assert [name for name in paperlake if f'"{name}"' not in read] == []
     assert {"DAGSTER_HOME", "DAGSTER_PG_HOST"} <= set(names)
-    assert all(f"env: {name}" in (DEPLOY / "dagster.yaml").read_text()
-               for name in names if name.startswith("DAGSTER_PG_"))
+    assert all(
+        f"env: {name}" in (DEPLOY / "dagster.yaml").read_text() for name in names if name.startswith("DAGSTER_PG_")
+    )

@@ -21,6 +21,6 @@ def test_this_machine_has_no_gpu_so_auto_is_the_cpu_and_cuda_is_refused():
 
 
 def test_gpu_batch_from_free_memory():
-    assert gpu_batch_size(64, free_bytes=16 * 2**30) == 128          # half of 16 GB at 64 MB an input
-    assert gpu_batch_size(64, free_bytes=2 * 2**30) == 64            # never below the configured batch
-    assert gpu_batch_size(64, free_bytes=2**40) == 1024              # nor above the ceiling
+    assert gpu_batch_size(64, free_bytes=16 * 2**30) == 128  # half of 16 GB at 64 MB an input
+    assert gpu_batch_size(64, free_bytes=2 * 2**30) == 64  # never below the configured batch
+    assert gpu_batch_size(64, free_bytes=2**40) == 1024  # nor above the ceiling

@@ -166,8 +166,11 @@ def test_table_questions_are_checked_against_their_pages(corpus_papers, page_tex
     assert len({e.anchor_pdf[0] for e in table_examples}) >= 10  # spread over the corpus, not one paper
     for example in table_examples:
         evidence = example.extra["evidence"]
-        assert "table" in example.tags and example.anchor_pdf == [evidence["paper_id"]] and evidence["paper_id"] \
-            in corpus_papers, example.uuid
+        assert (
+            "table" in example.tags
+            and example.anchor_pdf == [evidence["paper_id"]]
+            and evidence["paper_id"] in corpus_papers
+        ), example.uuid
         page = page_text(evidence["paper_id"], evidence["page_number"])
         printed = evidence["text"]
         assert printed in page, (example.uuid, printed)
@@ -208,13 +211,20 @@ def _valid_line(**overrides) -> dict:
         (_valid_line(question=""), "line 2: field 'question'"),
         (_valid_line(tags=["single", "tabel"]), "line 2: field 'tags': unknown tag"),
         (_valid_line(anchor_pdf="2bc5cd85-6e11-576a-8814-63a144001700"), "line 2: field 'anchor_pdf'"),
-        (_valid_line(evaluator={"eval_func": "eval_nope", "eval_kwargs": {}}),
-         "line 2: field 'evaluator': unknown eval_func"),
-        (_valid_line(evaluator={"eval_func": "eval_negation",
-                                "eval_kwargs": {"eval_func": "eval_nope", "eval_kwargs": {}}}),
-         "line 2: field 'evaluator': unknown eval_func 'eval_nope'"),
-        (_valid_line(evaluator={"eval_func": "eval_int_exact_match", "eval_kwargs": [7]}),
-         "line 2: field 'evaluator.eval_kwargs'"),
+        (
+            _valid_line(evaluator={"eval_func": "eval_nope", "eval_kwargs": {}}),
+            "line 2: field 'evaluator': unknown eval_func",
+        ),
+        (
+            _valid_line(
+                evaluator={"eval_func": "eval_negation", "eval_kwargs": {"eval_func": "eval_nope", "eval_kwargs": {}}}
+            ),
+            "line 2: field 'evaluator': unknown eval_func 'eval_nope'",
+        ),
+        (
+            _valid_line(evaluator={"eval_func": "eval_int_exact_match", "eval_kwargs": [7]}),
+            "line 2: field 'evaluator.eval_kwargs'",
+        ),
         (_valid_line(), "line 2: field 'uuid'.*already used on line 1"),
     ],
 )
@@ -275,8 +285,10 @@ def test_evaluate_records_failing_evaluators_and_passes_the_question_to_the_judg
         uuid="0b1c6a55-8b9e-4a0e-9d1e-3f0f6c1f2a4d",
         question="Why does PPI help?",
         tags=["single", "text", "subjective"],
-        evaluator={"eval_func": "eval_reference_answer_with_llm",
-                   "eval_kwargs": {"reference_answer": "tighter intervals"}},
+        evaluator={
+            "eval_func": "eval_reference_answer_with_llm",
+            "eval_kwargs": {"reference_answer": "tighter intervals"},
+        },
     )
     examples = load_examples(_write_lines(tmp_path / "set.jsonl", [_valid_line(), llm_line]))
     predictions = {e.uuid: "7" for e in examples}

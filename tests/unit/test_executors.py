@@ -16,8 +16,11 @@ def _settings(tmp_path, **values) -> Settings:
 def test_each_executor_name_maps_to_dagsters_executor(tmp_path):
     from dagster_celery import celery_executor
 
-    expected = {"in_process": dg.in_process_executor, "multiprocess": dg.multiprocess_executor,
-                "celery": celery_executor}
+    expected = {
+        "in_process": dg.in_process_executor,
+        "multiprocess": dg.multiprocess_executor,
+        "celery": celery_executor,
+    }
     assert set(expected) == set(EXECUTORS)
     for name, definition in expected.items():
         assert executor_definition(_settings(tmp_path, executor=name)) is definition
@@ -28,8 +31,9 @@ def test_run_config_carries_the_broker_and_the_module_workers_import(tmp_path):
     config = celery["execution"]["config"]
     assert config["broker"] == config["backend"] == "redis://10.0.0.5:6379/1"
     assert config["include"] == ["orchestration.definitions"]
-    separate = execution_config(_settings(tmp_path, executor="celery", celery_broker="redis://a:1/0",
-                                          celery_backend="redis://b:2/0"))
+    separate = execution_config(
+        _settings(tmp_path, executor="celery", celery_broker="redis://a:1/0", celery_backend="redis://b:2/0")
+    )
     assert separate["execution"]["config"]["backend"] == "redis://b:2/0"
     assert execution_config(_settings(tmp_path)) == {}
     multiprocess = execution_config(_settings(tmp_path, executor="multiprocess"))

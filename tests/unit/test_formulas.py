@@ -35,15 +35,21 @@ from paperlake.formulas import (
 
 # real: emnlp2024-056-adazeta, eq. (2), page 5, and the sentence after it
 ADAZETA_QUERIES = r"Q _ { k } : = \operatorname* { m i n } ( \alpha e _ { k } ^ { \beta } , Q _ { m a x } )\tag{2}"
-ADAZETA_QUERIES_AFTER = (r"with a fixed scaling factor $\alpha \in ( 0 , 1 )$ , a sublinear increasing factor "
-                         r"$\beta ~ \in ~ ( 0 , 1 )$ and a max query threshold $Q _ { m a x }$ . Then, the query "
-                         r"number is fixed for all training steps within each epoch.")
+ADAZETA_QUERIES_AFTER = (
+    r"with a fixed scaling factor $\alpha \in ( 0 , 1 )$ , a sublinear increasing factor "
+    r"$\beta ~ \in ~ ( 0 , 1 )$ and a max query threshold $Q _ { m a x }$ . Then, the query "
+    r"number is fixed for all training steps within each epoch."
+)
 # real: emnlp2024-056-adazeta, eq. (4), page 16 (uses Q_k)
-ADAZETA_ESTIMATOR = (r"\hat { g } ( \pmb { w } _ { k } ; b _ { i } ) = \frac { 1 } { Q _ { k } } \sum _ { j = 1 } ^ "
-                     r"{ Q _ { k } } \hat { g } ( \pmb { w } _ { k } ; b _ { i } , u _ { i , j } ) ,\tag{4}")
+ADAZETA_ESTIMATOR = (
+    r"\hat { g } ( \pmb { w } _ { k } ; b _ { i } ) = \frac { 1 } { Q _ { k } } \sum _ { j = 1 } ^ "
+    r"{ Q _ { k } } \hat { g } ( \pmb { w } _ { k } ; b _ { i } , u _ { i , j } ) ,\tag{4}"
+)
 # real: emnlp2024-056-adazeta, eq. (19), page 17 (a continuation row of a bound)
-ADAZETA_BOUND = (r"\stackrel { ( b ) } { \leq } 2 d \delta ^ { 2 } + \frac { \epsilon ^ { 2 } L ^ { 2 } d ^ { 2 } } "
-                 r"{ 2 } + 2 \delta ^ { 2 } ,\tag{19}")
+ADAZETA_BOUND = (
+    r"\stackrel { ( b ) } { \leq } 2 d \delta ^ { 2 } + \frac { \epsilon ^ { 2 } L ^ { 2 } d ^ { 2 } } "
+    r"{ 2 } + 2 \delta ^ { 2 } ,\tag{19}"
+)
 # real: emnlp2024-119-ambiguity-alignment, eq. (3), page 4
 INFOGAIN = (
     r"\operatorname { I N F O G A I N } _ { x , \hat { x } _ { \mathrm { d i s a m b i g } } } = \mathcal "
@@ -76,8 +82,10 @@ RANK_MEASURES_PAGE_15 = (
     r"D e g } } ( { \pmb x } ; { \hat { \pmb y } ^ { ( i ) } } ) : = D _ { i , i } / K ,"
 )
 # real: emnlp2024-018-rank-calibration, page 1 (the ECE definition)
-ECE = (r"\mathbb { E } _ { C } \Big [ \Big | \mathbb { P } ( \widehat { Y } = Y | C ) - C \Big | \Big ] ."
-       r"\tag{ECE}")
+ECE = (
+    r"\mathbb { E } _ { C } \Big [ \Big | \mathbb { P } ( \widehat { Y } = Y | C ) - C \Big | \Big ] ."
+    r"\tag{ECE}"
+)
 # real: emnlp2024-102-metagpt-merging, eq. (5), page 4
 METAGPT_ARGMIN = (
     r"\operatorname * { a r g m i n } _ { \lambda _ { 1 } , \cdots , \lambda _ { T } } \frac { 1 } { T } "
@@ -101,9 +109,11 @@ DOCHIENET_AFTER = (
 # real: emnlp2024-128-logicasker, page 12
 DE_MORGAN = r"\neg ( P \land Q ) \Leftrightarrow \neg P \lor \neg Q"
 # real: naacl2024-116-quantum-lindblad-lm, eq. (3), page 2
-LINDBLAD = (r"\begin{array} { l } { { \displaystyle \rho ( t ) = - \frac { i } { \hbar } [ H , \rho ( t ) ] } \ ~ } "
-            r"\\ { { \displaystyle ~ + \sum _ { i } \bigg ( L _ { i } \rho ( t ) L _ { i } ^ { \dagger } - \frac { 1 } "
-            r"{ 2 } \Big \{ L _ { i } ^ { \dagger } L _ { i } , \rho ( t ) \Big \} \bigg ) , } } \end{array}\tag{3}")
+LINDBLAD = (
+    r"\begin{array} { l } { { \displaystyle \rho ( t ) = - \frac { i } { \hbar } [ H , \rho ( t ) ] } \ ~ } "
+    r"\\ { { \displaystyle ~ + \sum _ { i } \bigg ( L _ { i } \rho ( t ) L _ { i } ^ { \dagger } - \frac { 1 } "
+    r"{ 2 } \Big \{ L _ { i } ^ { \dagger } L _ { i } , \rho ( t ) \Big \} \bigg ) , } } \end{array}\tag{3}"
+)
 # real: emnlp2024-040-tokenization-compression, eq. (12), page 15; the text writes $M I _ { t }$ for the name
 TOKENIZATION_MI = (
     r"M I _ { k d } = \operatorname* { m i n } ( M I _ { k d } ^ { b } , M I _ { k d } ^ { s } ) .\tag{12}"
@@ -111,9 +121,17 @@ TOKENIZATION_MI = (
 
 
 def row(latex, paper="paper-a", equation="eq-1", *, context="", after="", number=None, page=1):
-    return {"equation_id": equation, "paper_id": paper, "page_number": page, "equation_text": None,
-            "equation_latex": f"$$\n{latex}\n$$", "equation_number": number, "bbox": [72.0, 100.0, 300.0, 20.0],
-            "context": context, "context_after": after}
+    return {
+        "equation_id": equation,
+        "paper_id": paper,
+        "page_number": page,
+        "equation_text": None,
+        "equation_latex": f"$$\n{latex}\n$$",
+        "equation_number": number,
+        "bbox": [72.0, 100.0, 300.0, 20.0],
+        "context": context,
+        "context_after": after,
+    }
 
 
 def only(formulas):
@@ -128,8 +146,10 @@ def test_normalise_strips_mineru_noise_and_joins_words():
     assert normalise_latex(f"$$\n{ADAZETA_QUERIES}\n$$") == r"Q_{k}:=\min(\alpha e_{k}^{\beta},Q_{max})"
     assert normalise_latex(TASK_VECTOR) == r"\tau_{t}=\theta_{t}-\theta_{0}"
     assert normalise_latex(r"a \cdot b \times c \quad (3)") == "a*b*c"
-    assert normalise_latex(r"p ( x ) \overset { \mathrm { d e f } } { = } \left( \frac { 1 } { 2 } \right)") == \
-        r"p(x):=(\frac{1}{2})"
+    assert (
+        normalise_latex(r"p ( x ) \overset { \mathrm { d e f } } { = } \left( \frac { 1 } { 2 } \right)")
+        == r"p(x):=(\frac{1}{2})"
+    )
 
 
 def test_array_rows_become_separate_equations_and_continuations_join():
@@ -226,13 +246,22 @@ def test_colon_label_and_approximation():
         (TASK_VECTOR, {"theta_t": 0.8, "theta_0": 0.5}, 0.3),
         (RESIDUAL, {"x_i_lm1": 1.0, "A_i_l": 2.0, "F_i_l": 3.0}, 6.0),
         (ADAZETA_BOUND, {"d": 3, "delta": 0.5, "epsilon": 0.1, "L": 2}, 2.18),  # 1.5 + 0.18 + 0.5
-        (split_equations(MODEL_A)[0],
-         {"beta_0_A": 1, "beta_1_A": 2, "x_1": 3, "beta_2_A": 0.5, "x_2": 4, "epsilon": 0.1}, 9.1),
+        (
+            split_equations(MODEL_A)[0],
+            {"beta_0_A": 1, "beta_1_A": 2, "x_1": 3, "beta_2_A": 0.5, "x_2": 4, "epsilon": 0.1},
+            9.1,
+        ),
         # constructed classics (none is computable in the sample corpus)
-        (r"\hat{x} = \frac{x - \mu}{\sqrt{\sigma^{2} + \epsilon}}",
-         {"x": 3, "mu": 1, "sigma": 2, "epsilon": 0}, 1.0),  # layer normalisation
-        (r"\mathcal{L} = -\left[ y \log \hat{y} + (1-y) \log (1-\hat{y}) \right]",
-         {"y": 1, "yhat": 0.5}, 0.6931471805599453),  # binary cross-entropy = ln 2
+        (
+            r"\hat{x} = \frac{x - \mu}{\sqrt{\sigma^{2} + \epsilon}}",
+            {"x": 3, "mu": 1, "sigma": 2, "epsilon": 0},
+            1.0,
+        ),  # layer normalisation
+        (
+            r"\mathcal{L} = -\left[ y \log \hat{y} + (1-y) \log (1-\hat{y}) \right]",
+            {"y": 1, "yhat": 0.5},
+            0.6931471805599453,
+        ),  # binary cross-entropy = ln 2
         (r"F_{1} = \frac{2PR}{P+R}", {"P": 0.5, "R": 1.0}, 2 / 3),
         (r"\mathrm{BP} = e^{1 - r/c}", {"r": 2, "c": 1}, 0.36787944117144233),  # BLEU brevity penalty = e^-1
         (r"\frac{1}{\delta} = a + b", {"a": 1, "b": 3}, 0.25),  # solved for delta
@@ -280,12 +309,13 @@ def test_formulas_without_a_scalar_template(latex, reason):
 
 
 def test_constants_defined_in_context():
-    text = (r"where λ = 0.5 controls the trade-off. We set $ \alpha $ to 0.1, use $ \tau = 0 . 0 7 $ and a "
-            r"window of $w=10$ ms, with learning rate $ \eta = 1 \times 1 0 ^ { - 4 } $. Summing "
-            r"$\sum_{k=1}^{K} p_k$ over $i = 1, \ldots, n$ with $p_{K}=1-(K-1)p$.")
+    text = (
+        r"where λ = 0.5 controls the trade-off. We set $ \alpha $ to 0.1, use $ \tau = 0 . 0 7 $ and a "
+        r"window of $w=10$ ms, with learning rate $ \eta = 1 \times 1 0 ^ { - 4 } $. Summing "
+        r"$\sum_{k=1}^{K} p_k$ over $i = 1, \ldots, n$ with $p_{K}=1-(K-1)p$."
+    )
     found = {constant.name: (constant.value, constant.unit) for constant in constants_defined_in(text)}
-    assert found == {"lambda": (0.5, ""), "alpha": (0.1, ""), "tau": (0.07, ""), "w": (10.0, "ms"),
-                     "eta": (0.0001, "")}
+    assert found == {"lambda": (0.5, ""), "alpha": (0.1, ""), "tau": (0.07, ""), "w": (10.0, "ms"), "eta": (0.0001, "")}
 
 
 def test_standard_constants_only_where_unmistakable():
@@ -301,12 +331,22 @@ def test_standard_constants_only_where_unmistakable():
 
 
 def test_parameter_descriptions_from_real_context():
-    formula = only(formulas_from_equation(row(ADAZETA_QUERIES, context="we consider a simple but effective "
-                                              "sublinear increasing query adjustment schedule:",
-                                              after=ADAZETA_QUERIES_AFTER)))
+    formula = only(
+        formulas_from_equation(
+            row(
+                ADAZETA_QUERIES,
+                context="we consider a simple but effective sublinear increasing query adjustment schedule:",
+                after=ADAZETA_QUERIES_AFTER,
+            )
+        )
+    )
     descriptions = {parameter.name: parameter.description for parameter in formula.parameters}
-    assert descriptions == {"Q_max": "max query threshold", "alpha": "fixed scaling factor",
-                            "beta": "sublinear increasing factor", "e_k": ""}
+    assert descriptions == {
+        "Q_max": "max query threshold",
+        "alpha": "fixed scaling factor",
+        "beta": "sublinear increasing factor",
+        "e_k": "",
+    }
     attention = only(formulas_from_equation(row(DOCHIENET_ATTENTION, after=DOCHIENET_AFTER)))
     described = {parameter.name: parameter.description for parameter in attention.parameters}
     assert described["C_k_i"] == "the chunk to which $x_{i}$ belongs"
@@ -325,10 +365,16 @@ def test_llm_hook_fills_only_the_gaps():
 
 def test_labels_and_defaults_from_context():
     assert formula_label("The average entropy for x can be defined as:") == "Average entropy for x"
-    assert formula_label("To measure it, we define the token-level entropy $\\mathcal{H}$ as") == \
-        "Token-level entropy"
-    formula = only(formulas_from_equation(row(ADAZETA_QUERIES, after=r"where we set $\beta = 0.5$ and "
-                                              r"$Q _ { m a x } = 64$.")))
+    assert formula_label("To measure it, we define the token-level entropy $\\mathcal{H}$ as") == "Token-level entropy"
+    formula = only(
+        formulas_from_equation(
+            row(
+                ADAZETA_QUERIES,
+                after=r"where we set $\beta = 0.5$ and "
+                r"$Q _ { m a x } = 64$.",
+            )
+        )
+    )
     tool = build_tool(formula)
     assert tool.parameter_schema["required"] == ["alpha", "e_k"]
     assert tool.parameter_schema["properties"]["Q_max"]["default"] == 64
@@ -347,8 +393,7 @@ def test_canonical_key_ignores_symbol_names_but_not_structure():
     assert key(r"y = \frac{a}{b}") != key(r"y = a b")
     assert key(r"F = \frac{2PR}{P+R}") == key(r"F_1 = \frac{2 p r}{r + p}")
     assert key(r"y = a(b + c)") == key(r"y = ab + ac")  # expanded first
-    assert key(r"\hat{x} = \frac{x-\mu}{\sqrt{\sigma^{2}+\epsilon}}") != \
-        key(r"z = \frac{v-m}{\sqrt{s^{2}}+\delta}")
+    assert key(r"\hat{x} = \frac{x-\mu}{\sqrt{\sigma^{2}+\epsilon}}") != key(r"z = \frac{v-m}{\sqrt{s^{2}}+\delta}")
 
 
 def test_trivial_shapes_keep_their_names():
@@ -362,8 +407,12 @@ def test_trivial_shapes_keep_their_names():
 
 def test_real_restatement_in_the_same_paper_merges():
     graph = FormulaGraph()
-    graph.add_equations([row(RANK_MEASURES_PAGE_3, "rank-calibration", "p3", page=3),
-                         row(RANK_MEASURES_PAGE_15, "rank-calibration", "p15", page=15)])
+    graph.add_equations(
+        [
+            row(RANK_MEASURES_PAGE_3, "rank-calibration", "p3", page=3),
+            row(RANK_MEASURES_PAGE_15, "rank-calibration", "p15", page=15),
+        ]
+    )
     eigv = [formula for formula in graph.formulas.values() if "EigV" in formula.normalised_latex]
     assert len(eigv) == 1 and [occurrence.page_number for occurrence in eigv[0].occurrences] == [3, 15]
     assert len(graph.formulas) == 4  # EigV, Deg, Ecc once each, plus C_Deg from page 15
@@ -373,8 +422,13 @@ def test_real_restatement_in_the_same_paper_merges():
 def test_same_formula_with_other_symbols_in_another_paper_merges():
     adazeta = row(ADAZETA_QUERIES, "adazeta", "adazeta-eq2", after=ADAZETA_QUERIES_AFTER, number="2")
     # constructed: the same schedule as another paper might write it
-    other = row(r"N_{t} = \min(c\, t^{\gamma}, N_{\max})", "other-paper", "other-eq7", number="7",
-                after=r"where $c$ is a scale and $t$ is the epoch index.")
+    other = row(
+        r"N_{t} = \min(c\, t^{\gamma}, N_{\max})",
+        "other-paper",
+        "other-eq7",
+        number="7",
+        after=r"where $c$ is a scale and $t$ is the epoch index.",
+    )
     graph = FormulaGraph()
     report = graph.add_equations([adazeta, other])
     assert report.added == 1 and report.merged == {"canonical_key": 1}
@@ -385,8 +439,9 @@ def test_same_formula_with_other_symbols_in_another_paper_merges():
     assert second.symbol_map == {"N_max": "Q_max", "c": "alpha", "gamma": "beta", "t": "e_k"}
     assert formula.parameter("e_k").description == "the epoch index"  # filled from the other paper
     same_as = [relation for relation in graph.relations.values() if relation.type == "same_as"]
-    assert [(relation.source, relation.target) for relation in same_as] == \
-        [(second.occurrence_id, formula.occurrences[0].occurrence_id)]
+    assert [(relation.source, relation.target) for relation in same_as] == [
+        (second.occurrence_id, formula.occurrences[0].occurrence_id)
+    ]
     assert build_tool(formula)(alpha=2, e_k=3, beta=2, Q_max=20).value == 18
 
 
@@ -396,13 +451,18 @@ def identical_embeddings(texts):
 
 def test_look_alikes_stay_apart_even_when_the_embedding_says_same():
     graph = FormulaGraph()
-    report = graph.add_equations([row(INFOGAIN, "ambiguity", "e1"), row(TASK_VECTOR, "metagpt", "e2"),
-                                  row(r"y = \frac{a}{b}", "p3", "e3"), row(r"y = a b", "p4", "e4")],
-                                 embed=identical_embeddings)
+    report = graph.add_equations(
+        [
+            row(INFOGAIN, "ambiguity", "e1"),
+            row(TASK_VECTOR, "metagpt", "e2"),
+            row(r"y = \frac{a}{b}", "p3", "e3"),
+            row(r"y = a b", "p4", "e4"),
+        ],
+        embed=identical_embeddings,
+    )
     assert report.added == 4 and report.merged == {}
     assert report.possibly_same == 3  # noted for a person or a judge, not merged
-    assert all(any(note.startswith("possibly_same:") for note in formula.notes)
-               for formula in graph.formulas.values())
+    assert all(any(note.startswith("possibly_same:") for note in formula.notes) for formula in graph.formulas.values())
 
 
 def test_a_judge_decides_the_uncertain_band():
@@ -413,8 +473,9 @@ def test_a_judge_decides_the_uncertain_band():
         return True
 
     graph = FormulaGraph()
-    graph.add_equations([row(r"y = \frac{a}{b}", "p1", "e1"), row(r"y = a b", "p2", "e2")],
-                        embed=identical_embeddings, judge=judge)
+    graph.add_equations(
+        [row(r"y = \frac{a}{b}", "p1", "e1"), row(r"y = a b", "p2", "e2")], embed=identical_embeddings, judge=judge
+    )
     assert judged == [("y=ab", r"y=\frac{a}{b}")]
     assert only(list(graph.formulas.values())).occurrences[1].matched_by == "judge"
 
@@ -422,20 +483,29 @@ def test_a_judge_decides_the_uncertain_band():
 def test_embedding_merges_formulas_that_did_not_parse():
     variant = ECE.replace("| C )", r"\mid C )")  # constructed: the same definition, typeset differently
     graph = FormulaGraph()
-    report = graph.add_equations([row(ECE, "rank-calibration", "e1"), row(variant, "other", "e2")],
-                                 embed=identical_embeddings)
+    report = graph.add_equations(
+        [row(ECE, "rank-calibration", "e1"), row(variant, "other", "e2")], embed=identical_embeddings
+    )
     assert report.merged == {"embedding": 1}
     assert only(list(graph.formulas.values())).occurrences[1].similarity == pytest.approx(1.0)
 
 
 def test_derived_from_specializes_and_uses_constant():
     graph = FormulaGraph()
-    graph.add_equations([row(ADAZETA_QUERIES, "adazeta", "eq2"), row(ADAZETA_ESTIMATOR, "adazeta", "eq4"),
-                         row(r"y = a x + b", "p", "general"), row(r"y = 2 x + 3", "p", "special"),
-                         row(LINDBLAD, "quantum", "eq3")])
+    graph.add_equations(
+        [
+            row(ADAZETA_QUERIES, "adazeta", "eq2"),
+            row(ADAZETA_ESTIMATOR, "adazeta", "eq4"),
+            row(r"y = a x + b", "p", "general"),
+            row(r"y = 2 x + 3", "p", "special"),
+            row(LINDBLAD, "quantum", "eq3"),
+        ]
+    )
     by_latex = {formula.normalised_latex: formula for formula in graph.formulas.values()}
-    relations = {(relation.type, by_latex_of(graph, relation.source), by_latex_of(graph, relation.target))
-                 for relation in graph.relations.values()}
+    relations = {
+        (relation.type, by_latex_of(graph, relation.source), by_latex_of(graph, relation.target))
+        for relation in graph.relations.values()
+    }
     queries = normalise_latex(ADAZETA_QUERIES)
     estimator = split_equations(ADAZETA_ESTIMATOR)[0]
     assert ("derived_from", estimator, queries) in relations
@@ -469,16 +539,25 @@ def test_remove_paper_and_incremental_adds():
 
 def test_rows_round_trip():
     graph = FormulaGraph()
-    graph.add_equations([row(ADAZETA_QUERIES, "adazeta", "eq2", after=r"where we set $\beta = 0.5$."),
-                         row(ADAZETA_ESTIMATOR, "adazeta", "eq4"), row(LINDBLAD, "quantum", "eq3"),
-                         row(r"N_{t} = \min(c\, t^{\gamma}, N_{\max})", "other", "eq7")])
+    graph.add_equations(
+        [
+            row(ADAZETA_QUERIES, "adazeta", "eq2", after=r"where we set $\beta = 0.5$."),
+            row(ADAZETA_ESTIMATOR, "adazeta", "eq4"),
+            row(LINDBLAD, "quantum", "eq3"),
+            row(r"N_{t} = \min(c\, t^{\gamma}, N_{\max})", "other", "eq7"),
+        ]
+    )
     tables = graph.to_rows()
-    assert set(tables) == {"formulas", "formula_parameters", "constants", "formula_occurrences",
-                           "formula_relations"}
-    assert {row_["relation_type"] for row_ in tables["formula_relations"]} == \
-        {"derived_from", "same_as", "uses_constant"}
-    assert {(constant["name"], constant["source"]) for constant in tables["constants"]} == \
-        {("beta", "context"), ("hbar", "standard")}
+    assert set(tables) == {"formulas", "formula_parameters", "constants", "formula_occurrences", "formula_relations"}
+    assert {row_["relation_type"] for row_ in tables["formula_relations"]} == {
+        "derived_from",
+        "same_as",
+        "uses_constant",
+    }
+    assert {(constant["name"], constant["source"]) for constant in tables["constants"]} == {
+        ("beta", "context"),
+        ("hbar", "standard"),
+    }
     json.dumps(tables)  # plain values only
     assert FormulaGraph.from_rows(tables).to_rows() == tables
 
@@ -496,9 +575,14 @@ def test_ids_are_deterministic():
 
 def test_sparql_over_turtle_finds_formulas_using_a_constant():
     graph = FormulaGraph()
-    graph.add_equations([row(LINDBLAD, "quantum", "eq3"), row(ADAZETA_QUERIES, "adazeta", "eq2"),
-                         row(r"A = \pi r^{2}", "geometry", "eq1"),  # constructed
-                         row(r"s = \frac{u}{\tau}", "contrastive", "eq5", after=r"with $\tau = 0.07$.")])
+    graph.add_equations(
+        [
+            row(LINDBLAD, "quantum", "eq3"),
+            row(ADAZETA_QUERIES, "adazeta", "eq2"),
+            row(r"A = \pi r^{2}", "geometry", "eq1"),  # constructed
+            row(r"s = \frac{u}{\tau}", "contrastive", "eq5", after=r"with $\tau = 0.07$."),
+        ]
+    )
     turtle = to_turtle(graph)
     assert "pl:usesConstant" in turtle and "owl:Class" in turtle
     assert [hit["latex"] for hit in formulas_using_constant(turtle, "hbar")] == [split_equations(LINDBLAD)[0]]
@@ -550,8 +634,12 @@ def minilm():
 
 def test_minilm_keeps_two_papers_attention_formulas_apart(minilm):
     # real DocHieNet attention vs the constructed textbook form: related, but not the same formula
-    textbook = row(r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\left(\frac{QK^{T}}{\sqrt{d_k}}\right)V",
-                   "textbook", "t1", context="The scaled dot-product attention is computed as:")
+    textbook = row(
+        r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\left(\frac{QK^{T}}{\sqrt{d_k}}\right)V",
+        "textbook",
+        "t1",
+        context="The scaled dot-product attention is computed as:",
+    )
     graph = FormulaGraph()
     graph.add_equations([row(DOCHIENET_ATTENTION, "dochienet", "d2", after=DOCHIENET_AFTER)], embed=minilm)
     report = graph.add_equations([textbook], embed=minilm)
@@ -566,8 +654,11 @@ def test_every_display_equation_of_the_corpus_goes_through(corpus):
     rows = []
     for path in sorted((corpus / "mineru").glob("*/*_content_list.json")):
         items = json.loads(path.read_text())
-        rows.extend(row(item["text"], path.parent.name, f"{path.parent.name}-{position}")
-                    for position, item in enumerate(items) if item.get("type") == "equation")
+        rows.extend(
+            row(item["text"], path.parent.name, f"{path.parent.name}-{position}")
+            for position, item in enumerate(items)
+            if item.get("type") == "equation"
+        )
     graph = FormulaGraph()
     report = graph.add_equations(rows)
     assert report.equations == 225 and not report.errors
@@ -580,8 +671,10 @@ def test_every_display_equation_of_the_corpus_goes_through(corpus):
 
 # The glide reflection of the embedding-inversion-attack paper (emnlp2024-126, equation 1), as MinerU wrote it:
 # e'_i = e_i − 2 (e_i·l_i)/(l_i·l_i) l_i + t_i, with bold e (MinerU puts an empty \mathbf{ } before the letter).
-GLIDE_REFLECTION = (r"\mathbf { } e _ { i } ^ { \prime } = e _ { i } - 2 \cdot \frac { \mathbf { } e _ { i } \cdot "
-                    r"l _ { i } } { l _ { i } \cdot l _ { i } } \cdot l _ { i } + t _ { i } ,\tag{1}")
+GLIDE_REFLECTION = (
+    r"\mathbf { } e _ { i } ^ { \prime } = e _ { i } - 2 \cdot \frac { \mathbf { } e _ { i } \cdot "
+    r"l _ { i } } { l _ { i } \cdot l _ { i } } \cdot l _ { i } + t _ { i } ,\tag{1}"
+)
 
 
 def test_a_vector_formula_never_becomes_a_collapsed_scalar_template():
@@ -592,15 +685,18 @@ def test_a_vector_formula_never_becomes_a_collapsed_scalar_template():
     assert {parameter.name for parameter in formula.parameters} >= {"e_i", "l_i", "t_i"}
 
 
-@pytest.mark.parametrize("latex, computable", [
-    (r"s = \mathbf{u}^{\top} \mathbf{v}", False),            # a dot product
-    (r"\vec{a} \cdot \vec{b}", False),
-    (r"\mathbf{z} = \mathbf{x} \odot \mathbf{y}", False),     # element-wise product
-    (r"\|\mathbf{x}\|_{2}", False),                           # a norm
-    (r"y = \frac{a b}{b} + c", False),                        # only a vector reading explains writing this
-    (r"\mathbf{w}_{t+1} = \mathbf{w}_{t} - \eta \mathbf{g}_{t}", True),  # linear: element-wise it is right
-    (r"y = \frac{x - \mu}{\sigma}", True),
-])
+@pytest.mark.parametrize(
+    "latex, computable",
+    [
+        (r"s = \mathbf{u}^{\top} \mathbf{v}", False),  # a dot product
+        (r"\vec{a} \cdot \vec{b}", False),
+        (r"\mathbf{z} = \mathbf{x} \odot \mathbf{y}", False),  # element-wise product
+        (r"\|\mathbf{x}\|_{2}", False),  # a norm
+        (r"y = \frac{a b}{b} + c", False),  # only a vector reading explains writing this
+        (r"\mathbf{w}_{t+1} = \mathbf{w}_{t} - \eta \mathbf{g}_{t}", True),  # linear: element-wise it is right
+        (r"y = \frac{x - \mu}{\sigma}", True),
+    ],
+)
 def test_vector_products_and_cancellations_are_not_scalar_templates(latex, computable):
     formula = only(formulas_from_equation(row(latex)))
     assert formula.computable is computable, (formula.status, formula.reason)
@@ -613,8 +709,18 @@ def test_parameter_order_does_not_depend_on_the_hash_seed():
     import subprocess
     import sys
 
-    code = ("from paperlake.formulas.latex import to_sympy; "
-            r"print(list(to_sympy(r'\mathrm{score} = \frac{\alpha M + I_t}{\beta_k z}').symbols))")
-    orders = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                             env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(6)}
+    code = (
+        "from paperlake.formulas.latex import to_sympy; "
+        r"print(list(to_sympy(r'\mathrm{score} = \frac{\alpha M + I_t}{\beta_k z}').symbols))"
+    )
+    orders = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        ).stdout
+        for seed in range(6)
+    }
     assert len(orders) == 1 and "I_t" in orders.pop()

@@ -9,10 +9,14 @@ from paperlake.parsing.glossary import glossed, is_label, table_glossary
 
 
 def test_caption_definitions_after_the_title_sentence():
-    caption = ('Table 1: Accuracy (%) when intervening different heads. $" \\mathrm { o r i } " \\mathrm { : }$ : '
-               'original model. $1 7 ^ { 2 2 } { \\mathrm { ; } }$ 22th head in 17th layer.')
-    assert table_glossary(["ori", "1722", "2D+"], caption, []) == {"ori": "original model",
-                                                                    "1722": "22th head in 17th layer"}
+    caption = (
+        'Table 1: Accuracy (%) when intervening different heads. $" \\mathrm { o r i } " \\mathrm { : }$ : '
+        "original model. $1 7 ^ { 2 2 } { \\mathrm { ; } }$ 22th head in 17th layer."
+    )
+    assert table_glossary(["ori", "1722", "2D+"], caption, []) == {
+        "ori": "original model",
+        "1722": "22th head in 17th layer",
+    }
 
 
 def test_the_title_sentence_defines_nothing():
@@ -21,18 +25,30 @@ def test_the_title_sentence_defines_nothing():
 
 
 def test_parenthesis_symbol_labels_take_the_words_back_to_a_function_word():
-    text = ("We make a 2-digit arithmetic dataset, including addition (2D+), subtraction (2D-), multiplication "
-            "(2D\\*) and division (2D/). We analyse 1-digit (1D), 2-digit (2D) and 3- digit (3D) operations.")
+    text = (
+        "We make a 2-digit arithmetic dataset, including addition (2D+), subtraction (2D-), multiplication "
+        "(2D\\*) and division (2D/). We analyse 1-digit (1D), 2-digit (2D) and 3- digit (3D) operations."
+    )
     assert table_glossary(["2D+", "2D-", "2D*", "2D/", "1D", "3D"], None, [text]) == {
-        "2D+": "addition", "2D-": "subtraction", "2D*": "multiplication", "2D/": "division", "1D": "1-digit",
-        "3D": "3-digit"}
+        "2D+": "addition",
+        "2D-": "subtraction",
+        "2D*": "multiplication",
+        "2D/": "division",
+        "1D": "1-digit",
+        "3D": "3-digit",
+    }
 
 
 def test_parenthesis_word_labels_read_as_schwartz_and_hearst():
-    text = ("We compare against the original model (ori) and Low-Rank Adaptation (LoRA), reported with the "
-            "Tree-Edit-Distance based Similarity (TEDS).")
+    text = (
+        "We compare against the original model (ori) and Low-Rank Adaptation (LoRA), reported with the "
+        "Tree-Edit-Distance based Similarity (TEDS)."
+    )
     assert table_glossary(["ori", "LoRA", "TEDS"], None, [text]) == {
-        "ori": "original model", "LoRA": "Low-Rank Adaptation", "TEDS": "Tree-Edit-Distance based Similarity"}
+        "ori": "original model",
+        "LoRA": "Low-Rank Adaptation",
+        "TEDS": "Tree-Edit-Distance based Similarity",
+    }
 
 
 def test_a_word_label_whose_letters_are_not_there_is_not_defined():
@@ -41,12 +57,17 @@ def test_a_word_label_whose_letters_are_not_there_is_not_defined():
 
 
 def test_denotes_definitions_and_what_is_not_one():
-    paragraphs = ['"inv" denotes the intervened model.', "FT stands for fine-tuning.",
-                  "DocHieNet represents the largest manually annotated dataset.",      # unquoted "represents"
-                  '"imp" and "coef" represent the importance and coefficient scores.',  # a list
-                  "A and B denote the first and second runs, respectively."]
+    paragraphs = [
+        '"inv" denotes the intervened model.',
+        "FT stands for fine-tuning.",
+        "DocHieNet represents the largest manually annotated dataset.",  # unquoted "represents"
+        '"imp" and "coef" represent the importance and coefficient scores.',  # a list
+        "A and B denote the first and second runs, respectively.",
+    ]
     assert table_glossary(["inv", "FT", "DocHieNet", "coef", "B"], None, paragraphs) == {
-        "inv": "intervened model", "FT": "fine-tuning"}
+        "inv": "intervened model",
+        "FT": "fine-tuning",
+    }
 
 
 def test_caption_wins_over_the_text_and_the_first_definition_wins():
@@ -55,11 +76,20 @@ def test_caption_wins_over_the_text_and_the_first_definition_wins():
     assert table_glossary(["NQ"], None, ["Natural Questions (NQ)", "New Quotes (NQ)"]) == {"NQ": "Natural Questions"}
 
 
-@pytest.mark.parametrize(("label", "numeric", "expected"), [
-    ("2D+", False, True), ("Sparse-MeZO", False, True), ("Ambig.", False, True), ("1722", False, False),
-    ("1722", True, True), ("k=3", False, False), ("two words", False, False), ("x", False, False),
-    ("AVeryLongLabelName", False, False),
-])
+@pytest.mark.parametrize(
+    ("label", "numeric", "expected"),
+    [
+        ("2D+", False, True),
+        ("Sparse-MeZO", False, True),
+        ("Ambig.", False, True),
+        ("1722", False, False),
+        ("1722", True, True),
+        ("k=3", False, False),
+        ("two words", False, False),
+        ("x", False, False),
+        ("AVeryLongLabelName", False, False),
+    ],
+)
 def test_what_counts_as_a_label(label, numeric, expected):
     assert is_label(label, numeric=numeric) is expected
 

@@ -37,21 +37,24 @@ def one_line_error(result) -> str:
     return text
 
 
-@pytest.mark.parametrize("statement", [
-    "COPY (select 1) TO '{out}/x.csv'",
-    "EXPORT DATABASE '{out}/dump'",
-    "select * from read_csv('/etc/passwd')",
-    "select * from read_text('/etc/passwd')",
-    "select * from read_blob('/etc/passwd')",
-    "select * from glob('/etc/*')",
-    "ATTACH '{out}/other.duckdb' AS other",
-    "LOAD httpfs",
-    "INSTALL httpfs",
-    "SET memory_limit = '20GB'",
-    "select 1; select 2",
-    "select 1; COPY (select 1) TO '{out}/y.csv'",
-    "CREATE TABLE stolen AS SELECT * FROM metadata",
-])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "COPY (select 1) TO '{out}/x.csv'",
+        "EXPORT DATABASE '{out}/dump'",
+        "select * from read_csv('/etc/passwd')",
+        "select * from read_text('/etc/passwd')",
+        "select * from read_blob('/etc/passwd')",
+        "select * from glob('/etc/*')",
+        "ATTACH '{out}/other.duckdb' AS other",
+        "LOAD httpfs",
+        "INSTALL httpfs",
+        "SET memory_limit = '20GB'",
+        "select 1; select 2",
+        "select 1; COPY (select 1) TO '{out}/y.csv'",
+        "CREATE TABLE stolen AS SELECT * FROM metadata",
+    ],
+)
 def test_the_cli_refuses_what_the_agent_is_refused(home: Path, tmp_path: Path, statement: str) -> None:
     result = cli_sql(home, statement.format(out=tmp_path))
     one_line_error(result)
@@ -60,8 +63,9 @@ def test_the_cli_refuses_what_the_agent_is_refused(home: Path, tmp_path: Path, s
 
 def test_a_runaway_recursive_query_is_stopped_at_the_timeout(home: Path) -> None:
     started = time.monotonic()
-    result = cli_sql(home, "with recursive t(n) as (select 1 union all select n + 1 from t) select count(*) from t",
-                     "--timeout", "1")
+    result = cli_sql(
+        home, "with recursive t(n) as (select 1 union all select n + 1 from t) select count(*) from t", "--timeout", "1"
+    )
     assert "1 s" in one_line_error(result) and time.monotonic() - started < 10
 
 
@@ -84,8 +88,9 @@ def test_a_value_too_large_to_build_in_time_is_stopped_and_the_sandbox_recovers(
 
 
 def test_the_worker_memory_is_capped(home: Path) -> None:
-    with ReadOnlyWarehouse(home / "warehouse.duckdb", timeout=20, address_space=int(1.2 * 2**30),
-                           memory_limit="256MB") as warehouse:
+    with ReadOnlyWarehouse(
+        home / "warehouse.duckdb", timeout=20, address_space=int(1.2 * 2**30), memory_limit="256MB"
+    ) as warehouse:
         with pytest.raises(SQLTooLarge, match="memory"):
             warehouse.query("select string_agg(repeat('x', 1000), '') from range(1000000)")
         assert warehouse.query("select 1").rows == [(1,)]
@@ -116,12 +121,70 @@ def test_the_agent_is_told_the_byte_cap_cut_the_result(env) -> None:  # noqa: F8
 
 # -- fuzz --------------------------------------------------------------------------------------------------------
 
-FRAGMENTS = ["select", "from", "where", "with", "recursive", "union all", "copy", "to", "export", "database",
-             "attach", "load", "install", "set", "pragma", "describe", "show", "summarize", "explain", "insert",
-             "into", "values", "create", "table", "drop", ";", "(", ")", ",", "*", "'x'", "'/etc/passwd'", "1",
-             "1e308", "9" * 50, "metadata", "chunks", "range(1000000000)", "read_csv", "read_text", "glob", "repeat",
-             "query", "getenv('HOME')", "current_setting('memory_limit')", "--", "/*", "*/", "\\x00", "é", "count(*)",
-             "as", "t", "n", "+", "=", "limit", "order by", "null", "::varchar", "[1,2]", "{'a': 1}"]
+FRAGMENTS = [
+    "select",
+    "from",
+    "where",
+    "with",
+    "recursive",
+    "union all",
+    "copy",
+    "to",
+    "export",
+    "database",
+    "attach",
+    "load",
+    "install",
+    "set",
+    "pragma",
+    "describe",
+    "show",
+    "summarize",
+    "explain",
+    "insert",
+    "into",
+    "values",
+    "create",
+    "table",
+    "drop",
+    ";",
+    "(",
+    ")",
+    ",",
+    "*",
+    "'x'",
+    "'/etc/passwd'",
+    "1",
+    "1e308",
+    "9" * 50,
+    "metadata",
+    "chunks",
+    "range(1000000000)",
+    "read_csv",
+    "read_text",
+    "glob",
+    "repeat",
+    "query",
+    "getenv('HOME')",
+    "current_setting('memory_limit')",
+    "--",
+    "/*",
+    "*/",
+    "\\x00",
+    "é",
+    "count(*)",
+    "as",
+    "t",
+    "n",
+    "+",
+    "=",
+    "limit",
+    "order by",
+    "null",
+    "::varchar",
+    "[1,2]",
+    "{'a': 1}",
+]
 sql_text = st.one_of(
     st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=25).map(" ".join),
     st.text(max_size=200),

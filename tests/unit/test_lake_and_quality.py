@@ -30,19 +30,32 @@ def test_a_clean_parse_passes_every_blocking_expectation(parsed):
     assert len(report.blocking) >= 10
 
 
-@pytest.mark.parametrize("damage, view, expectation", [
-    (lambda p: p.rows("pages").pop(), "pages", "expect_table_row_count_to_equal"),
-    (lambda p: p.rows("tables")[0].update(bbox=[500.0, 700.0, 300.0, 200.0]), "bounding_boxes",
-     "expect_column_max_to_be_between"),
-    (lambda p: p.rows("chunks").append(dict(p.rows("chunks")[0])), "chunks", "expect_column_values_to_be_unique"),
-    (lambda p: p.rows("chunks")[0].update(token_count=900), "chunks", "expect_column_max_to_be_between"),
-    (lambda p: p.rows("table_rows")[0].update(table_id="not-a-table"), "table_rows",
-     "expect_column_values_to_be_in_set"),
-    (lambda p: p.rows("tables")[0].update(table_structure="fine"), "tables", "expect_column_values_to_match_regex"),
-    (lambda p: p.rows("equations").append({"equation_id": None, "paper_id": "x",
-                                           "page_number": 1, "ordinal": 9, "bbox": [1.0, 1.0, 2.0, 2.0]}),
-     "equations", "expect_column_values_to_not_be_null"),
-])
+@pytest.mark.parametrize(
+    "damage, view, expectation",
+    [
+        (lambda p: p.rows("pages").pop(), "pages", "expect_table_row_count_to_equal"),
+        (
+            lambda p: p.rows("tables")[0].update(bbox=[500.0, 700.0, 300.0, 200.0]),
+            "bounding_boxes",
+            "expect_column_max_to_be_between",
+        ),
+        (lambda p: p.rows("chunks").append(dict(p.rows("chunks")[0])), "chunks", "expect_column_values_to_be_unique"),
+        (lambda p: p.rows("chunks")[0].update(token_count=900), "chunks", "expect_column_max_to_be_between"),
+        (
+            lambda p: p.rows("table_rows")[0].update(table_id="not-a-table"),
+            "table_rows",
+            "expect_column_values_to_be_in_set",
+        ),
+        (lambda p: p.rows("tables")[0].update(table_structure="fine"), "tables", "expect_column_values_to_match_regex"),
+        (
+            lambda p: p.rows("equations").append(
+                {"equation_id": None, "paper_id": "x", "page_number": 1, "ordinal": 9, "bbox": [1.0, 1.0, 2.0, 2.0]}
+            ),
+            "equations",
+            "expect_column_values_to_not_be_null",
+        ),
+    ],
+)
 def test_broken_data_fails_a_blocking_expectation(parsed, damage, view, expectation):
     _, paper = parsed
     broken = copy.deepcopy(paper)
@@ -119,7 +132,8 @@ def test_cited_figures_are_counted_as_whole_figures(parsed):
     first = paper.rows("images")[0]
     panelled = copy.deepcopy(paper)
     panelled.views["images"] = [first] + [
-        {**first, "image_id": f"panel-{n}", "ordinal": n, "parent_image_id": first["image_id"]} for n in range(3)]
+        {**first, "image_id": f"panel-{n}", "ordinal": n, "parent_image_id": first["image_id"]} for n in range(3)
+    ]
     report = validate_paper(panelled, pdf_page_count=7, max_chunk_tokens=512)
     assert report.passed, report.summary()
     assert "images" in {o.view for o in report.suspicious}
@@ -160,8 +174,14 @@ def test_an_error_replaces_the_papers_views(tmp_path, parsed):
     source, paper = parsed
     lake = Lake(tmp_path / "lake")
     lake.publish(paper, source.sha256, "test-1")
-    lake.record_error(source.paper_key, stage="quality", reason="boxes outside the page", volume="emnlp2024",
-                      pdf_path=str(source.pdf_path), sha256=source.sha256)
+    lake.record_error(
+        source.paper_key,
+        stage="quality",
+        reason="boxes outside the page",
+        volume="emnlp2024",
+        pdf_path=str(source.pdf_path),
+        sha256=source.sha256,
+    )
     assert lake.record(source.paper_key) is None
     assert not any(lake.view_path(view, source.paper_key).exists() for view in VIEWS)
     assert lake.error(source.paper_key)["stage"] == "quality"

@@ -23,7 +23,7 @@ def _gone(pid: int, timeout: float = 10) -> bool:
             os.kill(pid, 0)
         except ProcessLookupError:
             return True
-        try:   # our own child: reap it
+        try:  # our own child: reap it
             if os.waitpid(pid, os.WNOHANG)[0] == pid:
                 return True
         except ChildProcessError:
@@ -42,7 +42,7 @@ def test_a_launched_child_runs_the_command_with_default_signals():
     try:
         time.sleep(0.5)
         assert child.poll() is None
-        assert os.readlink(f"/proc/{child.pid}/exe").endswith("sleep")   # the launcher exec'd the command itself
+        assert os.readlink(f"/proc/{child.pid}/exe").endswith("sleep")  # the launcher exec'd the command itself
         child.terminate()
         assert child.wait(timeout=10) == -signal.SIGTERM
     finally:
@@ -52,12 +52,20 @@ def test_a_launched_child_runs_the_command_with_default_signals():
 
 def test_a_launched_child_stops_when_its_parent_is_killed():
     parent = subprocess.Popen(
-        [sys.executable, "-c", "import subprocess, sys, time\n"
-         "from paperlake.vectors.server import launched\n"
-         "child = subprocess.Popen(launched(['sleep', '60']))\n"
-         "print(child.pid, flush=True)\n"
-         "time.sleep(60)\n"],
-        stdout=subprocess.PIPE, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "from paperlake.vectors.server import launched\n"
+            "child = subprocess.Popen(launched(['sleep', '60']))\n"
+            "print(child.pid, flush=True)\n"
+            "time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
         child_pid = int(parent.stdout.readline())
         time.sleep(0.5)
@@ -70,6 +78,10 @@ def test_a_launched_child_stops_when_its_parent_is_killed():
 
 
 def test_no_child_process_is_started_with_a_pre_exec_hook():
-    offenders = [str(path.relative_to(REPO)) for package in ("paperlake", "orchestration", "assets", "agent", "cli")
-                 for path in (REPO / package).rglob("*.py") if re.search(r"preexec_fn\s*=", path.read_text())]
+    offenders = [
+        str(path.relative_to(REPO))
+        for package in ("paperlake", "orchestration", "assets", "agent", "cli")
+        for path in (REPO / package).rglob("*.py")
+        if re.search(r"preexec_fn\s*=", path.read_text())
+    ]
     assert offenders == []

@@ -34,6 +34,7 @@ def _source(slug: str, mineru_dir: Path | None | str = "corpus") -> PaperSource:
     source = source_for_pdf(_pdf(slug), CORPUS / "mineru")
     return source if mineru_dir == "corpus" else dataclasses.replace(source, mineru_dir=mineru_dir)
 
+
 def _copy_cloud(slug: str, destination: Path) -> Path:
     shutil.copytree(CORPUS / "mineru" / slug, destination, ignore=shutil.ignore_patterns("images"))
     for path in destination.iterdir():
@@ -80,7 +81,12 @@ def test_numerologic_has_its_seven_tables_with_labels_captions_and_cells(numerol
     cells = [c for c in numerologic.rows("table_cells") if c["table_id"] == first["table_id"]]
     assert (first["num_rows"], first["num_cols"]) == (6, 6)
     assert [c["cell_text"] for c in cells if c["row_index"] == 0] == [
-        "Op.", "Num. digit", "int/ float", "Plain", "Numero Logic", "Gain"
+        "Op.",
+        "Num. digit",
+        "int/ float",
+        "Plain",
+        "Numero Logic",
+        "Gain",
     ]
     assert all(c["is_header"] == (c["row_index"] == 0) for c in cells)
     assert {row["backend"] for row in tables} == {"mineru"}
@@ -128,7 +134,12 @@ def test_front_matter_title_authors_abstract_and_sections(numerologic):
     metadata = numerologic.rows("metadata")[0]
     assert metadata["title"] == "NumeroLogic: Number Encoding for Enhanced LLMs’ Numerical Reasoning"
     assert metadata["authors"] == [
-        "Eli Schwartz", "Leshem Choshen", "Joseph Shtok", "Sivan Doveh", "Leonid Karlinsky", "Assaf Arbelle"
+        "Eli Schwartz",
+        "Leshem Choshen",
+        "Joseph Shtok",
+        "Sivan Doveh",
+        "Leonid Karlinsky",
+        "Assaf Arbelle",
     ]
     assert metadata["abstract"].startswith("Language models struggle with handling numerical data")
     assert metadata["num_pages"] == 7
@@ -172,9 +183,13 @@ def test_table_cells_follow_rowspans_and_colspans():
     )
     placed = {(c.row, c.col): (c.text, c.rowspan, c.colspan, c.is_header) for c in cells}
     assert placed == {
-        (0, 0): ("Model", 2, 1, True), (0, 1): ("Score", 1, 2, True),
-        (1, 1): ("A & B", 1, 1, False), (1, 2): ("C", 1, 1, False),
-        (2, 0): ("m", 1, 1, False), (2, 1): ("1", 1, 1, False), (2, 2): ("2", 1, 1, False),
+        (0, 0): ("Model", 2, 1, True),
+        (0, 1): ("Score", 1, 2, True),
+        (1, 1): ("A & B", 1, 1, False),
+        (1, 2): ("C", 1, 1, False),
+        (2, 0): ("m", 1, 1, False),
+        (2, 1): ("1", 1, 1, False),
+        (2, 2): ("2", 1, 1, False),
     }
 
 
@@ -290,7 +305,9 @@ def _fake_mineru(tmp_path: Path, body: str) -> str:
 def test_run_mineru_returns_the_folder_with_the_outputs(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", "/not/for/mineru")
     prepared = _make_local_layout(NUMEROLOGIC, tmp_path / "prepared")
-    executable = _fake_mineru(tmp_path, f"""
+    executable = _fake_mineru(
+        tmp_path,
+        f"""
         import os, shutil, sys
         from pathlib import Path
         args = sys.argv[1:]
@@ -298,19 +315,23 @@ def test_run_mineru_returns_the_folder_with_the_outputs(tmp_path, monkeypatch):
         if "PYTHONPATH" in os.environ or args[-2:] != ["-b", "pipeline"]:
             sys.exit(5)
         shutil.copytree({str(prepared)!r}, out / pdf.stem / "auto")
-    """)
+    """,
+    )
     out = mineru.run_mineru(_pdf(NUMEROLOGIC), tmp_path / "out", executable, ["-b", "pipeline"], timeout=60)
     assert out == tmp_path / "out" / NUMEROLOGIC / "auto"
     assert len(mineru.read_layout(out, _pdf(NUMEROLOGIC)).pages) == 7
 
 
 def test_run_mineru_failure_reports_the_stderr_tail(tmp_path):
-    executable = _fake_mineru(tmp_path, """
+    executable = _fake_mineru(
+        tmp_path,
+        """
         import sys
         print("loading models", file=sys.stderr)
         print("RuntimeError: no layout model weights", file=sys.stderr)
         sys.exit(3)
-    """)
+    """,
+    )
     with pytest.raises(ParseError) as error:
         mineru.run_mineru(_pdf(NUMEROLOGIC), tmp_path / "out", executable, [], paper_key="emnlp2024/x")
     assert error.value.paper_key == "emnlp2024/x" and error.value.stage == "mineru"
@@ -357,17 +378,26 @@ def test_whole_corpus_parses_with_labelled_floats_and_boxes_inside_pages():
     assert totals["tables"] >= 180 and totals["images"] >= 100 and totals["references"] >= 900
 
 
-@pytest.mark.parametrize(("cell", "text"), [
-    ("$1 4 ^ { 1 9 }$", "1419"), ("45.2 $\\pm 0 . 3$", "45.2 ± 0.3"), ("$\\mathbf { 7 7 . 3 }$", "77.3"),
-    ("$\\mathrm { o r i }$", "ori"), ("$\\uparrow$ BLEU", "↑ BLEU"), ("no math, 12", "no math, 12"),
-])
+@pytest.mark.parametrize(
+    ("cell", "text"),
+    [
+        ("$1 4 ^ { 1 9 }$", "1419"),
+        ("45.2 $\\pm 0 . 3$", "45.2 ± 0.3"),
+        ("$\\mathbf { 7 7 . 3 }$", "77.3"),
+        ("$\\mathrm { o r i }$", "ori"),
+        ("$\\uparrow$ BLEU", "↑ BLEU"),
+        ("no math, 12", "no math, 12"),
+    ],
+)
 def test_inline_math_in_table_cells_reads_as_printed(cell, text):
     from paperlake.parsing.inline_math import plain_text
     from paperlake.parsing.mineru_backend import table_cells
 
     assert plain_text(cell) == text
-    assert table_cells(f"<table><tr><td>Model</td><td>X</td></tr><tr><td>A</td><td>{cell}</td></tr></table>")[-1].text \
+    assert (
+        table_cells(f"<table><tr><td>Model</td><td>X</td></tr><tr><td>A</td><td>{cell}</td></tr></table>")[-1].text
         == text
+    )
 
 
 def test_table_lines_state_what_the_paper_defines_their_labels_to_mean():
@@ -378,7 +408,7 @@ def test_table_lines_state_what_the_paper_defines_their_labels_to_mean():
     rows = {tuple(r["row_header_path"]): r for r in parsed.rows("table_rows") if r["table_id"] == table_1}
     columns = {tuple(c["column_header_path"]): c for c in parsed.rows("table_columns") if c["table_id"] == table_1}
     assert rows[("2D+",)]["header_glossary"] == ["2D+: addition"]
-    assert rows[("2D*",)]["header_glossary"] == ["2D*: multiplication"]   # Markdown's "2D\*" in the text
+    assert rows[("2D*",)]["header_glossary"] == ["2D*: multiplication"]  # Markdown's "2D\*" in the text
     assert "\nRow: 2D+ (addition)\n" in rows[("2D+",)]["row_text"]
     assert rows[("all",)]["header_glossary"] == []
     assert columns[("ori",)]["header_glossary"] == ["ori: original model"]

@@ -47,7 +47,7 @@ def overlap_area(a: Box, b: Box) -> float:
 
 def assert_apart(boxes: list[Box]) -> None:
     for i, a in enumerate(boxes):
-        for b in boxes[i + 1:]:
+        for b in boxes[i + 1 :]:
             assert overlap_area(a, b) < 0.02 * min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
 
 
@@ -81,10 +81,12 @@ def test_panels_follow_their_whole_figure_and_lie_inside_it():
     assert all(block.caption == figure.caption and block.caption.startswith("Figure 4") for block in blocks)
     for block in blocks[1:]:
         assert overlap_area(block.bbox, figure.bbox) == pytest.approx(area(block.bbox))
-    assert figure.bbox == pytest.approx(tuple(
-        f(block.bbox[i] for block in blocks[1:]) for i, f in enumerate((min, min, max, max))), abs=15)
-    positions = [i for i, block in enumerate(figure_blocks("emnlp2024-177-cute-token-understanding"))
-                 if block in blocks]
+    assert figure.bbox == pytest.approx(
+        tuple(f(block.bbox[i] for block in blocks[1:]) for i, f in enumerate((min, min, max, max))), abs=15
+    )
+    positions = [
+        i for i, block in enumerate(figure_blocks("emnlp2024-177-cute-token-understanding")) if block in blocks
+    ]
     assert positions == list(range(positions[0], positions[0] + 9))  # the panels come right after their figure
 
 

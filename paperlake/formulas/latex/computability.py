@@ -103,7 +103,7 @@ def _summation_reason(nodes: list[Node], index: int) -> str | None:
         return "sum or product over an unspecified index set"
     if upper is None:
         return "sum or product without an upper bound"
-    after_equals = lower_tokens[lower_tokens.index("=") + 1:]
+    after_equals = lower_tokens[lower_tokens.index("=") + 1 :]
     if any(token in RELATIONS or token in ("|", r"\mid") for token in after_equals):
         return "sum or product with a condition on the index"
     return None

@@ -63,9 +63,16 @@ def _direct_tree_reason(nodes: list[Node], known_words: frozenset[str]) -> str |
             if reason:
                 return reason
             continue
-        if node == "(" and previous is not None and (
-                _is_letter(previous) or isinstance(previous, list) or previous == "'"
-                or (isinstance(previous, str) and previous.lstrip("\\") in GREEK)):
+        if (
+            node == "("
+            and previous is not None
+            and (
+                _is_letter(previous)
+                or isinstance(previous, list)
+                or previous == "'"
+                or (isinstance(previous, str) and previous.lstrip("\\") in GREEK)
+            )
+        ):
             return "a name followed by '(' (function or product?)"
         if node == "^" and index + 1 < len(nodes):
             exponent = "".join(_flatten(nodes[index + 1]))
@@ -84,8 +91,9 @@ def _direct_tree_reason(nodes: list[Node], known_words: frozenset[str]) -> str |
     return None
 
 
-def to_sympy(latex: str, known_symbols: Iterable[str] | None = None,
-             vectors: Iterable[str] | None = None) -> ConversionResult:
+def to_sympy(
+    latex: str, known_symbols: Iterable[str] | None = None, vectors: Iterable[str] | None = None
+) -> ConversionResult:
     """Convert one display equation (or expression) to sympy, recording the step that worked or why none did.
 
     ``known_symbols`` are parameter names (identifiers or LaTeX) known from the context; they resolve
@@ -118,8 +126,9 @@ def to_sympy(latex: str, known_symbols: Iterable[str] | None = None,
         if reason or rewrite_reason:
             result.status, result.reason = "not_computable", reason or rewrite_reason
         else:
-            result.reason = next((attempt for attempt in result.attempts if attempt.startswith("rewrite")),
-                                 result.attempts[-1])
+            result.reason = next(
+                (attempt for attempt in result.attempts if attempt.startswith("rewrite")), result.attempts[-1]
+            )
         return result
     _assemble(result, *sides)
     bases = vector_symbols(latex) if vectors is None else frozenset(vectors)
@@ -156,8 +165,7 @@ def vector_symbols(latex: str) -> frozenset[str]:
             content = [token for token in _flatten(argument) if token.strip()] if argument is not None else []
             if not content and index + 2 < len(nodes):  # ``\mathbf { } e``: the bold letter follows
                 content = [token for token in _flatten(nodes[index + 2]) if token.strip()]
-            letters = [token.lstrip("\\") for token in content[:1] if _is_letter(token) or
-                       token.lstrip("\\") in GREEK]
+            letters = [token.lstrip("\\") for token in content[:1] if _is_letter(token) or token.lstrip("\\") in GREEK]
             for letter in letters:
                 bases.add(f"{letter}vec" if node in _ARROWS else letter)
 
@@ -184,21 +192,34 @@ def _scalar_misreading(result: ConversionResult, bases: frozenset[str]) -> str |
     vectors = sorted(symbol.name for symbol in written if _is_vector(symbol.name, bases))
     lost = sorted(symbol.name for symbol in written - kept if isinstance(symbol, sympy.Symbol))
     if lost:
-        about = (f"{', '.join(vectors)} are written as vectors, so its products are dot products" if vectors
-                 else "the formula is not a scalar identity")
+        about = (
+            f"{', '.join(vectors)} are written as vectors, so its products are dot products"
+            if vectors
+            else "the formula is not a scalar identity"
+        )
         return f"read as scalars it cancels {', '.join(lost)} ({about}); no scalar template"
     for side in result.written:
         for node in sympy.preorder_traversal(side):
             if isinstance(node, sympy.Mul):
-                factors = [argument for argument in node.args if any(
-                    _is_vector(symbol.name, bases) for symbol in argument.free_symbols)]
+                factors = [
+                    argument
+                    for argument in node.args
+                    if any(_is_vector(symbol.name, bases) for symbol in argument.free_symbols)
+                ]
                 if len(factors) >= 2:
-                    names = sorted({symbol.name for factor in factors for symbol in factor.free_symbols
-                                    if _is_vector(symbol.name, bases)})
-                    return (f"product of vectors {' and '.join(names)} (a dot, element-wise or outer product); "
-                            "no scalar template")
-            if isinstance(node, sympy.Pow) and any(_is_vector(symbol.name, bases)
-                                                   for symbol in node.base.free_symbols):
+                    names = sorted(
+                        {
+                            symbol.name
+                            for factor in factors
+                            for symbol in factor.free_symbols
+                            if _is_vector(symbol.name, bases)
+                        }
+                    )
+                    return (
+                        f"product of vectors {' and '.join(names)} (a dot, element-wise or outer product); "
+                        "no scalar template"
+                    )
+            if isinstance(node, sympy.Pow) and any(_is_vector(symbol.name, bases) for symbol in node.base.free_symbols):
                 return f"power of the vector {node.base}; no scalar template"
     return None
 
@@ -217,7 +238,7 @@ def _strip_label(latex: str) -> tuple[str | None, str]:
     prefix = tree[:colon]
     words = [_word(node) for node in prefix if isinstance(node, list)]
     textual = all(node == r"\mathrm" or isinstance(node, list) or _is_letter(node) for node in prefix)
-    remainder = emit(tree[colon + 1:])
+    remainder = emit(tree[colon + 1 :])
     if prefix and textual and any(words) and split_relations(remainder)[1]:
         return " ".join(word for word in words if word), remainder
     return None, emit(tree)
@@ -229,8 +250,13 @@ def _known_name(symbol: str) -> str | None:
     return symbol_name(symbol)
 
 
-def _convert_sides(segments: list[str], relations: list[str], known: frozenset[str], known_words: frozenset[str],
-                   result: ConversionResult) -> tuple[list[sympy.Basic], list[str]] | None:
+def _convert_sides(
+    segments: list[str],
+    relations: list[str],
+    known: frozenset[str],
+    known_words: frozenset[str],
+    result: ConversionResult,
+) -> tuple[list[sympy.Basic], list[str]] | None:
     """The left side and the first right side (of a chain ``a = b = c``) that converts, with their relations."""
     if not relations:
         expression = _convert_side(segments[0], known, known_words, result, lhs=False)
@@ -249,8 +275,9 @@ def _convert_sides(segments: list[str], relations: list[str], known: frozenset[s
     return None
 
 
-def _convert_side(latex: str, known: frozenset[str], known_words: frozenset[str], result: ConversionResult,
-                  *, lhs: bool) -> sympy.Basic | None:
+def _convert_side(
+    latex: str, known: frozenset[str], known_words: frozenset[str], result: ConversionResult, *, lhs: bool
+) -> sympy.Basic | None:
     """One side: direct parse when the LaTeX is plain, else (or on refusal) the placeholder rewrite."""
     if not latex.strip():
         result.attempts.append("empty side of a relation")
@@ -344,8 +371,9 @@ def _atom_identifiers(nodes: list[Node]) -> set[str]:
     return names
 
 
-def _from_direct(expression: sympy.Basic, known: frozenset[str], expected: set[str],
-                 result: ConversionResult) -> sympy.Basic | None:
+def _from_direct(
+    expression: sympy.Basic, known: frozenset[str], expected: set[str], result: ConversionResult
+) -> sympy.Basic | None:
     """Accept sympy's reading only if it found exactly the names we would (``d\\theta`` is not ``dtheta``)."""
     mapping: dict[sympy.Basic, sympy.Basic] = {}
     # in name order: a set of symbols iterates in an order that changes with the process's hash seed, and the
@@ -356,8 +384,9 @@ def _from_direct(expression: sympy.Basic, known: frozenset[str], expected: set[s
         if re.search(r"[*()\s]", raw) or name not in expected:
             return None
         match = re.match(r"^[^_]+_\{?(.*?)\}?$", raw)
-        result.indices[name] = frozenset({match.group(1)} - {""}) if match and not match.group(1).isdigit() \
-            else frozenset()
+        result.indices[name] = (
+            frozenset({match.group(1)} - {""}) if match and not match.group(1).isdigit() else frozenset()
+        )
         result.symbols.setdefault(name, raw if "\\" in raw or "_" in raw else raw)
         mapping[symbol] = _constant_for(name, known) or sympy.Symbol(name)
     result.written.append(_unevaluated_replace(expression, mapping))
@@ -373,8 +402,9 @@ def _bound_symbols(expression: sympy.Basic) -> set[sympy.Symbol]:
     return bound
 
 
-def _from_rewrite(expression: sympy.Basic, rewriter: _Rewriter, known: frozenset[str],
-                  result: ConversionResult) -> sympy.Basic:
+def _from_rewrite(
+    expression: sympy.Basic, rewriter: _Rewriter, known: frozenset[str], result: ConversionResult
+) -> sympy.Basic:
     by_placeholder = {placeholder: name for name, placeholder in rewriter.placeholders.items()}
     mapping: dict[sympy.Basic, sympy.Basic] = {}
     for symbol in expression.free_symbols | _bound_symbols(expression):
@@ -397,6 +427,7 @@ def _from_rewrite(expression: sympy.Basic, rewriter: _Rewriter, known: frozenset
 
 def _known_functions(expression: sympy.Basic) -> sympy.Basic:
     """``max``/``min`` from the antlr parser and word functions (sigmoid, relu) → sympy functions."""
+
     def known(node: sympy.Basic) -> bool:
         return isinstance(node, AppliedUndef) and node.func.__name__.lower() in _SCALAR_FUNCTIONS
 

@@ -111,11 +111,19 @@ def _read_atom(nodes: list[Node], index: int, known_words: frozenset[str]) -> tu
         while probe < len(nodes) and _is_letter(nodes[probe]):
             run += nodes[probe]
             probe += 1
-        base = next((word for word in sorted(known_words, key=len, reverse=True)
-                     if len(word) > 1 and run.startswith(word)), None)
+        base = next(
+            (word for word in sorted(known_words, key=len, reverse=True) if len(word) > 1 and run.startswith(word)),
+            None,
+        )
         if base is None:
-            base = next((word for word in sorted(KNOWN_FUNCTION_WORDS, key=len, reverse=True)
-                         if run.startswith(word) and _probe_is(nodes, index + len(word), "(")), node)
+            base = next(
+                (
+                    word
+                    for word in sorted(KNOWN_FUNCTION_WORDS, key=len, reverse=True)
+                    if run.startswith(word) and _probe_is(nodes, index + len(word), "(")
+                ),
+                node,
+            )
         multi_letter = len(base) > 1
         index += len(base)
     elif isinstance(node, str) and node.lstrip("\\") in GREEK and node.startswith("\\"):
@@ -175,8 +183,9 @@ def _read_atom(nodes: list[Node], index: int, known_words: frozenset[str]) -> tu
         else:
             break
     source = emit(nodes[start:name_end])
-    return _Atom(identifier(raw.replace("^", "_")), source, multi_letter, frozenset(subscripts), power,
-                 transpose), index
+    return _Atom(
+        identifier(raw.replace("^", "_")), source, multi_letter, frozenset(subscripts), power, transpose
+    ), index
 
 
 def _probe_is(nodes: list[Node], index: int, token: str) -> bool:

@@ -40,7 +40,7 @@ def normalise_latex(latex: str) -> str:
     text = latex.strip()
     for delimiter in ("$$", "$", r"\[", r"\]", r"\(", r"\)"):
         if text.startswith(delimiter):
-            text = text[len(delimiter):]
+            text = text[len(delimiter) :]
         if text.endswith(delimiter):
             text = text[: -len(delimiter)]
     for source, target in {**UNICODE_GREEK, **UNICODE_SYMBOLS}.items():
@@ -123,7 +123,7 @@ def _clean(nodes: list[Node], top_level: bool = True) -> list[Node]:
             out.append(node)
             if index < len(nodes) and nodes[index] == "[":
                 closing = nodes.index("]", index) if "]" in nodes[index:] else index
-                out.extend(["[", *_clean(nodes[index + 1: closing], False), "]"])
+                out.extend(["[", *_clean(nodes[index + 1 : closing], False), "]"])
                 index = closing + 1
             argument, index = _take_argument(nodes, index)
             out.append(_clean(_as_list(argument), False))
@@ -206,8 +206,15 @@ def _environment(nodes: list[Node], index: int, name: str, out: list[Node]) -> i
         cleaned = _clean(body, top_level=False)
         out.extend(node for node in cleaned if node != "&")
     else:
-        out.extend([r"\begin", [name if name not in _ALIGN_ENVIRONMENTS else "matrix"], *_clean(body, False),
-                    r"\end", [name if name not in _ALIGN_ENVIRONMENTS else "matrix"]])
+        out.extend(
+            [
+                r"\begin",
+                [name if name not in _ALIGN_ENVIRONMENTS else "matrix"],
+                *_clean(body, False),
+                r"\end",
+                [name if name not in _ALIGN_ENVIRONMENTS else "matrix"],
+            ]
+        )
     return after
 
 

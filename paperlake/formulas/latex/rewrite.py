@@ -61,18 +61,46 @@ class _Rewriter:
                 if "]" not in nodes[index:]:
                     raise RewriteError("unclosed root degree [")
                 closing = nodes.index("]", index)
-                degree = "[" + self.rewrite(nodes[index + 1: closing]) + "]"
+                degree = "[" + self.rewrite(nodes[index + 1 : closing]) + "]"
                 index = closing + 1
             argument, index = _take_argument(nodes, index)
             pieces.append(rf"\sqrt{degree}{{{self.rewrite(_as_list(argument))}}}")
             return index
         if node in (r"\sum", r"\prod"):
             return self._summation(nodes, index, pieces)
-        if node in (r"\log", r"\ln", r"\exp", r"\sin", r"\cos", r"\tan", r"\sinh", r"\cosh", r"\tanh",
-                    r"\arcsin", r"\arccos", r"\arctan", r"\max", r"\min"):
+        if node in (
+            r"\log",
+            r"\ln",
+            r"\exp",
+            r"\sin",
+            r"\cos",
+            r"\tan",
+            r"\sinh",
+            r"\cosh",
+            r"\tanh",
+            r"\arcsin",
+            r"\arccos",
+            r"\arctan",
+            r"\max",
+            r"\min",
+        ):
             return self._function_command(nodes, index, pieces)
-        if node in (r"\lfloor", r"\rfloor", r"\lceil", r"\rceil", r"\infty", "+", "-", "*", "/", "(", ")", "!",
-                    ",", "|"):
+        if node in (
+            r"\lfloor",
+            r"\rfloor",
+            r"\lceil",
+            r"\rceil",
+            r"\infty",
+            "+",
+            "-",
+            "*",
+            "/",
+            "(",
+            ")",
+            "!",
+            ",",
+            "|",
+        ):
             pieces.append(node)
             return index + 1
         if node == ";":
@@ -108,7 +136,7 @@ class _Rewriter:
         applied = index < len(nodes) and nodes[index] == "(" and atom.power is None
         if applied and self._is_application(atom, nodes, index, lhs=lhs):
             closing = _matching_paren(nodes, index)
-            arguments = self.rewrite(nodes[index + 1: closing])
+            arguments = self.rewrite(nodes[index + 1 : closing])
             text = f"{self.placeholder(name, atom.latex)}({arguments})"
             index = closing + 1
         else:
@@ -128,7 +156,7 @@ class _Rewriter:
             return False
         if lhs or atom.multi_letter or name.split("_")[0] in FUNCTION_LETTERS:
             return True
-        inside = nodes[index + 1: _matching_paren(nodes, index)]
+        inside = nodes[index + 1 : _matching_paren(nodes, index)]
         argument, end = _read_atom(inside, 0, self.known_words) if inside else (None, 0)
         if argument is not None and end == len(inside):
             return True  # ``v_{H}(\bar{u})``: a name applied to one name; products are written with operators
@@ -154,7 +182,7 @@ class _Rewriter:
             raise RewriteError("sum or product over an unspecified index set", non_computable=True)
         equals = lower.index("=")
         variable = self.rewrite(lower[:equals])
-        start = self.rewrite(lower[equals + 1:])
+        start = self.rewrite(lower[equals + 1 :])
         pieces.append(f"{command}_{{{variable}={start}}}^{{{self.rewrite(upper)}}}")
         return index
 
@@ -170,7 +198,7 @@ class _Rewriter:
             index += 2
         if command in (r"\max", r"\min") and index < len(nodes) and nodes[index] == r"\{":
             closing = nodes.index(r"\}", index) if r"\}" in nodes[index:] else len(nodes)
-            text += "(" + self.rewrite(nodes[index + 1: closing]) + ")"
+            text += "(" + self.rewrite(nodes[index + 1 : closing]) + ")"
             index = closing + 1
         pieces.append(text)
         return index

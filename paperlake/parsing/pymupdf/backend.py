@@ -20,13 +20,11 @@ from paperlake.views import ParsedPaper
 PARSER_VERSION = "pymupdf-18"
 BACKEND = "pymupdf"
 
-_MIN_TEXT_CHARS = 50          # fewer characters than this on the first pages: a scan without a text layer
+_MIN_TEXT_CHARS = 50  # fewer characters than this on the first pages: a scan without a text layer
 _TEXT_CHECK_PAGES = 3
 
 
-def parse(
-    source: PaperSource, *, parser_version: str = PARSER_VERSION, max_chunk_tokens: int = 512
-) -> ParsedPaper:
+def parse(source: PaperSource, *, parser_version: str = PARSER_VERSION, max_chunk_tokens: int = 512) -> ParsedPaper:
     """Parse one inbox PDF into the lake's views."""
     layout = read_layout(source.pdf_path, paper_key=source.paper_key)
     return assemble(source, layout, BACKEND, parser_version=parser_version, max_chunk_tokens=max_chunk_tokens)
@@ -78,7 +76,8 @@ def _check_text_layer(pages: list[_PageContent], key: str) -> None:
     chars = sum(len(line.text.strip()) for page in pages[:_TEXT_CHECK_PAGES] for line in page.raw_lines)
     if chars < _MIN_TEXT_CHARS:
         raise ParseError(
-            key, "text layer",
+            key,
+            "text layer",
             f"only {chars} characters of text on the first {min(len(pages), _TEXT_CHECK_PAGES)} pages: "
             "a scanned PDF without a text layer needs OCR (use the MinerU backend)",
         )

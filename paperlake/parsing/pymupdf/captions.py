@@ -27,8 +27,13 @@ def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
             continue  # "... as shown in / Figure 11. In particular ..." is a sentence, not a caption
         caption = [line]
         followers = sorted(
-            (other for other in lines if other.bbox[1] > line.bbox[1] and id(other) not in used
-             and (other.column == line.column or line.column == "full" and _under(other, line))),
+            (
+                other
+                for other in lines
+                if other.bbox[1] > line.bbox[1]
+                and id(other) not in used
+                and (other.column == line.column or line.column == "full" and _under(other, line))
+            ),
             key=lambda other: other.bbox[1],
         )
         for follower in followers:
@@ -59,7 +64,9 @@ def _under(line: _Line, caption_line: _Line) -> bool:
 
 def _continues_prose(previous: _Line, line: _Line) -> bool:
     return (
-        previous.column == line.column and previous.role == "body" and abs(previous.size - line.size) < 0.5
+        previous.column == line.column
+        and previous.role == "body"
+        and abs(previous.size - line.size) < 0.5
         and 0 <= line.bbox[1] - previous.bbox[3] <= 0.3 * line.size
         and not previous.text.rstrip().endswith((".", ":"))
     )

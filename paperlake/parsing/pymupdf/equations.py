@@ -48,7 +48,8 @@ def _find_equations(lines: list[_Line], page: _PageContent, style: _DocumentStyl
     numbers = [line for line in lines if _EQUATION_NUMBER.match(line.text) and not line.role]
     number_ids = {id(line) for line in numbers}
     free = [
-        line for line in lines
+        line
+        for line in lines
         if id(line) not in number_ids and line.role not in _NOT_EQUATION_ROLES and not _ALGORITHM_STEP.match(line.text)
     ]
     body = [line for line in lines if line.role == "body"]
@@ -57,8 +58,11 @@ def _find_equations(lines: list[_Line], page: _PageContent, style: _DocumentStyl
     for number in numbers:  # a numbered display whose text happens to use few math glyphs
         if not any(_same_row(number, line) for line in candidates):
             candidates += [
-                line for line in free
-                if _same_row(number, line) and line.column == number.column and not _looks_like_heading(line)
+                line
+                for line in free
+                if _same_row(number, line)
+                and line.column == number.column
+                and not _looks_like_heading(line)
                 and line not in candidates
             ]
     rows = _equation_rows(candidates, _fraction_bars(page))
@@ -81,8 +85,11 @@ def _find_equations(lines: list[_Line], page: _PageContent, style: _DocumentStyl
 
 
 def _numbers_of(box: Box, numbers: list[_Line], page: _PageContent) -> list[_Line]:
-    return [n for n in numbers if box[1] - 2 <= (n.bbox[1] + n.bbox[3]) / 2 <= box[3] + 2
-            and _horizontal_gap(n.bbox, box) < 0.6 * page.width]
+    return [
+        n
+        for n in numbers
+        if box[1] - 2 <= (n.bbox[1] + n.bbox[3]) / 2 <= box[3] + 2 and _horizontal_gap(n.bbox, box) < 0.6 * page.width
+    ]
 
 
 def _grow_rows(rows: list[list[_Line]], rest: list[_Line], style: _DocumentStyle) -> None:
@@ -109,8 +116,9 @@ def _grow_rows(rows: list[list[_Line]], rest: list[_Line], style: _DocumentStyle
                 changed = True
 
 
-def _joins(a: tuple[Box, list[_Line], int], b: tuple[Box, list[_Line], int], gap_limit: float,
-           style: _DocumentStyle) -> bool:
+def _joins(
+    a: tuple[Box, list[_Line], int], b: tuple[Box, list[_Line], int], gap_limit: float, style: _DocumentStyle
+) -> bool:
     """Two blocks are rows of one display: one below the other and overlapping horizontally, at most a line gap
     apart, or side by side on one baseline (the left-hand side beside a fraction); at most one number between them."""
     (upper, _, own_upper), (lower, _, own_lower) = sorted((a, b), key=lambda block: block[0][1])
@@ -154,9 +162,12 @@ def _display_blocks(rows: list[list[_Line]], numbers: list[_Line], style: _Docum
     owner: dict[int, int] = {}  # number -> the nearest row on its baseline band (two columns: the one beside it)
     for n_index, number in enumerate(numbers):
         middle = _baseline(number) - 0.3 * number.size
-        near = [(round(_horizontal_gap(box, number.bbox)), abs(middle - (box[1] + box[3]) / 2), r_index)
-                for r_index, row in enumerate(ordered)
-                for box in [_core_box(row)] if box[1] - 1 <= middle <= box[3] + 1]
+        near = [
+            (round(_horizontal_gap(box, number.bbox)), abs(middle - (box[1] + box[3]) / 2), r_index)
+            for r_index, row in enumerate(ordered)
+            for box in [_core_box(row)]
+            if box[1] - 1 <= middle <= box[3] + 1
+        ]
         if near:
             owner[n_index] = min(near)[2]
     blocks: list[tuple[Box, list[_Line], int]] = []  # box, lines, own numbers
@@ -203,8 +214,11 @@ def _equation_rows(candidates: list[_Line], bars: list[Box]) -> list[list[_Line]
     for line in candidates:
         if id(line) not in narrow:
             continue
-        near = [(_vertical_gap(line.bbox, _union([row_line.bbox for row_line in row])), row) for row in rows
-                if _horizontal_gap(line.bbox, _union([row_line.bbox for row_line in row])) < 10]
+        near = [
+            (_vertical_gap(line.bbox, _union([row_line.bbox for row_line in row])), row)
+            for row in rows
+            if _horizontal_gap(line.bbox, _union([row_line.bbox for row_line in row])) < 10
+        ]
         near = [(gap, row) for gap, row in near if gap <= 6]
         if near:
             min(near, key=lambda pair: pair[0])[1].append(line)
@@ -215,7 +229,8 @@ def _equation_rows(candidates: list[_Line], bars: list[Box]) -> list[list[_Line]
 
 def _is_narrow(line: _Line, candidates: list[_Line]) -> bool:
     neighbours = [
-        other.width for other in candidates
+        other.width
+        for other in candidates
         if _vertical_gap(other.bbox, line.bbox) < 30 and _horizontal_gap(other.bbox, line.bbox) < 10
     ]
     return line.width < 0.35 * max(neighbours, default=line.width)
@@ -268,15 +283,19 @@ def _prose_words(line: _Line) -> int:
     """Words of three or more letters in text fonts that are not the names of functions: a sentence has many,
     a formula few ("max", "softmax", a one-word subscript)."""
     return sum(
-        1 for span in line.spans if not _MATH_FONT.match(span["font"])
-        for word in _WORD.findall(span["text"]) if word.lower() not in _MATH_WORDS
+        1
+        for span in line.spans
+        if not _MATH_FONT.match(span["font"])
+        for word in _WORD.findall(span["text"])
+        if word.lower() not in _MATH_WORDS
     )
 
 
 def _is_code(line: _Line) -> bool:
     """Mostly set in a monospaced font: a code listing's ``x = f(y)`` is not a display equation."""
     mono = sum(
-        len(span["text"].strip()) for span in line.spans
+        len(span["text"].strip())
+        for span in line.spans
         if span["flags"] & _MONOSPACED or _MONOSPACED_FONT.search(span["font"])
     )
     return mono >= 0.5 * max(1, sum(len(span["text"].strip()) for span in line.spans))

@@ -16,8 +16,12 @@ T = TypeVar("T")
 
 
 def _contains(outer: Box, inner: Box, tolerance: float = 1.0) -> bool:
-    return (outer[0] - tolerance <= inner[0] and outer[1] - tolerance <= inner[1]
-            and inner[2] <= outer[2] + tolerance and inner[3] <= outer[3] + tolerance)
+    return (
+        outer[0] - tolerance <= inner[0]
+        and outer[1] - tolerance <= inner[1]
+        and inner[2] <= outer[2] + tolerance
+        and inner[3] <= outer[3] + tolerance
+    )
 
 
 def _box_gap(a: Box, b: Box) -> float:

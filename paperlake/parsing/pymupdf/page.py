@@ -16,7 +16,7 @@ from paperlake.parsing.pymupdf.geometry import Box, _inside_any, _union
 _TEXT_FLAGS = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES
 _BOTTOM_MARGIN_SHARE = 0.925  # below this share of the page height: page numbers and proceedings footers
 _TOP_MARGIN_SHARE = 0.06
-_MIN_PLOT_AREA_SIDE = 30.0    # a clip area smaller than this is a bar or a label, not a plot's axes
+_MIN_PLOT_AREA_SIDE = 30.0  # a clip area smaller than this is a bar or a label, not a plot's axes
 
 _BOLD_FONT = re.compile(r"bold|medi|semibold|demi|black|heavy", re.I)
 _MATH_FONT = re.compile(
@@ -119,8 +119,11 @@ def _split_stacked(spans: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     for span in spans:
         y0, y1 = span["bbox"][1], span["bbox"][3]
         home = next(
-            (part for part in parts
-             if min(max(s["bbox"][3] for s in part), y1) - max(min(s["bbox"][1] for s in part), y0) > 0),
+            (
+                part
+                for part in parts
+                if min(max(s["bbox"][3] for s in part), y1) - max(min(s["bbox"][1] for s in part), y0) > 0
+            ),
             None,
         )
         if home is None:
@@ -147,8 +150,7 @@ def _line_from_spans(spans: list[dict[str, Any]]) -> _Line:
     total = sum(w for _, w in body_spans) or 1
     bold = sum(w for s, w in body_spans if _is_bold(s)) / total
     math_chars = sum(
-        len(s["text"].strip()) if _MATH_FONT.match(s["font"]) else len(_MATH_CHARS.findall(s["text"]))
-        for s in spans
+        len(s["text"].strip()) if _MATH_FONT.match(s["font"]) else len(_MATH_CHARS.findall(s["text"])) for s in spans
     )
     x0 = min(s["bbox"][0] for s in spans)
     y0 = min(s["bbox"][1] for s in spans)
@@ -219,8 +221,11 @@ class _DocumentStyle:
         common = Counter(round(g) for g in found.values() if g is not None).most_common(1)
         gutter = float(common[0][0]) if common else None
         page_gutters = {
-            page.number: found[page.number] if found[page.number] is not None
-            else None if gutter is None or _is_single_column(page, body_size, gutter) else gutter
+            page.number: found[page.number]
+            if found[page.number] is not None
+            else None
+            if gutter is None or _is_single_column(page, body_size, gutter)
+            else gutter
             for page in pages
         }
         columns = _column_edges(pages, body_size, page_gutters)
@@ -244,9 +249,7 @@ class _DocumentStyle:
 
 def _text_lines(page: _PageContent, body_size: float) -> list[_Line]:
     """Lines of running text: body size or a little smaller (abstract, captions), never the larger front matter."""
-    return [
-        line for line in page.raw_lines if -1.5 <= line.size - body_size <= 0.5 and len(line.text) >= 15
-    ]
+    return [line for line in page.raw_lines if -1.5 <= line.size - body_size <= 0.5 and len(line.text) >= 15]
 
 
 def _find_gutter(page: _PageContent, body_size: float) -> float | None:
@@ -412,8 +415,11 @@ def _mark_body_text(lines: list[_Line], page: _PageContent, style: _DocumentStyl
                 previous = None
                 continue
             continues = (
-                _is_plain(line, style) and previous is not None and previous.role == "body"
-                and abs(line.bbox[0] - left) <= 3 and 0 <= line.bbox[1] - previous.bbox[3] <= 0.6 * line.size
+                _is_plain(line, style)
+                and previous is not None
+                and previous.role == "body"
+                and abs(line.bbox[0] - left) <= 3
+                and 0 <= line.bbox[1] - previous.bbox[3] <= 0.6 * line.size
             )
             if id(line) in prose_ids or continues:
                 line.role = "body"
@@ -452,8 +458,11 @@ def _is_prose(line: _Line, style: _DocumentStyle) -> bool:
     visible = line.text.replace(" ", "")
     letters = sum(char.isalpha() for char in visible)
     return (
-        _is_plain(line, style) and line.width >= 0.6 * (right - left) and line.widest_gap <= 0.6 * line.size
-        and line.bbox[0] <= left + 20 and letters >= 0.6 * len(visible)
+        _is_plain(line, style)
+        and line.width >= 0.6 * (right - left)
+        and line.widest_gap <= 0.6 * line.size
+        and line.bbox[0] <= left + 20
+        and letters >= 0.6 * len(visible)
     )
 
 
@@ -468,7 +477,7 @@ def _enclosures(page: _PageContent, prose: list[_Line]) -> list[Box]:
     )
     for i, top in enumerate(rules):
         bottom = next(
-            (r for r in rules[i + 1:] if abs(top[0] - r[0]) < 5 and abs(top[2] - r[2]) < 5 and r[1] - top[1] > 4),
+            (r for r in rules[i + 1 :] if abs(top[0] - r[0]) < 5 and abs(top[2] - r[2]) < 5 and r[1] - top[1] > 4),
             None,
         )
         if bottom is None:

@@ -19,13 +19,13 @@ from paperlake.parsing.pymupdf.geometry import (
 )
 from paperlake.parsing.pymupdf.page import _Line
 
-_MIN_FIGURE_SIDE = 40.0       # an uncaptioned image smaller than this is an icon, not a figure
-_PANEL_GAP = 4.0              # points of white space that separate two plots of one figure
-_FINE_PANEL_GAP = 1.5         # ... or that separate plots packed tightly in a grid
-_MIN_PLOT_SIDE = 70.0         # a plot cut at the fine gap must be at least this big
-_MIN_PLOT_AREA_SHARE = 0.25   # the plot areas of a figure of plots cover at least this share of it
-_FACET_GAP = 8.0              # plot areas closer than this are facets of one chart sharing its axes
-_SHARED_REACH = 0.15          # an element reaching this share across two plots' extents belongs to both
+_MIN_FIGURE_SIDE = 40.0  # an uncaptioned image smaller than this is an icon, not a figure
+_PANEL_GAP = 4.0  # points of white space that separate two plots of one figure
+_FINE_PANEL_GAP = 1.5  # ... or that separate plots packed tightly in a grid
+_MIN_PLOT_SIDE = 70.0  # a plot cut at the fine gap must be at least this big
+_MIN_PLOT_AREA_SHARE = 0.25  # the plot areas of a figure of plots cover at least this share of it
+_FACET_GAP = 8.0  # plot areas closer than this are facets of one chart sharing its axes
+_SHARED_REACH = 0.15  # an element reaching this share across two plots' extents belongs to both
 
 
 @dataclass
@@ -69,8 +69,11 @@ def _panels_on_plot_areas(elements: list[_Element], clip_areas: list[Box]) -> li
     plots = [area for area in innermost if any(_contains(area, _center_box(e.bbox)) for e in graphics)]
     if len(plots) < 2 or sum(_area(area) for area in plots) < _MIN_PLOT_AREA_SHARE * _area(box):
         return None
-    if any(_area(_intersection(a, b)) > 0.1 * min(_area(a), _area(b)) or _box_gap(a, b) < _FACET_GAP
-           for i, a in enumerate(plots) for b in plots[i + 1:]):
+    if any(
+        _area(_intersection(a, b)) > 0.1 * min(_area(a), _area(b)) or _box_gap(a, b) < _FACET_GAP
+        for i, a in enumerate(plots)
+        for b in plots[i + 1 :]
+    ):
         return None  # overlapping clips say nothing; facets packed edge to edge share their axes: one figure
     pieces: list[_Element] = []
     for element in elements:  # a visual line can join the tick labels of neighbouring plots: take its spans
@@ -91,9 +94,12 @@ def _belongs_to_several(bbox: Box, plots: list[Box]) -> bool:
         return False
     for axis in (0, 1):
         other = 1 - axis
-        reached = [p for p in plots if min(bbox[axis + 2], p[axis + 2]) - max(bbox[axis], p[axis])
-                   > _SHARED_REACH * (p[axis + 2] - p[axis])]
-        if any(_apart(a, b, axis) for i, a in enumerate(reached) for b in reached[i + 1:]):
+        reached = [
+            p
+            for p in plots
+            if min(bbox[axis + 2], p[axis + 2]) - max(bbox[axis], p[axis]) > _SHARED_REACH * (p[axis + 2] - p[axis])
+        ]
+        if any(_apart(a, b, axis) for i, a in enumerate(reached) for b in reached[i + 1 :]):
             return True
         center = (bbox[axis] + bbox[axis + 2]) / 2
         if any(p[axis] <= center <= p[axis + 2] or _extents_overlap(bbox, p, other) for p in plots):
@@ -132,9 +138,7 @@ def _cut_between_plots(plots: list[Box], elements: list[_Element]) -> list[list[
         (max(p[best_axis + 2] for p in before), min(p[best_axis] for p in after))
         for before, after in zip(best_groups, best_groups[1:])
     ]
-    subcaptions = {
-        id(e) for e in elements if best_axis == 1 and e.line is not None and _SUBCAPTION.match(e.line.text)
-    }
+    subcaptions = {id(e) for e in elements if best_axis == 1 and e.line is not None and _SUBCAPTION.match(e.line.text)}
     plain = [e for e in elements if id(e) not in subcaptions]
     cuts = [_whitest_cut(plain, best_axis, low, high) for low, high in gaps]
     sides: list[list[_Element]] = [[] for _ in best_groups]

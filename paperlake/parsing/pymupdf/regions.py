@@ -31,8 +31,8 @@ from paperlake.parsing.pymupdf.page import (
 )
 from paperlake.parsing.pymupdf.panels import _MIN_FIGURE_SIDE, _Element, _split_panels
 
-_FLOAT_GAP = 20.0             # points: the widest gap between two parts of one figure or table
-_CAPTION_GAP = 26.0           # points: the widest gap between a caption and its figure or table
+_FLOAT_GAP = 20.0  # points: the widest gap between two parts of one figure or table
+_CAPTION_GAP = 26.0  # points: the widest gap between a caption and its figure or table
 
 _DIGIT_HEADING = re.compile(r"^(\d+(?:\.\d+){0,3})\.?\s+(\S.*)$")
 
@@ -78,7 +78,9 @@ def _find_regions(lines: list[_Line], page: _PageContent, style: _DocumentStyle)
     # above them first, so a table whose caption is on top cannot grow down into the figure below it.
     # Tables go in order of how close their content sits, so a caption between two tables gets the nearer one.
     passes: list[tuple[Literal["table", "figure"], tuple[str, ...]]] = [
-        ("figure", ("up",)), ("table", ("up", "down")), ("figure", ("down",))
+        ("figure", ("up",)),
+        ("table", ("up", "down")),
+        ("figure", ("down",)),
     ]
     placed: set[int] = set()
     for wanted, directions in passes:
@@ -104,14 +106,19 @@ _ALGORITHM_CAPTION = re.compile(r"^Algorithm\s+\d+\b")
 def _algorithm_zones(lines: list[_Line], page: _PageContent) -> list[Box]:
     """Ruled algorithms (``algorithm`` with ``algorithmic``): from the rule over "Algorithm N" to the second rule
     under it. No table or figure grows into one, however close it sits."""
-    rules = sorted((rect for rect, _ in page.drawings if rect[3] - rect[1] <= 2 and rect[2] - rect[0] >= 60),
-                   key=lambda rect: rect[1])
+    rules = sorted(
+        (rect for rect, _ in page.drawings if rect[3] - rect[1] <= 2 and rect[2] - rect[0] >= 60),
+        key=lambda rect: rect[1],
+    )
     zones = []
     for line in lines:
         if not (_ALGORITHM_CAPTION.match(line.text) and line.spans and _is_bold_span(line.spans[0])):
             continue
-        below = [rect for rect in rules if rect[1] >= line.bbox[3] - 1
-                 and min(rect[2], line.bbox[2]) - max(rect[0], line.bbox[0]) > 0]
+        below = [
+            rect
+            for rect in rules
+            if rect[1] >= line.bbox[3] - 1 and min(rect[2], line.bbox[2]) - max(rect[0], line.bbox[0]) > 0
+        ]
         if len(below) >= 2:
             bottom = below[1]
             zones.append((min(line.bbox[0], bottom[0]), line.bbox[1] - 4, max(line.bbox[2], bottom[2]), bottom[3]))
@@ -123,8 +130,12 @@ def _is_bold_span(span: dict) -> bool:
 
 
 def _both_sides(
-    caption: list[_Line], elements: list[_Element], claimed: set[int], captions: list[list[_Line]],
-    style: _DocumentStyle, directions: tuple[str, ...] = ("up", "down"),
+    caption: list[_Line],
+    elements: list[_Element],
+    claimed: set[int],
+    captions: list[list[_Line]],
+    style: _DocumentStyle,
+    directions: tuple[str, ...] = ("up", "down"),
 ) -> tuple[list[_Element], list[_Element]]:
     """What a caption could claim above and below it, within its column (or the page width)."""
     caption_box = _union([line.bbox for line in caption])
@@ -132,10 +143,16 @@ def _both_sides(
     candidates = [e for e in elements if id(e) not in claimed and _within_extent(e.bbox, left, right)]
     other_boxes = [_union([line.bbox for line in other]) for other in captions if other is not caption]
     other_boxes = [box for box in other_boxes if min(box[2], right) - max(box[0], left) > 0]
-    above = (_collect(candidates, caption_box, "up", [b[3] for b in other_boxes], style.body_size)
-             if "up" in directions else [])
-    below = (_collect(candidates, caption_box, "down", [b[1] for b in other_boxes], style.body_size)
-             if "down" in directions else [])
+    above = (
+        _collect(candidates, caption_box, "up", [b[3] for b in other_boxes], style.body_size)
+        if "up" in directions
+        else []
+    )
+    below = (
+        _collect(candidates, caption_box, "down", [b[1] for b in other_boxes], style.body_size)
+        if "down" in directions
+        else []
+    )
     return (above if _substantive(above) else []), (below if _substantive(below) else [])
 
 
@@ -198,8 +215,13 @@ def _is_frame(box: Box, column_width: float) -> bool:
 
 
 def _runs_into_caption(
-    chosen: list[_Element], direction: str, caption: list[_Line], captions: list[list[_Line]],
-    elements: list[_Element], claimed: set[int], style: _DocumentStyle,
+    chosen: list[_Element],
+    direction: str,
+    caption: list[_Line],
+    captions: list[list[_Line]],
+    elements: list[_Element],
+    claimed: set[int],
+    style: _DocumentStyle,
 ) -> bool:
     """The content runs up to another caption that has nothing of its own on its far side: part of the content is
     that caption's (a table under a figure, ``Table 1`` on top and ``Table 2`` under two stacked tables). A caption
@@ -236,7 +258,10 @@ def _first_gap(caption: list[_Line], taken: list[_Element], direction: str) -> f
 
 
 def _nearest_content_gap(
-    caption: list[_Line], elements: list[_Element], claimed: set[int], captions: list[list[_Line]],
+    caption: list[_Line],
+    elements: list[_Element],
+    claimed: set[int],
+    captions: list[list[_Line]],
     style: _DocumentStyle,
 ) -> float:
     above, below = _both_sides(caption, elements, claimed, captions, style)
@@ -244,8 +269,14 @@ def _nearest_content_gap(
 
 
 def _grow_region(
-    kind: Literal["table", "figure"], caption: list[_Line], elements: list[_Element], claimed: set[int],
-    captions: list[list[_Line]], style: _DocumentStyle, directions: tuple[str, ...], clip_areas: list[Box],
+    kind: Literal["table", "figure"],
+    caption: list[_Line],
+    elements: list[_Element],
+    claimed: set[int],
+    captions: list[list[_Line]],
+    style: _DocumentStyle,
+    directions: tuple[str, ...],
+    clip_areas: list[Box],
 ) -> _Region | None:
     above, below = _both_sides(caption, elements, claimed, captions, style, directions)
     gap_above, gap_below = _first_gap(caption, above, "up"), _first_gap(caption, below, "down")
@@ -293,8 +324,9 @@ def _region_of(kind: Literal["table", "figure"], caption: list[_Line], elements:
     )
 
 
-def _collect(candidates: list[_Element], caption_box: Box, direction: str, other_captions: list[float],
-             body_size: float) -> list[_Element]:
+def _collect(
+    candidates: list[_Element], caption_box: Box, direction: str, other_captions: list[float], body_size: float
+) -> list[_Element]:
     """Walk away from the caption, taking elements until a gap wider than a float's or running body text."""
     if direction == "up":
         side = [e for e in candidates if e.bbox[3] <= caption_box[1] + 2]
@@ -357,7 +389,7 @@ def _looks_like_heading(line: _Line) -> bool:
 
 # ------------------------------------------------------------------------------------------------ diagrams
 
-_DIAGRAM_LINK_GAP = 12.0   # points: drawn parts of one diagram (nodes, the edges between them) are this close
+_DIAGRAM_LINK_GAP = 12.0  # points: drawn parts of one diagram (nodes, the edges between them) are this close
 _DIAGRAM_LABEL_REACH = 6.0  # points: a node's label sits on or right beside its drawing
 _MIN_DIAGRAM_PARTS = 3
 _MIN_DIAGRAM_WIDTH, _MIN_DIAGRAM_HEIGHT = 40.0, 10.0
@@ -375,7 +407,8 @@ def _uncaptioned_diagrams(
     and anything a region already holds."""
     taken = [region.bbox for region in regions] + equation_boxes
     parts = [
-        rect for rect, _ in page.drawings
+        rect
+        for rect, _ in page.drawings
         if not any(_contains(area, rect, 2.0) for area in taken) and _area(rect) < 0.5 * page.width * page.height
     ]
     body = [line for line in free if line.role == "body"]
@@ -393,8 +426,12 @@ def _uncaptioned_diagrams(
     while changed:
         changed = False
         for index, (box, inside, rects) in enumerate(found):
-            reach = (box[0] - 2 * _DIAGRAM_LABEL_REACH, box[1] - _DIAGRAM_LABEL_REACH,
-                     box[2] + 2 * _DIAGRAM_LABEL_REACH, box[3] + _DIAGRAM_LABEL_REACH)
+            reach = (
+                box[0] - 2 * _DIAGRAM_LABEL_REACH,
+                box[1] - _DIAGRAM_LABEL_REACH,
+                box[2] + 2 * _DIAGRAM_LABEL_REACH,
+                box[3] + _DIAGRAM_LABEL_REACH,
+            )
             taken = {id(line) for _, lines, _ in found for line in lines}
             new = [line for line in labels if id(line) not in taken and _inside_any(line.bbox, [reach])]
             if new:
@@ -416,12 +453,23 @@ def _uncaptioned_diagrams(
             continue
         words = sum(len(_WORD.findall(line.text)) for line in inside)
         if (
-            len(rects) >= _MIN_DIAGRAM_PARTS and not all(_is_rule(rect) for rect in rects)
-            and box[2] - box[0] >= _MIN_DIAGRAM_WIDTH and box[3] - box[1] >= _MIN_DIAGRAM_HEIGHT
+            len(rects) >= _MIN_DIAGRAM_PARTS
+            and not all(_is_rule(rect) for rect in rects)
+            and box[2] - box[0] >= _MIN_DIAGRAM_WIDTH
+            and box[3] - box[1] >= _MIN_DIAGRAM_HEIGHT
             and words <= _MAX_DIAGRAM_WORDS  # a frame around running text (an example, a quote) stays text
         ):
-            diagrams.append(_Region(kind="figure", bbox=box, caption_lines=[], label=None, lines=inside,
-                                    has_drawing=True, detector="uncaptioned_drawing"))
+            diagrams.append(
+                _Region(
+                    kind="figure",
+                    bbox=box,
+                    caption_lines=[],
+                    label=None,
+                    lines=inside,
+                    has_drawing=True,
+                    detector="uncaptioned_drawing",
+                )
+            )
     return diagrams
 
 

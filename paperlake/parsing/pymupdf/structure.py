@@ -28,10 +28,31 @@ from paperlake.parsing.pymupdf.regions import _DIGIT_HEADING, _find_regions, _Re
 
 _LETTER_HEADING = re.compile(r"^([A-Z](?:\.\d+){0,3})\.?\s+(\S.*)$")
 _UNNUMBERED_SECTIONS = frozenset(
-    {"abstract", "introduction", "references", "bibliography", "acknowledgments", "acknowledgements",
-     "acknowledgment", "acknowledgement", "limitations", "limitation", "ethicsstatement", "ethicalconsiderations",
-     "ethicsconsiderations", "broaderimpact", "broaderimpacts", "conclusion", "conclusions", "appendix",
-     "appendices", "relatedwork", "supplementarymaterial", "impactstatement", "ethics"}
+    {
+        "abstract",
+        "introduction",
+        "references",
+        "bibliography",
+        "acknowledgments",
+        "acknowledgements",
+        "acknowledgment",
+        "acknowledgement",
+        "limitations",
+        "limitation",
+        "ethicsstatement",
+        "ethicalconsiderations",
+        "ethicsconsiderations",
+        "broaderimpact",
+        "broaderimpacts",
+        "conclusion",
+        "conclusions",
+        "appendix",
+        "appendices",
+        "relatedwork",
+        "supplementarymaterial",
+        "impactstatement",
+        "ethics",
+    }
 )
 _REFERENCE_HEADINGS = frozenset({"references", "bibliography", "referencesandnotes"})
 
@@ -50,7 +71,7 @@ class _PageAnalysis:
     style: _DocumentStyle
     regions: list[_Region]
     free_lines: list[_Line]  # lines in no region or equation, in reading order
-    order: list[Any]         # regions, equations and free lines, in reading order
+    order: list[Any]  # regions, equations and free lines, in reading order
 
 
 def _analyse_page(page: _PageContent, style: _DocumentStyle) -> _PageAnalysis:
@@ -63,7 +84,10 @@ def _analyse_page(page: _PageContent, style: _DocumentStyle) -> _PageAnalysis:
     equations = _find_equations(remaining, page, style)
     claimed |= {id(line) for equation in equations for line in (*equation.lines, *equation.number_lines)}
     diagrams = _uncaptioned_diagrams(
-        page, regions, [equation.bbox for equation in equations], [line for line in lines if id(line) not in claimed],
+        page,
+        regions,
+        [equation.bbox for equation in equations],
+        [line for line in lines if id(line) not in claimed],
         style.body_size,
     )
     regions += diagrams
@@ -130,10 +154,7 @@ def _build_layout(pages: list[_PageContent], analysed: list[_PageAnalysis], styl
     title, authors = builder.front_matter(analysed[0])
     for analysis in analysed:
         builder.add_page(analysis)
-    infos = [
-        PageInfo(page.number, page.width, page.height, builder.page_text.get(page.number, ""))
-        for page in pages
-    ]
+    infos = [PageInfo(page.number, page.width, page.height, builder.page_text.get(page.number, "")) for page in pages]
     abstract = _join_paragraphs([b.text for b in builder.blocks if b.kind == "abstract"]) or None
     return DocumentLayout(pages=infos, blocks=builder.blocks, title=title, authors=authors, abstract=abstract)
 
@@ -160,7 +181,8 @@ class _StructureBuilder:
     def front_matter(self, first: _PageAnalysis) -> tuple[str | None, list[str]]:
         page = first.content
         top_lines = [
-            line for line in first.free_lines
+            line
+            for line in first.free_lines
             if line.bbox[3] < 0.4 * page.height and line.role not in {"header", "footer"}
         ]
         if not top_lines:
@@ -172,13 +194,19 @@ class _StructureBuilder:
         title_lines = [line for line in title_lines if line.bbox[1] - title_lines[0].bbox[3] < 3 * largest]
         title_bottom = max(line.bbox[3] for line in title_lines)
         end = min(
-            (line.bbox[1] for line in first.free_lines
-             if line.bbox[1] > title_bottom and self._ends_front_matter(line)),
+            (
+                line.bbox[1]
+                for line in first.free_lines
+                if line.bbox[1] > title_bottom and self._ends_front_matter(line)
+            ),
             default=0.4 * page.height,
         )
         author_lines = sorted(
-            (line for line in top_lines
-             if title_bottom < line.bbox[1] < end and id(line) not in {id(t) for t in title_lines}),
+            (
+                line
+                for line in top_lines
+                if title_bottom < line.bbox[1] < end and id(line) not in {id(t) for t in title_lines}
+            ),
             key=lambda line: (round((line.bbox[1] + line.bbox[3]) / 8), line.bbox[0]),  # rows of names, left to right
         )
         self.title_ids = {id(line) for line in title_lines}
@@ -211,9 +239,16 @@ class _StructureBuilder:
             if isinstance(item, _Region):
                 page_blocks += _region_blocks(item, number)
             elif isinstance(item, _Equation):
-                page_blocks.append(Block(kind="equation", page_number=number, bbox=item.bbox,
-                                         text=_equation_text(item.lines), equation_number=item.number,
-                                         detector="display_math"))
+                page_blocks.append(
+                    Block(
+                        kind="equation",
+                        page_number=number,
+                        bbox=item.bbox,
+                        text=_equation_text(item.lines),
+                        equation_number=item.number,
+                        detector="display_math",
+                    )
+                )
             elif isinstance(item, _Line):
                 heading = self._heading_block(item, number)
                 if heading is not None:
@@ -291,8 +326,14 @@ class _StructureBuilder:
             self.in_references = self.after_references = True
         elif number is not None or (level == 1 and key in _UNNUMBERED_SECTIONS):
             self.in_references = False  # an appendix or a known section closes the bibliography
-        return Block(kind="section_header", page_number=page_number, bbox=line.bbox, text=line.text,
-                     level=level, section_number=number)
+        return Block(
+            kind="section_header",
+            page_number=page_number,
+            bbox=line.bbox,
+            text=line.text,
+            level=level,
+            section_number=number,
+        )
 
     def _paragraph_blocks(self, paragraph: _Paragraph) -> list[Block]:
         first = paragraph.lines[0]
@@ -328,8 +369,9 @@ class _StructureBuilder:
         if self.last_reference is not None and first.bbox[0] > left + 2:
             self.last_reference.text = _join_lines_text([self.last_reference.text, paragraph.text])
             return []
-        self.last_reference = Block(kind="reference", page_number=paragraph.page_number, bbox=paragraph.bbox,
-                                    text=paragraph.text)
+        self.last_reference = Block(
+            kind="reference", page_number=paragraph.page_number, bbox=paragraph.bbox, text=paragraph.text
+        )
         return [self.last_reference]
 
     def _is_footnote(self, paragraph: _Paragraph) -> bool:
@@ -350,9 +392,12 @@ def _merge_wrapped_headings(blocks: list[Block]) -> list[Block]:
     for block in blocks:
         previous = merged[-1] if merged else None
         if (
-            previous is not None and block.kind == previous.kind == "section_header"
-            and block.section_number is None and previous.page_number == block.page_number
-            and -3 <= block.bbox[1] - previous.bbox[3] <= 4 and abs(block.bbox[0] - previous.bbox[0]) < 30
+            previous is not None
+            and block.kind == previous.kind == "section_header"
+            and block.section_number is None
+            and previous.page_number == block.page_number
+            and -3 <= block.bbox[1] - previous.bbox[3] <= 4
+            and abs(block.bbox[0] - previous.bbox[0]) < 30
             and previous.level == block.level
         ):
             previous.text = f"{previous.text} {block.text}"
@@ -376,16 +421,33 @@ def _page_text_of(block: Block) -> str:
 def _region_blocks(region: _Region, page_number: int) -> list[Block]:
     """A table, or a figure followed by its panels (each pointing back at it)."""
     if region.kind == "table":
-        return [Block(kind="table", page_number=page_number, bbox=region.bbox, cells=region.cells,
-                      caption=region.caption, label=region.label, detector=region.detector)]
+        return [
+            Block(
+                kind="table",
+                page_number=page_number,
+                bbox=region.bbox,
+                cells=region.cells,
+                caption=region.caption,
+                label=region.label,
+                detector=region.detector,
+            )
+        ]
     whole = _figure_block(region, page_number, parent=None)
     return [whole, *(_figure_block(panel, page_number, parent=whole) for panel in region.panels)]
 
 
 def _figure_block(region: _Region, page_number: int, parent: Block | None) -> Block:
     image_kind = "mixed" if region.has_image and region.has_drawing else "raster" if region.has_image else "vector"
-    return Block(kind="figure", page_number=page_number, bbox=region.bbox, caption=region.caption,
-                 label=region.label, image_kind=image_kind, parent=parent, detector=region.detector)
+    return Block(
+        kind="figure",
+        page_number=page_number,
+        bbox=region.bbox,
+        caption=region.caption,
+        label=region.label,
+        image_kind=image_kind,
+        parent=parent,
+        detector=region.detector,
+    )
 
 
 def _author_names(lines: list[_Line]) -> list[str]:

@@ -35,7 +35,8 @@ def _cells_from_ruled_grid(
     Booktabs tables (horizontal rules only, the norm in ACL papers) give the line finder nothing to work with
     and cost it up to a second per page, so it only runs where vertical rules exist."""
     vertical_rules = [
-        rect for rect, _ in analysis.content.drawings
+        rect
+        for rect, _ in analysis.content.drawings
         if rect[2] - rect[0] <= 2 and rect[3] - rect[1] >= 8 and _overlaps(rect, region.bbox)
     ]
     boxes_drawn = [rect for rect, is_box in analysis.content.drawings if is_box and _overlaps(rect, region.bbox)]
@@ -123,8 +124,11 @@ def _cells_from_text(words: list[tuple], region: _Region, analysis: _PageAnalysi
     where: dict[int, _Segment] = {}  # id(cell) -> its words' extent
     grid = [_place(row, boundaries, where) for row in rows]
     grid, rows, spans = _merge_floating_rows(grid, rows)
-    rules = [rect for rect, _ in analysis.content.drawings
-             if rect[3] - rect[1] <= 2 and rect[2] - rect[0] >= 8 and _overlaps(rect, region.bbox)]
+    rules = [
+        rect
+        for rect, _ in analysis.content.drawings
+        if rect[3] - rect[1] <= 2 and rect[2] - rect[0] >= 8 and _overlaps(rect, region.bbox)
+    ]
     header_rows = _header_rows(rows, rules)
     _stub_spans(grid, spans, header_rows)
     for index in range(max(header_rows - 1, 0)):  # group labels sit in the header rows above the last one
@@ -156,8 +160,13 @@ def _place(row: list[_Segment], boundaries: list[float], where: dict[int, _Segme
             cell = placed[first]
             cell.text = f"{cell.text} {segment.text}"
             known = where[id(cell)]
-            where[id(cell)] = _Segment(min(known.x0, segment.x0), max(known.x1, segment.x1),
-                                       min(known.y0, segment.y0), max(known.y1, segment.y1), cell.text)
+            where[id(cell)] = _Segment(
+                min(known.x0, segment.x0),
+                max(known.x1, segment.x1),
+                min(known.y0, segment.y0),
+                max(known.y1, segment.y1),
+                cell.text,
+            )
             continue
         placed[first] = TableCell(0, first, segment.text, colspan=last - first + 1)
         where[id(placed[first])] = segment
@@ -229,8 +238,11 @@ def _spanned(grid: list[dict[int, TableCell]], spans: dict[tuple[int, int], int]
 
 
 def _header_spans(
-    placed: dict[int, TableCell], where: dict[int, _Segment], below: list[_Segment],
-    intervals: list[tuple[float, float]], rules: list[Box],
+    placed: dict[int, TableCell],
+    where: dict[int, _Segment],
+    below: list[_Segment],
+    intervals: list[tuple[float, float]],
+    rules: list[Box],
 ) -> None:
     """Group labels in a header row: the columns a rule right under the label covers (``\\cmidrule``,
     ``\\cline``), else the contiguous columns, free in this row, whose extent the label is centred over."""
@@ -242,8 +254,15 @@ def _header_spans(
             continue
         low = order[position - 1].col + order[position - 1].colspan if position else 0
         high = order[position + 1].col - 1 if position + 1 < len(order) else len(intervals) - 1
-        rule = next((r for r in rules if segment.y1 - 1 <= r[1] <= (next_top if next_top is not None else r[1]) + 1
-                     and r[0] <= segment.middle <= r[2]), None)
+        rule = next(
+            (
+                r
+                for r in rules
+                if segment.y1 - 1 <= r[1] <= (next_top if next_top is not None else r[1]) + 1
+                and r[0] <= segment.middle <= r[2]
+            ),
+            None,
+        )
         if rule is not None:
             cols = [c for c in range(low, high + 1) if rule[0] - 2 <= sum(intervals[c]) / 2 <= rule[2] + 2]
         else:
