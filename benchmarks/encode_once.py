@@ -1,19 +1,20 @@
 """Encode each token once, side by side with truncation: the same warehouse synced into the three text collections
-twice in one run, once per way of reading a text longer than MiniLM's 256-token window.
+once per mode in one run: per way of reading a text longer than MiniLM's 256-token window, and per ONNX graph.
 
 - ``truncate`` (before): every encodable cell is encoded on its own and cut at 256 tokens, so a page vector sees
   about a quarter of its page, and pages, sections and chunks encode the same text three times;
 - ``pool`` (now): texts are cut into windows the model sees whole; a chunk's vector pools its windows, a page's and a
   section's pool the windows of the chunks they hold, a table's content pools its row lines (encoded for
   ``table_rows`` anyway), token-weighted, normalised; every window goes through the embedding cache, so a window
-  shared by several cells is encoded once.
+  shared by several cells is encoded once;
+- ``pool-int8``: the same with the int8-quantised graph (``backend: onnx-int8``).
 
 Each mode starts from an empty embedding cache and an empty Milvus Lite file. Reported per mode: seconds of the
 vector sync, windows or cells encoded and their tokens, and page-level recall@1/@5/MRR on the labelled queries
 (``benchmarks/retrieval_queries.jsonl``) for BM25, dense and the configured hybrid on the chunks and pages views,
 through ``paperlake.vectors.search`` (the path `paperlake search` and the agent take).
 
-    python benchmarks/encode_once.py [--warehouse W] [--work-dir D] [--out FILE]
+    python benchmarks/encode_once.py [--warehouse W] [--work-dir D] [--out FILE] [--modes truncate,pool,pool-int8]
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ TEXT_COLLECTIONS = ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2
 ENCODER = "all_minilm_l6_v2"
 
 
+# mode → (long_text, backend): the configured ONNX graph, and its int8 quantisation (`backend: onnx-int8`)
+MODES = {"truncate": ("truncate", "onnx"), "pool": ("pool", "onnx"), "pool-int8": ("pool", "onnx-int8")}
+
+
 def run_mode(mode: str, warehouse: Path, work: Path, queries: list[dict], files: dict[str, str]) -> dict:
     import duckdb
 
@@ -44,8 +49,10 @@ def run_mode(mode: str, warehouse: Path, work: Path, queries: list[dict], files:
     from paperlake.vectors.entities import collect_cells
     from paperlake.vectors.store import VectorStore, sync_warehouse
 
+    long_text, backend = MODES[mode]
     config = load_config()
-    config = replace(config, encoders={**config.encoders, ENCODER: replace(config.encoders[ENCODER], long_text=mode)})
+    encoder_spec = replace(config.encoders[ENCODER], long_text=long_text, backend=backend)
+    config = replace(config, encoders={**config.encoders, ENCODER: encoder_spec})
     folder = work / mode
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -57,12 +64,15 @@ def run_mode(mode: str, warehouse: Path, work: Path, queries: list[dict], files:
             started = time.perf_counter()
             report = sync_warehouse(store, con, collections=TEXT_COLLECTIONS)
             seconds = time.perf_counter() - started
-        if mode == "pool":
-            windows = {
-                w: n
-                for per_text in encoder.windows([t for c in cells for t in (c.parts or (c.text,))])
-                for w, n in per_text
-            }
+        by_view: dict[str, int] = {}
+        if long_text == "pool":
+            windows: dict[str, int] = {}
+            for cell in cells:
+                for per_text in encoder.windows(list(cell.parts or (cell.text,))):
+                    for w, n in per_text:
+                        if w not in windows:
+                            windows[w] = n
+                            by_view[cell.view] = by_view.get(cell.view, 0) + n + 2
             encoded, tokens = len(windows), sum(n + 2 for n in windows.values())
         else:
             unique = {c.text for c in cells}
@@ -75,6 +85,7 @@ def run_mode(mode: str, warehouse: Path, work: Path, queries: list[dict], files:
         "failures": report.failures,
         "encoded_inputs": encoded,
         "encoded_tokens": tokens,
+        "encoded_tokens_by_view": dict(sorted(by_view.items(), key=lambda kv: -kv[1])),
         "cache_misses": store.cache.stats.misses if store.cache else None,
         "quality": quality,
     }
@@ -86,7 +97,14 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=REPO.parent / "shared" / "corpus")
     parser.add_argument("--work-dir", type=Path, default=Path("data") / "bench-encode-once")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "encode_once.json")
+    parser.add_argument(
+        "--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)} (the first is the baseline)"
+    )
     args = parser.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown:
+        parser.error(f"unknown modes {unknown}: choose from {', '.join(MODES)}")
 
     import duckdb
 
@@ -99,7 +117,7 @@ def main() -> None:
         "queries": len(queries),
         "modes": {},
     }
-    for mode in ("truncate", "pool"):
+    for mode in modes:
         results["modes"][mode] = run_mode(mode, args.warehouse.resolve(), args.work_dir.resolve(), queries, files)
         entry = results["modes"][mode]
         print(
@@ -108,10 +126,15 @@ def main() -> None:
         )
         for view, methods in entry["quality"].items():
             print("   ", view, {m: q["mrr"] for m, q in methods.items()})
-    before, after = results["modes"]["truncate"], results["modes"]["pool"]
+    before = results["modes"][modes[0]]
+    results["ratios_to"] = modes[0]
     results["ratios"] = {
-        "sync_seconds": round(after["sync_seconds"] / before["sync_seconds"], 3),
-        "encoded_tokens": round(after["encoded_tokens"] / before["encoded_tokens"], 3),
+        mode: {
+            "sync_seconds": round(after["sync_seconds"] / before["sync_seconds"], 3),
+            "encoded_tokens": round(after["encoded_tokens"] / before["encoded_tokens"], 3),
+        }
+        for mode, after in results["modes"].items()
+        if mode != modes[0]
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

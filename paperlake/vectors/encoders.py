@@ -48,6 +48,9 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(norms, 1e-12)
 
 
+_WINDOW_MEMO = 50_000  # texts whose windows a TextEncoder remembers (a batch of papers holds ~10k)
+
+
 class TextEncoder:
     """A sentence-transformers model from a local folder; returns L2-normalised float32 vectors.
 
@@ -86,6 +89,8 @@ class TextEncoder:
         self.onnx_dir = None if onnx_dir is None else Path(onnx_dir)
         self._model = None
         self._lock = threading.Lock()
+        # text → its windows: the two dense collections of one sync (MiniLM's and the hybrid one) cut the same texts
+        self._windows: dict[str, list[tuple[str, int]]] = {}
 
     @property
     def cache_key(self) -> str:
@@ -115,6 +120,14 @@ class TextEncoder:
         window, itself, so its vector is the plain encoding (and the same cache entry). Longer texts are cut every
         ``window - 2`` tokens (room for the special tokens), backing off to the start of a word when one begins in
         the window's last 32 tokens; the windows cover every token once."""
+        missing = list(dict.fromkeys(t for t in texts if t not in self._windows))
+        if missing:
+            if len(self._windows) > _WINDOW_MEMO:
+                self._windows.clear()
+            self._windows.update(zip(missing, self._cut_windows(missing)))
+        return [self._windows[t] for t in texts]
+
+    def _cut_windows(self, texts: Sequence[str]) -> list[list[tuple[str, int]]]:
         model = self._load()
         if isinstance(model, OnnxTextModel):
             size = model.tokenizer.truncation["max_length"] - 2

@@ -174,6 +174,11 @@ def collect_cells(
 # The views whose dense vector is pooled from texts encoded for other views: pages and sections from the chunks they
 # hold, a table's content from its row lines (HD-RAG's H-RCL rows, encoded for table_rows).
 POOLED_VIEWS = {("pages", "page_content"), ("sections", "section_content"), ("tables", "table_content")}
+# Bump when which texts a pooled cell is made of changes (the views above, or what their parts are): pooled
+# collections' fingerprints carry it from 2 on, so every paper's pooled vectors are rebuilt (from the embedding cache,
+# which holds every window already: only new windows are encoded). 1, the scheme above, is written nowhere, so stores
+# built before the version existed stay valid.
+POOLING_VERSION = 1
 
 
 def _with_chunk_parts(

@@ -26,7 +26,7 @@ import yaml
 from paperlake.failpoints import fault_point
 from paperlake.lake import atomic_write_bytes
 from paperlake.vectors.config import default_config_path, load_config
-from paperlake.vectors.entities import Cell, collect_cells, default_encodable
+from paperlake.vectors.entities import POOLING_VERSION, Cell, collect_cells, default_encodable
 
 # Bump when what a paper's entities are made of changes without the config changing (new cells, new fields).
 VECTORS_CODE_VERSION = "vectors-2"
@@ -40,7 +40,8 @@ def stage_fingerprint() -> str:
     raw = yaml.safe_load(default_config_path().read_text(encoding="utf-8")) or {}
     raw.pop("hybrid", None)
     canonical = json.dumps(raw, sort_keys=True, default=str)
-    return hashlib.sha256(f"{VECTORS_CODE_VERSION}\n{active}\n{canonical}".encode()).hexdigest()[:16]
+    code = VECTORS_CODE_VERSION + (f"-pooling-{POOLING_VERSION}" if POOLING_VERSION > 1 else "")
+    return hashlib.sha256(f"{code}\n{active}\n{canonical}".encode()).hexdigest()[:16]
 
 
 def ledger_path(home: Path, collection: str, paper_key: str) -> Path:

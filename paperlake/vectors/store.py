@@ -35,7 +35,7 @@ from paperlake.vectors.encoders import (
     encoder_registry,
     render_region,
 )
-from paperlake.vectors.entities import Cell, Encodable, collect_cells
+from paperlake.vectors.entities import POOLING_VERSION, Cell, Encodable, collect_cells
 from paperlake.vectors.filters import quote_literal, validate_filter
 from paperlake.vectors.pymilvus_names import (
     DataType,
@@ -245,6 +245,8 @@ class VectorStore:
                 encoder_spec = self.config.encoders[vector.encoder]
                 encoder = self.encoders.get(vector.encoder)
                 extra = f"@{encoder_spec.dpi}dpi" if encoder_spec.kind == "open_clip" else ""
+                if getattr(encoder, "long_text", None) == "pool" and POOLING_VERSION > 1:
+                    extra += f"/pooling-{POOLING_VERSION}"
                 parts.append(f"{encoder_spec.kind}:{getattr(encoder, 'vector_key', encoder.cache_key)}{extra}")
         return "|".join(parts)
 

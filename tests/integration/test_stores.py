@@ -487,3 +487,25 @@ def test_removing_a_paper_empties_every_store(built):
         store.close()
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         assert con.execute("select count(*) from formula_occurrences where paper_id = ?", [paper]).fetchone() == (0,)
+
+
+def test_a_new_pooling_scheme_changes_the_pooled_collections_fingerprints_only(built, monkeypatch):
+    """The sync records compare each collection's fingerprint: a new pooling scheme (POOLING_VERSION) must make the
+    dense collections' papers stale and leave BM25's alone (its entities are the texts, not pooled vectors)."""
+    from paperlake.vectors import store as store_module
+    from paperlake.vectors.store import VectorStore
+
+    settings = built["settings"]
+    store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings)
+    try:
+        specs = {
+            name: store.config.collection(name)
+            for name in ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2")
+        }
+        before = {name: store.fingerprint(spec) for name, spec in specs.items()}
+        monkeypatch.setattr(store_module, "POOLING_VERSION", 2)
+        after = {name: store.fingerprint(spec) for name, spec in specs.items()}
+    finally:
+        store.close()
+    assert after["text_bm25_en"] == before["text_bm25_en"]
+    assert after["text_sentence_transformers_all_minilm_l6_v2"] != before["text_sentence_transformers_all_minilm_l6_v2"]

@@ -227,3 +227,15 @@ def test_pooled_vectors_share_windows_through_the_cache(real_texts, onnx_dir, tm
     # a text that fits in the window gets exactly its plain vector
     fitting = next(i for i, text in enumerate(parts) if encoder.token_counts([text])[0] < 256)
     np.testing.assert_allclose(chunks.vectors[fitting], encoder.encode([parts[fitting]])[0], atol=1e-6)
+
+
+def test_a_new_pooling_scheme_makes_the_vector_stage_stale(monkeypatch):
+    """Which texts a pooled cell is made of is code, not config: bumping POOLING_VERSION must change the stage's
+    fingerprint (so Dagster and the sync records see every pooled vector as stale); version 1 is written nowhere."""
+    from paperlake.vectors import ledger
+
+    base = ledger.stage_fingerprint()
+    monkeypatch.setattr(ledger, "POOLING_VERSION", 1)
+    assert ledger.stage_fingerprint() == base
+    monkeypatch.setattr(ledger, "POOLING_VERSION", 2)
+    assert ledger.stage_fingerprint() != base

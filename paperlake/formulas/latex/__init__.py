@@ -8,7 +8,7 @@ size wrappers everywhere, numbers as ``\\tag{3}``, multi-line derivations as ``\
    ``\\cdot``/``\\times`` → ``*``; definition signs → ``:=``; array rows kept as ``\\\\``-separated lines).
 2. :func:`split_equations` splits rows into separate equations, joining continuation rows (``= …``) to the row
    before; :func:`split_lhs_rhs` / :func:`split_relations` cut an equation at its top-level relations.
-3. :func:`to_sympy` converts one equation. It first tries sympy's own ``parse_latex`` (antlr, then lark) on
+3. :func:`to_sympy` converts one equation. It first tries sympy's own ``parse_latex`` (``convert.PARSERS``) on
    *plain* LaTeX only — where sympy's reading is unambiguous — and otherwise (or when sympy refuses) a rule-based
    rewrite: every name (``W_{q}``, ``\\mathrm{TLD}_{t}``, ``\\hat{y}``, ``x_{i}^{l}``) becomes one placeholder
    symbol that sympy cannot misread, parse_latex does the structure, and the placeholders are swapped back.
