@@ -7,7 +7,8 @@ MinerU's LaTeX (``$$`` and ``\\tag`` stripped):
 
 - **sympy-equivalent**: both sides parse with sympy's ``parse_latex`` (strict) after the same light clean-up, and
   ``simplify(a - b) == 0`` (for relations: same relation, and both sides equivalent pairwise);
-- **similar**: ``rapidfuzz.fuzz.ratio`` of the two :func:`~paperlake.parsing.glyph_latex.normalize_latex` keys / 100;
+- **similar**: ``rapidfuzz.fuzz.ratio`` of the two comparison keys
+  (:func:`~paperlake.parsing.glyph_latex.latex_comparison_key`) / 100;
 - **matched** when sympy-equivalent or similarity ≥ 0.8.
 
 MinerU's LaTeX is itself a model's reading of the page image, not ground truth: a mismatch can be either side's
@@ -33,7 +34,7 @@ from pathlib import Path
 import pymupdf
 from rapidfuzz import fuzz
 
-from paperlake.parsing.glyph_latex import normalize_latex, reconstruct_latex
+from paperlake.parsing.glyph_latex import latex_comparison_key, reconstruct_latex
 from paperlake.parsing.mineru_backend import split_equation
 
 MATCH_THRESHOLD = 0.8
@@ -200,7 +201,7 @@ def failure_class(mineru: str, ours: str, notes: list[str]) -> str:
         return "missing glyphs (empty region)"
     if any(n.startswith("unmapped glyph") for n in notes):
         return "unmapped glyphs"
-    plain = [re.sub(r"\\math(bf|bb|cal|frak|sf|tt|scr)", "", normalize_latex(x)) for x in (mineru, ours)]
+    plain = [re.sub(r"\\math(bf|bb|cal|frak|sf|tt|scr)", "", latex_comparison_key(x)) for x in (mineru, ours)]
     if fuzz.ratio(*plain) >= 95:
         return "alphabet only (bold / calligraphic / blackboard differ)"
     if (
@@ -236,7 +237,7 @@ def run(corpus: Path, papers: list[str] | None, limit: int | None, pad: float = 
         started = time.perf_counter()
         result = reconstruct_latex(page, (bbox[0] - pad, bbox[1] - pad, bbox[2] + pad, bbox[3] + pad))
         seconds = time.perf_counter() - started
-        key_mineru, key_ours = normalize_latex(mineru), normalize_latex(result.latex)
+        key_mineru, key_ours = latex_comparison_key(mineru), latex_comparison_key(result.latex)
         similarity = fuzz.ratio(key_mineru, key_ours) / 100 if key_mineru or key_ours else 1.0
         equivalent, why = sympy_equivalent(mineru, result.latex) if result.latex else (None, "empty")
         matched = bool(equivalent) or similarity >= MATCH_THRESHOLD
@@ -312,7 +313,7 @@ def summarise(records: list[dict]) -> dict:
             "median": round(statistics.median(seconds), 4) if seconds else 0.0,
             "max": round(max(seconds), 4) if seconds else 0.0,
         },
-        "normalisation": normalize_latex.__doc__.strip(),
+        "normalisation": latex_comparison_key.__doc__.strip(),
         "records": records,
     }
 

@@ -89,9 +89,9 @@ DETECTORS = {"paperlake": run_paperlake, "layout": run_layout, "mineru": run_min
 
 def latex_equal(gold: str, ours: str) -> bool:
     from latex import sympy_equivalent  # benchmarks/latex.py
-    from paperlake.parsing.glyph_latex import normalize_latex
+    from paperlake.parsing.glyph_latex import latex_comparison_key
 
-    if normalize_latex(gold) == normalize_latex(ours):
+    if latex_comparison_key(gold) == latex_comparison_key(ours):
         return True
     equivalent, _ = sympy_equivalent(gold, ours)
     return bool(equivalent)

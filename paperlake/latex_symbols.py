@@ -6,7 +6,7 @@ One table says which command a Unicode character is, faithfully: ``ε`` (U+03B5)
 (U+03F5) is ``\\epsilon``, ``φ`` is ``\\varphi`` and ``ϕ`` is ``\\phi``, as Unicode's math alphabets and TeX's fonts
 pair them. Whoever needs a coarser key says so in one place: the formula chain reads a variant letter as its letter
 (:data:`LETTER_VARIANTS`: ``\\varepsilon`` and ``\\epsilon`` are one parameter), the glyph reader's comparison key
-only ``\\varepsilon`` (:func:`paperlake.parsing.glyph_latex.normalize_latex`).
+only ``\\varepsilon`` (:func:`paperlake.parsing.glyph_latex.latex_comparison_key`).
 """
 
 from __future__ import annotations

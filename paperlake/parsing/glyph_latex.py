@@ -7,7 +7,7 @@ above and below big operators, a fraction owns what lies over and under its bar,
 its overbar. Fonts say the rest: CMSY capitals are calligraphic, MSBM is blackboard bold, CMEX code points are
 big delimiters and operators, NewTX (like Unicode-math fonts such as Cambria Math) uses the math alphabets.
 
-The entry point is :func:`reconstruct_latex`; :func:`normalize_latex` is the comparison key used to match two
+The entry point is :func:`reconstruct_latex`; :func:`latex_comparison_key` is the comparison key used to match two
 LaTeX strings that render alike (the benchmark and the tests use it).
 
 Known limits: multi-line displays come out as one ``aligned`` block with the alignment point before each line's
@@ -28,7 +28,7 @@ import pymupdf
 from paperlake.geometry import union
 from paperlake.latex_symbols import GREEK_LETTERS, SYMBOLS, TEX_FUNCTION_NAMES
 
-__all__ = ["GlyphLatex", "reconstruct_latex", "normalize_latex"]
+__all__ = ["GlyphLatex", "reconstruct_latex", "latex_comparison_key"]
 
 
 @dataclass(frozen=True)
@@ -1523,7 +1523,7 @@ def _skip_group(tokens: list[str], start: int) -> int:
     return len(tokens)
 
 
-def normalize_latex(latex: str) -> str:
+def latex_comparison_key(latex: str) -> str:
     """A comparison key: two LaTeX strings that render alike (up to spacing, sizing and wrapper choices) get the
     same key.
 

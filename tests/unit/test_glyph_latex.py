@@ -1,7 +1,7 @@
 """LaTeX rebuilt from PDF glyphs, on real display equations of the sample corpus (located by MinerU's boxes).
 
 Expected strings are what the page prints, checked by eye against the rendered page; they are compared under
-``normalize_latex`` (so ``\\mathrm{l n}`` and ``\\ln``, ``\\pmb`` and ``\\boldsymbol`` count alike). Where MinerU's
+``latex_comparison_key`` (so ``\\mathrm{l n}`` and ``\\ln``, ``\\pmb`` and ``\\boldsymbol`` count alike). Where MinerU's
 own LaTeX misreads the page (calligraphic I read as T) the expectation follows the page.
 """
 
@@ -15,7 +15,7 @@ import pymupdf
 import pytest
 from sympy.parsing.latex import parse_latex
 
-from paperlake.parsing.glyph_latex import GlyphLatex, normalize_latex, reconstruct_latex
+from paperlake.parsing.glyph_latex import GlyphLatex, latex_comparison_key, reconstruct_latex
 from paperlake.parsing.mineru_backend import split_equation
 from support.fixtures import CORPUS_MINERU, corpus_pdf
 
@@ -50,7 +50,7 @@ def _read(stem: str, page_number: int, **which) -> GlyphLatex:
 
 
 def _same(ours: str, expected: str) -> bool:
-    return normalize_latex(ours) == normalize_latex(expected)
+    return latex_comparison_key(ours) == latex_comparison_key(expected)
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,7 @@ def _same(ours: str, expected: str) -> bool:
 def test_reconstructs_real_equations(stem, page_number, which, expected, number):
     result = _read(stem, page_number, **which)
     assert _same(result.latex, expected), (
-        f"{result.latex!r}\n  key {normalize_latex(result.latex)!r}\n  want {normalize_latex(expected)!r}"
+        f"{result.latex!r}\n  key {latex_comparison_key(result.latex)!r}\n  want {latex_comparison_key(expected)!r}"
     )
     assert result.equation_number == number
     assert 0.0 < result.confidence <= 1.0
@@ -172,12 +172,14 @@ def test_empty_region_gives_an_empty_result_with_a_note():
 
 
 def test_normalisation_ignores_spacing_wrappers_and_sizes_but_not_structure():
-    assert normalize_latex(
+    assert latex_comparison_key(
         r"U _ { \mathrm { N L L } } ( \pmb { x } ) { : = } - \mathrm { l n } ( x ) ."
-    ) == normalize_latex(r"U_{\mathrm{NLL}}(\boldsymbol{x}) := -\ln(x)")
-    assert normalize_latex(r"\left| \frac { 1 } { 2 } \right| \cdot \cdot \cdot") == normalize_latex(r"|\frac12|\cdots")
-    assert normalize_latex(r"\underset{a\in\mathbb{R}}{\mathrm{argmin}}\, f") == normalize_latex(
+    ) == latex_comparison_key(r"U_{\mathrm{NLL}}(\boldsymbol{x}) := -\ln(x)")
+    assert latex_comparison_key(r"\left| \frac { 1 } { 2 } \right| \cdot \cdot \cdot") == latex_comparison_key(
+        r"|\frac12|\cdots"
+    )
+    assert latex_comparison_key(r"\underset{a\in\mathbb{R}}{\mathrm{argmin}}\, f") == latex_comparison_key(
         r"\operatorname*{argmin}_{a \in \mathbb{R}} f"
     )
-    assert normalize_latex(r"x^{2}") != normalize_latex(r"x_{2}")
-    assert normalize_latex(r"a \cdot b") != normalize_latex(r"a \times b")
+    assert latex_comparison_key(r"x^{2}") != latex_comparison_key(r"x_{2}")
+    assert latex_comparison_key(r"a \cdot b") != latex_comparison_key(r"a \times b")
