@@ -945,8 +945,9 @@ def tables_show(
         [table_id.strip()],
     )
     grid = [dict(zip(cell_columns, row)) for row in cell_rows]
+    glossary = _table_glossary(home, table_id.strip())
     if as_json:
-        print(json.dumps({"table": table, "cells": grid}, default=str, ensure_ascii=False))
+        print(json.dumps({"table": table, "cells": grid, "glossary": glossary}, default=str, ensure_ascii=False))
         return
     console.print(
         Text(f"{table['table_label'] or 'Table'} · {table['title']} · page {table['page_number']}", style="bold")
@@ -962,6 +963,10 @@ def tables_show(
         )
     )
     console.print(_structured_grid(grid, int(table["header_rows"] or 0)))
+    if glossary:
+        console.print(
+            Text("defined in the paper: " + "; ".join(f"{k} = {v}" for k, v in glossary.items()), style="dim")
+        )
     if cells:
         data = [c for c in grid if not c["is_header"] and not c["is_stub"] and c["cell_text"]]
         _print_rows(
@@ -980,6 +985,23 @@ def tables_show(
             False,
             title="data cells",
         )
+
+
+def _table_glossary(home: Optional[Path], table_id: str) -> dict[str, str]:
+    """What the paper defines the table's labels to mean (its lines' ``header_glossary``); empty for a warehouse
+    built before labels were glossed."""
+    settings = _settings(home)
+    try:
+        with connect_read_only(settings.warehouse) as con:
+            entries = con.execute(
+                "select distinct unnest(header_glossary) from (select header_glossary from table_rows "
+                "where cast(ref_table_id as varchar) = $1 union all select header_glossary from table_columns "
+                "where cast(ref_table_id as varchar) = $1) order by 1",
+                [table_id],
+            ).fetchall()
+    except Exception:  # duckdb BinderException: no header_glossary column yet
+        return {}
+    return dict(str(entry).partition(": ")[::2] for (entry,) in entries if entry)
 
 
 def _structured_grid(grid: list[dict[str, Any]], header_rows: int) -> Table:

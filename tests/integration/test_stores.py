@@ -383,8 +383,10 @@ def test_tables_list_and_show_print_header_paths(built):
     bert = next(c for c in shown["cells"] if c["row_header_path"] == ["BERT"] and c["column_header_path"] == ["SST-5"])
     assert bert["cell_text"] == "49.13" and bert["number_value"] == 49.13
     assert shown["table"]["table_structure"] == "ok" and shown["table"]["stub_columns"] >= 1
+    # the labels the paper defines ("Stanford Sentiment Treebank-5 (SST-5)"), from the lines' header_glossary
+    assert "Sentiment Treebank" in shown["glossary"].get("SST-5", "")
     text = cli(settings, "tables", "show", accuracy["table_id"], "--cells").stdout
-    assert "SST-5" in text and "BERT" in text and "structure: ok" in text
+    assert "SST-5" in text and "BERT" in text and "structure: ok" in text and "defined in the paper:" in text
     missing = CliRunner().invoke(app, ["tables", "show", "nope", "--home", str(settings.home)])
     assert missing.exit_code == 1 and "paperlake tables list" in missing.output
 
