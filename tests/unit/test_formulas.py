@@ -727,3 +727,15 @@ def test_parameter_order_does_not_depend_on_the_hash_seed():
         for seed in range(6)
     }
     assert len(orders) == 1 and "I_t" in orders.pop()
+
+
+def test_an_equation_too_long_to_convert_fails_saying_so_without_parsing():
+    """sympy's LaTeX parser slows down faster than the input grows (a sum of 600 products held the formula stage for
+    minutes): past MAX_CONVERT_TOKENS an equation is not parsed at all, and the reason says why."""
+    from paperlake.formulas.latex.convert import MAX_CONVERT_TOKENS
+
+    long = "y = " + " + ".join(f"a_{{{i}}} x_{{{i}}}" for i in range(300))
+    result = to_sympy(long)
+    assert result.status == "failed" and result.expr is None and result.attempts == []
+    assert result.reason.startswith("too long to convert") and str(MAX_CONVERT_TOKENS) in result.reason
+    assert to_sympy("y = " + " + ".join(f"a_{{{i}}} x_{{{i}}}" for i in range(20))).status == "parsed"
