@@ -26,6 +26,7 @@ wins over the prose's, the first one written over later ones. Nothing here knows
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Iterable
 
 from paperlake.parsing.inline_math import plain_text
@@ -153,8 +154,7 @@ def _prose_definitions(paragraphs: Iterable[str], labels: list[str]) -> dict[str
     if not wanted:
         return found
     for paragraph in paragraphs:
-        # MinerU's paragraphs are Markdown: "multiplication (2D\\*)" is "multiplication (2D*)"
-        text = re.sub(r"\\([*_#\[\]()`])", r"\1", " ".join(plain_text(paragraph or "").split()))
+        text = _readable(paragraph or "")
         for label in wanted:
             if label in found or label not in text:
                 continue
@@ -175,6 +175,13 @@ def _prose_definitions(paragraphs: Iterable[str], labels: list[str]) -> dict[str
                 if long:
                     found[label] = long
     return found
+
+
+@lru_cache(maxsize=4096)
+def _readable(paragraph: str) -> str:
+    """A paragraph as printed (inline math read, whitespace collapsed, MinerU's Markdown escapes undone:
+    "multiplication (2D\\*)" is "multiplication (2D*)"); memoised, as every table of a paper reads the same ones."""
+    return re.sub(r"\\([*_#\[\]()`])", r"\1", " ".join(plain_text(paragraph).split()))
 
 
 def table_glossary(labels: Iterable[str], caption: str | None, paragraphs: Iterable[str]) -> dict[str, str]:
