@@ -3,10 +3,12 @@ once per mode in one run: per way of reading a text longer than MiniLM's 256-tok
 
 - ``truncate`` (before): every encodable cell is encoded on its own and cut at 256 tokens, so a page vector sees
   about a quarter of its page, and pages, sections and chunks encode the same text three times;
-- ``pool`` (now): texts are cut into windows the model sees whole; a chunk's vector pools its windows, a page's and a
-  section's pool the windows of the chunks they hold, a table's content pools its row lines (encoded for
-  ``table_rows`` anyway), token-weighted, normalised; every window goes through the embedding cache, so a window
-  shared by several cells is encoded once;
+- ``pool-v1`` (the first pooling scheme): texts are cut into windows the model sees whole; a chunk's vector pools
+  its windows, a page's and a section's pool the windows of the chunks they hold, a table's content pools its row
+  lines (encoded for ``table_rows`` anyway), token-weighted, normalised; every window goes through the embedding
+  cache, so a window shared by several cells is encoded once;
+- ``pool`` (now, ``POOLING_VERSION`` 2): the same, and a column line's vector reads its head (its values are encoded
+  in the row lines: ``paperlake.vectors.entities.HEAD_VIEWS``);
 - ``pool-int8``: the same with the int8-quantised graph (``backend: onnx-int8``).
 
 Each mode starts from an empty embedding cache and an empty Milvus Lite file. Reported per mode: seconds of the
@@ -14,7 +16,8 @@ vector sync, windows or cells encoded and their tokens, and page-level recall@1/
 (``benchmarks/retrieval_queries.jsonl``) for BM25, dense and the configured hybrid on the chunks and pages views,
 through ``paperlake.vectors.search`` (the path `paperlake search` and the agent take).
 
-    python benchmarks/encode_once.py [--warehouse W] [--work-dir D] [--out FILE] [--modes truncate,pool,pool-int8]
+    python benchmarks/encode_once.py [--warehouse W] [--work-dir D] [--out FILE]
+        [--modes truncate,pool-v1,pool,pool-int8]
 """
 
 from __future__ import annotations
@@ -39,17 +42,23 @@ ENCODER = "all_minilm_l6_v2"
 
 
 # mode → (long_text, backend): the configured ONNX graph, and its int8 quantisation (`backend: onnx-int8`)
-MODES = {"truncate": ("truncate", "onnx"), "pool": ("pool", "onnx"), "pool-int8": ("pool", "onnx-int8")}
+MODES = {
+    "truncate": ("truncate", "onnx", 1),
+    "pool-v1": ("pool", "onnx", 1),
+    "pool": ("pool", "onnx", None),
+    "pool-int8": ("pool", "onnx-int8", None),
+}
 
 
 def run_mode(mode: str, warehouse: Path, work: Path, queries: list[dict], files: dict[str, str]) -> dict:
     import duckdb
 
     from paperlake.vectors.config import load_config
+    from paperlake.vectors.encoders import pooled_windows
     from paperlake.vectors.entities import collect_cells
     from paperlake.vectors.store import VectorStore, sync_warehouse
 
-    long_text, backend = MODES[mode]
+    long_text, backend, pooling = MODES[mode]
     config = load_config()
     encoder_spec = replace(config.encoders[ENCODER], long_text=long_text, backend=backend)
     config = replace(config, encoders={**config.encoders, ENCODER: encoder_spec})
@@ -59,20 +68,22 @@ def run_mode(mode: str, warehouse: Path, work: Path, queries: list[dict], files:
     with VectorStore(folder / "milvus.db", config=config, cache_path=folder / "embeddings.sqlite") as store:
         encoder = store.encoders.get(ENCODER)
         with duckdb.connect(str(warehouse), read_only=True) as con:
-            cells = [c for c in collect_cells(con) if c.kind == "text"]
+            # a window is counted for the first view that encodes it: cells of their own text before pooled ones
+            cells = sorted(
+                (c for c in collect_cells(con, pooling=pooling) if c.kind == "text"), key=lambda c: c.parts is not None
+            )
             encoder.encode(["warm-up: load the model before the clock starts"])
             started = time.perf_counter()
-            report = sync_warehouse(store, con, collections=TEXT_COLLECTIONS)
+            report = sync_warehouse(store, con, collections=TEXT_COLLECTIONS, pooling=pooling)
             seconds = time.perf_counter() - started
         by_view: dict[str, int] = {}
         if long_text == "pool":
             windows: dict[str, int] = {}
             for cell in cells:
-                for per_text in encoder.windows(list(cell.parts or (cell.text,))):
-                    for w, n in per_text:
-                        if w not in windows:
-                            windows[w] = n
-                            by_view[cell.view] = by_view.get(cell.view, 0) + n + 2
+                for w, n in pooled_windows(encoder, cell.parts or (cell.text,), cell.head_tokens):
+                    if w not in windows:
+                        windows[w] = n
+                        by_view[cell.view] = by_view.get(cell.view, 0) + n + 2
             encoded, tokens = len(windows), sum(n + 2 for n in windows.values())
         else:
             unique = {c.text for c in cells}

@@ -127,7 +127,8 @@ class TextEncoder:
             self._windows.update(zip(missing, self._cut_windows(missing)))
         return [self._windows[t] for t in texts]
 
-    def _cut_windows(self, texts: Sequence[str]) -> list[list[tuple[str, int]]]:
+    def _token_spans(self, texts: Sequence[str]) -> tuple[int, list[list[tuple[int, int]]]]:
+        """(tokens a window holds besides the special tokens, each text's token character spans)."""
         model = self._load()
         if isinstance(model, OnnxTextModel):
             size = model.tokenizer.truncation["max_length"] - 2
@@ -138,6 +139,10 @@ class TextEncoder:
                 list(texts), add_special_tokens=False, truncation=False, return_offsets_mapping=True
             )
             offsets = [list(map(tuple, o)) for o in encoded["offset_mapping"]]
+        return size, offsets
+
+    def _cut_windows(self, texts: Sequence[str]) -> list[list[tuple[str, int]]]:
+        size, offsets = self._token_spans(texts)
         result = []
         for text, spans in zip(texts, offsets):
             if len(spans) <= size:
@@ -147,14 +152,21 @@ class TextEncoder:
             while start < len(spans):
                 end = min(start + size, len(spans))
                 if end < len(spans):
-                    for cut in range(end, max(start + size - 32, start + 1), -1):
-                        if spans[cut][0] > spans[cut - 1][1]:  # token ``cut`` begins a word
-                            end = cut
-                            break
+                    end = _word_start(spans, start, end)
                 parts.append((text[spans[start][0] : spans[end - 1][1]], end - start))
                 start = end
             result.append(parts)
         return result
+
+    def head(self, text: str, tokens: int) -> tuple[str, int]:
+        """The first ``tokens`` tokens of ``text`` (at most one window), cut before a word that does not fit:
+        (head text, its tokens). A text that fits is itself, so its vector is its plain encoding."""
+        size, (spans,) = self._token_spans([text])
+        limit = min(tokens, size)
+        if len(spans) <= limit:
+            return text, max(1, len(spans))
+        end = _word_start(spans, 0, limit)
+        return text[spans[0][0] : spans[end - 1][1]], end
 
     def _load(self):
         with self._lock:
@@ -243,6 +255,15 @@ class TextEncoder:
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+
+def _word_start(spans: Sequence[tuple[int, int]], start: int, end: int) -> int:
+    """Where to end a window of tokens ``start:end``: backing off to a token that begins a word when one begins in
+    the window's last 32 tokens, so a word is not cut between two windows."""
+    for cut in range(end, max(end - 32, start + 1), -1):
+        if spans[cut][0] > spans[cut - 1][1]:  # token ``cut`` begins a word
+            return cut
+    return end
 
 
 def _model_max_seq_length(path: str | Path) -> int:
@@ -638,31 +659,38 @@ def encode_cached(encoder, contents: Sequence[str | bytes], cache: EmbeddingCach
     return EncodeResult(matrix, hits=hits, misses=len(todo), seconds=seconds)
 
 
+def pooled_windows(encoder: TextEncoder, texts: Sequence[str], head: int | None = None) -> list[tuple[str, int]]:
+    """What :func:`encode_pooled` encodes for one item: the windows (text, tokens) of its texts, or with ``head``
+    the first ``head`` tokens of its first text."""
+    if head:
+        return [encoder.head(texts[0], head)]
+    return [window for per_text in encoder.windows(list(texts)) for window in per_text]
+
+
 def encode_pooled(
-    encoder: TextEncoder, segments: Sequence[Sequence[str]], cache: EmbeddingCache | None
+    encoder: TextEncoder,
+    segments: Sequence[Sequence[str]],
+    cache: EmbeddingCache | None,
+    heads: Sequence[int | None] | None = None,
 ) -> EncodeResult:
     """One vector per item from its segments' windows (:meth:`TextEncoder.windows`): the token-weighted mean of the
     window vectors, normalised. Windows are encoded through the cache, so a text shared by several items (a chunk,
     and the page and section it belongs to) is encoded once. ``segments``: per item, the texts it is made of (a
-    cell's own text, or for a page or section the chunks it holds)."""
+    cell's own text, or for a page or section the chunks it holds). ``heads``: per item, a number of tokens when its
+    vector reads only the head of its first text (:meth:`TextEncoder.head`), else None."""
     import time
 
     started = time.perf_counter()
-    texts = [text for item in segments for text in item]
-    windows = encoder.windows(texts) if texts else []
-    flat = [w for per_text in windows for w, _ in per_text]
+    heads = list(heads) if heads is not None else [None] * len(segments)
+    plan = [pooled_windows(encoder, item, head) if item else [] for item, head in zip(segments, heads)]
+    flat = list(dict.fromkeys(text for windows in plan for text, _ in windows))
     result = encode_cached(encoder, flat, cache)
+    row = {text: i for i, text in enumerate(flat)}
     vectors = np.zeros((len(segments), encoder.dimension), dtype=np.float32)
-    cursor = position = 0
-    for index, item in enumerate(segments):
-        weights = []
-        for _ in item:
-            weights += [tokens for _, tokens in windows[position]]
-            position += 1
-        if weights:
-            block = result.vectors[cursor : cursor + len(weights)]
-            vectors[index] = (block * np.asarray(weights, dtype=np.float32)[:, None]).sum(axis=0)
-            cursor += len(weights)
+    for index, windows in enumerate(plan):
+        if windows:
+            block = result.vectors[[row[text] for text, _ in windows]]
+            vectors[index] = (block * np.asarray([t for _, t in windows], dtype=np.float32)[:, None]).sum(axis=0)
     return EncodeResult(
         _normalise(vectors), hits=result.hits, misses=result.misses, seconds=time.perf_counter() - started
     )

@@ -96,6 +96,8 @@ class Cell:
     # the texts whose windows make the dense vector, when not the cell's own text: the chunks a page or section
     # holds (their windows are encoded for the chunks already, so every token is encoded once)
     parts: tuple[str, ...] | None = None
+    # the dense vector reads the first ``head_tokens`` tokens only (HEAD_VIEWS)
+    head_tokens: int | None = None
 
     @property
     def entity_id(self) -> str:
@@ -115,10 +117,12 @@ class Cell:
 
     @property
     def pooled_key(self) -> str:
-        """What a pooled dense vector is computed from: the text, and the parts when they stand in for it."""
+        """What a pooled dense vector is computed from: the text, and the parts when they stand in for it, or the
+        length of the head it reads."""
+        key = self.content_key + (f"\x1fhead:{self.head_tokens}" if self.head_tokens else "")
         if not self.parts:
-            return self.content_key
-        return f"{self.content_key}\x1fparts:{hashlib.sha256(chr(31).join(self.parts).encode('utf-8')).hexdigest()}"
+            return key
+        return f"{key}\x1fparts:{hashlib.sha256(chr(31).join(self.parts).encode('utf-8')).hexdigest()}"
 
 
 def entity_id(table: str, column: str, row_id: str) -> str:
@@ -141,6 +145,7 @@ def collect_cells(
     *,
     max_text_bytes: int = 65535,
     pdf_root: str | Path | None = None,
+    pooling: int | None = None,
 ) -> list[Cell]:
     """Every non-empty encodable cell of the warehouse (or of ``paper_ids``), in a stable order.
 
@@ -168,17 +173,34 @@ def collect_cells(
         if missing:
             raise WarehouseSchemaError(f"warehouse table {table!r} has no column(s) {missing}")
         cells.extend(_table_cells(warehouse_con, table, wanted, papers, pdfs, max_text_bytes, columns_of))
+    if (pooling or POOLING_VERSION) >= 2:
+        cells = [
+            replace(c, head_tokens=HEAD_VIEWS[(c.table_name, c.column_name)])
+            if (c.table_name, c.column_name) in HEAD_VIEWS and c.kind == "text"
+            else c
+            for c in cells
+        ]
     return _with_chunk_parts(warehouse_con, cells, papers, columns_of)
 
 
 # The views whose dense vector is pooled from texts encoded for other views: pages and sections from the chunks they
 # hold, a table's content from its row lines (HD-RAG's H-RCL rows, encoded for table_rows).
 POOLED_VIEWS = {("pages", "page_content"), ("sections", "section_content"), ("tables", "table_content")}
+# Views whose dense vector reads the head of the text only, in tokens. A column line is its table's caption head and
+# its column's header path, then one "row label: value" per row; every one of those values is in a row line too,
+# encoded there, so the head is what the column line adds. On the 44 table questions the 64-token head scored as the
+# whole line (benchmarks/table_questions.py), and it costs 41k tokens on the sample instead of 167k.
+HEAD_VIEWS = {("table_columns", "column_text"): 64}
 # Bump when which texts a pooled cell is made of changes (the views above, or what their parts are): pooled
 # collections' fingerprints carry it from 2 on, so every paper's pooled vectors are rebuilt (from the embedding cache,
-# which holds every window already: only new windows are encoded). 1, the scheme above, is written nowhere, so stores
-# built before the version existed stay valid.
-POOLING_VERSION = 1
+# which holds every window already: only new windows are encoded). 1 (pages, sections and table contents pooled from
+# whole chunks and row lines) is written nowhere, so stores built before the version existed stay valid. 2: column
+# lines read by their head (HEAD_VIEWS). Tried and not kept: a chunk pooled from its own prose and, for its pieces
+# that other cells hold (reference entries, captions, equations, tables), those cells' vectors, so that no token is
+# encoded twice (-35% tokens): the pool of many separately encoded pieces is a blander vector that crowds other
+# chunks out of the top five (offline probes, per probe against this scheme: classic_rag 14 better / 17 worse,
+# two_stage_neu_rag 14 / 26; reference-list chunks alone: 5 / 10 and 8 / 11).
+POOLING_VERSION = 2
 
 
 def _with_chunk_parts(

@@ -504,8 +504,14 @@ class VectorStore:
                 continue
             encoder = self.encoders.get(vector.encoder)
             if spec.modality == "text" and getattr(encoder, "long_text", "truncate") == "pool":
-                # every token encoded once: a page or section is pooled from the windows of the chunks it holds
-                result = encode_pooled(encoder, [cell.parts or (cell.text,) for cell, _ in kept], self.cache)
+                # every token encoded once: a chunk, page or section is pooled from windows encoded for the cells
+                # that hold its pieces; a column line reads its head
+                result = encode_pooled(
+                    encoder,
+                    [cell.parts or (cell.text,) for cell, _ in kept],
+                    self.cache,
+                    heads=[cell.head_tokens for cell, _ in kept],
+                )
             else:
                 result = encode_cached(encoder, payloads, self.cache)
             vectors[vector.field] = result.vectors
@@ -565,12 +571,19 @@ def sync_warehouse(
     paper_ids: Sequence[str] | None = None,
     collections: Iterable[CollectionSpec | str] | None = None,
     pdf_root: str | Path | None = None,
+    pooling: int | None = None,
 ) -> WarehouseSyncReport:
-    """Sync every paper of the warehouse (or ``paper_ids``); one paper's failure is recorded, the rest go on."""
+    """Sync every paper of the warehouse (or ``paper_ids``); one paper's failure is recorded, the rest go on.
+    ``pooling``: an earlier pooling scheme, for side-by-side benchmarks (default: the current one)."""
     started = time.perf_counter()
     report = WarehouseSyncReport()
     cells = collect_cells(
-        warehouse_con, encodable, paper_ids, max_text_bytes=store.config.text_max_bytes, pdf_root=pdf_root
+        warehouse_con,
+        encodable,
+        paper_ids,
+        max_text_bytes=store.config.text_max_bytes,
+        pdf_root=pdf_root,
+        pooling=pooling,
     )
     by_paper: dict[str, list[Cell]] = defaultdict(list)
     for cell in cells:

@@ -505,7 +505,7 @@ def test_a_new_pooling_scheme_changes_the_pooled_collections_fingerprints_only(b
             for name in ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2")
         }
         before = {name: store.fingerprint(spec) for name, spec in specs.items()}
-        monkeypatch.setattr(store_module, "POOLING_VERSION", 2)
+        monkeypatch.setattr(store_module, "POOLING_VERSION", store_module.POOLING_VERSION + 1)
         after = {name: store.fingerprint(spec) for name, spec in specs.items()}
     finally:
         store.close()

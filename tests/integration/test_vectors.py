@@ -110,6 +110,16 @@ def test_collect_cells_pages_and_views(sample):
             assert cell.bbox and cell.pdf_path and cell.pdf_sha256 and not cell.text
     only_one = cells_of(warehouse, [ids[NUMEROLOGIC]])
     assert only_one and {c.pdf_id for c in only_one} == {ids[NUMEROLOGIC]}
+    # column lines read their head (HEAD_VIEWS); the earlier pooling scheme, kept for benchmarks, reads them whole
+    heads = {c.view: c.head_tokens for c in cells if c.kind == "text"}
+    assert heads["table_columns.column_text"] == 64 and heads["table_rows.row_text"] is None
+    assert set(heads.values()) == {None, 64}
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        earlier = collect_cells(con, pooling=1)
+    assert {c.head_tokens for c in earlier} == {None}
+    assert {c.pooled_key for c in earlier if c.view == "table_columns.column_text"}.isdisjoint(
+        c.pooled_key for c in cells if c.view == "table_columns.column_text"
+    )
 
 
 def test_config_activity_follows_local_weights(tmp_path, monkeypatch):

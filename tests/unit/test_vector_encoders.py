@@ -231,11 +231,30 @@ def test_pooled_vectors_share_windows_through_the_cache(real_texts, onnx_dir, tm
 
 def test_a_new_pooling_scheme_makes_the_vector_stage_stale(monkeypatch):
     """Which texts a pooled cell is made of is code, not config: bumping POOLING_VERSION must change the stage's
-    fingerprint (so Dagster and the sync records see every pooled vector as stale); version 1 is written nowhere."""
+    fingerprint (so Dagster and the sync records see every pooled vector as stale)."""
     from paperlake.vectors import ledger
 
-    base = ledger.stage_fingerprint()
-    monkeypatch.setattr(ledger, "POOLING_VERSION", 1)
-    assert ledger.stage_fingerprint() == base
-    monkeypatch.setattr(ledger, "POOLING_VERSION", 2)
-    assert ledger.stage_fingerprint() != base
+    fingerprints = set()
+    for version in (1, 2, 3):
+        monkeypatch.setattr(ledger, "POOLING_VERSION", version)
+        fingerprints.add(ledger.stage_fingerprint())
+    assert len(fingerprints) == 3
+
+
+def test_a_head_is_the_first_tokens_cut_at_a_word(real_texts, onnx_dir, tmp_path):
+    """A column line's vector reads its head (HEAD_VIEWS): at most N tokens, never a word cut in two, the text
+    itself when it fits; pooled with ``heads`` it is exactly the head's plain vector, through the cache."""
+    from paperlake.vectors.encoders import encode_pooled
+
+    long_text = " ".join(real_texts)
+    for encoder in (minilm("onnx", onnx_dir, None), minilm("torch", None, None)):
+        assert encoder.head("Column: Accuracy", 64) == ("Column: Accuracy", encoder.token_counts(["Column: x"])[0] - 2)
+        head, tokens = encoder.head(long_text, 64)
+        assert 32 < tokens <= 64 and encoder.token_counts([head])[0] == tokens + 2
+        assert long_text.startswith(head) and long_text[len(head)] in " \n"  # ends where a word ends
+    encoder = minilm("onnx", onnx_dir, None)
+    cache = EmbeddingCache(tmp_path / "cache.sqlite")
+    pooled = encode_pooled(encoder, [(long_text,), (long_text,)], cache, heads=[64, None])
+    head, _ = encoder.head(long_text, 64)
+    np.testing.assert_allclose(pooled.vectors[0], encoder.encode([head])[0], atol=1e-6)
+    assert float(pooled.vectors[0] @ pooled.vectors[1]) < 0.99  # the whole text pools every window
