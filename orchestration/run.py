@@ -60,6 +60,7 @@ class IngestSummary:
     orphans_deleted: int = 0
     failures: list[StageFailure] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)
+    encoded_ahead: dict[str, float] = field(default_factory=dict)  # windows encoded while parsing, dbt and formulas ran
     enrichment_skipped: str | None = None  # why enrichment did not run (no endpoint)
     enriched: list[str] = field(default_factory=list)
     enrichment_pending: dict[str, str] = field(default_factory=dict)  # paper key -> why items are left
@@ -176,10 +177,17 @@ class _Runner:
             ) as result:
                 return result
 
-    def run_papers(self, job_name: str, keys: list[str], *, asset_selection=None) -> list[tuple[list[str], object]]:
+    def run_papers(
+        self,
+        job_name: str,
+        keys: list[str],
+        *,
+        asset_selection=None,
+        on_run: Callable[[list[str], object], None] | None = None,
+    ) -> list[tuple[list[str], object]]:
         """``job_name`` for the paper partitions ``keys``, in this order: consecutive partitions in one run each
         (at most :data:`PAPERS_PER_RUN`); a batch whose run fails is run again one paper per run, so each failure
-        is a paper's. Returns (papers, run result) per run.
+        is a paper's. Returns (papers, run result) per run; ``on_run`` is called with each as soon as it ends.
 
         With an executor outside this process and ``concurrent_runs`` > 1, the batches are cut so that each of
         that many runs gets a share, and the runs are launched at once, each from its own process (Dagster's
@@ -193,9 +201,16 @@ class _Runner:
         size = max(1, min(PAPERS_PER_RUN, -(-len(keys) // concurrent)))
         batches = consecutive_batches(self.instance.get_dynamic_partitions(PAPERS), keys, size)
         if concurrent <= 1 or len(batches) <= 1:
-            return [outcome for batch in batches for outcome in self._run_batch(job_name, batch, asset_selection)]
-        tasks = [(job_name, batch, asset_selection) for batch in batches]
-        return [outcome for outcomes in self._processes().map(_run_batch_elsewhere, tasks) for outcome in outcomes]
+            runs = (outcome for batch in batches for outcome in self._run_batch(job_name, batch, asset_selection))
+        else:
+            tasks = [(job_name, batch, asset_selection) for batch in batches]
+            runs = (outcome for outcomes in self._processes().map(_run_batch_elsewhere, tasks) for outcome in outcomes)
+        outcomes = []
+        for papers, result in runs:
+            outcomes.append((papers, result))
+            if on_run is not None:
+                on_run(papers, result)
+        return outcomes
 
     def _processes(self):
         """The run processes, started once per runner (each imports Dagster and the definitions: ~5 s) and shut
@@ -330,81 +345,119 @@ def ingest(
     observe_inbox(instance, [s for s in sources if s.paper_key not in plan.removed])
     summary.step_seconds["plan"] = time.perf_counter() - started
 
-    stage_started = time.perf_counter()
-    for key, result in ((key, result) for batch, result in runner.run_papers("ingest_paper", keys) for key in batch):
-        if not result.success:
-            summary.failed[key] = failure_reason(result)
-            summary.failures.append(StageFailure("parse", summary.failed[key], key))
-            notify(key, "run failed")
-        elif key in plan.removed:
-            summary.removed.append(key)
-            notify(key, "removed")
-        elif (error := lake.error(key)) is not None:
-            summary.failed[key] = f"{error['stage']}: {error['reason']}"
-            summary.failures.append(StageFailure(error["stage"], error["reason"], key))
-            notify(key, f"failed at {error['stage']}")
-        else:
-            summary.published.append(key)
-            notify(key, "parsed")
-    summary.step_seconds["parse"] = time.perf_counter() - stage_started
+    with _encoding_ahead(settings, plan, lake, summary) as ahead:
 
-    stage_started = time.perf_counter()
-    _enrich(runner, instance, settings, summary, notify, enrich_kinds, enrich_limit, retry_errors)
-    summary.step_seconds["enrichment"] = time.perf_counter() - stage_started
+        def parsed(batch: list[str], result) -> None:
+            if ahead is not None and result.success:
+                ahead.submit(key for key in batch if key not in plan.removed and lake.error(key) is None)
 
-    stage_started = time.perf_counter()
-    reason = warehouse_staleness(settings) or ("asked for (--rebuild-warehouse)" if rebuild_warehouse else None)
-    if reason:
-        summary.stale["warehouse"] = reason
-        result = runner.run("build_warehouse", log="dbt-build.log")
-        if not result.success:
-            summary.failures.append(
-                StageFailure(
-                    "warehouse",
-                    f"{failure_reason(result)} (the previous warehouse is still live; dbt's log: "
-                    f"{runner.log_dir / 'dbt-build.log'})",
+        stage_started = time.perf_counter()
+        for key, result in (
+            (key, result) for batch, result in runner.run_papers("ingest_paper", keys, on_run=parsed) for key in batch
+        ):
+            if not result.success:
+                summary.failed[key] = failure_reason(result)
+                summary.failures.append(StageFailure("parse", summary.failed[key], key))
+                notify(key, "run failed")
+            elif key in plan.removed:
+                summary.removed.append(key)
+                notify(key, "removed")
+            elif (error := lake.error(key)) is not None:
+                summary.failed[key] = f"{error['stage']}: {error['reason']}"
+                summary.failures.append(StageFailure(error["stage"], error["reason"], key))
+                notify(key, f"failed at {error['stage']}")
+            else:
+                summary.published.append(key)
+                notify(key, "parsed")
+        summary.step_seconds["parse"] = time.perf_counter() - stage_started
+
+        stage_started = time.perf_counter()
+        _enrich(runner, instance, settings, summary, notify, enrich_kinds, enrich_limit, retry_errors)
+        summary.step_seconds["enrichment"] = time.perf_counter() - stage_started
+
+        stage_started = time.perf_counter()
+        reason = warehouse_staleness(settings) or ("asked for (--rebuild-warehouse)" if rebuild_warehouse else None)
+        if reason:
+            summary.stale["warehouse"] = reason
+            result = runner.run("build_warehouse", log="dbt-build.log")
+            if not result.success:
+                summary.failures.append(
+                    StageFailure(
+                        "warehouse",
+                        f"{failure_reason(result)} (the previous warehouse is still live; dbt's log: "
+                        f"{runner.log_dir / 'dbt-build.log'})",
+                    )
                 )
-            )
+                summary.step_seconds["total"] = time.perf_counter() - started
+                return summary
+            summary.warehouse_built = True
+        summary.step_seconds["warehouse"] = time.perf_counter() - stage_started
+        if not settings.warehouse.exists():
             summary.step_seconds["total"] = time.perf_counter() - started
             return summary
-        summary.warehouse_built = True
-    summary.step_seconds["warehouse"] = time.perf_counter() - stage_started
-    if not settings.warehouse.exists():
+
+        stage_started = time.perf_counter()
+        collections = [definition.key.path[-1] for definition in vector_assets]
+        # The store opened for the check stays open through the stages that use it: in process, the steps' own stores
+        # share its server, so a Milvus Lite file's collections are loaded once per ingest (loading is what grows with
+        # the store: ~2.6 s per collection at 500 papers) instead of once per step.
+        held = contextlib.ExitStack()
+        try:
+            store = held.enter_context(_open_store(settings))
+            formulas = formula_staleness(settings, store if collection_available_here(store) else None)
+            vectors = stale_papers(settings, store, collections)
+            summary.orphans_deleted = delete_orphans(store, vectors)
+        except Exception as error:  # Milvus unreachable or its file held elsewhere: what needs it waits till next run
+            held.close()
+            message = " ".join(str(error).split())[:300]
+            summary.failures.append(
+                StageFailure(
+                    "vectors",
+                    f"cannot open the vector store at {settings.milvus_uri} "
+                    f"({type(error).__name__}: {message}); no collection was "
+                    "checked or synced",
+                )
+            )
+            formulas = formula_staleness(settings, None)
+            vectors = VectorPlan()
+        summary.step_seconds["check"] = time.perf_counter() - stage_started
+        if settings.executor != "in_process":
+            held.close()  # steps run in other processes and open the store themselves (a Lite file: one at a time)
+        with held:
+            _downstream(runner, instance, settings, summary, formulas, vectors, notify, ahead)
+        _forget_partitions(instance, papers.name, settings, lake, {s.paper_key for s in sources}, collections)
         summary.step_seconds["total"] = time.perf_counter() - started
         return summary
 
-    stage_started = time.perf_counter()
-    collections = [definition.key.path[-1] for definition in vector_assets]
-    # The store opened for the check stays open through the stages that use it: in process, the steps' own stores
-    # share its server, so a Milvus Lite file's collections are loaded once per ingest (loading is what grows with
-    # the store: ~2.6 s per collection at 500 papers) instead of once per step.
-    held = contextlib.ExitStack()
+
+@contextlib.contextmanager
+def _encoding_ahead(settings: Settings, plan: IngestPlan, lake: Lake, summary: IngestSummary):
+    """The encode-ahead thread (:mod:`paperlake.vectors.ahead`) of an ingest that parses papers on this machine, or
+    None: switched off, nothing to parse, or steps run by remote workers (whose embedding cache may be elsewhere).
+    Stopped by the vector stage, or when the ingest ends before it."""
+    ahead = None
+    if settings.encode_ahead and plan.to_parse and settings.executor != "celery":
+        from paperlake.vectors.ahead import EncodeAhead
+
+        try:
+            ahead = EncodeAhead(settings.lake, settings.embeddings, device=settings.encoder_device)
+        except Exception:  # no encoder here (weights missing): the vector stage says so itself
+            ahead = None
     try:
-        store = held.enter_context(_open_store(settings))
-        formulas = formula_staleness(settings, store if collection_available_here(store) else None)
-        vectors = stale_papers(settings, store, collections)
-        summary.orphans_deleted = delete_orphans(store, vectors)
-    except Exception as error:  # Milvus unreachable or its file held elsewhere: what needs it waits for the next run
-        held.close()
-        message = " ".join(str(error).split())[:300]
-        summary.failures.append(
-            StageFailure(
-                "vectors",
-                f"cannot open the vector store at {settings.milvus_uri} "
-                f"({type(error).__name__}: {message}); no collection was "
-                "checked or synced",
-            )
-        )
-        formulas = formula_staleness(settings, None)
-        vectors = VectorPlan()
-    summary.step_seconds["check"] = time.perf_counter() - stage_started
-    if settings.executor != "in_process":
-        held.close()  # the steps run in other processes, which open the store themselves (a Lite file: one at a time)
-    with held:
-        _downstream(runner, instance, settings, summary, formulas, vectors, notify)
-    _forget_partitions(instance, papers.name, settings, lake, {s.paper_key for s in sources}, collections)
-    summary.step_seconds["total"] = time.perf_counter() - started
-    return summary
+        yield ahead
+    finally:
+        _close_ahead(ahead, summary)
+
+
+def _close_ahead(ahead, summary: IngestSummary) -> None:
+    if ahead is not None and not summary.encoded_ahead:
+        stats = ahead.close()
+        summary.encoded_ahead = {
+            "papers": stats.papers,
+            "windows": stats.windows,
+            "seconds": round(stats.seconds, 2),
+            "errors": len(stats.errors),
+        }
 
 
 def _downstream(
@@ -415,8 +468,10 @@ def _downstream(
     formulas: dict[str, str],
     vectors: VectorPlan,
     notify: Callable[[str, str], None],
+    ahead=None,
 ) -> None:
-    """The formula graph, the vector sync and the self-evaluation, for what the check found stale."""
+    """The formula graph, the vector sync and the self-evaluation, for what the check found stale. The encode-ahead
+    thread (``ahead``) stops before the vector sync, whose encoder takes every core."""
     import dagster as dg
 
     from assets.partitions import papers
@@ -433,6 +488,7 @@ def _downstream(
             summary.failures.append(StageFailure("formulas", failure_reason(result)))
     summary.step_seconds["formulas"] = time.perf_counter() - stage_started
 
+    _close_ahead(ahead, summary)
     stage_started = time.perf_counter()
     _add_partitions(instance, papers.name, list(vectors.stale))
     by_collections: dict[tuple[str, ...], list[str]] = {}

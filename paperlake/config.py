@@ -30,6 +30,11 @@ def _env(name: str, default: str | None = None) -> str | None:
     return value if value not in (None, "") else default
 
 
+def _flag(name: str) -> bool:
+    """An on/off variable, on unless set to 0, false, no or off."""
+    return (_env(name, "1") or "1").lower() not in ("0", "false", "no", "off")
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
@@ -47,6 +52,7 @@ class Settings:
     llm_requests_per_minute: int | None = None
     enrich_kinds: str | None = None  # comma-separated enrichment kinds; default: NeuSym-RAG's six
     evaluate: bool = True  # probes and the retrieval-quality check after each ingest
+    encode_ahead: bool = True  # PAPERLAKE_ENCODE_AHEAD: `ingest` encodes parsed papers' windows on a spare core
     eval_methods: str = "classic_rag"  # comma-separated; the first is the one the threshold applies to
     embedding_cache: Path | None = None  # the embedding cache file; default cache/embeddings.sqlite (a shared one
     # is safe: it is content-addressed by model and text, and SQLite serialises writers)
@@ -117,7 +123,8 @@ class Settings:
             embedding_cache=Path(_env("PAPERLAKE_EMBEDDING_CACHE")).expanduser().resolve()
             if _env("PAPERLAKE_EMBEDDING_CACHE")
             else None,
-            evaluate=(_env("PAPERLAKE_EVALUATE", "1") or "1").lower() not in ("0", "false", "no", "off"),
+            evaluate=_flag("PAPERLAKE_EVALUATE"),
+            encode_ahead=_flag("PAPERLAKE_ENCODE_AHEAD"),
             eval_methods=_env("PAPERLAKE_EVAL_METHODS", "classic_rag"),
             eval_min_answer_at_5=float(_env("PAPERLAKE_EVAL_MIN_ANSWER5", "0.4") or 0.4),
             inboxes=tuple(Path(p) for p in (_env("PAPERLAKE_INBOX") or "").split(os.pathsep) if p),

@@ -3,7 +3,16 @@
 A paper's entities in a collection are *fresh* when they are exactly the entities its warehouse cells call for:
 same ids, same ``text_hash`` (the encoder fingerprint and the encoded content). :func:`expected_digest` names that
 set; a sync writes it, with the paper id and the collection's incarnation, to ``<home>/vectors/<collection>/<paper
-key>.json`` only after Milvus has flushed the entities, so a record never claims a sync that did not finish.
+key>.json`` only after Milvus has flushed the entities, so a record never claims a sync that did not finish. Beside
+it, ``<paper key>.entities`` lists those entities (id → text_hash; the record holds its sha256).
+
+The records are also how a sync knows what a collection holds without asking it (a filtered query or count scans
+every entity in Milvus Lite, which made a paper's sync grow with the collection): before its first write a sync
+leaves ``<paper key>.pending``, and removes it once the record is written. So, for one paper and collection, with no
+``.pending`` marker: a record of the collection's current incarnation whose entities file matches it lists exactly
+what the collection holds; no such record means the collection holds nothing of the paper (every write of this
+incarnation would have left a record or a marker). A marker, or a record of this incarnation without its entities
+file (an older paperlake), means a sync was cut short (or is unknown): the collection itself is asked.
 
 :func:`stale_papers` compares the records with the warehouse (new, changed, re-identified or departed papers) and
 with the collection itself: a collection dropped or recreated (another incarnation), or whose entity count differs
@@ -46,6 +55,48 @@ def stage_fingerprint() -> str:
 
 def ledger_path(home: Path, collection: str, paper_key: str) -> Path:
     return home / "vectors" / collection / f"{paper_key}.json"
+
+
+def entities_path(home: Path, collection: str, paper_key: str) -> Path:
+    return home / "vectors" / collection / f"{paper_key}.entities"
+
+
+def pending_path(home: Path, collection: str, paper_key: str) -> Path:
+    return home / "vectors" / collection / f"{paper_key}.pending"
+
+
+def pending_keys(home: Path, collection: str) -> list[str]:
+    """Papers whose last sync into ``collection`` was cut short (a ``.pending`` marker is left)."""
+    root = home / "vectors" / collection
+    if not root.exists():
+        return []
+    return sorted(path.relative_to(root).with_suffix("").as_posix() for path in root.rglob("*.pending"))
+
+
+def known_entities(home: Path, collection: str, paper_key: str, incarnation: str | None) -> dict[str, str] | None:
+    """The paper's entities in the collection by its records (module docstring): id → text_hash, ``{}`` for
+    none, or None when the records cannot vouch for them (the collection must be asked)."""
+    if incarnation is None or pending_path(home, collection, paper_key).exists():
+        return None
+    try:
+        record = json.loads(ledger_path(home, collection, paper_key).read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("incarnation") != incarnation:
+        return {}
+    try:
+        listed = entities_path(home, collection, paper_key).read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha256(listed).hexdigest() != record.get("entities_sha256"):
+        return None
+    try:
+        entities = json.loads(listed)
+    except ValueError:
+        return None
+    return entities if isinstance(entities, dict) else None
 
 
 def read_ledger(home: Path, collection: str) -> dict[str, dict[str, Any]]:
@@ -178,8 +229,12 @@ def write_sync_record(
     entities: int,
 ) -> int:
     """Record that ``collection`` holds the paper's ``entities`` made from ``cells`` (whose rows have the content
-    version ``content``); call only once they are flushed. Returns how many entities the cells call for."""
-    digest, expected = expected_digest(store, collection, cells)
+    version ``content``), and list them; call only once they are flushed. Returns how many entities the cells call
+    for."""
+    hashes = expected_hashes(store, collection, cells)
+    digest = _digest(f"{key}:{value}" for key, value in hashes.items())
+    listed = json.dumps(hashes, sort_keys=True).encode()
+    atomic_write_bytes(entities_path(home, collection, paper_key), lambda handle: handle.write(listed))
     payload = json.dumps(
         {
             "paper_id": paper_id,
@@ -188,32 +243,58 @@ def write_sync_record(
             "incarnation": store.incarnation(collection),
             "content": content,
             "fingerprint": store.fingerprint(store.config.collection(collection)),
+            "entities_sha256": hashlib.sha256(listed).hexdigest(),
         }
     ).encode()
     atomic_write_bytes(ledger_path(home, collection, paper_key), lambda handle: handle.write(payload))
-    return expected
+    return len(hashes)
+
+
+def forget_sync(home: Path, collection: str, paper_key: str) -> None:
+    """The paper left the collection: its record and list go (the record first: a list without a record vouches
+    for nothing)."""
+    ledger_path(home, collection, paper_key).unlink(missing_ok=True)
+    entities_path(home, collection, paper_key).unlink(missing_ok=True)
 
 
 def _sync_one(
     store: Any, settings: Any, collection: str, paper_key: str, paper_id: str | None, cells: list[Cell], content: str
 ) -> dict[str, Any]:
-    ledger = ledger_path(settings.home, collection, paper_key)
+    home = settings.home
+    ledger = ledger_path(home, collection, paper_key)
     try:
         previous = json.loads(ledger.read_text()).get("paper_id") if ledger.exists() else None
     except (OSError, ValueError):
         previous = None
+    known = known_entities(home, collection, paper_key, store.incarnation(collection))
+    pending = pending_path(home, collection, paper_key)
+    atomic_write_bytes(pending, lambda handle: handle.write((paper_id or "").encode()))  # before any write
     deleted_previous = 0
     if previous and previous != paper_id:  # removed, or re-identified (new title): drop the old entities
-        deleted_previous = sum(store.delete_paper(previous, [collection]).values())
+        if known is None:
+            deleted_previous = sum(store.delete_paper(previous, [collection]).values())
+        else:
+            deleted_previous = store.delete_ids(collection, sorted(known))
+        known = {}
         fault_point("vectors.previous_deleted")
     if paper_id is None:
-        ledger.unlink(missing_ok=True)
+        forget_sync(home, collection, paper_key)
+        pending.unlink(missing_ok=True)
         return {"status": "removed", "deleted": deleted_previous, "entities": 0}
-    report = store.sync_paper(paper_id, cells, [collection])
+    report = store.sync_paper(paper_id, cells, [collection], known=None if known is None else {collection: known})
     fault_point("vectors.synced")
     stats = report.collections[collection]
-    entities = store.count(collection, f"pdf_id == '{paper_id}'")
-    expected = write_sync_record(settings.home, store, collection, paper_key, paper_id, cells, content, entities)
+    expected_ids = sorted(expected_hashes(store, collection, cells))
+    if known is None:
+        entities = store.count(collection, f"pdf_id == '{paper_id}'")
+    else:  # what the records vouch for, and every entity the cells call for is there (looked up by id)
+        entities = store.present(collection, expected_ids)
+        if entities != len(expected_ids):
+            raise RuntimeError(
+                f"{collection} holds {entities} of the {len(expected_ids)} entities just written for {paper_id}"
+            )
+    expected = write_sync_record(home, store, collection, paper_key, paper_id, cells, content, entities)
+    pending.unlink(missing_ok=True)
     return {
         "status": "synced",
         "paper_id": paper_id,
@@ -313,6 +394,8 @@ def stale_papers(settings: Any, store: Any, collections: list[str]) -> VectorPla
                 plan.mark(key, collection, "its cells changed")
         for key in ledger.keys() - papers.keys():
             plan.mark(key, collection, "left the warehouse")
+        for key in pending_keys(settings.home, collection):
+            plan.mark(key, collection, "a sync of it was cut short" if key in papers else "left the warehouse")
         if incarnation is None:
             continue
         if counted[collection] == sum(int(record.get("entities") or 0) for record in ledger.values()):
@@ -324,6 +407,8 @@ def stale_papers(settings: Any, store: Any, collections: list[str]) -> VectorPla
             hashes = stored.get(paper_id, {})
             if _digest(f"{k}:{v}" for k, v in hashes.items()) != expected(key):
                 plan.mark(key, collection, "its stored entities differ from its cells")
+                # its records no longer vouch for what the collection holds: its sync will ask the collection
+                entities_path(settings.home, collection, key).unlink(missing_ok=True)
         departed = {ledger[k].get("paper_id") for k in ledger.keys() - papers.keys()}
         plan.orphans[collection] = sorted(pid for pid in stored if pid not in owners and pid not in departed)
     return plan

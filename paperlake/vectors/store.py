@@ -403,12 +403,20 @@ class VectorStore:
     # ── sync ─────────────────────────────────────────────────────────────────────────────────────────────────────
 
     def sync_paper(
-        self, paper_id: str, cells: Sequence[Cell], collections: Iterable[CollectionSpec | str] | None = None
+        self,
+        paper_id: str,
+        cells: Sequence[Cell],
+        collections: Iterable[CollectionSpec | str] | None = None,
+        *,
+        known: dict[str, dict[str, str]] | None = None,
     ) -> SyncReport:
         """Make the paper's entities in each collection exactly ``cells``.
 
-        Upserts new and changed cells (changed = a different ``text_hash``), skips unchanged ones without encoding,
-        deletes the paper's entities whose ids are no longer present, and flushes.
+        Writes new and changed cells (changed = a different ``text_hash``), skips unchanged ones without encoding,
+        deletes the paper's entities whose ids are no longer present, and flushes. ``known``: per collection, the
+        paper's entities (id → text_hash) as the caller's records vouch for them (``{}``: none), so the collection
+        is not queried for them (a filtered query scans every entity in Milvus Lite); collections not named there
+        are queried.
         """
         started = time.perf_counter()
         report = SyncReport(paper_id)
@@ -418,7 +426,9 @@ class VectorStore:
         for spec in self._specs(collections):
             try:
                 self._load_or_create(spec)
-                report.collections[spec.name] = self._sync_collection(spec, paper_id, cells)
+                report.collections[spec.name] = self._sync_collection(
+                    spec, paper_id, cells, (known or {}).get(spec.name)
+                )
             except VectorSyncError:
                 raise
             except Exception as error:
@@ -447,7 +457,9 @@ class VectorStore:
             iterator.close()
         return {row["id"]: row["text_hash"] for row in rows}
 
-    def _sync_collection(self, spec: CollectionSpec, paper_id: str, cells: Sequence[Cell]) -> CollectionSyncStats:
+    def _sync_collection(
+        self, spec: CollectionSpec, paper_id: str, cells: Sequence[Cell], known: dict[str, str] | None = None
+    ) -> CollectionSyncStats:
         stats = CollectionSyncStats(spec.name)
         fingerprint = self.fingerprint(spec)
         current: dict[str, tuple[Cell, str]] = {}
@@ -455,19 +467,23 @@ class VectorStore:
             if cell.kind == spec.modality:
                 current[cell.entity_id] = (cell, self.cell_hash(spec, fingerprint, cell))
         stats.cells = len(current)
-        existing = self.existing_hashes(spec.name, paper_id)
+        existing = self.existing_hashes(spec.name, paper_id) if known is None else known
         changed = [(cell, digest) for eid, (cell, digest) in current.items() if existing.get(eid) != digest]
         stats.unchanged = len(current) - len(changed)
         stale = [eid for eid in existing if eid not in current]
 
         rows = self._rows(spec, changed, stats)
         started = time.perf_counter()
-        by_partition: dict[str, list[dict]] = defaultdict(list)
+        by_partition: dict[tuple[str, bool], list[dict]] = defaultdict(list)
         for row in rows:
-            by_partition[self.view_partition(spec.name, row["table_name"], row["column_name"], create=True)].append(row)
-        for partition, part_rows in by_partition.items():
+            partition = self.view_partition(spec.name, row["table_name"], row["column_name"], create=True)
+            by_partition[(partition, row["id"] in existing)].append(row)
+        for (partition, replacing), part_rows in by_partition.items():
+            # an id the collection does not hold is inserted: an upsert first looks each id up (Milvus Lite: in
+            # every segment), which is what made a new paper's sync grow with the collection
+            write = self.client.upsert if replacing else self.client.insert
             for start in range(0, len(part_rows), _WRITE_BATCH):
-                self.client.upsert(spec.name, part_rows[start : start + _WRITE_BATCH], partition_name=partition)
+                write(spec.name, part_rows[start : start + _WRITE_BATCH], partition_name=partition)
         fault_point("vectors.upserted")
         for start in range(0, len(stale), _WRITE_BATCH):
             self.client.delete(spec.name, ids=stale[start : start + _WRITE_BATCH])
@@ -537,6 +553,23 @@ class VectorStore:
             if cell.note:
                 stats.notes.append(f"{cell.view} {cell.primary_key}: {cell.note}")
         return rows
+
+    def present(self, collection: str, ids: Sequence[str]) -> int:
+        """How many of ``ids`` the collection holds (looked up by primary key, not by a scan)."""
+        self.load(collection)
+        found = 0
+        for start in range(0, len(ids), _WRITE_BATCH):
+            found += len(self.client.get(collection, ids=list(ids[start : start + _WRITE_BATCH]), output_fields=["id"]))
+        return found
+
+    def delete_ids(self, collection: str, ids: Sequence[str]) -> int:
+        """Delete the entities ``ids`` (by primary key) and flush; returns how many ids were given."""
+        self.load(collection)
+        for start in range(0, len(ids), _WRITE_BATCH):
+            self.client.delete(collection, ids=list(ids[start : start + _WRITE_BATCH]))
+        if ids:
+            self.client.flush(collection)
+        return len(ids)
 
     def delete_paper(self, paper_id: str, collections: Iterable[CollectionSpec | str] | None = None) -> dict[str, int]:
         """Remove every entity of the paper; returns how many were deleted per collection."""

@@ -140,3 +140,92 @@ def test_a_kill_at_each_fail_point_converges(tmp_path, references, failpoint):
     killed_at(home, inbox, failpoint)
     must_ingest(home, inbox)
     assert_same_stores(home, references["both"])
+
+
+def _paper_entities(store, collection: str, paper_id: str) -> dict[str, str]:
+    rows = store.client.query(collection, filter=f"pdf_id == '{paper_id}'", output_fields=["id", "text_hash"])
+    return {row["id"]: row["text_hash"] for row in rows}
+
+
+def test_sync_records_stand_for_the_collection_and_a_cut_sync_asks_it(tmp_path, references):
+    """A sync knows what a collection holds from its records (no filtered query, which scans every entity in Milvus
+    Lite): each paper's entities list equals the collection's. A ``.pending`` marker (a sync cut short) or a
+    collection that disagrees with the records (an entity added by hand) sends the paper's sync back to asking the
+    collection, which then removes what no cell calls for; the records vouch again afterwards."""
+    from paperlake.vectors.config import load_config
+    from paperlake.vectors.ledger import entities_path, known_entities, pending_path
+    from paperlake.vectors.store import VectorStore
+
+    home = fresh_home(tmp_path, references["home_both"])
+    inbox = references["inbox_both"]
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        ids = dict(con.execute("select paper_key, paper_id::varchar from metadata").fetchall())
+    first = next(key for key in ids if key.endswith(FIRST))
+    second = next(key for key in ids if key.endswith(SECOND))
+    collections = [spec.name for spec in load_config().active_collections() if spec.modality == "text"]
+    marked, tampered = collections[0], collections[-1]
+    with VectorStore(str(home / "milvus.db"), cache_path=home / "cache" / "embeddings.sqlite") as store:
+        for name in collections:
+            store.load(name)
+            for key in (first, second):
+                held = _paper_entities(store, name, ids[key])
+                assert held and known_entities(home, name, key, store.incarnation(name)) == held, (name, key)
+        # a stray entity of the first paper, added by hand, in one collection; a marker on the second in another
+        stray = store.client.query(tampered, filter=f"pdf_id == '{ids[first]}'", output_fields=["*"], limit=1)[0]
+        stray = {k: v for k, v in stray.items() if "sparse" not in k} | {"id": "stray-entity", "primary_key": "x"}
+        store.client.insert(tampered, [stray], partition_name="chunks__text_content")
+        store.client.flush(tampered)
+        pending_path(home, marked, second).write_text(ids[second])
+        assert known_entities(home, marked, second, store.incarnation(marked)) is None
+    output = must_ingest(home, inbox)
+    assert "vectors 2 paper(s)" in " ".join(output.split()), output
+    with VectorStore(str(home / "milvus.db"), cache_path=home / "cache" / "embeddings.sqlite") as store:
+        store.load(tampered)
+        assert "stray-entity" not in _paper_entities(store, tampered, ids[first])
+        for name, key in ((tampered, first), (marked, second)):
+            assert not pending_path(home, name, key).exists() and entities_path(home, name, key).exists()
+            store.load(name)
+            assert known_entities(home, name, key, store.incarnation(name)) == _paper_entities(store, name, ids[key])
+    assert_same_stores(home, references["both"])
+    code, output = run_ingest(home, inbox)
+    assert code == 0 and "vectors 0 paper(s)" in " ".join(output.split())
+
+
+def test_a_new_papers_sync_writes_without_looking_up(tmp_path, references, monkeypatch):
+    """A paper no record names is known to be absent from the collection: its entities are inserted, and neither a
+    filtered query or count (a scan in Milvus Lite) nor an upsert (which looks each id up) runs for it."""
+    from paperlake.config import Settings
+    from paperlake.vectors import ledger
+    from paperlake.vectors.pymilvus_names import MilvusClient
+    from paperlake.vectors.store import VectorStore
+
+    home = fresh_home(tmp_path, references["home_both"])
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        key, paper_id = con.execute(
+            "select paper_key, paper_id::varchar from metadata where paper_key like ?", [f"%{SECOND}"]
+        ).fetchone()
+    collection = "text_sentence_transformers_all_minilm_l6_v2"
+    settings = Settings.from_env(home=home, milvus_uri=str(home / "milvus.db"))
+    with VectorStore(settings.milvus_uri, cache_path=settings.embeddings) as store:
+        store.load(collection)
+        before = _paper_entities(store, collection, paper_id)
+        assert store.delete_paper(paper_id, [collection])[collection] == len(before)
+        ledger.forget_sync(home, collection, key)  # as if the paper had never been synced
+        assert ledger.known_entities(home, collection, key, store.incarnation(collection)) == {}
+    calls: list[str] = []
+    for owner, name in ((VectorStore, "existing_hashes"), (VectorStore, "count"), (MilvusClient, "upsert")):
+        original = getattr(owner, name)
+
+        def spy(self, *args, _name=name, _original=original, **kwargs):
+            calls.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(owner, name, spy)
+    results = ledger.sync_paper_keys(settings, collection, [key])
+    assert results[key]["status"] == "synced" and results[key]["entities"] == len(before)
+    assert calls == []
+    monkeypatch.undo()
+    with VectorStore(settings.milvus_uri, cache_path=settings.embeddings) as store:
+        store.load(collection)
+        assert _paper_entities(store, collection, paper_id) == before
+        assert ledger.known_entities(home, collection, key, store.incarnation(collection)) == before

@@ -511,3 +511,35 @@ def test_a_new_pooling_scheme_changes_the_pooled_collections_fingerprints_only(b
         store.close()
     assert after["text_bm25_en"] == before["text_bm25_en"]
     assert after["text_sentence_transformers_all_minilm_l6_v2"] != before["text_sentence_transformers_all_minilm_l6_v2"]
+
+
+def test_encode_ahead_reads_the_warehouse_cells_from_the_lake(built, tmp_path):
+    """The encode-ahead thread reads a parsed paper's cells from the lake under the warehouse's names: the same text
+    cells as the warehouse (ids, texts, parts, heads), so every window the vector stage asks for was encoded ahead,
+    into a cache it had never seen."""
+    from paperlake.vectors.ahead import EncodeAhead, lake_cells
+    from paperlake.vectors.config import load_config
+    from paperlake.vectors.encoders import EmbeddingCache, content_sha256, encoder_registry, pooled_windows
+    from paperlake.vectors.entities import collect_cells
+
+    settings = built["settings"]
+    keys = sorted(built["ids"])
+    ahead_in_ingest = built["summary"].encoded_ahead  # the ingest ran one, stopped before its vector stage
+    assert set(ahead_in_ingest) == {"papers", "windows", "seconds", "errors"} and ahead_in_ingest["errors"] == 0
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        warehouse = [c for c in collect_cells(con) if c.kind == "text"]
+    from_lake = lake_cells(settings.lake, keys)
+    assert {(c.entity_id, c.pooled_key) for c in from_lake} == {(c.entity_id, c.pooled_key) for c in warehouse}
+
+    cache_path = tmp_path / "ahead.sqlite"
+    ahead = EncodeAhead(settings.lake, cache_path)
+    ahead.submit(keys)
+    stats = ahead.close(finish=True)
+    assert stats.papers == len(keys) and stats.windows > 0 and not stats.errors
+    encoder = encoder_registry(load_config()).get("all_minilm_l6_v2")
+    needed = {w for c in warehouse for w, _ in pooled_windows(encoder, c.parts or (c.text,), c.head_tokens)}
+    cache = EmbeddingCache(cache_path)
+    try:
+        assert len(cache.get_many(encoder.cache_key, [content_sha256(w) for w in needed])) == len(needed)
+    finally:
+        cache.close()

@@ -1,0 +1,170 @@
+"""Encode ahead: the windows the vector stage will ask for, encoded while the stages before it run.
+
+The vector stage reads its cells from the warehouse, so it cannot start before dbt has built it; but the texts of
+those cells are in the lake as soon as a paper is parsed. Parsing, dbt and the formula graph keep about one core
+busy (PyMuPDF and sympy are single-threaded, dbt is mostly start-up), so on a 2-core machine half of it idles for
+most of an ingest while the encoder, which uses every core, waits for them. :class:`EncodeAhead` is a thread with
+its own single-threaded encoder that reads each newly parsed paper's cells from the lake (:func:`lake_cells`: the
+lake's views under the warehouse's table and column names, through the vector stage's own
+:func:`~paperlake.vectors.entities.collect_cells`), and puts the vectors of their windows into the embedding cache,
+which is content-addressed: the vector stage then finds them there.
+
+Nothing here is a store: a window encoded ahead that the stage does not ask for costs time, never correctness, and
+the thread is stopped before the stage starts (it would compete with the stage's own encoder for the cores). A
+failure is recorded and ends the thread; the stage encodes what is missing.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import duckdb
+
+from paperlake.lake import CONTRACT_DIR
+from paperlake.vectors.entities import Cell, collect_cells, default_encodable
+
+log = logging.getLogger(__name__)
+
+# warehouse table -> (lake view, the select that gives the lake's rows the warehouse's column names). The marts
+# (dbt_project/models/marts) rename the paper, page and table references and fill LLM columns later; the equations
+# mart takes the LaTeX, else the text. A mart that drifts from this only makes the stage encode what was not
+# encoded ahead (tests/integration/test_vectors.py compares the two on the sample).
+LAKE_AS_WAREHOUSE: dict[str, tuple[str, str]] = {
+    "metadata": ("metadata", "*, null::varchar as tldr"),
+    "pages": ("pages", "*, paper_id as ref_paper_id, null::varchar as page_summary"),
+    "sections": ("sections", "*, paper_id as ref_paper_id, null::varchar as section_summary"),
+    "chunks": ("chunks", "*, paper_id as ref_paper_id, page_id as ref_page_id"),
+    "tables": ("tables", "*, paper_id as ref_paper_id, page_id as ref_page_id, null::varchar as table_summary"),
+    "images": ("images", "*, paper_id as ref_paper_id, page_id as ref_page_id, null::varchar as image_summary"),
+    "equations": (
+        "equations",
+        "*, paper_id as ref_paper_id, page_id as ref_page_id, "
+        "coalesce(nullif(trim(equation_latex), ''), equation_text) as equation_content",
+    ),
+    "reference": ("references", "*, paper_id as ref_paper_id, page_id as ref_page_id"),
+    "table_rows": (
+        "table_rows",
+        "*, table_id as ref_table_id, paper_id as ref_paper_id, page_id as ref_page_id, null::varchar as row_summary",
+    ),
+    "table_columns": (
+        "table_columns",
+        "*, table_id as ref_table_id, paper_id as ref_paper_id, page_id as ref_page_id, "
+        "null::varchar as column_summary",
+    ),
+}
+_BATCH = 32  # windows per encode call: what the thread finishes after it is asked to stop
+
+
+def lake_cells(lake_root: Path, paper_keys: Iterable[str]) -> list[Cell]:
+    """The text cells the warehouse will hold for ``paper_keys``, read from their lake files."""
+    keys = list(paper_keys)
+    encodable = [(t, c, k) for t, c, k in default_encodable() if k == "text" and t in LAKE_AS_WAREHOUSE]
+    with duckdb.connect() as con:
+        for table in sorted({t for t, _, _ in encodable}):
+            view, select = LAKE_AS_WAREHOUSE[table]
+            files = [lake_root / view / CONTRACT_DIR / "schema.parquet"]  # the columns, even with no paper's file
+            files += [path for key in keys if (path := lake_root / view / f"{key}.parquet").exists()]
+            if not files[0].exists():
+                encodable = [e for e in encodable if e[0] != table]
+                continue
+            paths = ", ".join("'" + str(path).replace("'", "''") + "'" for path in files)
+            con.execute(f'create view "{table}" as select {select} from read_parquet([{paths}], union_by_name=true)')
+        return collect_cells(con, encodable)
+
+
+@dataclass
+class AheadStats:
+    papers: int = 0
+    windows: int = 0  # encoded ahead (not in the cache before)
+    cached: int = 0  # already in the cache
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+class EncodeAhead:
+    """A background thread that encodes the windows of papers as they are parsed (:meth:`submit`) until
+    :meth:`close`. ``encoders``: the dense text encoders of the active collections; ``threads`` ONNX threads."""
+
+    def __init__(self, lake_root: Path, cache_path: Path, *, threads: int = 1, device: str = "cpu"):
+        from paperlake.vectors.config import load_config
+        from paperlake.vectors.encoders import EmbeddingCache, EncoderRegistry
+
+        self.lake_root = lake_root
+        config = load_config()
+        names = sorted(
+            {
+                vector.encoder
+                for spec in config.active_collections()
+                if spec.modality == "text"
+                for vector in spec.vectors
+                if vector.kind == "dense"
+            }
+        )
+        registry = EncoderRegistry(config, device=device, threads=threads)
+        self.encoders = [registry.get(name) for name in names]
+        self.cache = EmbeddingCache(cache_path)
+        self.stats = AheadStats()
+        self._queue: queue.Queue[list[str] | None] = queue.Queue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="paperlake-encode-ahead", daemon=True)
+        self._thread.start()
+
+    def submit(self, paper_keys: Iterable[str]) -> None:
+        keys = list(paper_keys)
+        if keys and not self._stop.is_set():
+            self._queue.put(keys)
+
+    def close(self, finish: bool = False) -> AheadStats:
+        """Stop after the batch of windows being encoded (``finish``: after every paper submitted), and wait for the
+        thread."""
+        if not finish:
+            self._stop.set()
+        self._queue.put(None)
+        self._thread.join()
+        self.cache.close()
+        return self.stats
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            keys = self._queue.get()
+            if keys is None:
+                break
+            started = time.perf_counter()
+            try:
+                self._encode(keys)
+            except Exception as error:  # never the ingest's failure: the vector stage encodes what is missing
+                self.stats.errors.append(f"{type(error).__name__}: {' '.join(str(error).split())[:300]}")
+                log.warning("encode ahead stopped: %s", self.stats.errors[-1])
+                break
+            finally:
+                self.stats.seconds += time.perf_counter() - started
+            self.stats.papers += len(keys)
+
+    def _encode(self, keys: list[str]) -> None:
+        from paperlake.vectors.encoders import content_sha256, pooled_windows
+
+        cells = lake_cells(self.lake_root, keys)
+        for encoder in self.encoders:
+            if getattr(encoder, "long_text", "truncate") == "pool":
+                texts = [w for c in cells for w, _ in pooled_windows(encoder, c.parts or (c.text,), c.head_tokens)]
+            else:
+                texts = [c.text for c in cells]
+            texts = list(dict.fromkeys(texts))
+            hashes = [content_sha256(t) for t in texts]
+            cached = self.cache.get_many(encoder.cache_key, hashes)
+            # by length, as the encoder batches: a batch of similar lengths pads little
+            todo = sorted(((sha, t) for sha, t in zip(hashes, texts) if sha not in cached), key=lambda p: len(p[1]))
+            self.stats.cached += len(texts) - len(todo)
+            for start in range(0, len(todo), _BATCH):
+                if self._stop.is_set():
+                    return
+                batch = todo[start : start + _BATCH]
+                vectors = encoder.encode([text for _, text in batch])
+                self.cache.put_many(encoder.cache_key, {sha: vectors[i] for i, (sha, _) in enumerate(batch)})
+                self.stats.windows += len(batch)
