@@ -14,7 +14,15 @@ from paperlake.failpoints import fault_point
 from paperlake.formulas.store import ensure_formula_contract
 from paperlake.freshness import formula_model_inputs, warehouse_inputs
 from paperlake.lake import Lake
-from paperlake.warehouse import DBT_PROJECT_DIR, dbt_digest, dbt_env, dbt_target_path, prepare_build, publish_build
+from paperlake.warehouse import (
+    DBT_PROJECT_DIR,
+    dbt_digest,
+    dbt_env,
+    dbt_target_path,
+    plan_build,
+    prepare_build,
+    publish_build,
+)
 
 DBT_PROJECT = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
 DBT_PROJECT.prepare_if_dev()
@@ -33,17 +41,23 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: Pa
     Lake(settings.lake).ensure_contract()
     ensure_formula_contract(settings.lake / "formulas")
     inputs = warehouse_inputs(settings) if stage == "warehouse" else formula_model_inputs(settings)
-    prepare_build(settings.warehouse)
+    side_file = prepare_build(settings.warehouse)
+    args = ["build", "--exclude-resource-type", "unit_test"]  # unit tests run in the test suite, not every build
+    scope = None
+    if stage == "warehouse":  # the per-paper marts rebuild only the papers whose lake files changed, when they can
+        scope = plan_build(side_file, settings.lake, inputs["dbt"])
+        context.log.info(f"warehouse build: {'full' if scope.full else 'incremental'} ({scope.reason})")
+        if scope.full:
+            args.append("--full-refresh")
     target = dbt_target_path(settings.home, stage)
     shutil.rmtree(target, ignore_errors=True)
     with environment(dbt_env(settings.lake, settings.warehouse)):  # dagster-dbt hands dbt a copy of os.environ
-        # unit tests (dbt_project/models/marts/_unit_tests.yml) run in the test suite, not in every build
-        invocation = dbt.cli(["build", "--exclude-resource-type", "unit_test"], context=context, target_path=target)
+        invocation = dbt.cli(args, context=context, target_path=target)
     for event in invocation.stream():
         fault_point(f"{stage}.dbt_event")
         yield event
     fault_point(f"{stage}.before_swap")
-    publish_build(settings.warehouse, stage, inputs)
+    publish_build(settings.warehouse, stage, inputs, scope)
     fault_point(f"{stage}.after_swap")
 
 

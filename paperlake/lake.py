@@ -85,6 +85,10 @@ def write_table_atomic(table: pa.Table, path: Path) -> None:
     atomic_write_bytes(path, lambda handle: pq.write_table(table, handle, compression="zstd"))
 
 
+def _digest_lines(lines: list[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()[:16]
+
+
 class Lake:
     def __init__(self, root: Path | str):
         self.root = Path(root)
@@ -217,7 +221,19 @@ class Lake:
     def digest(self) -> str:
         """The lake's state as dbt reads it: every view, error, record and contract file (path, size, mtime).
         Every write is an atomic replace, so any change of content changes this digest."""
-        entries = []
+        entries = [entry for entries in self._file_entries().values() for entry in entries]
+        return hashlib.sha256("\n".join(sorted(entries)).encode()).hexdigest()[:16]
+
+    def paper_digests(self) -> tuple[str, dict[str, str]]:
+        """(the digest of the files no paper owns: the contracts; each paper key's digest over its files in every
+        folder dbt reads), so a build can tell which papers changed since another. Same files as :meth:`digest`."""
+        by_key = self._file_entries()
+        shared = by_key.pop(None, [])
+        return _digest_lines(shared), {key: _digest_lines(entries) for key, entries in by_key.items()}
+
+    def _file_entries(self) -> dict[str | None, list[str]]:
+        """paper key (None for contract files) → "path, size, mtime" of each of its files dbt reads."""
+        entries: dict[str | None, list[str]] = {}
         for folder in (RECORDS_DIR, ERROR_VIEW, "enrichment", *VIEWS):
             base = self.root / folder
             if not base.exists():
@@ -225,8 +241,11 @@ class Lake:
             for path in base.rglob("*"):
                 if path.is_file() and not path.name.startswith("."):
                     stat = path.stat()
-                    entries.append(f"{path.relative_to(self.root).as_posix()}\t{stat.st_size}\t{stat.st_mtime_ns}")
-        return hashlib.sha256("\n".join(sorted(entries)).encode()).hexdigest()[:16]
+                    relative = path.relative_to(base)
+                    key = None if CONTRACT_DIR in relative.parts else relative.with_suffix("").as_posix()
+                    line = f"{folder}/{relative.as_posix()}\t{stat.st_size}\t{stat.st_mtime_ns}"
+                    entries.setdefault(key, []).append(line)
+        return entries
 
     def records(self) -> Iterator[PaperRecord]:
         for key in sorted(self.paper_keys()):

@@ -10,6 +10,13 @@ Each build records what it was built from (the dbt project's digest, the lake's 
 ``_paperlake.builds`` inside the side file, before the swap: the record and the tables it describes are replaced by
 one ``os.replace``, so a process killed at any line leaves either the old warehouse with its old record or the new
 one with its new record, never a record that claims more than the file holds (see ``paperlake.freshness``).
+
+Incremental builds. The warehouse build also records each paper's lake files (``_paperlake.papers``: key, paper id,
+digest; :meth:`paperlake.lake.Lake.paper_digests`). The next build compares them with the lake: when the dbt project
+and the lake's contracts are the ones recorded, only the papers whose files changed are rebuilt (:func:`plan_build`
+writes them to ``_paperlake.build_delta`` in the side file: each per-paper mart deletes their rows and loads theirs,
+and dbt's tests read those rows: ``dbt_project/macros/paper_delta.sql``); otherwise every mart is rebuilt
+(``--full-refresh``). So adding a paper to a large warehouse costs about what it costs to a small one.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import json
 import os
 import shutil
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
@@ -27,6 +35,71 @@ import duckdb
 
 DBT_PROJECT_DIR = Path(__file__).resolve().parents[1] / "dbt_project"
 BUILDS_TABLE = "_paperlake.builds"
+PAPERS_TABLE = "_paperlake.papers"  # paper key → paper id and lake digest, as the per-paper marts hold them
+DELTA_TABLE = "_paperlake.build_delta"  # during an incremental build: the papers whose rows it replaces
+MODE_TABLE = "_paperlake.build_mode"  # during a build: whether it is incremental
+
+
+@dataclass
+class BuildScope:
+    """What one warehouse build rebuilds: every paper (``full``), or the papers in ``delta`` (paper id, whether its
+    rows are loaded again: False for a paper that left or changed its id). ``papers`` and ``contracts`` are the lake
+    state the build records."""
+
+    full: bool
+    papers: dict[str, tuple[str | None, str]]
+    contracts: str
+    delta: list[tuple[str, bool]] = field(default_factory=list)
+    reason: str = ""
+
+
+def plan_build(target: Path, lake_root: Path, dbt: str) -> BuildScope:
+    """The scope of the next warehouse build into the side file ``target`` (a copy of the live warehouse), written
+    into it for dbt (:data:`DELTA_TABLE`, :data:`MODE_TABLE`)."""
+    from paperlake.lake import Lake
+
+    lake = Lake(lake_root)
+    contracts, digests = lake.paper_digests()
+    ids = {record.paper_key: record.paper_id for record in lake.records()}
+    papers = {key: (ids.get(key), digest) for key, digest in digests.items()}
+    scope = BuildScope(full=True, papers=papers, contracts=contracts)
+    previous = _recorded_papers(target)
+    built = recorded_builds(target).get("warehouse") or {}
+    if previous is None:
+        scope.reason = "no per-paper record in the warehouse"
+    elif built.get("dbt") != dbt:
+        scope.reason = "the dbt project changed"
+    elif built.get("contracts") != contracts:
+        scope.reason = "the lake's contracts changed"
+    else:
+        scope.full = False
+        for key in sorted(papers.keys() | previous.keys()):
+            new, old = papers.get(key), previous.get(key)
+            if new == old:
+                continue
+            if old is not None and old[0]:
+                scope.delta.append((old[0], False))
+            if new is not None and new[0]:
+                scope.delta.append((new[0], True))
+        scope.reason = f"{len({paper for paper, _ in scope.delta})} paper(s) changed"
+    with duckdb.connect(str(target)) as con:
+        con.execute("create schema if not exists _paperlake")
+        con.execute(f"create or replace table {MODE_TABLE} as select ? as incremental", [not scope.full])
+        con.execute(f"create or replace table {DELTA_TABLE} (paper_id uuid, load boolean)")
+        if scope.delta:
+            con.executemany(f"insert into {DELTA_TABLE} values (?, ?)", scope.delta)
+    return scope
+
+
+def _recorded_papers(warehouse: Path) -> dict[str, tuple[str | None, str]] | None:
+    if not warehouse.exists():
+        return None
+    try:
+        with duckdb.connect(str(warehouse), read_only=True) as con:
+            rows = con.execute(f"select paper_key, paper_id::varchar, digest from {PAPERS_TABLE}").fetchall()
+    except duckdb.Error:
+        return None
+    return {key: (paper_id, digest) for key, paper_id, digest in rows}
 
 
 def _dbt_sources() -> list[Path]:
@@ -89,9 +162,9 @@ def prepare_build(warehouse: Path) -> Path:
     return target
 
 
-def publish_build(warehouse: Path, stage: str, inputs: dict[str, str]) -> None:
-    """Record what the side file was built from, then swap it in. dbt has closed it; checkpoint so no WAL is left
-    behind."""
+def publish_build(warehouse: Path, stage: str, inputs: dict[str, str], scope: BuildScope | None = None) -> None:
+    """Record what the side file was built from (and, for a warehouse build, each paper's lake state), then swap it
+    in. dbt has closed it; checkpoint so no WAL is left behind."""
     target = build_path(warehouse)
     with duckdb.connect(str(target)) as con:
         con.execute("create schema if not exists _paperlake")
@@ -99,9 +172,18 @@ def publish_build(warehouse: Path, stage: str, inputs: dict[str, str]) -> None:
             f"create table if not exists {BUILDS_TABLE} (stage varchar primary key, inputs varchar, "
             "built_at timestamptz)"
         )
+        if scope is not None:
+            inputs = {**inputs, "contracts": scope.contracts}
+            con.execute(f"create or replace table {PAPERS_TABLE} (paper_key varchar, paper_id uuid, digest varchar)")
+            con.executemany(
+                f"insert into {PAPERS_TABLE} values (?, ?, ?)",
+                [(key, paper_id, digest) for key, (paper_id, digest) in sorted(scope.papers.items())],
+            )
         con.execute(
             f"insert or replace into {BUILDS_TABLE} values (?, ?, now())", [stage, json.dumps(inputs, sort_keys=True)]
         )
+        con.execute(f"drop table if exists {DELTA_TABLE}")
+        con.execute(f"drop table if exists {MODE_TABLE}")
         con.execute("checkpoint")
     os.replace(target, warehouse)
 

@@ -229,3 +229,42 @@ def test_a_new_papers_sync_writes_without_looking_up(tmp_path, references, monke
         store.load(collection)
         assert _paper_entities(store, collection, paper_id) == before
         assert ledger.known_entities(home, collection, key, store.incarnation(collection)) == before
+
+
+def _built_incrementally(home) -> bool:
+    """Whether the last warehouse build read only the papers it changed: its compiled dbt tests are scoped to them."""
+    compiled = home / "dbt-target" / "warehouse" / "compiled" / "paperlake" / "models" / "marts" / "chunks.yml"
+    return any("_paperlake.build_delta" in path.read_text() for path in compiled.glob("not_null_chunks_*.sql"))
+
+
+def test_incremental_warehouse_builds_equal_clean_ones(tmp_path, references):
+    """The warehouse build reads only the papers whose lake files changed (paperlake/warehouse.py, plan_build): a
+    paper added to a built warehouse, then removed, leaves every store equal to a clean ingest of the same inbox,
+    and each of those builds was incremental; a change of the dbt project makes the next build a full one."""
+    from paperlake.warehouse import BuildScope, build_path, plan_build, prepare_build
+
+    home = fresh_home(tmp_path, references["home_one"])
+    inbox = make_inbox(tmp_path / "inbox", [FIRST])
+    add_paper(inbox, SECOND)
+    must_ingest(home, inbox)
+    assert _built_incrementally(home)
+    assert_same_stores(home, references["both"])
+    (inbox / SECOND.split("-")[0] / f"{SECOND}.pdf").unlink()
+    must_ingest(home, inbox)
+    assert _built_incrementally(home)
+    assert_same_stores(home, references["one"])
+
+    side = prepare_build(home / "warehouse.duckdb")
+    try:
+        unchanged = plan_build(side, home / "lake", _recorded_dbt(home))
+        other_project = plan_build(side, home / "lake", "another dbt project")
+    finally:
+        build_path(home / "warehouse.duckdb").unlink()
+    assert isinstance(unchanged, BuildScope) and not unchanged.full and unchanged.delta == []
+    assert other_project.full and other_project.reason == "the dbt project changed"
+
+
+def _recorded_dbt(home) -> str:
+    from paperlake.warehouse import recorded_builds
+
+    return recorded_builds(home / "warehouse.duckdb")["warehouse"]["dbt"]

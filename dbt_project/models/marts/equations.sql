@@ -1,5 +1,15 @@
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='append',
+        on_schema_change='fail',
+        pre_hook="{{ paper_delta_delete('ref_paper_id') }}",
+        meta={'paper_column': 'ref_paper_id'},
+    )
+}}
+
 with equations as (
-    select * from {{ ref('stg_equations') }}
+    select * from {{ ref('stg_equations') }}{{ paper_delta_filter('paper_id') }}
 ),
 
 final as (

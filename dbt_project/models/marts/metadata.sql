@@ -1,5 +1,15 @@
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='append',
+        on_schema_change='fail',
+        pre_hook="{{ paper_delta_delete('paper_id') }}",
+        meta={'paper_column': 'paper_id'},
+    )
+}}
+
 with papers as (
-    select * from {{ ref('stg_metadata') }}
+    select * from {{ ref('stg_metadata') }}{{ paper_delta_filter('paper_id') }}
 ),
 
 final as (
