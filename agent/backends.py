@@ -170,6 +170,10 @@ class MilvusVectors:
             )
         return infos
 
+    def prepare(self, queries: list[str]) -> None:
+        """Encode the questions of a batch of searches at once (an evaluation's)."""
+        self._store.prepare_queries(queries)
+
     def search(
         self, query: str, collection: str, table_name: str, column_name: str, filter: str = "", limit: int = 5
     ) -> list[Hit]:

@@ -325,6 +325,9 @@ def probe_metrics(examples: Iterable[Any], env: AgentEnv, method: str = "neusym_
     started = time.perf_counter()
     rows: list[tuple[str, int, float, float]] = []  # kind, page hit, recall@1, recall@k
     metrics = ProbeMetrics(method, k)
+    examples = list(examples)
+    if hasattr(env.vectors, "prepare"):  # every question encoded in one batch, not one call per search
+        env.vectors.prepare([str(_example_field(example, "question") or "") for example in examples])
     for example in examples:
         try:
             items = first_retrieval(method, example, env, k)

@@ -8,7 +8,7 @@ from dagster._core.definitions.data_version import DATA_VERSION_TAG  # the tag o
 from assets.partitions import papers, run_paper_keys
 from assets.resources import PaperlakeResource
 from paperlake.lake import ERROR_VIEW
-from paperlake.pipeline import PaperOutcome, ingest_paper, locate_source, parse_code_version
+from paperlake.pipeline import PaperOutcome, ingest_papers, locate_source, parse_code_version
 from paperlake.views import VIEWS
 
 PARSE_CODE_VERSION = parse_code_version()
@@ -183,6 +183,7 @@ def parsed_views(context: dg.AssetExecutionContext, paperlake: PaperlakeResource
     settings = paperlake.settings()
     lake = paperlake.lake()
     outcomes: dict[str, PaperOutcome | None] = {}
+    sources = []
     for key in run_paper_keys(context):
         source = locate_source(key, paperlake.inbox_paths(), settings.mineru_dir)
         if source is None:
@@ -190,9 +191,12 @@ def parsed_views(context: dg.AssetExecutionContext, paperlake: PaperlakeResource
             context.log.info(f"{key}: no longer in the inbox; removed from the lake")
             outcomes[key] = None
             continue
-        outcome = outcomes[key] = ingest_paper(source, lake, settings, inboxes=paperlake.inbox_paths())
+        outcomes[key] = None  # its place in the run's order; its outcome below
+        sources.append(source)
+    for outcome in ingest_papers(sources, lake, settings, inboxes=paperlake.inbox_paths()):
+        outcomes[outcome.paper_key] = outcome
         if outcome.status == "failed":
-            context.log.error(f"{key}: {outcome.stage}: {outcome.reason}")
+            context.log.error(f"{outcome.paper_key}: {outcome.stage}: {outcome.reason}")
     for view, asset_key in VIEW_KEYS.items():
         yield dg.MaterializeResult(
             asset_key=asset_key, metadata=_view_metadata(view, outcomes), data_version=_data_version(outcomes)

@@ -19,7 +19,7 @@ from paperlake.ids import sha256_file
 from paperlake.inbox import PaperSource, paper_key_for, read_manifest, scan_inbox, source_for_pdf
 from paperlake.lake import Lake
 from paperlake.parsing.backends import PARSERS, auto_parser, parse_with
-from paperlake.quality import QualityReport, validate_paper
+from paperlake.quality import QualityReport, validate_papers
 from paperlake.views import ParsedPaper
 
 BACKENDS = ("auto", *PARSERS)
@@ -158,56 +158,124 @@ def ingest_paper(
     inboxes: list[Path] | None = None,
 ) -> PaperOutcome:
     """Parse, validate and publish one paper; on any failure record it and return a ``failed`` outcome."""
+    return ingest_papers([source], lake, settings, backend=backend, inboxes=inboxes)[0]
+
+
+def ingest_papers(
+    sources: list[PaperSource],
+    lake: Lake,
+    settings: Settings,
+    *,
+    backend: str | None = None,
+    inboxes: list[Path] | None = None,
+) -> list[PaperOutcome]:
+    """Parse each paper, validate them together (:func:`paperlake.quality.validate_papers`: one gate run for the
+    batch, each paper's verdict its own), then publish each one that passed; a failure of any kind is recorded as
+    that paper's and stops nothing else. Outcomes in the order of ``sources``."""
+    prepared: list[tuple[PaperOutcome, ParsedPaper | None, float]] = []
+    claimed: dict[str, str] = {}  # paper id → the key that took it, in this batch
+    for source in sources:
+        started = time.perf_counter()
+        chosen = resolve_backend(source, backend or settings.backend)
+        outcome = PaperOutcome(source.paper_key, "failed", backend=chosen, sha256=source.sha256)
+        parsed = None
+        try:
+            parsed = _parse_one(source, lake, settings, chosen, inboxes, claimed)
+            outcome.paper_id = parsed.paper_id
+            outcome.pages = pdf_page_count(source.pdf_path)
+            claimed[parsed.paper_id] = source.paper_key
+        except Exception as error:
+            parsed = None
+            _failed(outcome, error)
+        prepared.append((outcome, parsed, time.perf_counter() - started))
+    gated = [(outcome, parsed) for outcome, parsed, _ in prepared if parsed is not None]
     started = time.perf_counter()
-    chosen = resolve_backend(source, backend or settings.backend)
-    outcome = PaperOutcome(source.paper_key, "failed", backend=chosen, sha256=source.sha256)
+    reports: list[QualityReport | None]
     try:
-        if inboxes and (duplicate := duplicate_of(source, inboxes)):
-            kept, why = duplicate
-            raise IngestError(
-                source.paper_key,
-                "identity",
-                f"duplicate file: identical to {kept}, which is kept because {why}",
-                duplicate_of=kept,
+        reports = list(
+            validate_papers(
+                [(parsed, outcome.pages) for outcome, parsed in gated], max_chunk_tokens=settings.max_chunk_tokens
             )
-        check_integrity(source)
-        parsed = parse_source(source, chosen, settings)
-        outcome.paper_id = parsed.paper_id
-        for record in lake.records():
-            if record.paper_id == parsed.paper_id and record.paper_key != source.paper_key:
-                raise IngestError(
-                    source.paper_key,
-                    "identity",
-                    f"paper id {parsed.paper_id} already belongs to {record.paper_key} (same title and venue)",
-                    duplicate_of=record.paper_key,
-                )
-        outcome.pages = pdf_page_count(source.pdf_path)
-        report = validate_paper(parsed, pdf_page_count=outcome.pages, max_chunk_tokens=settings.max_chunk_tokens)
-        outcome.quality = report
-        if not report.passed:
-            raise IngestError(source.paper_key, "quality", report.summary())
-        record = lake.publish(parsed, source.sha256, parser_version(chosen), source.manifest_hash)
-        outcome.status, outcome.counts = "published", record.row_counts
-    except IngestError as error:
-        outcome.stage, outcome.reason, outcome.duplicate_of = error.stage, error.reason, error.duplicate_of
-    except Exception as error:  # a parser bug must not take the other papers down; keep the evidence
-        outcome.stage = "parse"
-        outcome.reason = f"{type(error).__name__}: {error} | {traceback.format_exc(limit=3).splitlines()[-3:]}"
-    if outcome.status == "failed":
-        lake.record_error(
-            source.paper_key,
-            stage=outcome.stage or "parse",
-            reason=outcome.reason or "unknown",
-            volume=source.volume,
-            pdf_path=str(source.pdf_path),
-            sha256=source.sha256,
-            paper_id=outcome.paper_id,
-            parser_version=parser_version(chosen),
-            manifest_hash=source.manifest_hash,
-            duplicate_of=outcome.duplicate_of,
         )
-    outcome.seconds = time.perf_counter() - started
-    return outcome
+    except Exception:  # the gate broke on the batch: each paper alone, so what broke it is its paper's failure
+        reports = []
+        for outcome, parsed in gated:
+            try:
+                reports += validate_papers([(parsed, outcome.pages)], max_chunk_tokens=settings.max_chunk_tokens)
+            except Exception as error:
+                _failed(outcome, error)
+                reports.append(None)
+    gate_seconds = (time.perf_counter() - started) / max(1, len(gated))
+    for (outcome, parsed), report in zip(gated, reports):
+        if report is None:
+            continue
+        outcome.quality = report
+        try:
+            if not report.passed:
+                raise IngestError(outcome.paper_key, "quality", report.summary())
+            source = next(s for s in sources if s.paper_key == outcome.paper_key)
+            record = lake.publish(parsed, source.sha256, parser_version(outcome.backend), source.manifest_hash)
+            outcome.status, outcome.counts = "published", record.row_counts
+        except Exception as error:
+            _failed(outcome, error)
+    for source, (outcome, parsed, seconds) in zip(sources, prepared):
+        if outcome.status == "failed":
+            lake.record_error(
+                source.paper_key,
+                stage=outcome.stage or "parse",
+                reason=outcome.reason or "unknown",
+                volume=source.volume,
+                pdf_path=str(source.pdf_path),
+                sha256=source.sha256,
+                paper_id=outcome.paper_id,
+                parser_version=parser_version(outcome.backend),
+                manifest_hash=source.manifest_hash,
+                duplicate_of=outcome.duplicate_of,
+            )
+        outcome.seconds = seconds + (gate_seconds if parsed is not None else 0.0)
+    return [outcome for outcome, _, _ in prepared]
+
+
+def _parse_one(
+    source: PaperSource,
+    lake: Lake,
+    settings: Settings,
+    chosen: str,
+    inboxes: list[Path] | None,
+    claimed: dict[str, str],
+) -> ParsedPaper:
+    """A paper's parse, after the checks that refuse it before the gate: a duplicate file, a broken PDF, an id
+    another paper (in the lake, or earlier in this batch) already has."""
+    if inboxes and (duplicate := duplicate_of(source, inboxes)):
+        kept, why = duplicate
+        raise IngestError(
+            source.paper_key,
+            "identity",
+            f"duplicate file: identical to {kept}, which is kept because {why}",
+            duplicate_of=kept,
+        )
+    check_integrity(source)
+    parsed = parse_source(source, chosen, settings)
+    owners = [r.paper_key for r in lake.records() if r.paper_id == parsed.paper_id and r.paper_key != source.paper_key]
+    if parsed.paper_id in claimed:
+        owners.append(claimed[parsed.paper_id])
+    if owners:
+        raise IngestError(
+            source.paper_key,
+            "identity",
+            f"paper id {parsed.paper_id} already belongs to {owners[0]} (same title and venue)",
+            duplicate_of=owners[0],
+        )
+    return parsed
+
+
+def _failed(outcome: PaperOutcome, error: Exception) -> None:
+    if isinstance(error, IngestError):
+        outcome.stage, outcome.reason, outcome.duplicate_of = error.stage, error.reason, error.duplicate_of
+        return
+    # a parser bug must not take the other papers down; keep the evidence
+    outcome.stage = "parse"
+    outcome.reason = f"{type(error).__name__}: {error} | {traceback.format_exc(limit=3).splitlines()[-3:]}"
 
 
 @dataclass

@@ -124,15 +124,18 @@ def _frames(parsed: ParsedPaper) -> dict[str, pd.DataFrame]:
 
 def _box_overflow(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per boxed element: how far (in points) its box sticks out of its page; malformed boxes → inf."""
-    pages = frames["pages"].set_index("page_number")[["page_width", "page_height"]]
+    pages = {
+        (page.paper_id, page.page_number): (page.page_width, page.page_height) for page in frames["pages"].itertuples()
+    }  # keyed by paper too: several papers' views may be validated together
     rows = []
     for view in ("tables", "images", "equations"):
         for element in frames[view].itertuples():
             box = list(element.bbox) if element.bbox is not None else []
-            if len(box) != 4 or element.page_number not in pages.index or box[2] <= 0 or box[3] <= 0:
+            page = pages.get((element.paper_id, element.page_number))
+            if len(box) != 4 or page is None or box[2] <= 0 or box[3] <= 0:
                 rows.append({"element": f"{view}:{element.ordinal}@p{element.page_number}", "overflow": float("inf")})
                 continue
-            width, height = pages.loc[element.page_number]
+            width, height = page
             x0, y0, w, h = box
             overflow = max(0.0, -x0, -y0, x0 + w - width, y0 + h - height)
             rows.append({"element": f"{view}:{element.ordinal}@p{element.page_number}", "overflow": overflow})
@@ -171,11 +174,16 @@ def _table_structure_expectations(frames: dict[str, pd.DataFrame], gxe: Any) -> 
             gxe.ExpectColumnValuesToMatchRegex(column="table_structure", regex=_STRUCTURE_VALUE),
         ]
     }
-    table_ids = frames["tables"]["table_id"].dropna().tolist()
+    tables = frames["tables"].dropna(subset=["table_id"])
+    table_keys = (tables["paper_id"].astype(str) + "/" + tables["table_id"]).tolist()
     for view, text in (("table_rows", "row_text"), ("table_columns", "column_text"), ("table_cells", None)):
         if frames[view].empty:
             continue
-        expectations[view] = [gxe.ExpectColumnValuesToBeInSet(column="table_id", value_set=table_ids)]
+        # (paper, table): several papers' views may be validated together
+        frames[view] = frames[view].assign(
+            table_key=frames[view]["paper_id"].astype(str) + "/" + frames[view]["table_id"]
+        )
+        expectations[view] = [gxe.ExpectColumnValuesToBeInSet(column="table_key", value_set=table_keys)]
         if text:
             expectations[view].append(gxe.ExpectColumnValuesToNotBeNull(column=text))
     return expectations
@@ -189,21 +197,13 @@ def _finite_numbers(frames: dict[str, pd.DataFrame], gxe: Any) -> list[Expectati
     return _validate("table_cells", finite, [gxe.ExpectColumnValuesToBeInSet(column="finite", value_set=[True])])
 
 
-def validate_paper(parsed: ParsedPaper, *, pdf_page_count: int, max_chunk_tokens: int) -> QualityReport:
-    import great_expectations.expectations as gxe
-
-    frames = _frames(parsed)
-    report = QualityReport()
-    # Each view's expectations go to Great Expectations as one suite: one validation per view and paper (a
-    # validation's fixed cost is most of a small paper's gate).
-    blocking: dict[str, list[Any]] = {
-        "pages": [gxe.ExpectTableRowCountToEqual(value=pdf_page_count)],
-        "metadata": [
-            gxe.ExpectTableRowCountToEqual(value=1),
-            gxe.ExpectColumnValuesToBeBetween(column="num_pages", min_value=pdf_page_count, max_value=pdf_page_count),
-            gxe.ExpectColumnValuesToNotBeNull(column="title"),
-        ],
-    }
+def _blocking(
+    frames: dict[str, pd.DataFrame], gxe: Any, max_chunk_tokens: int, page_checks: dict[str, list[Any]]
+) -> list[ExpectationOutcome]:
+    """The blocking expectations over ``frames`` (one paper's views, or several papers' concatenated), with the
+    page-count checks ``page_checks`` (view → expectations; a view's suite runs on ``frames[view]``)."""
+    blocking: dict[str, list[Any]] = {view: list(expectations) for view, expectations in page_checks.items()}
+    blocking.setdefault("metadata", []).append(gxe.ExpectColumnValuesToNotBeNull(column="title"))
     for view, column in ID_COLUMNS.items():
         if view != "metadata" and not frames[view].empty:
             blocking.setdefault(view, []).extend(
@@ -225,9 +225,10 @@ def validate_paper(parsed: ParsedPaper, *, pdf_page_count: int, max_chunk_tokens
         blocking.setdefault("chunks", []).append(
             gxe.ExpectColumnMaxToBeBetween(column="token_count", max_value=max_chunk_tokens)
         )
+    outcomes: list[ExpectationOutcome] = []
     for view, expectations in blocking.items():
-        report.blocking += _validate(view, frames[view], expectations)
-    report.blocking += _finite_numbers(frames, gxe)
+        outcomes += _validate(view, frames[view], expectations)
+    outcomes += _finite_numbers(frames, gxe)
     boxes = _box_overflow(frames)
     outcome = _validate(
         "bounding_boxes", boxes, [gxe.ExpectColumnMaxToBeBetween(column="overflow", max_value=BBOX_TOLERANCE_PT)]
@@ -235,7 +236,7 @@ def validate_paper(parsed: ParsedPaper, *, pdf_page_count: int, max_chunk_tokens
     if not outcome[0].success:
         worst = boxes.sort_values("overflow", ascending=False).head(3)
         outcome[0].details = "worst: " + ", ".join(f"{r.element} by {r.overflow:.1f}pt" for r in worst.itertuples())
-    report.blocking += outcome
+    outcomes += outcome
     # Blocking, not a warning: a panel is cut from its figure's own elements, so one outside its figure is a wrong
     # link (another figure, another page), and the warehouse would hand out a panel and a figure that disagree.
     panels = _panel_overflow(frames["images"])
@@ -248,25 +249,145 @@ def validate_paper(parsed: ParsedPaper, *, pdf_page_count: int, max_chunk_tokens
             outcome[0].details = "panels outside their figure: " + ", ".join(
                 f"{r.element} by {r.overflow:.1f}pt" for r in worst.itertuples()
             )
-        report.blocking += outcome
+        outcomes += outcome
+    return outcomes
 
-    if not frames["tables"].empty:
-        # most tables should come out with a header and a rectangular grid; many that do not point at the grids
-        outcome = _validate(
-            "tables",
-            frames["tables"],
-            [gxe.ExpectColumnValuesToBeInSet(column="table_structure", value_set=["ok"], mostly=0.5)],
-        )
-        outcome[0].details = "fewer than half of the tables have a clean structure (header found, rectangular)"
-        report.warnings += outcome
 
+def _suspicions(frames: dict[str, pd.DataFrame]) -> dict[str, Any]:
+    """One paper's figures for the warning expectations: sections, tables and whole figures found, the highest
+    table and figure numbers its text cites, and the share of its tables with a clean structure."""
     text = "\n".join(frames["pages"]["page_content"].fillna(""))
-    report.warnings += _validate("sections", frames["sections"], [gxe.ExpectTableRowCountToBeBetween(min_value=1)])
+    tables, images = frames["tables"], frames["images"]
     # A figure of several plots is one whole figure plus its panels: only whole figures count against "Figure N".
-    elements = {"tables": frames["tables"], "images": frames["images"][frames["images"]["parent_image_id"].isna()]}
-    for view, pattern in (("tables", _TABLE_MENTION), ("images", _FIGURE_MENTION)):
-        cited = max((int(n) for n in pattern.findall(text)), default=0)
-        outcome = _validate(view, elements[view], [gxe.ExpectTableRowCountToBeBetween(min_value=cited)])
-        outcome[0].details = f"text cites up to {view[:-1].replace('image', 'figure')} {cited}"
-        report.warnings += outcome
+    return {
+        "sections": len(frames["sections"]),
+        "tables": len(tables),
+        "figures": int(images["parent_image_id"].isna().sum()) if len(images) else 0,
+        "cited_tables": max((int(n) for n in _TABLE_MENTION.findall(text)), default=0),
+        "cited_figures": max((int(n) for n in _FIGURE_MENTION.findall(text)), default=0),
+        # papers without tables count as clean: the expectation is about the tables there are
+        "clean_tables": float((tables["table_structure"] == "ok").mean()) if len(tables) else 1.0,
+    }
+
+
+def _warnings(papers: list[dict[str, Any]]) -> list[list[ExpectationOutcome]]:
+    """Each paper's warning outcomes, from one Great Expectations validation over a frame of one row per paper
+    (:func:`_suspicions`); a row the expectation lists as unexpected is that paper's warning."""
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+
+    frame = pd.DataFrame(papers)
+    expectations = {
+        # most tables should come out with a header and a rectangular grid; many that do not point at the grids
+        "tables structure": gxe.ExpectColumnValuesToBeBetween(column="clean_tables", min_value=0.5),
+        "sections": gxe.ExpectColumnValuesToBeBetween(column="sections", min_value=1),
+        "tables": gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+            column_A="tables", column_B="cited_tables", or_equal=True
+        ),
+        "images": gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+            column_A="figures", column_B="cited_figures", or_equal=True
+        ),
+    }
+    suite = gx.ExpectationSuite(name="suspicious_parses", expectations=list(expectations.values()))
+    result = (
+        _batch_definition("papers")
+        .get_batch(batch_parameters={"dataframe": frame})
+        .validate(suite, result_format={"result_format": "COMPLETE"})
+    )
+    flagged = {
+        label: set(item.result.get("unexpected_index_list") or []) for label, item in zip(expectations, result.results)
+    }
+    reports = []
+    for index, figures in enumerate(papers):
+        outcomes = []
+        if figures["tables"]:
+            outcomes.append(
+                ExpectationOutcome(
+                    "expect_column_values_to_be_in_set",
+                    "tables",
+                    index not in flagged["tables structure"],
+                    round(1 - figures["clean_tables"], 4),
+                    "fewer than half of the tables have a clean structure (header found, rectangular)",
+                )
+            )
+        outcomes.append(
+            ExpectationOutcome(
+                "expect_table_row_count_to_be_between",
+                "sections",
+                index not in flagged["sections"],
+                figures["sections"],
+            )
+        )
+        for view, found, cited in (("tables", "tables", "cited_tables"), ("images", "figures", "cited_figures")):
+            outcomes.append(
+                ExpectationOutcome(
+                    "expect_table_row_count_to_be_between",
+                    view,
+                    index not in flagged[view],
+                    figures[found],
+                    f"text cites up to {view[:-1].replace('image', 'figure')} {figures[cited]}",
+                )
+            )
+        reports.append(outcomes)
+    return reports
+
+
+def validate_papers(items: list[tuple[ParsedPaper, int]], *, max_chunk_tokens: int) -> list[QualityReport]:
+    """The gate for several papers (paper, its PDF's page count) at once: each view's blocking expectations are
+    validated once over the papers' rows together, their page counts through a frame of one row per paper (a
+    validation's fixed cost is most of a small paper's gate). When every expectation holds, every paper passed;
+    when one fails, each paper is validated on its own (:func:`validate_paper`), so a failure is its paper's and
+    the others pass as they would alone. The warnings are one validation for all the papers, per paper."""
+    import great_expectations.expectations as gxe
+
+    if len(items) <= 1:
+        return [
+            validate_paper(paper, pdf_page_count=pages, max_chunk_tokens=max_chunk_tokens) for paper, pages in items
+        ]
+    per_paper = [_frames(paper) for paper, _ in items]
+    frames = {view: pd.concat([f[view] for f in per_paper], ignore_index=True) for view in VIEWS}
+    counts = pd.DataFrame(
+        [
+            {
+                "pages": len(f["pages"]),
+                "expected_pages": pages,
+                "metadata_rows": len(f["metadata"]),
+                "num_pages": f["metadata"]["num_pages"].iloc[0] if len(f["metadata"]) == 1 else -1,
+            }
+            for f, (_, pages) in zip(per_paper, items)
+        ]
+    )
+    frames["paper_counts"] = counts
+    page_checks = {
+        "paper_counts": [
+            gxe.ExpectColumnPairValuesToBeEqual(column_A="pages", column_B="expected_pages"),
+            gxe.ExpectColumnValuesToBeBetween(column="metadata_rows", min_value=1, max_value=1),
+            gxe.ExpectColumnPairValuesToBeEqual(column_A="num_pages", column_B="expected_pages"),
+        ]
+    }
+    blocking = _blocking(frames, gxe, max_chunk_tokens, page_checks)
+    if not all(outcome.success for outcome in blocking):
+        return [
+            validate_paper(paper, pdf_page_count=pages, max_chunk_tokens=max_chunk_tokens) for paper, pages in items
+        ]
+    warnings = _warnings([_suspicions(f) for f in per_paper])
+    return [QualityReport(blocking=list(blocking), warnings=paper_warnings) for paper_warnings in warnings]
+
+
+def validate_paper(parsed: ParsedPaper, *, pdf_page_count: int, max_chunk_tokens: int) -> QualityReport:
+    import great_expectations.expectations as gxe
+
+    frames = _frames(parsed)
+    report = QualityReport()
+    # Each view's expectations go to Great Expectations as one suite: one validation per view and paper (a
+    # validation's fixed cost is most of a small paper's gate).
+    page_checks = {
+        "pages": [gxe.ExpectTableRowCountToEqual(value=pdf_page_count)],
+        "metadata": [
+            gxe.ExpectTableRowCountToEqual(value=1),
+            gxe.ExpectColumnValuesToBeBetween(column="num_pages", min_value=pdf_page_count, max_value=pdf_page_count),
+        ],
+    }
+    report.blocking = _blocking(frames, gxe, max_chunk_tokens, page_checks)
+    report.warnings = _warnings([_suspicions(frames)])[0]
     return report

@@ -375,14 +375,15 @@ _GENERIC_NAMES = frozenset(
 def _sentence_names(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
     """A model, dataset or method name stated in a body sentence (mixed case, digits or acronyms: "RoBERTa",
     "GPT-4", "SQuAD"), asked through the sentence's rarest words; names the paper repeats are dropped."""
-    text = "\n".join(paper.sentences)
+    # how often each run of word characters and hyphens occurs: a name is one such run, whole (_NAME's bounds)
+    mentions = Counter(re.findall(r"[\w-]+", "\n".join(paper.sentences)))
     found, seen = [], set()
     for chunk, sentence in _body_sentences(con, paper):
         for match in _NAME.finditer(sentence):
             name = match.group(0)
             if name in seen or len(name) < 3 or name.isdigit() or name in _GENERIC_NAMES:
                 continue
-            if len(re.findall(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)) > MAX_NAME_MENTIONS:
+            if mentions[name] > MAX_NAME_MENTIONS:
                 continue
             words = _rare_words(paper, sentence.replace(name, " "), 4, exclude=[name])
             if len(words) < 3:

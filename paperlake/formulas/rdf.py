@@ -32,11 +32,14 @@ document, so the file explains itself.
 
 from __future__ import annotations
 
+import hashlib
+from functools import lru_cache
+
 from rdflib import RDF, RDFS, XSD, Graph, Literal, Namespace, URIRef
 from rdflib.namespace import OWL
 
 from paperlake.formulas.graph import FormulaGraph
-from paperlake.formulas.model import constant_id_for
+from paperlake.formulas.model import Formula, Relation, constant_id_for
 
 PL = Namespace("https://paperlake.dev/ontology#")
 ID = Namespace("https://paperlake.dev/id/")
@@ -107,66 +110,135 @@ def to_rdf(formula_graph: FormulaGraph) -> Graph:
     graph = ontology()
     graph.bind("pl_id", ID)
     for formula in formula_graph.formulas.values():
-        subject = _node("formula", formula.formula_id)
-        graph.add((subject, RDF.type, PL.Formula))
-        graph.add((subject, RDFS.label, Literal(formula.label)))
-        graph.add((subject, PL.latex, Literal(formula.latex)))
-        graph.add((subject, PL.normalisedLatex, Literal(formula.normalised_latex)))
-        graph.add((subject, PL.status, Literal(formula.status)))
-        for predicate, value in (
-            (PL.sympy, formula.sympy_str),
-            (PL.template, formula.template),
-            (PL.output, formula.output),
-            (PL.reason, formula.reason),
-        ):
-            if value:
-                graph.add((subject, predicate, Literal(value)))
-        for position, parameter in enumerate(formula.parameters):
-            node = _node("parameter", f"{formula.formula_id}/{position}")
-            graph.add((subject, PL.hasParameter, node))
-            graph.add((node, RDF.type, PL.Parameter))
-            graph.add((node, PL.name, Literal(parameter.name)))
-            if parameter.latex_symbol:
-                graph.add((node, PL.latexSymbol, Literal(parameter.latex_symbol)))
-            if parameter.description:
-                graph.add((node, PL.description, Literal(parameter.description)))
-            if parameter.default is not None:
-                graph.add((node, PL.defaultValue, Literal(parameter.default, datatype=XSD.double)))
-        for occurrence in formula.occurrences:
-            node, paper = _node("occurrence", occurrence.occurrence_id), _node("paper", occurrence.paper_id)
-            graph.add((subject, PL.hasOccurrence, node))
-            graph.add((subject, PL.occursIn, paper))
-            graph.add((paper, RDF.type, PL.Paper))
-            graph.add((node, RDF.type, PL.Occurrence))
-            graph.add((node, PL.inPaper, paper))
-            graph.add((node, PL.equationId, Literal(occurrence.equation_id)))
-            graph.add((node, PL.matchedBy, Literal(occurrence.matched_by)))
-            if occurrence.page_number is not None:
-                graph.add((node, PL.page, Literal(int(occurrence.page_number), datatype=XSD.integer)))
-            if occurrence.equation_number:
-                graph.add((node, PL.equationNumber, Literal(occurrence.equation_number)))
-        for constant in formula.constants:
-            node = _node("constant", constant_id_for(constant))
-            graph.add((subject, PL.usesConstant, node))
-            graph.add((node, RDF.type, PL.Constant))
-            graph.add((node, PL.name, Literal(constant.name)))
-            graph.add((node, PL.value, Literal(constant.value, datatype=XSD.double)))
-            graph.add((node, PL.source, Literal(constant.source)))
-            if constant.description:
-                graph.add((node, RDFS.label, Literal(constant.description)))
-            if constant.unit:
-                graph.add((node, PL.unit, Literal(constant.unit)))
+        _add_formula(graph, formula)
     for relation in formula_graph.relations.values():
-        predicate = _RELATION_PREDICATES.get(relation.type)
-        if predicate is not None:
-            kind = "occurrence" if relation.type == "same_as" else "formula"
-            graph.add((_node(kind, relation.source), predicate, _node(kind, relation.target)))
+        _add_relation(graph, relation)
     return graph
 
 
-def to_turtle(formula_graph: FormulaGraph) -> str:
-    """The graph (and the ontology) as Turtle."""
-    return to_rdf(formula_graph).serialize(format="turtle")
+def _add_formula(graph: Graph, formula: Formula) -> None:
+    """The formula's own triples: itself, its parameters, occurrences (and their papers) and constants."""
+    subject = _node("formula", formula.formula_id)
+    graph.add((subject, RDF.type, PL.Formula))
+    graph.add((subject, RDFS.label, Literal(formula.label)))
+    graph.add((subject, PL.latex, Literal(formula.latex)))
+    graph.add((subject, PL.normalisedLatex, Literal(formula.normalised_latex)))
+    graph.add((subject, PL.status, Literal(formula.status)))
+    for predicate, value in (
+        (PL.sympy, formula.sympy_str),
+        (PL.template, formula.template),
+        (PL.output, formula.output),
+        (PL.reason, formula.reason),
+    ):
+        if value:
+            graph.add((subject, predicate, Literal(value)))
+    for position, parameter in enumerate(formula.parameters):
+        node = _node("parameter", f"{formula.formula_id}/{position}")
+        graph.add((subject, PL.hasParameter, node))
+        graph.add((node, RDF.type, PL.Parameter))
+        graph.add((node, PL.name, Literal(parameter.name)))
+        if parameter.latex_symbol:
+            graph.add((node, PL.latexSymbol, Literal(parameter.latex_symbol)))
+        if parameter.description:
+            graph.add((node, PL.description, Literal(parameter.description)))
+        if parameter.default is not None:
+            graph.add((node, PL.defaultValue, Literal(parameter.default, datatype=XSD.double)))
+    for occurrence in formula.occurrences:
+        node, paper = _node("occurrence", occurrence.occurrence_id), _node("paper", occurrence.paper_id)
+        graph.add((subject, PL.hasOccurrence, node))
+        graph.add((subject, PL.occursIn, paper))
+        graph.add((paper, RDF.type, PL.Paper))
+        graph.add((node, RDF.type, PL.Occurrence))
+        graph.add((node, PL.inPaper, paper))
+        graph.add((node, PL.equationId, Literal(occurrence.equation_id)))
+        graph.add((node, PL.matchedBy, Literal(occurrence.matched_by)))
+        if occurrence.page_number is not None:
+            graph.add((node, PL.page, Literal(int(occurrence.page_number), datatype=XSD.integer)))
+        if occurrence.equation_number:
+            graph.add((node, PL.equationNumber, Literal(occurrence.equation_number)))
+    for constant in formula.constants:
+        node = _node("constant", constant_id_for(constant))
+        graph.add((subject, PL.usesConstant, node))
+        graph.add((node, RDF.type, PL.Constant))
+        graph.add((node, PL.name, Literal(constant.name)))
+        graph.add((node, PL.value, Literal(constant.value, datatype=XSD.double)))
+        graph.add((node, PL.source, Literal(constant.source)))
+        if constant.description:
+            graph.add((node, RDFS.label, Literal(constant.description)))
+        if constant.unit:
+            graph.add((node, PL.unit, Literal(constant.unit)))
+
+
+def _add_relation(graph: Graph, relation: Relation) -> None:
+    predicate = _RELATION_PREDICATES.get(relation.type)
+    if predicate is not None:
+        kind = "occurrence" if relation.type == "same_as" else "formula"
+        graph.add((_node(kind, relation.source), predicate, _node(kind, relation.target)))
+
+
+def to_turtle(formula_graph: FormulaGraph, blocks: dict[str, tuple[str, str]] | None = None) -> str:
+    """The graph (and the ontology) as one Turtle document: the ontology, then one block of statements per
+    formula (its triples, and the relations it is the source of) in N-Triples form, which Turtle admits, in
+    formula-id order. ``blocks`` (formula id → (digest of what the block states, the block)) holds blocks written
+    before and receives the current ones: a formula that did not change is not serialised again, so adding a
+    paper to a large graph serialises only the formulas it touches. The document parses to :func:`to_rdf`'s
+    graph."""
+    blocks = {} if blocks is None else blocks
+    occurrence_owner = {
+        occurrence.occurrence_id: formula.formula_id
+        for formula in formula_graph.formulas.values()
+        for occurrence in formula.occurrences
+    }
+    owned: dict[str, list[Relation]] = {}
+    for relation in formula_graph.relations.values():
+        if relation.type in _RELATION_PREDICATES:
+            owner = occurrence_owner.get(relation.source) if relation.type == "same_as" else relation.source
+            owned.setdefault(owner or "", []).append(relation)  # "": a relation whose source has no formula
+    current: dict[str, tuple[str, str]] = {}
+    for formula_id in sorted(formula_graph.formulas.keys() | owned.keys()):
+        formula = formula_graph.formulas.get(formula_id)
+        relations = sorted(owned.get(formula_id, []), key=lambda r: (r.type, r.source, r.target))
+        digest = _block_digest(formula, relations)
+        cached = blocks.get(formula_id)
+        if cached is None or cached[0] != digest:
+            graph = Graph()
+            if formula is not None:
+                _add_formula(graph, formula)
+            for relation in relations:
+                _add_relation(graph, relation)
+            cached = (digest, "".join(sorted(graph.serialize(format="nt").splitlines(keepends=True))))
+        current[formula_id] = cached
+    blocks.clear()
+    blocks.update(current)
+    return _ontology_turtle() + "\n" + "".join(block for _, block in current.values())
+
+
+# Bump when what a formula's block states changes (_add_formula, _add_relation): every block is serialised again.
+RDF_BLOCK_VERSION = 1
+
+
+def _block_digest(formula: Formula | None, relations: list[Relation]) -> str:
+    """What a formula's block states: the fields :func:`_add_formula` and :func:`_add_relation` write."""
+    parts: list[object] = [RDF_BLOCK_VERSION, [(r.type, r.source, r.target) for r in relations]]
+    if formula is not None:
+        parts += [
+            (formula.formula_id, formula.label, formula.latex, formula.normalised_latex, formula.status),
+            (formula.sympy_str, formula.template, formula.output, formula.reason),
+            [(p.name, p.latex_symbol, p.description, p.default) for p in formula.parameters],
+            [
+                (o.occurrence_id, o.paper_id, o.equation_id, o.matched_by, o.page_number, o.equation_number)
+                for o in formula.occurrences
+            ],
+            [(constant_id_for(c), c.name, c.value, c.source, c.description, c.unit) for c in formula.constants],
+        ]
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
+
+
+@lru_cache(maxsize=1)
+def _ontology_turtle() -> str:
+    graph = ontology()
+    graph.bind("pl_id", ID)
+    return graph.serialize(format="turtle")
 
 
 FORMULAS_USING_CONSTANT = """

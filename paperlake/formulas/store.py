@@ -245,8 +245,10 @@ def update_formula_graph(
         rows = [{column: row.get(column) for column in schema.names} for row in tables.get(name, [])]
         write_table_atomic(pa.Table.from_pylist(rows, schema=schema), out_dir / f"{name}.parquet")
         fault_point("formulas.table_written")
-    turtle = to_turtle(graph).encode()
+    blocks = _read_rdf_blocks(turtle_path)
+    turtle = to_turtle(graph, blocks).encode()
     atomic_write_bytes(turtle_path, lambda handle: handle.write(turtle))
+    _write_rdf_blocks(turtle_path, blocks)
     files = {name: _file_digest(path) for name, path in _output_paths(out_dir, turtle_path).items()}
     payload = json.dumps(
         {
@@ -261,6 +263,32 @@ def update_formula_graph(
     report.counts = graph_counts(tables)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _rdf_blocks_path(turtle_path: Path) -> Path:
+    return turtle_path.with_name(turtle_path.name + ".blocks.parquet")
+
+
+def _read_rdf_blocks(turtle_path: Path) -> dict[str, tuple[str, str]]:
+    """The Turtle document's blocks as last written (formula id → (digest, statements)): a cache, so a formula
+    that did not change is not serialised again. A missing or unreadable cache only costs serialising anew."""
+    try:
+        table = pq.read_table(_rdf_blocks_path(turtle_path)).to_pydict()
+    except Exception:
+        return {}
+    return {key: (digest, block) for key, digest, block in zip(table["formula_id"], table["digest"], table["block"])}
+
+
+def _write_rdf_blocks(turtle_path: Path, blocks: dict[str, tuple[str, str]]) -> None:
+    keys = sorted(blocks)
+    table = pa.table(
+        {
+            "formula_id": keys,
+            "digest": [blocks[key][0] for key in keys],
+            "block": [blocks[key][1] for key in keys],
+        }
+    )
+    write_table_atomic(table, _rdf_blocks_path(turtle_path))
 
 
 def ensure_formula_contract(out_dir: Path) -> None:

@@ -69,7 +69,7 @@ def _score(metric: str, distance: float) -> float:
 def _query_vector(store: VectorStore, vector: VectorFieldSpec, query: str):
     if vector.kind == "bm25":
         return query
-    return store.encoders.get(vector.encoder).encode([query])[0].tolist()
+    return store.query_vector(vector.encoder, query)
 
 
 def search(

@@ -55,6 +55,7 @@ SCALAR_FIELDS = ("pdf_id", "page_number", "table_name", "column_name", "primary_
 OUTPUT_FIELDS = ("id", *SCALAR_FIELDS, "text", "bbox")
 _WRITE_BATCH = 500
 _QUERY_LIMIT = 16384  # Milvus' default cap on offset + limit of one query
+_QUERY_MEMO = 20000  # query vectors a store keeps (an evaluation's questions; ~30 MB of MiniLM vectors)
 
 
 class VectorSyncError(RuntimeError):
@@ -194,6 +195,7 @@ class VectorStore:
                 raise
         self._loaded: set[str] = set()
         self._partitions: dict[str, set[str]] = {}
+        self._query_vectors: dict[tuple[str, str], list[float]] = {}  # (encoder, query) → vector, bounded
 
     # ── lifecycle ────────────────────────────────────────────────────────────────────────────────────────────────
 
@@ -399,6 +401,30 @@ class VectorStore:
                         raise
             known.add(partition)
         return partition
+
+    # ── queries ──────────────────────────────────────────────────────────────────────────────────────────────────
+
+    def query_vector(self, encoder_name: str, query: str) -> list[float]:
+        """The query's dense vector: a question searched in several views or collections is encoded once."""
+        key = (encoder_name, query)
+        if key not in self._query_vectors:
+            self.prepare_queries([query], [encoder_name])
+        return self._query_vectors[key]
+
+    def prepare_queries(self, queries: Sequence[str], encoders: Sequence[str] | None = None) -> None:
+        """Encode ``queries`` in batches ahead of their searches (an evaluation's questions, say) with the dense text
+        encoders of the active collections (or ``encoders``)."""
+        if encoders is None:
+            texts = [spec for spec in self.active_specs() if spec.modality == "text"]
+            encoders = sorted({v.encoder for spec in texts for v in spec.vectors if v.encoder})
+        for name in encoders:
+            todo = list(dict.fromkeys(q for q in queries if (name, q) not in self._query_vectors))
+            if not todo:
+                continue
+            if len(self._query_vectors) + len(todo) > _QUERY_MEMO:
+                self._query_vectors.clear()
+            vectors = self.encoders.get(name).encode(todo)
+            self._query_vectors.update(((name, q), v.tolist()) for q, v in zip(todo, vectors))
 
     # ── sync ─────────────────────────────────────────────────────────────────────────────────────────────────────
 

@@ -594,6 +594,31 @@ def test_sparql_over_turtle_finds_formulas_using_a_constant():
     assert formulas_using_constant(turtle, "k_B") == []
 
 
+def test_the_turtle_document_states_the_graph_and_serialises_only_what_changed(monkeypatch):
+    """The Turtle export is the ontology then one block per formula: it parses to exactly :func:`to_rdf`'s
+    triples, and with the blocks of the last export a formula that did not change is not serialised again (what
+    keeps adding a paper to a large graph from rewriting the whole graph's RDF)."""
+    from rdflib import Graph
+
+    from paperlake.formulas import rdf
+
+    graph = FormulaGraph()
+    graph.add_equations([row(LINDBLAD, "quantum", "eq3"), row(ADAZETA_QUERIES, "adazeta", "eq2")])
+    blocks: dict = {}
+    first = rdf.to_turtle(graph, blocks)
+    assert set(Graph().parse(data=first, format="turtle")) == set(rdf.to_rdf(graph))
+    before = dict(blocks)
+    graph.add_equations([row(r"A = \pi r^{2}", "geometry", "eq1")])
+    serialised = []
+    original = rdf._add_formula
+    monkeypatch.setattr(rdf, "_add_formula", lambda g, f: serialised.append(f.formula_id) or original(g, f))
+    second = rdf.to_turtle(graph, blocks)
+    new = set(blocks) - set(before)
+    assert len(new) == 1 and serialised == sorted(new)  # the new formula's block only
+    assert set(Graph().parse(data=second, format="turtle")) == set(rdf.to_rdf(graph))
+    assert all(blocks[key] == before[key] for key in before)
+
+
 # ------------------------------------------------------------------------------------------------- tools
 
 

@@ -10,7 +10,7 @@ import pytest
 from paperlake.inbox import scan_inbox
 from paperlake.lake import Lake
 from paperlake.parsing import pymupdf_backend
-from paperlake.quality import validate_paper
+from paperlake.quality import validate_paper, validate_papers
 from paperlake.views import VIEWS
 
 STEM = "emnlp2024-012-numerologic"
@@ -137,6 +137,45 @@ def test_cited_figures_are_counted_as_whole_figures(parsed):
     report = validate_paper(panelled, pdf_page_count=7, max_chunk_tokens=512)
     assert report.passed, report.summary()
     assert "images" in {o.view for o in report.suspicious}
+
+
+def _verdicts(report):
+    return report.passed, sorted((o.view, o.name, o.success, o.details) for o in report.warnings)
+
+
+def test_papers_validated_together_get_the_verdicts_they_get_alone(parsed, with_panels, monkeypatch):
+    """A run's papers go through the gate together (one validation per view for all of them): each gets the
+    verdict and the warnings it gets alone; a paper that breaks a blocking expectation is the only one failed, even
+    when the broken value would pass in another paper (its page count)."""
+    import paperlake.quality as quality
+
+    _, paper = parsed
+    thin = _another_paper(paper)
+    thin.views["sections"] = []
+    items = [(paper, 7), (with_panels, len(with_panels.rows("pages"))), (thin, 7)]
+    alone = [validate_paper(p, pdf_page_count=n, max_chunk_tokens=512) for p, n in items]
+    calls = []
+    monkeypatch.setattr(quality, "validate_paper", lambda *a, **k: calls.append(a) or validate_paper(*a, **k))
+    together = validate_papers(items, max_chunk_tokens=512)
+    assert calls == []  # they all passed together: no paper was validated again on its own
+    assert [_verdicts(r) for r in together] == [_verdicts(r) for r in alone]
+    assert all(r.passed for r in together) and [bool(r.suspicious) for r in together] == [False, False, True]
+    short = _another_paper(paper)
+    short.rows("pages").pop()  # 6 pages where the PDF has 7: the other papers have 6 or more
+    broken = [(paper, 7), (short, 7), (with_panels, len(with_panels.rows("pages")))]
+    verdicts = [r.passed for r in validate_papers(broken, max_chunk_tokens=512)]
+    assert verdicts == [True, False, True] and len(calls) == 3
+
+
+def _another_paper(paper):
+    """A copy of ``paper`` as another paper: every id re-keyed, consistently."""
+    copied = copy.deepcopy(paper)
+    for view in VIEWS:
+        for row in copied.rows(view):
+            for column, value in row.items():
+                if column.endswith("_id") and isinstance(value, str):
+                    row[column] = "copy-" + value
+    return copied
 
 
 def test_publish_writes_every_view_then_the_record(tmp_path, parsed):
