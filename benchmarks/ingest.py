@@ -108,6 +108,11 @@ def _with_backend(collections_yaml: str, backend: str) -> str:
 
 
 def _timed_ingest(ingest, inboxes: list[Path], settings, pages: int, flash: dict) -> dict:
+    # each ingest starts as a new process would: no sympy parse remembered from the ingest before it (the loaded
+    # models stay, as they would in a long-lived Dagster code server)
+    from paperlake.formulas.latex import convert
+
+    convert._parse.cache_clear()
     summary = ingest(inboxes, settings)
     steps = {k: round(v, 2) for k, v in summary.step_seconds.items()}
     queryable = steps["total"] - steps.get("evaluation", 0.0)
