@@ -108,7 +108,9 @@ def failure_reason(result) -> str:
         error = event.step_failure_data.error
         while error is not None and error.cause is not None:
             error = error.cause
-        message = (error.message if error is not None else "unknown error").strip().splitlines()
+        # the last line that says something (a gRPC error's repr ends with a lone ">")
+        message = [line.strip() for line in (error.message if error is not None else "").splitlines()]
+        message = [line for line in message if line.strip("<>")]
         reasons.append(f"{event.step_key}: {message[-1] if message else 'unknown error'}")
     return "; ".join(reasons) or "the run failed; see it in the Dagster UI"
 

@@ -154,6 +154,27 @@ def ensure_indexes(client: MilvusClient, name: str, index_params) -> None:
                 raise
 
 
+# Milvus Lite's server (in process for a .db file, or `milvus-lite server` on loopback) is a grpcio server with gRPC's
+# default ping policy: at most one ping per 5 minutes on a connection sending no data, GOAWAY "too many pings" at the
+# third. pymilvus pings every 10 s even when idle, so a store left idle for ~30 s (an ingest's vector store while parse,
+# dbt and formulas run) is cut off, and pymilvus's recovery then fails on the same channel ("Fail connecting to
+# server"): the formula stage of a first `./run demo` failed that way. On loopback there is no NAT to keep open: ping
+# only during calls, less often than the policy allows.
+LOOPBACK_GRPC_OPTIONS = {"grpc.keepalive_time_ms": 330_000, "grpc.keepalive_permit_without_calls": False}
+
+
+def _keepalive(uri: str | None) -> dict:
+    """``grpc_options`` for a Milvus Lite file (``uri`` None) or a server on loopback; a remote server keeps
+    pymilvus's defaults."""
+    if uri is not None:
+        from urllib.parse import urlparse
+
+        host = (urlparse(uri).hostname or "").lower()
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            return {}
+    return {"grpc_options": dict(LOOPBACK_GRPC_OPTIONS)}
+
+
 class VectorStore:
     """Milvus collections of paperlake; see the module docstring."""
 
@@ -180,7 +201,7 @@ class VectorStore:
         self._guard: FileLockGuard | None = None
         self.db_path: Path | None = None
         if is_server_uri(self.uri):
-            self.client = MilvusClient(self.uri, token=token)
+            self.client = MilvusClient(self.uri, token=token, **_keepalive(self.uri))
         else:
             path = Path(self.uri).expanduser().resolve()
             if path.suffix != ".db":
@@ -189,7 +210,7 @@ class VectorStore:
             self._guard = FileLockGuard(path, timeout=lock_timeout).acquire()
             self.db_path = path
             try:
-                self.client = MilvusClient(str(path))
+                self.client = MilvusClient(str(path), **_keepalive(None))
             except Exception:
                 self._guard.release()
                 raise

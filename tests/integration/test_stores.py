@@ -543,3 +543,20 @@ def test_encode_ahead_reads_the_warehouse_cells_from_the_lake(built, tmp_path):
         assert len(cache.get_many(encoder.cache_key, [content_sha256(w) for w in needed])) == len(needed)
     finally:
         cache.close()
+
+
+def test_local_milvus_connections_ping_within_the_lite_servers_policy(tmp_path: Path):
+    """Milvus Lite's grpcio server strikes a connection that pings more than once per 5 minutes without data and
+    sends GOAWAY "too many pings" at the third; pymilvus pings every 10 s even idle, which cut an idle ingest's
+    formula store off in a first `./run demo`. Our local connections ping only during calls, less often than that;
+    a remote server keeps pymilvus's defaults."""
+    from paperlake.vectors.store import VectorStore, _keepalive
+
+    with VectorStore(tmp_path / "milvus.db", use_cache=False) as store:
+        options = store.client._handler._grpc_options
+        assert options["grpc.keepalive_permit_without_calls"] is False
+        assert options["grpc.keepalive_time_ms"] > 300_000
+        store.client.list_collections()
+    assert _keepalive("http://127.0.0.1:19530") == _keepalive(None)
+    assert _keepalive("http://localhost:19530") == _keepalive(None)
+    assert _keepalive("https://milvus.example.org:443") == {}
