@@ -1,6 +1,9 @@
 """Warehouse stage: dbt (dbt-duckdb) models over the lake, in one lineage graph with the parse assets."""
 
-import shutil
+import functools
+import importlib.metadata
+import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Mapping
@@ -19,6 +22,7 @@ from paperlake.warehouse import (
     dbt_digest,
     dbt_env,
     dbt_target_path,
+    empty_dbt_target,
     plan_build,
     prepare_build,
     publish_build,
@@ -29,8 +33,36 @@ DBT_PROJECT.prepare_if_dev()
 DBT_EXECUTABLE = str(Path(sys.executable).with_name("dbt"))
 
 
+@functools.cache
+def dbt_cli_version(executable: str) -> str:
+    """The version of the dbt behind ``executable``: dbt-core's own when it is the dbt of this environment (no
+    process started), else what ``dbt --version`` says, asked once per process."""
+    if Path(executable) == Path(DBT_EXECUTABLE):
+        try:
+            return importlib.metadata.version("dbt-core")
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    output = subprocess.run([executable, "--version"], capture_output=True, text=True, check=True).stdout
+    match = re.search(r"(\d+\.\d+\.\d+)", output)
+    if not match:
+        raise ValueError(f"could not read dbt's version from `{executable} --version`: {output.strip()[:200]}")
+    return match.group(1)
+
+
+class PaperlakeDbtCli(DbtCliResource):
+    """dagster-dbt's resource, asking dbt its version once per process instead of once per run: dagster-dbt runs
+    ``dbt --version`` for every new resource instance (each Dagster run makes one), 2.8 s of a new interpreter on
+    these machines, twice per ingest (the warehouse and formula-model builds), on the path to a queryable warehouse."""
+
+    @functools.cached_property
+    def _cli_version(self):
+        from packaging import version
+
+        return version.parse(dbt_cli_version(self.dbt_executable))
+
+
 def dbt_cli_resource() -> DbtCliResource:
-    return DbtCliResource(project_dir=DBT_PROJECT, profiles_dir=str(DBT_PROJECT_DIR), dbt_executable=DBT_EXECUTABLE)
+    return PaperlakeDbtCli(project_dir=DBT_PROJECT, profiles_dir=str(DBT_PROJECT_DIR), dbt_executable=DBT_EXECUTABLE)
 
 
 def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: PaperlakeResource, stage: str):
@@ -52,7 +84,7 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: Pa
         else:  # the lake rows the staging tests read were tested when their papers were published and first built
             args += ["--exclude", "resource_type:test,path:models/staging"]
     target = dbt_target_path(settings.home, stage)
-    shutil.rmtree(target, ignore_errors=True)
+    empty_dbt_target(target)
     with environment(dbt_env(settings.lake, settings.warehouse)):  # dagster-dbt hands dbt a copy of os.environ
         invocation = dbt.cli(args, context=context, target_path=target)
     for event in invocation.stream():

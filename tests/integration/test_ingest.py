@@ -123,6 +123,10 @@ class TestIncremental:
         # no manifest in that volume: the title comes from page 1 and the venue from the folder name
         assert rows == [("naacl2024", "naacl2024", "pdf")]
         assert query(state["settings"], "select count(*) from volumes") == [(2,)]
+        # the home's second build reads its own partial-parse state instead of parsing the whole project again
+        log = (state["settings"].home / "logs" / "dbt-build.log").read_text()
+        assert "Unable to do partial parsing" not in log, log[:2000]
+        assert (state["settings"].home / "dbt-target" / "warehouse" / "partial_parse.msgpack").is_file()
 
     def test_replacing_a_pdf_replaces_its_rows(self, state):
         key = "emnlp2024/emnlp2024-012-numerologic"
