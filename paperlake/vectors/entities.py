@@ -199,7 +199,13 @@ HEAD_VIEWS = {("table_columns", "column_text"): 64}
 # that other cells hold (reference entries, captions, equations, tables), those cells' vectors, so that no token is
 # encoded twice (-35% tokens): the pool of many separately encoded pieces is a blander vector that crowds other
 # chunks out of the top five (offline probes, per probe against this scheme: classic_rag 14 better / 17 worse,
-# two_stage_neu_rag 14 / 26; reference-list chunks alone: 5 / 10 and 8 / 11).
+# two_stage_neu_rag 14 / 26; reference-list chunks alone: 5 / 10 and 8 / 11). Also tried and not kept: a row line's
+# vector pooled from its table's caption head (the first line, repeated by every row of the table, so encoded once
+# per table) and the rest of the line: 603k -> 554k tokens and 6% less sync time on the sample, chunk and page
+# retrieval unchanged, but the table views moved within noise and not upwards (same run, MinerU build): with the
+# table content pooling the head once, recall@5 on the 44 table questions fell for recap .955 -> .886, neusym_rag
+# and two_stage_hybrid_rag .909 -> .864 (hdrag unchanged .977); with the head once per row there, recap .932,
+# the other two .932, hdrag .977, but the classic_rag probe gate lost 4 of emnlp2024's 224 answers at 5.
 POOLING_VERSION = 2
 
 

@@ -53,9 +53,15 @@ def run_ingest(
     kill_after: float | None = None,
     timeout: float = 900,
     milvus_uri: str | None = None,
+    evaluate: bool = False,
 ) -> tuple[int, str]:
-    """`paperlake ingest` in its own process group; returns (exit code, output). -9 means it was killed."""
+    """`paperlake ingest` in its own process group; returns (exit code, output). -9 means it was killed.
+
+    Without the self-evaluation stage unless ``evaluate``: what :func:`snapshot` compares are the stores, which the
+    evaluation only reads (it has no fail point; tests/integration/test_self_evaluation.py covers it), and these
+    scenarios run some forty ingests."""
     env = {key: value for key, value in os.environ.items() if key not in ("MILVUS_URI", "PAPERLAKE_FAILPOINT")}
+    env["PAPERLAKE_EVALUATE"] = "1" if evaluate else "0"
     if milvus_uri:
         env["MILVUS_URI"] = milvus_uri
     if failpoint:
