@@ -6,43 +6,44 @@ from pathlib import Path
 
 import pytest
 
-from assets import warehouse
-from assets.warehouse import DBT_EXECUTABLE, dbt_cli_resource, dbt_cli_version
+
+@pytest.fixture
+def warehouse(dbt_manifest):
+    """assets.warehouse, imported once `dbt parse` has made the manifest its dbt assets are defined from (a fresh
+    clone has none before the session's dbt_manifest fixture runs)."""
+    from assets import warehouse
+
+    warehouse.dbt_cli_version.cache_clear()
+    yield warehouse
+    warehouse.dbt_cli_version.cache_clear()
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    dbt_cli_version.cache_clear()
-    yield
-    dbt_cli_version.cache_clear()
-
-
-def test_the_environments_dbt_is_read_without_starting_it_and_agrees_with_it(monkeypatch):
-    said = subprocess.run([DBT_EXECUTABLE, "--version"], capture_output=True, text=True, check=True).stdout
+def test_the_environments_dbt_is_read_without_starting_it_and_agrees_with_it(warehouse, monkeypatch):
+    said = subprocess.run([warehouse.DBT_EXECUTABLE, "--version"], capture_output=True, text=True, check=True).stdout
 
     def refuse(*args, **kwargs):
         raise AssertionError(f"a process was started: {args}")
 
     monkeypatch.setattr(warehouse.subprocess, "run", refuse)
-    resources = [dbt_cli_resource(), dbt_cli_resource()]  # as two runs make them
+    resources = [warehouse.dbt_cli_resource(), warehouse.dbt_cli_resource()]  # as two runs make them
     versions = {str(resource._cli_version) for resource in resources}
     assert len(versions) == 1
     assert f"installed: {versions.pop()}" in said
 
 
-def test_another_dbt_is_asked_once_per_process(tmp_path: Path):
+def test_another_dbt_is_asked_once_per_process(warehouse, tmp_path: Path):
     calls = tmp_path / "calls"
     fake = tmp_path / "dbt"
     fake.write_text(f"#!/bin/sh\necho x >> '{calls}'\necho 'Core:'\necho '  - installed: 1.9.3'\n")
     fake.chmod(0o755)
-    assert dbt_cli_version(str(fake)) == "1.9.3"
-    assert dbt_cli_version(str(fake)) == "1.9.3"
+    assert warehouse.dbt_cli_version(str(fake)) == "1.9.3"
+    assert warehouse.dbt_cli_version(str(fake)) == "1.9.3"
     assert calls.read_text().count("x") == 1
 
 
-def test_an_unreadable_version_is_a_clear_error(tmp_path: Path):
+def test_an_unreadable_version_is_a_clear_error(warehouse, tmp_path: Path):
     fake = tmp_path / "dbt"
     fake.write_text("#!/bin/sh\necho 'no version here'\n")
     fake.chmod(0o755)
     with pytest.raises(ValueError, match="could not read dbt's version"):
-        dbt_cli_version(str(fake))
+        warehouse.dbt_cli_version(str(fake))
