@@ -8,13 +8,14 @@ once per mode in one run: per way of reading a text longer than MiniLM's 256-tok
   lines (encoded for ``table_rows`` anyway), token-weighted, normalised; every window goes through the embedding
   cache, so a window shared by several cells is encoded once;
 - ``pool`` (now, ``POOLING_VERSION`` 2): the same, and a column line's vector reads its head (its values are encoded
-  in the row lines: ``paperlake.vectors.entities.HEAD_VIEWS``);
-- ``pool-int8``: the same with the int8-quantised graph (``backend: onnx-int8``).
+  in the row lines: ``paperlake.vectors.entities.HEAD_VIEWS``); these three on the float graph (``backend: onnx``);
+- ``pool-int8``: the same on the int8 graph (``backend: onnx-int8``, the configured default).
 
 Each mode starts from an empty embedding cache and an empty Milvus Lite file. Reported per mode: seconds of the
 vector sync, windows or cells encoded and their tokens, and page-level recall@1/@5/MRR on the labelled queries
 (``benchmarks/retrieval_queries.jsonl``) for BM25, dense and the configured hybrid on the chunks and pages views,
-through ``paperlake.vectors.search`` (the path `paperlake search` and the agent take).
+through ``paperlake.vectors.search`` (the path `paperlake search` and the agent take). With ``pool`` and
+``pool-int8`` both run, the cosine of every window's int8 vector to its float one (from the two caches).
 
     python benchmarks/encode_once.py [--warehouse W] [--work-dir D] [--out FILE]
         [--modes truncate,pool-v1,pool,pool-int8]
@@ -141,6 +142,37 @@ def _mrr_difference(after: dict, before: dict, samples: int = 4000, seed: int = 
     return report
 
 
+def graph_agreement(work: Path, float_mode: str = "pool", int8_mode: str = "pool-int8") -> dict | None:
+    """Per window both modes encoded (the same texts, from each mode's embedding cache): the cosine of the int8
+    graph's vector to the float graph's, and the shortest windows among the lowest."""
+    import sqlite3
+
+    import numpy as np
+
+    vectors = {}
+    for mode in (float_mode, int8_mode):
+        path = work / mode / "embeddings.sqlite"
+        if not path.is_file():
+            return None
+        with sqlite3.connect(path) as con:
+            rows = con.execute("select model_id, content_sha256, vector from embeddings").fetchall()
+        vectors[mode] = {sha: np.frombuffer(blob, dtype=np.float32) for model, sha, blob in rows if "MiniLM" in model}
+    shared = sorted(vectors[float_mode].keys() & vectors[int8_mode].keys())
+    if not shared:
+        return None
+    a = np.stack([vectors[float_mode][h] for h in shared])
+    b = np.stack([vectors[int8_mode][h] for h in shared])
+    cosine = (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return {
+        "windows": len(shared),
+        "cosine_mean": round(float(cosine.mean()), 4),
+        "cosine_p1": round(float(np.percentile(cosine, 1)), 4),
+        "cosine_p0.1": round(float(np.percentile(cosine, 0.1)), 4),
+        "cosine_min": round(float(cosine.min()), 4),
+        "windows_below_0.99": int((cosine < 0.99).sum()),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warehouse", type=Path, default=Path("data") / "warehouse.duckdb")
@@ -192,6 +224,9 @@ def main() -> None:
         for mode, after in results["modes"].items()
         if mode != modes[0]
     }
+    if {"pool", "pool-int8"} <= set(modes):
+        results["int8_vs_float_windows"] = graph_agreement(args.work_dir.resolve())
+        print("int8 vs float, per window:", results["int8_vs_float_windows"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(f"written: {args.out}")

@@ -8,8 +8,9 @@ Stages: parse with each backend (library call, no orchestration), MinerU's offli
 same run (``benchmarks/mineru_flash.py``: its own venv and a private local server), quality gates, then the whole
 in-process Dagster ingest (parse, gates, dbt, formula graph, vectors, self-evaluation) of exactly the PDFs MinerU
 parsed, with the PyMuPDF backend, into a fresh PAPERLAKE_HOME: *cold* (an empty embedding cache), *warm* (a second
-fresh home sharing the first one's embedding cache, as a re-ingest elsewhere would) and *cold int8* (the encoders on
-the int8 graph, `backend: onnx-int8`, with their own empty cache), plus the MinerU-outputs build of the whole sample
+fresh home sharing the first one's embedding cache, as a re-ingest elsewhere would), all with the configured encoders
+(the int8 graph, `backend: onnx-int8`), and *cold float* (the float graph, `backend: onnx`, with its own empty
+cache), plus the MinerU-outputs build of the whole sample
 (what `./run demo` does). Every ratio compares speeds measured here and now on the same PDFs (never a
 number from another machine): the parse stage against MinerU flash (target 5x), and the end-to-end ingest against
 MinerU flash, which only parses (target 1x; "queryable" is the ingest without the self-evaluation that follows it).
@@ -112,8 +113,10 @@ def _timed_ingest(ingest, inboxes: list[Path], settings, pages: int, flash: dict
     # each ingest starts as a new process would: no sympy parse remembered from the ingest before it (the loaded
     # models stay, as they would in a long-lived Dagster code server)
     from paperlake.formulas.latex import convert
+    from paperlake.vectors.config import load_config
 
     convert._parse.cache_clear()
+    backend = load_config().encoders["all_minilm_l6_v2"].backend
     summary = ingest(inboxes, settings)
     steps = {k: round(v, 2) for k, v in summary.step_seconds.items()}
     queryable = steps["total"] - steps.get("evaluation", 0.0)
@@ -125,6 +128,7 @@ def _timed_ingest(ingest, inboxes: list[Path], settings, pages: int, flash: dict
         "pages_per_second": round(pages / steps["total"], 2),
         "pages_per_second_queryable": round(pages / queryable, 2),
         "encoded_ahead": summary.encoded_ahead,
+        "minilm_backend": backend,
     }
     if flash.get("measured"):
         theirs = flash["pages_per_second_net_of_cli"]
@@ -201,14 +205,14 @@ def main() -> None:
         for label in ("cold", "warm"):  # warm: a fresh home, the embedding cache of the cold run
             settings = Settings.from_env(home=Path(work) / label, backend="pymupdf", embedding_cache=cache)
             results[f"end_to_end_{label}"] = _timed_ingest(ingest, inbox, settings, pages_in, flash)
-        # the int8 graph (`backend: onnx-int8`), cold: its own home and embedding cache, the same PDFs and flash
-        int8_config = Path(work) / "collections-int8.yaml"
-        int8_config.write_text(_with_backend(default_config_path().read_text(encoding="utf-8"), "onnx-int8"))
-        with environment({"PAPERLAKE_COLLECTIONS": str(int8_config)}):
+        # the float graph (`backend: onnx`, torch's vectors), cold: its own home and embedding cache, same PDFs
+        float_config = Path(work) / "collections-float.yaml"
+        float_config.write_text(_with_backend(default_config_path().read_text(encoding="utf-8"), "onnx"))
+        with environment({"PAPERLAKE_COLLECTIONS": str(float_config)}):
             settings = Settings.from_env(
-                home=Path(work) / "cold-int8", backend="pymupdf", embedding_cache=Path(work) / "int8.sqlite"
+                home=Path(work) / "cold-float", backend="pymupdf", embedding_cache=Path(work) / "float.sqlite"
             )
-            results["end_to_end_cold_int8"] = _timed_ingest(ingest, inbox, settings, pages_in, flash)
+            results["end_to_end_cold_float"] = _timed_ingest(ingest, inbox, settings, pages_in, flash)
         settings = Settings.from_env(
             home=Path(work) / "mineru", backend="auto", mineru_dir=(args.corpus / "mineru").resolve()
         )

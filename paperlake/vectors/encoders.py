@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import os
 import re
 import shutil
@@ -24,6 +25,8 @@ from typing import Sequence
 import numpy as np
 
 from paperlake.vectors.config import TEXT_BACKENDS, EncoderSpec, VectorConfig, model_cache_dir
+
+log = logging.getLogger(__name__)
 
 RANDOM_CLIP_TAG = "RANDOM-UNTRAINED"
 
@@ -95,7 +98,8 @@ class TextEncoder:
     @property
     def cache_key(self) -> str:
         """Identifies the vectors this encoder produces: embedding caches and collection fingerprints use it."""
-        return f"{self.model_id}|{self.backend}|max_seq_length={self.max_seq_length or 'model'}"
+        backend = f"{self.backend}-{INT8_SCHEME}" if self.backend == "onnx-int8" else self.backend
+        return f"{self.model_id}|{backend}|max_seq_length={self.max_seq_length or 'model'}"
 
     @property
     def vector_key(self) -> str:
@@ -332,6 +336,11 @@ class OnnxTextModel:
 
 
 ONNX_EXPORT_VERSION = 1
+# How ``onnx-int8`` quantises (_quantise_int8): part of its graph's file name and of its encoders' cache keys, so a
+# new scheme never reuses another's graph or cached vectors. 1: dynamic per-tensor activations, FFN outputs float.
+# 3: per-token activations for every projection, the attention as MultiHeadAttention (2, QKV in QAttention, was a
+# trial that no release wrote).
+INT8_SCHEME = 3
 
 
 def onnx_model_path(model_dir: str | Path, model_id: str, backend: str, onnx_dir: str | Path) -> Path:
@@ -341,7 +350,8 @@ def onnx_model_path(model_dir: str | Path, model_id: str, backend: str, onnx_dir
     reuses another's graph. Written to a temporary name and renamed, so concurrent processes can race safely.
     """
     model_dir = Path(model_dir)
-    digest = hashlib.sha256(f"v{ONNX_EXPORT_VERSION}".encode())
+    version = f"v{ONNX_EXPORT_VERSION}" + (f"-int8-{INT8_SCHEME}" if backend == "onnx-int8" else "")
+    digest = hashlib.sha256(version.encode())
     for weights in sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("pytorch_model*.bin")):
         digest.update(weights.name.encode())
         with open(weights, "rb") as handle:
@@ -405,26 +415,120 @@ def _export_fused_onnx(model_dir: Path, scratch: Path) -> Path:
 
 
 def _quantise_int8(source: Path, target: Path) -> Path:
-    """Dynamic int8 quantisation, per channel. The FFN output projections stay float: their inputs (after GELU)
-    have outliers that per-tensor activation scales crush (measured: cosine to torch fell to 0.97 with them)."""
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    """Int8 MiniLM with per-token activation scales (scheme ``INT8_SCHEME``).
 
-    graph = onnx.load(str(source), load_external_data=False).graph
-    keep_float = [n.name for n in graph.node if n.op_type == "MatMul" and _is_ffn_output(n.name)]
-    quantize_dynamic(
-        str(source),
-        str(target),
-        weight_type=QuantType.QInt8,
-        per_channel=True,
-        nodes_to_exclude=keep_float,
-        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-    )
+    ONNX Runtime's dynamic quantisation gives each MatMul input one scale for the whole batch, so one token's
+    outlier (after GELU, most of all) coarsens every other token's steps, and a text's vector depends on the texts
+    batched with it: with every MatMul in int8 the cosine to float fell to 0.961 on sample cells, and keeping the FFN
+    output projections float (scheme 1) still left 0.985. Here every projection with a constant weight (QKV,
+    attention output, FFN in and out) quantises its input per token, symmetric, as uint8 around 128 (the VNNI u8·s8
+    path), against per-output-channel int8 weights; the fused attention becomes its QKV projection and ONNX
+    Runtime's MultiHeadAttention (the attention itself stays float). No scale depends on another token or text, so
+    a text's vector is the same in any batch. Measured on 1,750 sample cells against float, same session: 1.70x
+    faster, cosine min 0.990, mean 0.998 (scheme 1: 1.46x, min 0.985; with QKV left float: 1.44x, min 0.997)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(str(source))
+    graph = model.graph
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    if opset >= 18:  # ReduceMax takes its axes as an attribute up to opset 17 (the export's)
+        raise EncoderUnavailable(f"{source}: int8 rewriting expects opset <= 17, the graph has {opset}")
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    weights = {i.name: i for i in graph.initializer}
+    for node in [n for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights]:
+        _per_token_int8_matmul(graph, node, numpy_helper.to_array(weights[node.input[1]]))
+    for node in [n for n in graph.node if n.op_type == "Attention"]:
+        x, qkv_weight, qkv_bias, mask_index = node.input[:4]  # mask_index: each text's length (right padding)
+        if qkv_weight not in weights or len(node.input) > 4:
+            raise EncoderUnavailable(f"{source}: attention node {node.name} is not the fused BERT self-attention")
+        heads = next(helper.get_attribute_value(a) for a in node.attribute if a.name == "num_heads")
+        weight = numpy_helper.to_array(weights[qkv_weight])
+        p = "pt8" + node.name.replace("/", "_")
+        graph.initializer.append(numpy_helper.from_array(np.array([weight.shape[1] // 3] * 3, np.int64), f"{p}_split"))
+        project = helper.make_node("MatMul", [x, qkv_weight], [f"{p}_qkv"], name=f"{p}_project")
+        split = helper.make_node(
+            "Split", [f"{p}_qkv", f"{p}_split"], [f"{p}_q", f"{p}_k", f"{p}_v"], axis=-1, name=f"{p}_split"
+        )
+        attend = helper.make_node(
+            "MultiHeadAttention",
+            [f"{p}_q", f"{p}_k", f"{p}_v", qkv_bias, mask_index],
+            list(node.output),
+            num_heads=heads,
+            domain="com.microsoft",
+            name=f"{p}_attend",
+        )
+        index = list(graph.node).index(node)
+        graph.node.remove(node)
+        for offset, new in enumerate((project, split, attend)):
+            graph.node.insert(index + offset, new)
+        _per_token_int8_matmul(graph, project, weight)
+    used = {name for n in graph.node for name in n.input}
+    for initializer in [i for i in graph.initializer if i.name not in used]:  # the float weights replaced
+        graph.initializer.remove(initializer)
+    onnx.save(model, str(target))
     return target
 
 
-def _is_ffn_output(node_name: str) -> bool:
-    return node_name.endswith("/output/dense/MatMul") and "/attention/" not in node_name
+def _per_token_int8_matmul(graph, node, weight: np.ndarray) -> None:
+    """Replace ``Y = X @ W`` (X [..., K], constant W [K, N]) in place by: X as rows [M, K]; per row s = max|x|/127;
+    x_q = round(x / s) + 128 (uint8); Y = (x_q - 128) @ W_q · w_scale · s, back to [..., N]. W_q is W per output
+    channel in int8 (w_scale = max|w|/127). MatMulIntegerToFloat applies w_scale in the integer product's kernel."""
+    from onnx import helper, numpy_helper
+
+    k, n = weight.shape
+    w_scale = (np.maximum(np.abs(weight).max(axis=0), 1e-8) / 127.0).astype(np.float32)
+    w_q = np.clip(np.round(weight / w_scale), -127, 127).astype(np.int8)
+    p = "pt8" + node.name.replace("/", "_")
+    constants = {
+        "w_q": w_q,
+        "w_scale": w_scale,
+        "rows": np.array([-1, k], np.int64),
+        "inv127": np.array(1 / 127.0, np.float32),
+        "eps": np.array(1e-8, np.float32),
+        "zero": np.array(128, np.uint8),
+        "one": np.array(1.0, np.float32),
+        "n": np.array([n], np.int64),
+        "start": np.array([0], np.int64),
+        "end": np.array([-1], np.int64),
+        "axis1": np.array([1], np.int64),
+    }
+    graph.initializer.extend(numpy_helper.from_array(v, f"{p}_{name}") for name, v in constants.items())
+    c = {name: f"{p}_{name}" for name in constants}
+    x, y = node.input[0], node.output[0]
+    t = {name: f"{p}_{name}_t" for name in ("x2", "abs", "amax", "s0", "s", "sshape", "zeros", "xq", "y0", "s2")}
+    t.update({name: f"{p}_{name}_t" for name in ("y2", "xshape", "lead", "yshape")})
+    nodes = [
+        helper.make_node("Reshape", [x, c["rows"]], [t["x2"]]),
+        helper.make_node("Abs", [t["x2"]], [t["abs"]]),
+        helper.make_node("ReduceMax", [t["abs"]], [t["amax"]], axes=[1], keepdims=0),
+        helper.make_node("Mul", [t["amax"], c["inv127"]], [t["s0"]]),
+        helper.make_node("Max", [t["s0"], c["eps"]], [t["s"]]),
+        helper.make_node("Shape", [t["s"]], [t["sshape"]]),
+        helper.make_node(
+            "ConstantOfShape", [t["sshape"]], [t["zeros"]], value=numpy_helper.from_array(np.array([128], np.uint8))
+        ),
+        helper.make_node("QuantizeLinear", [t["x2"], t["s"], t["zeros"]], [t["xq"]], axis=0),
+        helper.make_node(
+            "MatMulIntegerToFloat",
+            [t["xq"], c["w_q"], c["one"], c["w_scale"], c["zero"]],
+            [t["y0"]],
+            domain="com.microsoft",
+        ),
+        helper.make_node("Unsqueeze", [t["s"], c["axis1"]], [t["s2"]]),
+        helper.make_node("Mul", [t["y0"], t["s2"]], [t["y2"]]),
+        helper.make_node("Shape", [x], [t["xshape"]]),
+        helper.make_node("Slice", [t["xshape"], c["start"], c["end"]], [t["lead"]]),
+        helper.make_node("Concat", [t["lead"], c["n"]], [t["yshape"]], axis=0),
+        helper.make_node("Reshape", [t["y2"], t["yshape"]], [y]),
+    ]
+    for offset, new in enumerate(nodes):
+        new.name = f"{p}_{offset}"
+    index = list(graph.node).index(node)
+    graph.node.remove(node)
+    for offset, new in enumerate(nodes):
+        graph.node.insert(index + offset, new)
 
 
 class ClipImageEncoder:
@@ -809,6 +913,12 @@ class EncoderRegistry:
                 raise EncoderUnavailable(spec.unavailable_reason())
             device = resolve_device(self.device, runtime="torch" if spec.backend == "torch" else "onnx")
             batch = gpu_batch_size(spec.batch_size) if device == "cuda" else spec.batch_size
+            if device == "cuda" and spec.backend == "onnx-int8":
+                log.warning(
+                    "%s: the onnx-int8 graph's integer kernels are CPU kernels; on a GPU set `backend: onnx` "
+                    "(schemas/collections.yaml)",
+                    spec.model_id,
+                )
             return TextEncoder(
                 spec.model_id,
                 path,

@@ -62,12 +62,51 @@ def test_onnx_float32_matches_torch_on_real_cells(real_texts, torch_vectors, onn
 
 def test_onnx_int8_stays_close_to_torch_on_real_cells(real_texts, torch_vectors, onnx_dir):
     cosine = (minilm("onnx-int8", onnx_dir).encode(real_texts) * torch_vectors).sum(axis=1)
-    # measured on the real warehouse mix: mean 0.994, min 0.985 (per-channel int8, FFN output projections float)
-    assert cosine.mean() >= 0.99 and cosine.min() >= 0.97
+    # measured on the sample's cells against float: mean 0.998, min 0.990 (per-token activations); the per-tensor
+    # scheme it replaced gave mean 0.994, min 0.985, and fails this
+    assert cosine.mean() >= 0.996 and cosine.min() >= 0.985
 
 
-def test_onnx_batches_by_length_without_changing_vectors(real_texts, onnx_dir):
-    encoder = minilm("onnx", onnx_dir)
+def test_int8_matmul_scales_each_token_apart(tmp_path):
+    """One token with an outlier does not coarsen the others: each row of X @ W keeps int8 precision of its own."""
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+
+    from paperlake.vectors.encoders import _per_token_int8_matmul
+
+    rng = np.random.default_rng(0)
+    weight = rng.normal(size=(64, 24)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="/layer/dense/MatMul")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "s", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s", 24])],
+        [numpy_helper.from_array(weight, "w")],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)], ir_version=8
+    )
+    _per_token_int8_matmul(model.graph, model.graph.node[0], weight)
+    assert [n.op_type for n in model.graph.node].count("MatMulIntegerToFloat") == 1
+    onnx.save(model, str(tmp_path / "q.onnx"))
+    session = onnxruntime.InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"])
+    x = rng.normal(size=(2, 5, 64)).astype(np.float32)
+    x[0, 0, 3] = 500.0  # one outlier in one token
+    got = session.run(None, {"x": x})[0]
+    want = x @ weight
+    assert got.shape == want.shape == (2, 5, 24)
+    relative = np.linalg.norm(got - want, axis=-1) / np.linalg.norm(want, axis=-1)
+    assert relative.max() < 0.02  # per-token steps: every row, the outlier's too, within int8 error
+    per_tensor = np.round(x / (np.abs(x).max() / 127)) * (np.abs(x).max() / 127) @ weight
+    assert (np.linalg.norm(per_tensor - want, axis=-1) / np.linalg.norm(want, axis=-1))[1].min() > 0.1
+
+
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_onnx_batches_by_length_without_changing_vectors(real_texts, onnx_dir, backend):
+    """A text's vector does not depend on the texts it is batched with (int8 too: its scales are per token), so a
+    re-run that batches differently after a crash writes the vectors an uninterrupted run would have."""
+    encoder = minilm(backend, onnx_dir)
     together = encoder.encode(real_texts)
     one_by_one = np.stack([encoder.encode([t])[0] for t in real_texts[:8]])
     assert np.allclose(together[:8], one_by_one, atol=1e-4)
@@ -79,7 +118,14 @@ def test_exported_graphs_are_cached_per_backend(onnx_dir):
     fp32 = onnx_model_path(path, spec.model_id, "onnx", onnx_dir)
     int8 = onnx_model_path(path, spec.model_id, "onnx-int8", onnx_dir)
     assert fp32 != int8 and fp32.is_file() and int8.is_file()
-    assert int8.stat().st_size < fp32.stat().st_size / 2
+    import onnx
+
+    ops = [n.op_type for n in onnx.load(str(int8), load_external_data=False).graph.node]
+    # every layer's QKV, attention output, FFN in and FFN out in int8 with per-token scales, the attention itself in
+    # MultiHeadAttention; the float embedding table stays, so the file is ~65% of the float one
+    assert ops.count("MatMulIntegerToFloat") == 24 and ops.count("MultiHeadAttention") == 6
+    assert not {"MatMul", "Attention", "QAttention", "DynamicQuantizeLinear"} & set(ops)
+    assert int8.stat().st_size < fp32.stat().st_size * 0.7
     stamp = fp32.stat().st_mtime_ns
     assert onnx_model_path(path, spec.model_id, "onnx", onnx_dir) == fp32 and fp32.stat().st_mtime_ns == stamp
 
