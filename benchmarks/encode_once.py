@@ -149,14 +149,19 @@ def graph_agreement(work: Path, float_mode: str = "pool", int8_mode: str = "pool
 
     import numpy as np
 
+    from paperlake.vectors.config import load_config
+
+    model_id = load_config().encoders[ENCODER].model_id
     vectors = {}
     for mode in (float_mode, int8_mode):
         path = work / mode / "embeddings.sqlite"
         if not path.is_file():
             return None
         with sqlite3.connect(path) as con:
-            rows = con.execute("select model_id, content_sha256, vector from embeddings").fetchall()
-        vectors[mode] = {sha: np.frombuffer(blob, dtype=np.float32) for model, sha, blob in rows if "MiniLM" in model}
+            rows = con.execute(
+                "select content_sha256, vector from embeddings where model_id like ?", [model_id + "|%"]
+            ).fetchall()
+        vectors[mode] = {sha: np.frombuffer(blob, dtype=np.float32) for sha, blob in rows}
     shared = sorted(vectors[float_mode].keys() & vectors[int8_mode].keys())
     if not shared:
         return None

@@ -49,8 +49,17 @@ def formula_model_inputs(settings: Settings) -> dict[str, str]:
 
 
 def formula_collection_inputs(settings: Settings) -> str:
+    """The graph's digest, the collection's code and the vectors' encoder (model, backend, length): a collection
+    synced by another configuration of the encoder is stale, so its vectors never mix with other queries' graph."""
+    from paperlake.formulas.collection import FORMULA_ENCODER
+    from paperlake.vectors.config import load_config
+    from paperlake.vectors.encoders import text_cache_key
+
+    spec = load_config().encoders.get(FORMULA_ENCODER)
+    encoder = text_cache_key(spec.model_id, spec.backend, spec.max_seq_length) if spec is not None else "none"
     return json.dumps(
-        {"code": FORMULA_COLLECTION_CODE_VERSION, "graph": graph_digest(formula_dir(settings))}, sort_keys=True
+        {"code": FORMULA_COLLECTION_CODE_VERSION, "graph": graph_digest(formula_dir(settings)), "encoder": encoder},
+        sort_keys=True,
     )
 
 
@@ -99,7 +108,7 @@ def formula_collection_staleness(settings: Settings, store: Any) -> str | None:
         return "no formulas collection"
     properties = client.describe_collection(FORMULA_COLLECTION).get("properties") or {}
     if properties.get(SYNCED_PROPERTY) != formula_collection_inputs(settings):
-        return "not synced with the current formula graph"
+        return "not synced with the current formula graph and encoder"
     expected = len(formula_entities(_read_tables(formula_dir(settings))))
     if store.count(FORMULA_COLLECTION) != expected:
         return f"entity count differs from the graph's {expected} formulas"

@@ -135,7 +135,9 @@ def formula_entities(tables: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[
 
 
 def _encoder_fingerprint(store: Any) -> str:
-    return f"sentence_transformers:{store.encoders.get(FORMULA_ENCODER).model_id}"
+    """Names the vectors: model, backend (float or int8 graph) and sequence length, so an entity encoded by another
+    configuration of the same model is re-encoded, not kept beside query vectors of a different graph."""
+    return f"sentence_transformers:{store.encoders.get(FORMULA_ENCODER).cache_key}"
 
 
 def _entity_hash(fingerprint: str, entity: Mapping[str, Any]) -> str:

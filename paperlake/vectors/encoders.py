@@ -98,8 +98,7 @@ class TextEncoder:
     @property
     def cache_key(self) -> str:
         """Identifies the vectors this encoder produces: embedding caches and collection fingerprints use it."""
-        backend = f"{self.backend}-{INT8_SCHEME}" if self.backend == "onnx-int8" else self.backend
-        return f"{self.model_id}|{backend}|max_seq_length={self.max_seq_length or 'model'}"
+        return text_cache_key(self.model_id, self.backend, self.max_seq_length)
 
     @property
     def vector_key(self) -> str:
@@ -341,6 +340,12 @@ ONNX_EXPORT_VERSION = 1
 # 3: per-token activations for every projection, the attention as MultiHeadAttention (2, QKV in QAttention, was a
 # trial that no release wrote).
 INT8_SCHEME = 3
+
+
+def text_cache_key(model_id: str, backend: str, max_seq_length: int | None) -> str:
+    """:attr:`TextEncoder.cache_key` from the configuration alone (no model loaded)."""
+    backend = f"{backend}-{INT8_SCHEME}" if backend == "onnx-int8" else backend
+    return f"{model_id}|{backend}|max_seq_length={max_seq_length or 'model'}"
 
 
 def onnx_model_path(model_dir: str | Path, model_id: str, backend: str, onnx_dir: str | Path) -> Path:

@@ -87,6 +87,31 @@ def test_entities_sync_search_and_deletion(tmp_path: Path) -> None:
         assert [(r["id"], r["pdf_id"], r["page_number"]) for r in rows] == [(f1_id, "paper-c", 2)]
 
 
+def test_another_graph_of_the_model_re_encodes_the_entities(tmp_path: Path) -> None:
+    """Switching the encoder's backend (the default int8 graph to float) re-encodes every formula entity, so the
+    collection never mixes vectors of one graph with queries encoded by another."""
+    from dataclasses import replace
+
+    from paperlake.formulas.collection import FORMULA_ENCODER
+    from paperlake.vectors.config import load_config
+    from paperlake.vectors.store import VectorStore
+
+    graph = FormulaGraph()
+    graph.add_equations([ATTENTION, F1])
+    tables = graph.to_rows()
+    with store_at(tmp_path) as store:
+        assert sync_formula_collection(store, tables).encoded == 2
+    config = load_config()
+    other = "onnx" if config.encoders[FORMULA_ENCODER].backend != "onnx" else "onnx-int8"
+    config = replace(
+        config, encoders={**config.encoders, FORMULA_ENCODER: replace(config.encoders[FORMULA_ENCODER], backend=other)}
+    )
+    with VectorStore(tmp_path / "milvus.db", config=config, cache_path=tmp_path / "embeddings.sqlite") as store:
+        switched = sync_formula_collection(store, tables)
+        assert (switched.upserted, switched.unchanged, switched.encoded) == (2, 0, 2)
+        assert sync_formula_collection(store, tables).encoded == 0
+
+
 def test_the_formula_layer_searches_the_collection_when_it_exists(tmp_path: Path) -> None:
     graph = FormulaGraph()
     graph.add_equations([ATTENTION, F1])
@@ -106,3 +131,23 @@ def test_the_formula_layer_searches_the_collection_when_it_exists(tmp_path: Path
     finally:
         layer.close()
     assert layer.searched_by == "milvus" and found[0]["paper_id"] == "paper-a" and found[0]["equation_number"] == "1"
+
+
+def test_the_collection_record_names_its_encoder(tmp_path: Path, monkeypatch) -> None:
+    """The formulas collection's sync record changes with the encoder's backend, so an ingest after switching the
+    graph re-syncs the collection even when the formula graph is unchanged."""
+    import yaml
+
+    from paperlake.config import Settings
+    from paperlake.freshness import formula_collection_inputs
+    from paperlake.vectors.config import default_config_path
+
+    settings = Settings.from_env(home=tmp_path / "home")
+    before = formula_collection_inputs(settings)
+    raw = yaml.safe_load(default_config_path().read_text(encoding="utf-8"))
+    minilm = raw["encoders"]["all_minilm_l6_v2"]
+    minilm["backend"] = "onnx" if minilm.get("backend") != "onnx" else "onnx-int8"
+    (tmp_path / "collections.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    monkeypatch.setenv("PAPERLAKE_COLLECTIONS", str(tmp_path / "collections.yaml"))
+    after = formula_collection_inputs(settings)
+    assert after != before and f"|{minilm['backend']}|" in after
