@@ -141,14 +141,32 @@ def dbt_target_path(home: Path, stage: str) -> Path:
 def empty_dbt_target(target: Path) -> None:
     """Empty a build's dbt target folder, keeping ``partial_parse.msgpack``: the project's shared parse was made
     under another home's profile (the side file's path is in it), which dbt counts as a change, so without the
-    home's own state every build parses the whole project again (1.6 s of each build here). dbt checks the file
-    against the project, profile and versions, and parses in full whenever it does not match."""
+    home's own state every build parses the whole project again (1.6 s of each build here). A stage without state of
+    its own starts from another stage's of the same home (same profile, environment and project): a fresh home then
+    parses in full once, not once per stage (2.1 s of the formula stage's first build). dbt checks the file against
+    the project, profile and versions, and parses in full whenever it does not match or cannot be read."""
     keep = target / "partial_parse.msgpack"
     state = keep.read_bytes() if keep.is_file() else None
+    if state is None:
+        state = _sibling_parse_state(target)
     shutil.rmtree(target, ignore_errors=True)
     if state is not None:
         target.mkdir(parents=True, exist_ok=True)
-        keep.write_bytes(state)
+        scratch = keep.with_name(keep.name + ".tmp")
+        scratch.write_bytes(state)
+        os.replace(scratch, keep)
+
+
+def _sibling_parse_state(target: Path) -> bytes | None:
+    """The newest partial-parse state of another build stage of the same home, or None (another stage's build may
+    be emptying its folder right now: what vanishes is skipped)."""
+    found = []
+    for path in target.parent.glob("*/partial_parse.msgpack"):
+        try:
+            found.append((path.stat().st_mtime, path.read_bytes()))
+        except OSError:
+            continue
+    return max(found, key=lambda item: item[0])[1] if found else None
 
 
 def build_path(warehouse: Path) -> Path:

@@ -78,6 +78,12 @@ class TestIncremental:
         )
         assert orphans == [(0,)]
         state["paper_ids"] = {k: v for k, v in query(settings, "select paper_key, paper_id::varchar from metadata")}
+        # a fresh home parses the dbt project in full once: the formula stage's first build starts from the warehouse
+        # stage's partial-parse state
+        assert summary.formulas_built, summary.stale
+        assert "Unable to do partial parsing" in (settings.home / "logs" / "dbt-build.log").read_text()
+        formulas_log = (settings.home / "logs" / "formulas-build.log").read_text()
+        assert "Unable to do partial parsing" not in formulas_log, formulas_log[:2000]
         # the two new papers of one volume were parsed, synced and probed in one run per job (a partition range),
         # and each paper's partition still got its own materialization
         from orchestration.run import dagster_instance
