@@ -88,17 +88,36 @@ def dagster_instance(settings: Settings, home: Path | None = None):
     """The persistent instance the CLI, the tests and `dagster dev` share (telemetry off, pools configured).
 
     ``home`` defaults to ``PAPERLAKE_HOME/dagster``."""
-    import dagster as dg
 
     home = home or settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
         config.write_text("telemetry:\n  enabled: false\n")
-    instance = dg.DagsterInstance.from_config(str(home))
+    instance = load_instance(home)
     configure_pools(instance, settings)
     release_stale_slots(instance)
     return instance
+
+
+STORAGE_KEYS = ("storage", "run_storage", "event_log_storage", "schedule_storage")
+
+
+def load_instance(home: Path):
+    """The Dagster instance of ``home`` (its ``dagster.yaml``). Where that file configures no storage (the default
+    paperlake writes), the event log is :class:`orchestration.event_log.PooledSqliteEventLogStorage` on the stock
+    files, so the Dagster UI and daemon (stock classes, same files) see everything the CLI writes."""
+    import dagster as dg
+    import yaml
+    from dagster._core.instance.ref import InstanceRef
+
+    from orchestration.event_log import storage_overrides
+
+    config = home / "dagster.yaml"
+    values = (yaml.safe_load(config.read_text(encoding="utf-8")) if config.exists() else None) or {}
+    if any(key in values for key in STORAGE_KEYS):
+        return dg.DagsterInstance.from_config(str(home))
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=storage_overrides(str(home))))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from orchestration.instance import dagster_instance, run_tags
+from orchestration.instance import dagster_instance, load_instance, run_tags
 from paperlake.config import Settings
 from paperlake.freshness import formula_staleness, warehouse_staleness
 from paperlake.inbox import scan_inbox
@@ -258,15 +258,13 @@ def _start_run_process(settings: Settings, resource: dict, filters: list) -> Non
     filters (the CLI's quiet_third_party) kept."""
     import warnings
 
-    import dagster as dg
-
     from assets.resources import LLMResource, PaperlakeResource
     from orchestration.definitions import build_definitions
 
     global _PROCESS_RUNNER
     warnings.filters[:] = filters
     defs = build_definitions(PaperlakeResource(**resource), LLMResource.from_settings(settings))
-    _PROCESS_RUNNER = _Runner(defs, dg.DagsterInstance.from_config(str(settings.dagster_home)), settings, resource)
+    _PROCESS_RUNNER = _Runner(defs, load_instance(settings.dagster_home), settings, resource)
 
 
 def _run_batch_elsewhere(task: tuple) -> list[tuple[list[str], RunOutcome]]:
