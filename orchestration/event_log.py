@@ -8,8 +8,9 @@ with an idle machine, of which closing connections was the largest part (a run o
 times). An ingest of the sample stores ~3,000 events; a small volume's ~900 took 11-17 s of its ~55 s.
 
 :class:`PooledSqliteEventLogStorage` keeps one engine per database with a small connection pool, so a connection
-stays open between events (2.1 ms per event on the same runs). Everything else is Dagster's: the same files, schema,
-WAL mode and durability (``synchronous`` is left at SQLite's default), the same lock around each use, so the
+stays open between events (2.1 ms per event on the same runs), and syncs the WAL at checkpoints rather than at
+every commit (``synchronous=NORMAL``: 1.3-1.7 ms; a process crash loses no committed event, a power cut may lose the
+last few). Everything else is Dagster's: the same files, schema and WAL mode, the same lock around each use, so the
 Dagster UI, the daemon or another ingest using the stock class on the same files work beside it. Engines are
 bounded (the least recently used database's is disposed), dropped when the files are wiped, and never reused
 across a fork (a forked child opens its own connections; the parent's are left untouched, as SQLite requires).
@@ -31,11 +32,19 @@ from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
     SQLITE_BUSY_TIMEOUT_SECONDS,
     SqliteEventLogStorage,
 )
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine
 
 MAX_OPEN_DATABASES = 8  # an ingest writes to the index and one run's database at a time
 _INHERITED: list = []  # engines of a parent process: kept referenced so that a child never closes their connections
+
+
+def _wal_synchronous_normal(dbapi_connection, _record) -> None:
+    """In WAL mode, ``synchronous=NORMAL`` syncs at checkpoints instead of at every commit: a committed event
+    survives any process's crash, and an operating-system crash or power cut may lose the last few, never corrupt
+    the file (SQLite's documented guarantee). The stores a run writes keep their own recovery; the event log is its
+    history."""
+    dbapi_connection.execute("PRAGMA synchronous=NORMAL")
 
 
 class PooledSqliteEventLogStorage(SqliteEventLogStorage):
@@ -70,6 +79,7 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
                 # a pooled connection serves one checkout at a time, whichever thread it comes from
                 connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
             )
+            event.listen(engine, "connect", _wal_synchronous_normal)
             self._engines[shard] = engine
             while len(self._engines) > MAX_OPEN_DATABASES:
                 _, oldest = self._engines.popitem(last=False)

@@ -62,6 +62,9 @@ def test_the_default_home_gets_the_pooled_event_log_and_the_stock_class_reads_it
         logs = instance.all_logs(instance.get_runs()[-1].run_id)
         assert any(e.dagster_event and e.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION" for e in logs)
     assert sorted(p.name for p in (home / "history" / "runs").glob("*.db"))  # the stock layout
+    with pooled.event_log_storage.index_connection() as conn:  # WAL, synced at checkpoints (NORMAL = 1)
+        assert conn.exec_driver_sql("pragma journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("pragma synchronous").scalar() == 1
 
 
 def test_a_home_that_configures_its_storage_keeps_it(tmp_path):
