@@ -88,7 +88,6 @@ def dagster_instance(settings: Settings, home: Path | None = None):
     """The persistent instance the CLI, the tests and `dagster dev` share (telemetry off, pools configured).
 
     ``home`` defaults to ``PAPERLAKE_HOME/dagster``."""
-
     home = home or settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"

@@ -50,7 +50,8 @@ def formula_model_inputs(settings: Settings) -> dict[str, str]:
 
 def formula_collection_inputs(settings: Settings) -> str:
     """The graph's digest, the collection's code and the vectors' encoder (model, backend, length): a collection
-    synced by another configuration of the encoder is stale, so its vectors never mix with other queries' graph."""
+    synced by another configuration of the encoder is stale, so its vectors never sit beside query vectors of
+    another encoder."""
     from paperlake.formulas.collection import FORMULA_ENCODER
     from paperlake.vectors.config import load_config
     from paperlake.vectors.encoders import text_cache_key

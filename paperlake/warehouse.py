@@ -163,10 +163,15 @@ def _sibling_parse_state(target: Path) -> bytes | None:
     found = []
     for path in target.parent.glob("*/partial_parse.msgpack"):
         try:
-            found.append((path.stat().st_mtime, path.read_bytes()))
+            found.append((path.stat().st_mtime, path))
         except OSError:
             continue
-    return max(found, key=lambda item: item[0])[1] if found else None
+    for _, path in sorted(found, reverse=True):
+        try:
+            return path.read_bytes()
+        except OSError:
+            continue
+    return None
 
 
 def build_path(warehouse: Path) -> Path:
