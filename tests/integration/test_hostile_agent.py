@@ -9,6 +9,8 @@ import json
 import sys
 import time
 import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from agent import formats
 from agent.actions import ALL_ACTIONS, Action, GenerateAnswer, Observation, RetrieveFromDatabase, run_action
 from agent.env import AgentEnv
 from agent.formats import (
@@ -27,6 +30,7 @@ from agent.formats import (
     MAX_COLUMNS,
     MAX_ELEMENTS,
     MAX_OBSERVATION_CHARS,
+    MAX_TOKENIZED_CHARS,
     OUTPUT_FORMATS,
     ActionParseError,
     count_tokens,
@@ -55,6 +59,17 @@ ACTIONS = {a.action_name(): a for a in ALL_ACTIONS}
 TOOL_NAME = hostile.formula_tool().name
 NOTE_SLACK = 1_000
 LONG = "9" * 5000
+# Hostile inputs are checked by the work they cause (memory traced, characters tokenized, list items read), which
+# does not depend on the machine. A clock is only a hang guard: unbounded work (an alias bomb expanding, a huge
+# text tokenized) takes minutes, far past it. Per-input speed is a benchmark figure: benchmarks/hostile_agent.py.
+HANG_GUARD_SECONDS = 30.0
+
+
+@contextmanager
+def hang_guard() -> Iterator[None]:
+    started = time.perf_counter()
+    yield
+    assert time.perf_counter() - started < HANG_GUARD_SECONDS, "runaway work on a hostile input"
 
 
 def build(response: str, action_format: str) -> Action:
@@ -118,12 +133,10 @@ def test_plain_digits_are_still_read_as_whole_numbers(action_format: str) -> Non
 @pytest.mark.parametrize("action_format", ACTION_FORMATS)
 @pytest.mark.parametrize("quoted", [True, False])
 def test_long_numbers_are_refused_before_they_are_converted(action_format: str, quoted: bool) -> None:
-    started = time.perf_counter()
-    with pytest.raises(ActionParseError, match="digits"):
+    with hang_guard(), pytest.raises(ActionParseError, match="digits"):
         build(view_image(action_format, LONG, quoted), action_format)
-    with pytest.raises(ActionParseError, match="digits"):
+    with hang_guard(), pytest.raises(ActionParseError, match="digits"):
         build(view_image(action_format, "9" * 19, quoted), action_format)
-    assert time.perf_counter() - started < 0.5
 
 
 @pytest.mark.parametrize("action_format", ["markdown", "json", "yaml"])
@@ -138,10 +151,8 @@ def test_long_number_literals_are_refused_anywhere_in_the_parameters(action_form
     [("markdown", 150), ("json", 150), ("json", 9000), ("yaml", 150), ("yaml", 9000), ("xml", 150)],
 )
 def test_deep_nesting_is_refused(action_format: str, depth: int) -> None:
-    started = time.perf_counter()
-    with pytest.raises(ActionParseError, match="nest more than 20 levels"):
+    with hang_guard(), pytest.raises(ActionParseError, match="nest more than 20 levels"):
         build(answer_with(action_format, nested(depth)), action_format)
-    assert time.perf_counter() - started < 0.5
     assert build(answer_with(action_format, nested(5)), action_format).answer == json.loads(nested(5))
 
 
@@ -159,10 +170,14 @@ def test_the_number_of_values_is_limited(action_format: str) -> None:
 
 
 def test_the_yaml_alias_bomb_is_refused_before_it_expands() -> None:
-    started = time.perf_counter()
-    with pytest.raises(ActionParseError, match="anchors and aliases"):
-        build(hostile.alias_bomb(), "yaml")
-    assert time.perf_counter() - started < 0.1
+    tracemalloc.start()
+    try:
+        with hang_guard(), pytest.raises(ActionParseError, match="anchors and aliases"):
+            build(hostile.alias_bomb(), "yaml")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5_000_000  # expanded, the bomb holds billions of nodes
     for text in (
         "action_type: GenerateAnswer\nparameters:\n  answer: &x 1",
         "action_type: GenerateAnswer\nparameters: &p {answer: 1}",
@@ -337,49 +352,83 @@ def test_eval_records_a_failed_question_and_goes_on(tmp_path: Path, home: Path, 
 # Observations are bounded before they are formatted or token-counted
 
 
-def measured(function: Any, *args: Any) -> tuple[Any, float, int]:
-    """The result, the CPU seconds this process spent on it and the peak traced memory. CPU time, not wall clock:
-    the bounds are about the work done (nothing proportional to a huge input), and a fresh-clone CI run shares its
-    cores (a wall-clock bound failed once at 2.24 s with a benchmark running beside the suite)."""
+@dataclass
+class Work:
+    """What a call cost, in units that do not depend on the machine: peak traced memory, the longest text handed
+    to the tokenizer, and the items read from :class:`CountedList` arguments."""
+
+    peak_bytes: int
+    tokenized_chars: int
+    items_read: int
+
+
+class CountedList(list):
+    """A list that counts the items iterated out of it (all instances share one counter)."""
+
+    read = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        for item in super().__iter__():
+            CountedList.read += 1
+            yield item
+
+
+def measured(monkeypatch: pytest.MonkeyPatch, function: Any, *args: Any) -> tuple[Any, Work]:
+    """The result of ``function(*args)`` and the :class:`Work` it did (the tokenizer spied on for the call)."""
+    count_tokens("warm up the encoding")
+    real = formats.encoding()
+    lengths = [0]
+
+    class SpiedEncoding:
+        def encode(self, text: str, **kwargs: Any) -> list[int]:
+            lengths.append(len(text))
+            return real.encode(text, **kwargs)
+
+        def decode(self, tokens: list[int]) -> str:
+            return real.decode(tokens)
+
+    CountedList.read = 0
     tracemalloc.start()
-    started = time.process_time()
     try:
-        result = function(*args)
-        return result, time.process_time() - started, tracemalloc.get_traced_memory()[1]
+        with monkeypatch.context() as patch, hang_guard():
+            patch.setattr(formats, "encoding", SpiedEncoding)
+            result = function(*args)
+        peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+    return result, Work(peak, max(lengths), CountedList.read)
 
 
 HUGE = "x" * 30_000_000
 
 
 @pytest.mark.parametrize("output_format", OUTPUT_FORMATS)
-def test_a_huge_value_is_cut_before_tokens_are_counted(output_format: str) -> None:
-    count_tokens("warm up the encoding")
-    formatted, seconds, peak = measured(format_table, ["s"], [(HUGE,)] * 3, output_format)
-    assert seconds < 2 and peak < 50_000_000
+def test_a_huge_value_is_cut_before_tokens_are_counted(monkeypatch: pytest.MonkeyPatch, output_format: str) -> None:
+    formatted, work = measured(monkeypatch, format_table, ["s"], [(HUGE,)] * 3, output_format)
+    assert work.peak_bytes < 5_000_000 and work.tokenized_chars < MAX_OBSERVATION_CHARS + NOTE_SLACK
     assert len(formatted.text) < MAX_OBSERVATION_CHARS + NOTE_SLACK
     assert f"longer than {MAX_CELL_CHARS} characters were cut" in formatted.text and "substr(" in formatted.text
     assert "…[29996000 more characters cut]" in formatted.text
 
 
-def test_huge_lists_and_many_columns_are_cut() -> None:
-    long_list = list(range(2_000_000))
+def test_huge_lists_and_many_columns_are_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    long_list = CountedList(range(2_000_000))
     columns = [f"c{i}" for i in range(5 * MAX_COLUMNS)]
-    formatted, seconds, peak = measured(format_table, columns, [[long_list] * len(columns)] * 20, "json")
-    assert seconds < 2 and peak < 50_000_000
+    formatted, work = measured(monkeypatch, format_table, columns, [[long_list] * len(columns)] * 20, "json")
+    # each shown cell reads about as many items as fit in MAX_CELL_CHARS, never the 2 million
+    assert work.items_read < MAX_COLUMNS * MAX_CELL_CHARS and work.peak_bytes < 50_000_000
+    assert work.tokenized_chars < MAX_OBSERVATION_CHARS + NOTE_SLACK
     assert len(formatted.text) < MAX_OBSERVATION_CHARS + NOTE_SLACK
     assert f"showing the first {MAX_COLUMNS} of {5 * MAX_COLUMNS} columns" in formatted.text
     assert "more items cut]" in formatted.text and formatted.shown_rows == 1
 
 
-def test_token_counting_never_tokenizes_a_huge_text() -> None:
+def test_token_counting_never_tokenizes_a_huge_text(monkeypatch: pytest.MonkeyPatch) -> None:
     text = "x " * 15_000_000
-    count_tokens("warm up the encoding")
-    (tokens, seconds, peak) = measured(count_tokens, text)
-    assert tokens >= 15_000_000 and seconds < 1 and peak < 100_000_000
-    (cut, dropped), seconds, _ = measured(truncate_tokens, text, 100)
-    assert count_tokens(cut) == 100 and dropped > 14_000_000 and seconds < 1
+    tokens, work = measured(monkeypatch, count_tokens, text)
+    assert tokens >= 15_000_000 and work.tokenized_chars <= MAX_TOKENIZED_CHARS and work.peak_bytes < 100_000_000
+    (cut, dropped), work = measured(monkeypatch, truncate_tokens, text, 100)
+    assert count_tokens(cut) == 100 and dropped > 14_000_000 and work.tokenized_chars <= MAX_TOKENIZED_CHARS
 
 
 @dataclass
@@ -411,7 +460,7 @@ class HugeResultWarehouse:
         return None
 
 
-def test_a_huge_sql_result_is_bounded_end_to_end(tmp_path: Path) -> None:
+def test_a_huge_sql_result_is_bounded_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script = [
         turn(render_action("RetrieveFromDatabase", {"sql": "select repeat('x', 300000000) s"}, "markdown")),
         turn("GenerateAnswer(answer='x')"),
@@ -421,10 +470,9 @@ def test_a_huge_sql_result_is_bounded_end_to_end(tmp_path: Path) -> None:
         loop = ReActLoop(
             Task("How long is s?"), AgentEnv(HugeResultWarehouse()), llm, [RetrieveFromDatabase, GenerateAnswer]
         )
-        count_tokens("warm up the encoding")
-        result, seconds, peak = measured(loop.run)
+        result, work = measured(monkeypatch, loop.run)
         requests = stub.requests()
-    assert result.answered and seconds < 5 and peak < 200_000_000
+    assert result.answered and work.peak_bytes < 200_000_000 and work.tokenized_chars <= MAX_TOKENIZED_CHARS
     observation = requests[1]["messages"][-1]["content"]
     assert len(observation) < MAX_OBSERVATION_CHARS + NOTE_SLACK and "substr(" in observation
 
@@ -520,7 +568,7 @@ def tool_calls(draw: st.DrawFn) -> tuple[str, str]:
 def test_fuzzed_actions_are_refused_or_run_bounded(fuzz_env: AgentEnv, case: tuple[str, str]) -> None:
     outcome = hostile.try_action(*case, fuzz_env)
     assert outcome.kind in ("action", "refused"), (case, outcome.message)
-    assert outcome.seconds < 3, case
+    assert outcome.seconds < HANG_GUARD_SECONDS, case
     assert outcome.peak_bytes < 64_000_000, case
 
 
