@@ -4,7 +4,6 @@ import functools
 import importlib.metadata
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -13,6 +12,7 @@ from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtC
 
 from assets.resources import PaperlakeResource
 from paperlake.config import environment
+from paperlake.dbt_warm import launcher_path, real_dbt
 from paperlake.failpoints import fault_point
 from paperlake.formulas.store import ensure_formula_contract
 from paperlake.freshness import formula_model_inputs, warehouse_inputs
@@ -30,14 +30,15 @@ from paperlake.warehouse import (
 
 DBT_PROJECT = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
 DBT_PROJECT.prepare_if_dev()
-DBT_EXECUTABLE = str(Path(sys.executable).with_name("dbt"))
+# `paperlake-dbt`: plain dbt, or a fork of the ingest's warm dbt when there is one (paperlake.dbt_warm)
+DBT_EXECUTABLE = launcher_path()
 
 
 @functools.cache
 def dbt_cli_version(executable: str) -> str:
     """The version of the dbt behind ``executable``: dbt-core's own when it is the dbt of this environment (no
     process started), else what ``dbt --version`` says, asked once per process."""
-    if Path(executable) == Path(DBT_EXECUTABLE):
+    if Path(executable) in (Path(DBT_EXECUTABLE), Path(real_dbt())):
         try:
             return importlib.metadata.version("dbt-core")
         except importlib.metadata.PackageNotFoundError:

@@ -84,6 +84,10 @@ class TestIncremental:
         assert "Unable to do partial parsing" in (settings.home / "logs" / "dbt-build.log").read_text()
         formulas_log = (settings.home / "logs" / "formulas-build.log").read_text()
         assert "Unable to do partial parsing" not in formulas_log, formulas_log[:2000]
+        # both dbt builds were forks of the ingest's warm dbt (paperlake.dbt_warm), and succeeded
+        builds = [c for c in summary.warm_dbt_commands if c["argv"][:1] == ["build"]]
+        assert len(builds) == 2 and all(c["exit"] == 0 for c in builds), summary.warm_dbt_commands
+        assert any("tag:formulas" in c["argv"] for c in builds)
         # the two new papers of one volume were parsed, synced and probed in one run per job (a partition range),
         # and each paper's partition still got its own materialization
         from orchestration.run import dagster_instance

@@ -1,0 +1,333 @@
+"""A warm dbt: dbt commands forked from a process that has already imported dbt.
+
+Every ``dbt`` command starts a new interpreter that spends ~2 s importing dbt (mashumaro compiles dbt's dataclasses'
+serialisers at import) before it reads a byte of the project; an ingest runs two (the warehouse and the formula
+models), and a one-paper ingest takes ~25 s. :class:`WarmDbt` starts one *zygote* process per ingest, early, so its
+imports overlap the plan and parse stages; the dbt commands are then forks of it.
+
+- ``paperlake-dbt`` (:func:`launcher_main`) is the executable dagster-dbt runs instead of ``dbt``, with the same
+  arguments. With ``PAPERLAKE_DBT_ZYGOTE`` naming a live zygote (``pid:socket``; one still importing is waited for,
+  which never takes longer than importing dbt afresh) it sends its arguments, environment, working
+  directory and its stdin/stdout/stderr (``SCM_RIGHTS``) and waits; the zygote forks a child that takes those as its
+  own and runs dbt's CLI; the launcher forwards SIGINT/SIGTERM to that child (dagster-dbt interrupts a build with
+  SIGINT) and exits with its exit status. Without a zygote, or when it cannot be reached, the launcher *is* ``dbt``
+  (``os.execve``): the Dagster UI and daemon, a worker on another machine, or a zygote that died, all run plain dbt.
+- Each command is a fresh fork of a zygote that never ran one, so no state carries from one command to the next.
+- Crash-consistency is unchanged: the child is a process of the ingest's process group, as a ``dbt`` subprocess is,
+  and dies with it; the zygote exits when the ingest does (:meth:`WarmDbt.close`, or on seeing its parent gone).
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ENV_VAR = "PAPERLAKE_DBT_ZYGOTE"
+DISABLE_VAR = "PAPERLAKE_DBT_WARM"  # "0": no zygote
+READY_WAIT_SECONDS = 30.0  # how long a launcher waits for a zygote that is still importing dbt
+COMMAND_LOG = "commands.jsonl"  # beside the socket: one line per command the zygote ran
+_MAX_REQUEST = 4 * 1024 * 1024  # argv + environment; an environment is a few kB
+_HEADER = struct.Struct("!I")
+
+
+def real_dbt() -> str:
+    """The ``dbt`` of this environment (beside this interpreter), else the one on PATH."""
+    beside = Path(sys.executable).with_name("dbt")
+    if beside.exists():
+        return str(beside)
+    return shutil.which("dbt") or str(beside)
+
+
+def launcher_path() -> str:
+    """``paperlake-dbt`` beside this interpreter (the console script), else plain ``dbt``."""
+    beside = Path(sys.executable).with_name("paperlake-dbt")
+    return str(beside) if beside.exists() else real_dbt()
+
+
+# ── the launcher ───────────────────────────────────────────────────────────────────────────────────────────────
+
+
+def _send_message(connection: socket.socket, payload: dict, fds: list[int] | None = None) -> None:
+    data = json.dumps(payload).encode()
+    message = _HEADER.pack(len(data)) + data
+    if fds:
+        connection.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+    else:
+        connection.sendall(message)
+
+
+def _read_exactly(connection: socket.socket, size: int, fds: list[int] | None = None) -> bytes:
+    chunks, received = [], 0
+    while received < size:
+        if fds is not None and not chunks:
+            data, ancillary, _, _ = connection.recvmsg(size, socket.CMSG_SPACE(3 * array.array("i").itemsize))
+            for level, kind, body in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    received_fds = array.array("i")
+                    received_fds.frombytes(body[: len(body) - len(body) % received_fds.itemsize])
+                    fds.extend(received_fds)
+        else:
+            data = connection.recv(size - received)
+        if not data:
+            raise ConnectionError("the connection closed mid-message")
+        chunks.append(data)
+        received += len(data)
+    return b"".join(chunks)
+
+
+def _receive_message(connection: socket.socket, fds: list[int] | None = None) -> dict:
+    head = _read_exactly(connection, _HEADER.size, fds)
+    (size,) = _HEADER.unpack(head)
+    if size > _MAX_REQUEST:
+        raise ValueError(f"message of {size} bytes, more than {_MAX_REQUEST}")
+    return json.loads(_read_exactly(connection, size))
+
+
+def launcher_main() -> None:
+    """``paperlake-dbt ARGS``: run ``dbt ARGS`` in a fork of the ingest's zygote, else be ``dbt ARGS``."""
+    arguments = sys.argv[1:]
+    zygote, _, address = os.environ.get(ENV_VAR, "").partition(":")
+    connection = None
+    if zygote.isdigit() and address:
+        # a zygote still importing dbt: waiting for it is never slower than importing dbt here
+        deadline = time.monotonic() + READY_WAIT_SECONDS
+        while not os.path.exists(address) and _alive(int(zygote)) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        try:
+            connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            connection.connect(address)
+            _send_message(connection, {"argv": arguments, "env": dict(os.environ), "cwd": os.getcwd()}, [0, 1, 2])
+            child = int(_receive_message(connection)["pid"])
+        except (OSError, ValueError, KeyError, ConnectionError):
+            if connection is not None:
+                connection.close()
+            connection = None
+    if connection is None:
+        environment = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+        os.execve(real_dbt(), [real_dbt(), *arguments], environment)
+
+    def forward(signum: int, _frame: object) -> None:
+        try:
+            os.kill(child, signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, forward)
+    try:
+        status = int(_receive_message(connection)["exit"])
+    except (OSError, ValueError, KeyError, ConnectionError):
+        # the zygote died: wait for its child, whose status is then lost
+        while _alive(child):
+            time.sleep(0.2)
+        print(f"paperlake-dbt: lost track of dbt (pid {child}); its exit status is unknown", file=sys.stderr)
+        status = 2
+    sys.exit(status)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# ── the zygote ─────────────────────────────────────────────────────────────────────────────────────────────────
+
+
+def _run_dbt_child(request: dict, fds: list[int], listener: socket.socket, connection: socket.socket) -> int:
+    """In the forked child: take the launcher's streams, environment and directory, run dbt's CLI; its exit status.
+    The caller exits the process with it (a normal exit: dbt's multiprocessing locks are released)."""
+    listener.close()
+    connection.close()
+    for target, fd in enumerate(fds[:3]):
+        os.dup2(fd, target)
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
+    fds.clear()
+    for signum in (signal.SIGTERM, signal.SIGCHLD):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update({k: v for k, v in request["env"].items() if k != ENV_VAR})
+        sys.argv = ["dbt", *request["argv"]]
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", closefd=False, buffering=1)
+        sys.stderr = open(2, "w", closefd=False, buffering=1)
+        from dbt.cli.main import cli
+
+        cli.main(args=list(request["argv"]), prog_name="dbt", standalone_mode=True)
+        return 0
+    except SystemExit as done:
+        code = done.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    except KeyboardInterrupt:
+        return 130
+    except BaseException as error:  # the child must end, whatever happened
+        print(f"paperlake-dbt: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+
+
+def _fork_command(connection: socket.socket, listener: socket.socket, log: Path) -> None:
+    """Read one command and fork its child, in the zygote's main thread (no fork from a helper thread); a thread
+    then reports the child's pid and, when it ends, its exit status."""
+    fds: list[int] = []
+    try:
+        request = _receive_message(connection, fds)
+        if len(fds) < 3:
+            raise ValueError(f"expected stdin, stdout and stderr, got {len(fds)} descriptors")
+        pid = os.fork()
+        if pid == 0:  # the child leaves the zygote's loop here, by a normal interpreter exit
+            raise SystemExit(_run_dbt_child(request, fds, listener, connection))
+    except (OSError, ValueError, ConnectionError):
+        connection.close()
+        return
+    finally:
+        for fd in fds:
+            os.close(fd)
+    threading.Thread(target=_report, args=(connection, pid, request["argv"], log), daemon=True).start()
+
+
+_LOG_LOCK = threading.Lock()
+
+
+def _report(connection: socket.socket, pid: int, argv: list[str], log: Path) -> None:
+    """Tell the launcher the child's pid, then its exit status; note the command in the zygote's log."""
+    started = time.perf_counter()
+    status: int | None = None
+    try:
+        _send_message(connection, {"pid": pid})
+        _, wait_status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(wait_status)
+        status = 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell says
+        _send_message(connection, {"exit": status})
+    except (OSError, ConnectionError):
+        pass
+    finally:
+        connection.close()
+        entry = {"argv": argv, "pid": pid, "exit": status, "seconds": round(time.perf_counter() - started, 3)}
+        with _LOG_LOCK, log.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry) + "\n")
+
+
+def zygote_main(address: str, parent: int) -> None:
+    """Import dbt, then fork a dbt child per connection on the socket ``address`` until ``parent`` is gone or the
+    socket file is removed."""
+    import dbt.adapters.duckdb  # imported here once, for every command forked after
+    import dbt.cli.main  # noqa: F401
+
+    log = Path(address).with_name(COMMAND_LOG)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address + ".binding")
+    listener.listen(8)
+    listener.settimeout(0.5)
+    os.rename(address + ".binding", address)  # the socket appears only once it accepts connections
+    identity = os.stat(address).st_ino
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except socket.timeout:
+            try:
+                gone = os.getppid() != parent or os.stat(address).st_ino != identity
+            except FileNotFoundError:
+                gone = True
+            if gone:
+                break
+            continue
+        connection.settimeout(None)
+        _fork_command(connection, listener, log)
+    listener.close()
+
+
+_PREFIX = "paperlake-dbt-"
+
+
+def _sweep_stale_directories() -> None:
+    """Remove the socket directories of ingests that were killed (their zygote died with them, leaving it)."""
+    for directory in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*-*"):
+        owner = directory.name[len(_PREFIX) :].split("-", 1)[0]
+        if owner.isdigit() and not _alive(int(owner)):
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+class WarmDbt:
+    """The zygote for one ingest: ``with WarmDbt(): ...`` sets ``PAPERLAKE_DBT_ZYGOTE`` for the block (the dbt
+    commands run meanwhile inherit it) and stops the zygote after it. Starting returns at once: until the zygote is
+    listening, a launcher finds no socket and runs plain dbt. A zygote that cannot start costs nothing but the
+    warm start."""
+
+    def __init__(self) -> None:
+        _sweep_stale_directories()
+        self.directory = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
+        self.address = str(self.directory / "zygote.sock")
+        self.process: subprocess.Popen | None = None
+        self.commands: list[dict] = []  # after close: the commands the zygote ran (argv, pid, exit, seconds)
+        self._saved: str | None = None
+
+    def __enter__(self) -> "WarmDbt":
+        if os.environ.get(DISABLE_VAR, "1") == "0":  # off: every command is a plain dbt
+            return self
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "paperlake.dbt_warm", self.address, str(os.getpid())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError:
+            self.process = None
+        self._saved = os.environ.get(ENV_VAR)
+        if self.process is not None:
+            os.environ[ENV_VAR] = f"{self.process.pid}:{self.address}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def wait_ready(self, timeout: float = 60.0) -> bool:
+        """Whether the zygote listens (its socket exists) within ``timeout`` seconds; False if it is not running."""
+        deadline = time.monotonic() + timeout
+        while self.process is not None and self.process.poll() is None and time.monotonic() < deadline:
+            if Path(self.address).exists():
+                return True
+            time.sleep(0.05)
+        return False
+
+    def close(self) -> None:
+        if self._saved is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = self._saved
+        if self.process is not None:
+            Path(self.address).unlink(missing_ok=True)  # the zygote sees its socket gone and exits
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
+        log = self.directory / COMMAND_LOG
+        if log.exists():
+            self.commands = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    zygote_main(sys.argv[1], int(sys.argv[2]))

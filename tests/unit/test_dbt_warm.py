@@ -1,0 +1,130 @@
+"""The warm dbt (paperlake.dbt_warm): dbt commands forked from a zygote that imported dbt once, with the launcher
+falling back to plain dbt whenever there is no zygote to reach."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from paperlake.dbt_warm import DISABLE_VAR, ENV_VAR, WarmDbt, launcher_path, real_dbt
+
+LAUNCHER = launcher_path()
+pytestmark = pytest.mark.skipif(
+    not LAUNCHER.endswith("paperlake-dbt"), reason="the paperlake-dbt console script is not installed"
+)
+
+
+def dbt_version() -> str:
+    import importlib.metadata
+
+    return importlib.metadata.version("dbt-core")
+
+
+def launch(*arguments: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([LAUNCHER, *arguments], capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_a_command_runs_in_a_fork_of_the_zygote_and_keeps_its_output_and_status() -> None:
+    with WarmDbt() as warm:
+        assert warm.wait_ready(), "the zygote did not start"
+        zygote = warm.process.pid
+        version = launch("--version")
+        unknown = launch("no-such-command")
+    assert version.returncode == 0 and dbt_version() in version.stdout + version.stderr
+    assert unknown.returncode == 2 and "No such command 'no-such-command'" in unknown.stdout + unknown.stderr
+    assert [(c["argv"], c["exit"]) for c in warm.commands] == [(["--version"], 0), (["no-such-command"], 2)]
+    assert all(c["pid"] not in (zygote, os.getpid()) for c in warm.commands)
+    assert not Path(f"/proc/{zygote}").exists() and ENV_VAR not in os.environ
+    plain = subprocess.run([real_dbt(), "no-such-command"], capture_output=True, text=True, timeout=120)
+    assert plain.returncode == unknown.returncode  # the same status as plain dbt's
+
+
+def test_without_a_reachable_zygote_the_launcher_is_plain_dbt(tmp_path: Path) -> None:
+    environment = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+    assert dbt_version() in launch("--version", env=environment).stdout
+    # a zygote that is gone (its pid dead, its socket never made): no wait, plain dbt
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = {**environment, ENV_VAR: f"{dead.pid}:{tmp_path / 'zygote.sock'}"}
+    started = time.monotonic()
+    assert dbt_version() in launch("--version", env=stale).stdout
+    assert time.monotonic() - started < 25  # not the launcher's 30 s wait for a zygote still importing
+    # a socket file nobody listens on
+    (tmp_path / "zygote.sock").write_text("")
+    stale[ENV_VAR] = f"{os.getpid()}:{tmp_path / 'zygote.sock'}"
+    assert dbt_version() in launch("--version", env=stale).stdout
+
+
+def test_sigint_reaches_the_forked_dbt(tmp_path: Path) -> None:
+    """dagster-dbt stops a build with SIGINT: the launcher forwards it to the dbt child, which stops."""
+    from paperlake.warehouse import DBT_PROJECT_DIR
+
+    environment = {
+        **os.environ,
+        "PAPERLAKE_DBT_TARGET_PATH": str(tmp_path / "w.duckdb"),
+        "PAPERLAKE_LAKE": str(tmp_path / "lake"),
+        "DBT_PROFILES_DIR": str(DBT_PROJECT_DIR),
+        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+    }
+    endless = "select count(*) from range(1000000000000) a, range(10) b"
+    with WarmDbt() as warm:
+        assert warm.wait_ready()
+        environment[ENV_VAR] = os.environ[ENV_VAR]
+        process = subprocess.Popen(
+            [LAUNCHER, "show", "--target-path", str(tmp_path / "target"), "--inline", endless],
+            cwd=DBT_PROJECT_DIR,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "target").exists() and time.monotonic() < deadline:  # dbt has started on the project
+            time.sleep(0.1)
+        time.sleep(1)
+        process.send_signal(signal.SIGINT)
+        try:
+            output, _ = process.communicate(timeout=60)
+        finally:
+            process.kill()
+    assert process.returncode != 0 and "KeyboardInterrupt" in output, output[-2000:]
+    assert [c["exit"] for c in warm.commands] == [process.returncode]
+
+
+def test_the_zygote_ends_with_a_killed_ingest_and_its_directory_is_swept(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import json, os, sys
+        from paperlake.dbt_warm import WarmDbt
+        warm = WarmDbt().__enter__()
+        assert warm.wait_ready()
+        print(json.dumps({"zygote": warm.process.pid, "directory": str(warm.directory)}), flush=True)
+        os._exit(0)  # killed: no close
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    left = json.loads(done.stdout)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{left['zygote']}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{left['zygote']}").exists(), "the zygote outlived its ingest"
+    assert Path(left["directory"]).exists()
+    with WarmDbt():  # the next ingest sweeps the dead one's directory
+        pass
+    assert not Path(left["directory"]).exists()
+
+
+def test_switched_off_there_is_no_zygote(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DISABLE_VAR, "0")
+    with WarmDbt() as warm:
+        assert warm.process is None and ENV_VAR not in os.environ and not warm.wait_ready(timeout=0.1)
+        assert launch("--version").returncode == 0
+    assert warm.commands == []
