@@ -313,10 +313,11 @@ def ingest(
     stale by :mod:`paperlake.freshness` (which reads each store's own record of what it was built from), so a
     run killed at any point is repaired by the next one. Never raises for a failed paper or stage: each becomes a
     :class:`StageFailure` of the summary."""
-    # dbt's imports (~2 s a command) happen once, in a zygote started now, while the plan and the parse run
-    warm = WarmDbt()
-    with warm:
-        summary = _ingest(inboxes, settings, progress, rebuild_warehouse, enrich_kinds, enrich_limit, retry_errors)
+    # dbt's imports (~2 s a command) happen once, in a zygote started as soon as a dbt build is known to come
+    with WarmDbt() as warm:
+        summary = _ingest(
+            inboxes, settings, progress, rebuild_warehouse, enrich_kinds, enrich_limit, retry_errors, warm
+        )
     summary.warm_dbt_commands = warm.commands
     return summary
 
@@ -329,6 +330,7 @@ def _ingest(
     enrich_kinds: tuple[str, ...] | None,
     enrich_limit: int | None,
     retry_errors: bool,
+    warm: WarmDbt,
 ) -> IngestSummary:
     started = time.perf_counter()
     prepare_dbt_manifest(settings)  # before the dbt assets are imported
@@ -344,6 +346,8 @@ def _ingest(
     lake.ensure_contract()
     sources = scan_inbox(inboxes, settings.mineru_dir)
     plan = plan_ingest(sources, lake, settings)
+    if plan.to_parse or plan.removed:  # the warehouse will be built: dbt's imports overlap the parse
+        warm.start()
     summary = IngestSummary(plan=plan)
     resource = PaperlakeResource(
         home=str(settings.home),
@@ -398,6 +402,7 @@ def _ingest(
         reason = warehouse_staleness(settings) or ("asked for (--rebuild-warehouse)" if rebuild_warehouse else None)
         if reason:
             summary.stale["warehouse"] = reason
+            warm.start()
             result = runner.run("build_warehouse", log="dbt-build.log")
             if not result.success:
                 summary.failures.append(
@@ -443,7 +448,7 @@ def _ingest(
         if settings.executor != "in_process":
             held.close()  # steps run in other processes and open the store themselves (a Lite file: one at a time)
         with held:
-            _downstream(runner, instance, settings, summary, formulas, vectors, notify, ahead)
+            _downstream(runner, instance, settings, summary, formulas, vectors, notify, ahead, warm)
         _forget_partitions(instance, papers.name, settings, lake, {s.paper_key for s in sources}, collections)
         summary.step_seconds["total"] = time.perf_counter() - started
         return summary
@@ -488,6 +493,7 @@ def _downstream(
     vectors: VectorPlan,
     notify: Callable[[str, str], None],
     ahead=None,
+    warm: WarmDbt | None = None,
 ) -> None:
     """The formula graph, the vector sync and the self-evaluation, for what the check found stale. The encode-ahead
     thread (``ahead``) stops before the vector sync, whose encoder takes every core."""
@@ -500,6 +506,8 @@ def _downstream(
     if formulas:
         summary.stale |= {f"formula {part}": why for part, why in formulas.items()}
         selection = [key for part in formulas for key in FORMULA_ASSETS[part].keys]
+        if warm is not None and "models" in formulas:
+            warm.start()
         result = runner.run("build_formulas", asset_selection=selection, log="formulas-build.log")
         if result.success:
             summary.formulas_built = sorted(formulas)

@@ -268,22 +268,31 @@ def _sweep_stale_directories() -> None:
 
 
 class WarmDbt:
-    """The zygote for one ingest: ``with WarmDbt(): ...`` sets ``PAPERLAKE_DBT_ZYGOTE`` for the block (the dbt
-    commands run meanwhile inherit it) and stops the zygote after it. Starting returns at once: until the zygote is
-    listening, a launcher finds no socket and runs plain dbt. A zygote that cannot start costs nothing but the
-    warm start."""
+    """The zygote for one ingest: inside ``with WarmDbt() as warm:``, ``warm.start()`` starts it (at once, in the
+    background) and sets ``PAPERLAKE_DBT_ZYGOTE`` for the dbt commands run after; leaving the block stops it and
+    keeps the log of the commands it ran (:attr:`commands`). A launcher that comes while the zygote is still
+    importing waits for it. A zygote that cannot start costs nothing but the warm start."""
 
     def __init__(self) -> None:
-        _sweep_stale_directories()
-        self.directory = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
-        self.address = str(self.directory / "zygote.sock")
+        self.directory: Path | None = None  # made by start(): a private directory for the socket and the log
+        self.address = ""
         self.process: subprocess.Popen | None = None
         self.commands: list[dict] = []  # after close: the commands the zygote ran (argv, pid, exit, seconds)
         self._saved: str | None = None
+        self._started = False
 
     def __enter__(self) -> "WarmDbt":
-        if os.environ.get(DISABLE_VAR, "1") == "0":  # off: every command is a plain dbt
+        return self
+
+    def start(self) -> "WarmDbt":
+        """Start the zygote (once; call it as soon as a dbt command is known to come). An ingest that runs no dbt
+        command never starts one: importing dbt costs ~2.5 s of a core."""
+        if self.process is not None or self._started or os.environ.get(DISABLE_VAR, "1") == "0":
             return self
+        self._started = True
+        _sweep_stale_directories()
+        self.directory = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
+        self.address = str(self.directory / "zygote.sock")
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "paperlake.dbt_warm", self.address, str(os.getpid())],
@@ -293,9 +302,9 @@ class WarmDbt:
             )
         except OSError:
             self.process = None
+            return self
         self._saved = os.environ.get(ENV_VAR)
-        if self.process is not None:
-            os.environ[ENV_VAR] = f"{self.process.pid}:{self.address}"
+        os.environ[ENV_VAR] = f"{self.process.pid}:{self.address}"
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -311,11 +320,11 @@ class WarmDbt:
         return False
 
     def close(self) -> None:
-        if self._saved is None:
-            os.environ.pop(ENV_VAR, None)
-        else:
-            os.environ[ENV_VAR] = self._saved
         if self.process is not None:
+            if self._saved is None:
+                os.environ.pop(ENV_VAR, None)
+            else:
+                os.environ[ENV_VAR] = self._saved
             Path(self.address).unlink(missing_ok=True)  # the zygote sees its socket gone and exits
             try:
                 self.process.wait(timeout=5)
@@ -323,10 +332,12 @@ class WarmDbt:
                 self.process.kill()
                 self.process.wait()
             self.process = None
-        log = self.directory / COMMAND_LOG
-        if log.exists():
-            self.commands = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if self.directory is not None:
+            log = self.directory / COMMAND_LOG
+            if log.exists():
+                self.commands = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
 
 
 if __name__ == "__main__":

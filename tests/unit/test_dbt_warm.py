@@ -34,7 +34,8 @@ def launch(*arguments: str, env: dict[str, str] | None = None) -> subprocess.Com
 
 def test_a_command_runs_in_a_fork_of_the_zygote_and_keeps_its_output_and_status() -> None:
     with WarmDbt() as warm:
-        assert warm.wait_ready(), "the zygote did not start"
+        assert warm.process is None and ENV_VAR not in os.environ  # started when a dbt command is known to come
+        assert warm.start().wait_ready(), "the zygote did not start"
         zygote = warm.process.pid
         version = launch("--version")
         unknown = launch("no-such-command")
@@ -76,7 +77,7 @@ def test_sigint_reaches_the_forked_dbt(tmp_path: Path) -> None:
     }
     endless = "select count(*) from range(1000000000000) a, range(10) b"
     with WarmDbt() as warm:
-        assert warm.wait_ready()
+        assert warm.start().wait_ready()
         environment[ENV_VAR] = os.environ[ENV_VAR]
         process = subprocess.Popen(
             [LAUNCHER, "show", "--target-path", str(tmp_path / "target"), "--inline", endless],
@@ -104,7 +105,7 @@ def test_the_zygote_ends_with_a_killed_ingest_and_its_directory_is_swept(tmp_pat
         """
         import json, os, sys
         from paperlake.dbt_warm import WarmDbt
-        warm = WarmDbt().__enter__()
+        warm = WarmDbt().start()
         assert warm.wait_ready()
         print(json.dumps({"zygote": warm.process.pid, "directory": str(warm.directory)}), flush=True)
         os._exit(0)  # killed: no close
@@ -117,14 +118,15 @@ def test_the_zygote_ends_with_a_killed_ingest_and_its_directory_is_swept(tmp_pat
         time.sleep(0.1)
     assert not Path(f"/proc/{left['zygote']}").exists(), "the zygote outlived its ingest"
     assert Path(left["directory"]).exists()
-    with WarmDbt():  # the next ingest sweeps the dead one's directory
-        pass
+    with WarmDbt() as warm:  # the next ingest's zygote sweeps the dead one's directory
+        warm.start()
     assert not Path(left["directory"]).exists()
 
 
 def test_switched_off_there_is_no_zygote(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(DISABLE_VAR, "0")
     with WarmDbt() as warm:
+        warm.start()
         assert warm.process is None and ENV_VAR not in os.environ and not warm.wait_ready(timeout=0.1)
         assert launch("--version").returncode == 0
     assert warm.commands == []
