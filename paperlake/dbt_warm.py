@@ -104,15 +104,27 @@ def launcher_main() -> None:
         deadline = time.monotonic() + READY_WAIT_SECONDS
         while not os.path.exists(address) and _alive(int(zygote)) and time.monotonic() < deadline:
             time.sleep(0.02)
+        sent = False
         try:
             connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             connection.connect(address)
             _send_message(connection, {"argv": arguments, "env": dict(os.environ), "cwd": os.getcwd()}, [0, 1, 2])
-            child = int(_receive_message(connection)["pid"])
-        except (OSError, ValueError, KeyError, ConnectionError):
+            sent = True
+            reply = _receive_message(connection)
+            if "pid" not in reply:  # refused before any fork: plain dbt below
+                raise ValueError(str(reply.get("refused")))
+            child = int(reply["pid"])
+        except (OSError, ValueError, KeyError, ConnectionError) as error:
             if connection is not None:
                 connection.close()
             connection = None
+            if sent and not isinstance(error, ValueError):
+                # the zygote went away after taking the command: it may have started dbt, so dbt is not run twice
+                print(
+                    f"paperlake-dbt: the warm dbt went away ({error}); the command's outcome is unknown",
+                    file=sys.stderr,
+                )
+                sys.exit(2)
     if connection is None:
         environment = {k: v for k, v in os.environ.items() if k != ENV_VAR}
         os.execve(real_dbt(), [real_dbt(), *arguments], environment)
@@ -191,12 +203,18 @@ def _fork_command(connection: socket.socket, listener: socket.socket, log: Path)
     fds: list[int] = []
     try:
         request = _receive_message(connection, fds)
-        if len(fds) < 3:
-            raise ValueError(f"expected stdin, stdout and stderr, got {len(fds)} descriptors")
+        if len(fds) < 3 or not isinstance(request.get("argv"), list):
+            _send_message(connection, {"refused": f"a request with {len(fds)} descriptors and no argv list"})
+            connection.close()
+            return
         pid = os.fork()
         if pid == 0:  # the child leaves the zygote's loop here, by a normal interpreter exit
             raise SystemExit(_run_dbt_child(request, fds, listener, connection))
-    except (OSError, ValueError, ConnectionError):
+    except (OSError, ValueError, ConnectionError) as error:  # not forked: the launcher runs plain dbt
+        try:
+            _send_message(connection, {"refused": f"{type(error).__name__}: {error}"})
+        except OSError:
+            pass
         connection.close()
         return
     finally:

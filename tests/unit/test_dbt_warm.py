@@ -130,3 +130,19 @@ def test_switched_off_there_is_no_zygote(monkeypatch: pytest.MonkeyPatch) -> Non
         assert warm.process is None and ENV_VAR not in os.environ and not warm.wait_ready(timeout=0.1)
         assert launch("--version").returncode == 0
     assert warm.commands == []
+
+
+def test_a_malformed_request_is_refused_before_any_fork() -> None:
+    """A request without the three streams gets a refusal (the launcher then runs plain dbt), and no command."""
+    import socket
+
+    from paperlake.dbt_warm import _receive_message, _send_message
+
+    with WarmDbt() as warm:
+        assert warm.start().wait_ready()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect(warm.address)
+            _send_message(client, {"argv": ["--version"], "env": {}, "cwd": "/"})  # no descriptors passed
+            reply = _receive_message(client)
+    assert "refused" in reply and "0 descriptors" in reply["refused"], reply
+    assert warm.commands == []
