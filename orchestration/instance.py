@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 
 from paperlake.config import Settings, is_server_uri
+from paperlake.dbt_warm import pid_alive
 
 SINGLE_WRITER_POOLS = ("warehouse", "formulas")
 PID_TAG = "paperlake/pid"
@@ -44,16 +45,6 @@ def configure_pools(instance, settings: Settings) -> dict[str, int]:
     return {pool: storage.get_concurrency_info(pool).slot_count for pool in storage.get_concurrency_keys()}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def release_stale_slots(instance) -> list[str]:
     """Free pool slots still held by runs that can no longer release them; returns those run ids.
 
@@ -68,7 +59,7 @@ def release_stale_slots(instance) -> list[str]:
     for run_id in storage.get_concurrency_run_ids():
         run = instance.get_run_by_id(run_id)
         pid = run.tags.get(PID_TAG) if run is not None else None
-        orphaned = pid is not None and pid.isdigit() and not _alive(int(pid))
+        orphaned = pid is not None and pid.isdigit() and not pid_alive(int(pid))
         if run is None or run.is_finished or orphaned:
             if orphaned and not run.is_finished:
                 instance.report_run_failed(

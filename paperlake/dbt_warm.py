@@ -102,7 +102,7 @@ def launcher_main() -> None:
     if zygote.isdigit() and address:
         # a zygote still importing dbt: waiting for it is never slower than importing dbt here
         deadline = time.monotonic() + READY_WAIT_SECONDS
-        while not os.path.exists(address) and _alive(int(zygote)) and time.monotonic() < deadline:
+        while not os.path.exists(address) and pid_alive(int(zygote)) and time.monotonic() < deadline:
             time.sleep(0.02)
         sent = False
         try:
@@ -141,14 +141,16 @@ def launcher_main() -> None:
         status = int(_receive_message(connection)["exit"])
     except (OSError, ValueError, KeyError, ConnectionError):
         # the zygote died: wait for its child, whose status is then lost
-        while _alive(child):
+        while pid_alive(child):
             time.sleep(0.2)
         print(f"paperlake-dbt: lost track of dbt (pid {child}); its exit status is unknown", file=sys.stderr)
         status = 2
     sys.exit(status)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user's counts). Here, not in a heavier module: the launcher
+    imports this module on every dbt command."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -281,7 +283,7 @@ def _sweep_stale_directories() -> None:
     """Remove the socket directories of ingests that were killed (their zygote died with them, leaving it)."""
     for directory in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*-*"):
         owner = directory.name[len(_PREFIX) :].split("-", 1)[0]
-        if owner.isdigit() and not _alive(int(owner)):
+        if owner.isdigit() and not pid_alive(int(owner)):
             shutil.rmtree(directory, ignore_errors=True)
 
 
