@@ -2,8 +2,9 @@
 
 Every ``dbt`` command starts a new interpreter that spends ~2 s importing dbt (mashumaro compiles dbt's dataclasses'
 serialisers at import) before it reads a byte of the project; an ingest runs two (the warehouse and the formula
-models), and a one-paper ingest takes ~25 s. :class:`WarmDbt` starts one *zygote* process per ingest, early, so its
-imports overlap the plan and parse stages; the dbt commands are then forks of it.
+models), and a one-paper ingest takes ~25 s. :class:`WarmDbt` starts one *zygote* process per ingest as soon as a dbt
+build is known to come (right after the plan when papers are to be parsed, so its imports overlap the parse); the
+dbt commands are then forks of it. An ingest that builds nothing starts none.
 
 - ``paperlake-dbt`` (:func:`launcher_main`) is the executable dagster-dbt runs instead of ``dbt``, with the same
   arguments. With ``PAPERLAKE_DBT_ZYGOTE`` naming a live zygote (``pid:socket``; one still importing is waited for,
