@@ -239,6 +239,16 @@ class TextEncoder:
             for offsets in encoded["offset_mapping"]
         ]
 
+    def token_states(self, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """The model's last hidden states for one window of ``text`` (cut at the window like :meth:`encode`), one
+        row per token with the special tokens, and each token's character span in ``text`` ((0, 0) for the special
+        tokens). Their mean, normalised, is the text's vector. For measuring span vectors inside a window (late
+        chunking, ``benchmarks/late_chunking.py``); the onnx backends only."""
+        model = self._load()
+        if not isinstance(model, OnnxTextModel):
+            raise EncoderUnavailable(f"{self.model_id}: token states come from the onnx backends only")
+        return model.token_states(text)
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
@@ -313,6 +323,15 @@ class OnnxTextModel:
         self.session = onnxruntime.InferenceSession(str(onnx_path), options, providers=providers)
         self.inputs = {i.name for i in self.session.get_inputs()}
 
+    def _hidden(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        return self.session.run(None, {k: v for k, v in feed.items() if k in self.inputs})[0]
+
+    def token_states(self, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        encoding = self.tokenizer.encode(text)
+        ids = np.asarray([encoding.ids], dtype=np.int64)
+        return self._hidden(ids, np.ones_like(ids))[0], list(encoding.offsets)
+
     def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(texts)
         order = np.argsort([len(e.ids) for e in encodings], kind="stable")
@@ -325,8 +344,7 @@ class OnnxTextModel:
             for r, i in enumerate(rows):
                 ids[r, : len(encodings[i].ids)] = encodings[i].ids
                 mask[r, : len(encodings[i].ids)] = 1
-            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            hidden = self.session.run(None, {k: v for k, v in feed.items() if k in self.inputs})[0]
+            hidden = self._hidden(ids, mask)
             pooled = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
             if out is None:
                 out = np.zeros((len(texts), pooled.shape[1]), dtype=np.float32)

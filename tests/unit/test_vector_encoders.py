@@ -12,7 +12,14 @@ import pytest
 import yaml
 
 from paperlake.vectors.config import ConfigError, default_config_path, load_config, parse_config
-from paperlake.vectors.encoders import EmbeddingCache, EncoderRegistry, TextEncoder, encode_cached, onnx_model_path
+from paperlake.vectors.encoders import (
+    EmbeddingCache,
+    EncoderRegistry,
+    EncoderUnavailable,
+    TextEncoder,
+    encode_cached,
+    onnx_model_path,
+)
 from paperlake.vectors.entities import collect_cells
 from paperlake.vectors.search import fuse
 from support.sample_warehouse import build_sample_warehouse
@@ -304,3 +311,18 @@ def test_a_head_is_the_first_tokens_cut_at_a_word(real_texts, onnx_dir, tmp_path
     head, _ = encoder.head(long_text, 64)
     np.testing.assert_allclose(pooled.vectors[0], encoder.encode([head])[0], atol=1e-6)
     assert float(pooled.vectors[0] @ pooled.vectors[1]) < 0.99  # the whole text pools every window
+
+
+def test_token_states_pool_to_the_texts_vector(real_texts, onnx_dir):
+    """The token states (what late chunking pools over a span) are the ones the vector is the mean of, each with
+    its character span in the text; a torch encoder says it has none."""
+    encoder = minilm("onnx", onnx_dir)
+    text = max(real_texts, key=len)
+    states, offsets = encoder.token_states(text)
+    assert states.shape == (len(offsets), encoder.dimension)
+    mean = states.mean(axis=0)
+    assert np.allclose(mean / np.linalg.norm(mean), encoder.encode([text])[0], atol=1e-5)
+    words = [text[a:b] for a, b in offsets if b > a]
+    assert words and all(w.strip() for w in words) and offsets[0] == offsets[-1] == (0, 0)
+    with pytest.raises(EncoderUnavailable, match="onnx backends only"):
+        minilm("torch", None).token_states(text)
