@@ -38,6 +38,8 @@ BUILDS_TABLE = "_paperlake.builds"
 PAPERS_TABLE = "_paperlake.papers"  # paper key → paper id and lake digest, as the per-paper marts hold them
 DELTA_TABLE = "_paperlake.build_delta"  # during an incremental build: the papers whose rows it replaces
 MODE_TABLE = "_paperlake.build_mode"  # during a build: whether it is incremental
+FILES_TABLE = "_paperlake.build_files"  # during an incremental build: the lake files of the papers it loads
+LAKE_SCHEMA = "_lake"  # the lake's sources as dbt reads them (dbt_project/macros/lake_views.sql)
 
 
 @dataclass
@@ -50,13 +52,16 @@ class BuildScope:
     papers: dict[str, tuple[str | None, str]]
     contracts: str
     delta: list[tuple[str, bool]] = field(default_factory=list)
+    files: list[tuple[str, str]] = field(default_factory=list)  # (view, path) of the papers loaded again
     reason: str = ""
 
 
 def plan_build(target: Path, lake_root: Path, dbt: str) -> BuildScope:
     """The scope of the next warehouse build into the side file ``target`` (a copy of the live warehouse), written
-    into it for dbt (:data:`DELTA_TABLE`, :data:`MODE_TABLE`)."""
+    into it for dbt (:data:`DELTA_TABLE`, :data:`MODE_TABLE`, and :data:`FILES_TABLE`: every view file of the papers
+    an incremental build loads, the only files its lake sources read)."""
     from paperlake.lake import Lake
+    from paperlake.views import VIEWS
 
     lake = Lake(lake_root)
     contracts, digests = lake.paper_digests()
@@ -81,6 +86,8 @@ def plan_build(target: Path, lake_root: Path, dbt: str) -> BuildScope:
                 scope.delta.append((old[0], False))
             if new is not None and new[0]:
                 scope.delta.append((new[0], True))
+                paths = [(view, lake.view_path(view, key)) for view in VIEWS]
+                scope.files += [(view, str(path)) for view, path in paths if path.exists()]
         scope.reason = f"{len({paper for paper, _ in scope.delta})} paper(s) changed"
     with duckdb.connect(str(target)) as con:
         con.execute("create schema if not exists _paperlake")
@@ -88,6 +95,9 @@ def plan_build(target: Path, lake_root: Path, dbt: str) -> BuildScope:
         con.execute(f"create or replace table {DELTA_TABLE} (paper_id uuid, load boolean)")
         if scope.delta:
             con.executemany(f"insert into {DELTA_TABLE} values (?, ?)", scope.delta)
+        con.execute(f"create or replace table {FILES_TABLE} (view varchar, path varchar)")
+        if scope.files:
+            con.executemany(f"insert into {FILES_TABLE} values (?, ?)", scope.files)
     return scope
 
 
@@ -205,6 +215,15 @@ def publish_build(warehouse: Path, stage: str, inputs: dict[str, str], scope: Bu
     in. dbt has closed it; checkpoint so no WAL is left behind."""
     target = build_path(warehouse)
     with duckdb.connect(str(target)) as con:
+        narrowed = con.execute(
+            "select view_name from duckdb_views() where schema_name = ? and view_name like '%\\_\\_full' escape '\\'",
+            [LAKE_SCHEMA],
+        ).fetchall()
+        if narrowed:  # dbt's on-run-end puts them back; a side file without that step is not a warehouse to publish
+            raise RuntimeError(
+                f"the {stage} build left lake views narrowed to one build's papers ({', '.join(n for n, in narrowed)}"
+                " set aside); not publishing it"
+            )
         con.execute("create schema if not exists _paperlake")
         con.execute(
             f"create table if not exists {BUILDS_TABLE} (stage varchar primary key, inputs varchar, "
@@ -220,8 +239,8 @@ def publish_build(warehouse: Path, stage: str, inputs: dict[str, str], scope: Bu
         con.execute(
             f"insert or replace into {BUILDS_TABLE} values (?, ?, now())", [stage, json.dumps(inputs, sort_keys=True)]
         )
-        con.execute(f"drop table if exists {DELTA_TABLE}")
-        con.execute(f"drop table if exists {MODE_TABLE}")
+        for table in (DELTA_TABLE, MODE_TABLE, FILES_TABLE):
+            con.execute(f"drop table if exists {table}")
         con.execute("checkpoint")
     os.replace(target, warehouse)
 

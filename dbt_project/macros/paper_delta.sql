@@ -48,11 +48,16 @@
 {%- endmacro %}
 
 
-{% macro paperlake_build_is_incremental() -%}
+{% macro paperlake_build_is_planned() -%}
     {%- set found = run_query(
         "select count(*) from information_schema.tables where table_schema = '_paperlake' and table_name = 'build_mode'"
     ) -%}
-    {%- if found.columns[0].values()[0] == 0 -%}
+    {%- do return(found.columns[0].values()[0] > 0) -%}
+{%- endmacro %}
+
+
+{% macro paperlake_build_is_incremental() -%}
+    {%- if not paperlake_build_is_planned() -%}
         {%- do return(false) -%}
     {%- endif -%}
     {%- do return(run_query("select incremental from _paperlake.build_mode").columns[0].values()[0]) -%}

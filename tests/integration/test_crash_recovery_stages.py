@@ -5,6 +5,7 @@ warehouse swap; a collection that fails every paper; and (``-m crash_matrix``) a
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 
 import duckdb
@@ -232,9 +233,16 @@ def test_a_new_papers_sync_writes_without_looking_up(tmp_path, references, monke
 
 
 def _built_incrementally(home) -> bool:
-    """Whether the last warehouse build read only the papers it changed: its compiled dbt tests are scoped to them."""
-    compiled = home / "dbt-target" / "warehouse" / "compiled" / "paperlake" / "models" / "marts" / "chunks.yml"
-    return any("_paperlake.build_delta" in path.read_text() for path in compiled.glob("not_null_chunks_*.sql"))
+    """Whether the last warehouse build read only the papers it changed: its compiled dbt tests are scoped to them,
+    and its lake sources read an explicit list of files (the loaded papers' and the contract), not the lake's glob."""
+    target = home / "dbt-target" / "warehouse"
+    compiled = target / "compiled" / "paperlake" / "models" / "marts" / "chunks.yml"
+    scoped = any("_paperlake.build_delta" in path.read_text() for path in compiled.glob("not_null_chunks_*.sql"))
+    statements = [json.loads(line)["data"].get("sql") or "" for line in (target / "dbt.log").read_text().splitlines()]
+    narrowed = any(
+        'create or replace view _lake."chunks" as select * from read_parquet([' in sql for sql in statements
+    )
+    return scoped and narrowed
 
 
 def test_incremental_warehouse_builds_equal_clean_ones(tmp_path, references):

@@ -1,5 +1,5 @@
-with papers as (
-    select * from {{ ref('stg_metadata') }}
+with papers as (  -- the mart, not its staging view: an incremental build narrows the lake's per-paper sources
+    select * from {{ ref('metadata') }}
 ),
 
 errors as (
