@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import subprocess
 import sys
 import time
@@ -100,7 +101,8 @@ def _dbt_parse(settings: Settings, env: dict[str, str]) -> None:
 
 
 def failure_reason(result) -> str:
-    """The innermost error of a failed run's failed steps, on one line (the stack traces stay in the instance)."""
+    """The innermost error of a failed run's failed steps, on one line (the stack traces stay in the instance); for a
+    failed dbt command, dbt's first error and what it says."""
     if isinstance(result, RunOutcome):
         return result.reason
     reasons = []
@@ -108,13 +110,42 @@ def failure_reason(result) -> str:
         if not event.is_step_failure:
             continue
         error = event.step_failure_data.error
-        while error is not None and error.cause is not None:
+        dbt = None
+        while error is not None:
+            dbt = dbt or _dbt_reason(error.message or "")
+            if error.cause is None:
+                break
             error = error.cause
         # the last line that says something (a gRPC error's repr ends with a lone ">")
         message = [line.strip() for line in (error.message if error is not None else "").splitlines()]
         message = [line for line in message if line.strip("<>")]
-        reasons.append(f"{event.step_key}: {message[-1] if message else 'unknown error'}")
+        reasons.append(f"{event.step_key}: {dbt or (message[-1] if message else 'unknown error')}")
     return "; ".join(reasons) or "the run failed; see it in the Dagster UI"
+
+
+_DBT_ERRORS = "Errors parsed from dbt logs:"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _dbt_reason(message: str) -> str | None:
+    """dbt's first error in dagster-dbt's message of a failed dbt command ("Runtime Error in model x (path): what
+    went wrong"), without dbt's progress lines, macro call stack and SQL position markers; None for another error."""
+    if _DBT_ERRORS not in message:
+        return None
+    lines = [line.strip() for line in _ANSI.sub("", message.split(_DBT_ERRORS, 1)[1]).splitlines()]
+    lines = [
+        line
+        for line in lines
+        if line.strip("^~ ")
+        and not line.startswith(">")
+        and not line.startswith("Failure in ")
+        and not re.match(r"\d+ of \d+ ", line)
+    ]
+    for index, line in enumerate(lines):
+        if re.search(r"\bError\b", line):
+            detail = lines[index + 1] if index + 1 < len(lines) else ""
+            return f"{line}: {detail}" if detail else line
+    return lines[0] if lines else None
 
 
 class _Runner:

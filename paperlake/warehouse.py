@@ -221,7 +221,7 @@ def publish_build(warehouse: Path, stage: str, inputs: dict[str, str], scope: Bu
         ).fetchall()
         if narrowed:  # dbt's on-run-end puts them back; a side file without that step is not a warehouse to publish
             raise RuntimeError(
-                f"the {stage} build left lake views narrowed to one build's papers ({', '.join(n for n, in narrowed)}"
+                f"the {stage} build left lake views narrowed to one build's papers ({', '.join(n for (n,) in narrowed)}"
                 " set aside); not publishing it"
             )
         con.execute("create schema if not exists _paperlake")
