@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import dagster as dg
+import duckdb
 from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtCliResource, DbtProject, dbt_assets
 
 from assets.resources import PaperlakeResource
@@ -17,6 +18,7 @@ from paperlake.failpoints import fault_point
 from paperlake.formulas.store import ensure_formula_contract
 from paperlake.freshness import formula_model_inputs, warehouse_inputs
 from paperlake.lake import Lake
+from paperlake.vectors.ledger import record_content_versions
 from paperlake.warehouse import (
     DBT_PROJECT_DIR,
     dbt_digest,
@@ -99,6 +101,9 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: Pa
     for event in invocation.stream():
         fault_point(f"{stage}.dbt_event")
         yield event
+    if scope is not None:  # the vector stage's content versions of the papers built, published with their rows
+        with duckdb.connect(str(side_file)) as con:
+            record_content_versions(con, None if scope.full else sorted({paper for paper, _ in scope.delta}))
     fault_point(f"{stage}.before_swap")
     publish_build(settings.warehouse, stage, inputs, scope)
     fault_point(f"{stage}.after_swap")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -35,7 +36,7 @@ import yaml
 from paperlake.failpoints import fault_point
 from paperlake.lake import atomic_write_bytes
 from paperlake.vectors.config import default_config_path, load_config
-from paperlake.vectors.entities import POOLING_VERSION, Cell, collect_cells, default_encodable
+from paperlake.vectors.entities import POOLING_VERSION, Cell, collect_cells, default_encodable, paper_filter
 
 # Bump when what a paper's entities are made of changes without the config changing (new cells, new fields).
 VECTORS_CODE_VERSION = "vectors-2"
@@ -140,12 +141,10 @@ class PaperSyncError(RuntimeError):
         super().__init__(f"{collection}: " + "; ".join(f"{key}: {why}" for key, why in failures.items()))
 
 
-def content_versions(con: Any, paper_ids: list[str] | None = None) -> dict[str, str]:
-    """paper id → a digest of every warehouse row its cells are made from (whole rows of the encodable tables, so
-    the texts and what pooling reads: chunk pages, section titles, row order), computed by DuckDB from its own row
-    hashes (a DuckDB upgrade that changes them only makes every paper's cells be read once more). A sync record
-    keeps it: a paper whose rows and collection fingerprint are the ones recorded needs no cells collected, which
-    keeps the staleness check from growing with the whole warehouse (only changed papers are read in Python)."""
+VERSIONS_TABLE = "_paperlake.content_versions"  # paper id → content version, stored with the warehouse's tables
+
+
+def _content_tables(con: Any) -> list[str]:
     from paperlake.vectors.entities import PRIMARY_KEYS
 
     tables = sorted({table for table, _, _ in default_encodable()} & set(PRIMARY_KEYS))
@@ -155,17 +154,79 @@ def content_versions(con: Any, paper_ids: list[str] | None = None) -> dict[str, 
             "select table_name from information_schema.tables where table_schema = current_schema()"
         ).fetchall()
     }
-    where = "where cast({column} as varchar) in (select unnest(?::varchar[]))" if paper_ids is not None else ""
+    return [t for t in tables if t in present]
+
+
+def _computed_versions(con: Any, tables: list[str], paper_ids: list[str] | None) -> dict[str, str]:
     parts: dict[str, list[str]] = {}
-    for table in (t for t in tables if t in present):
+    for table in tables:
         column = "paper_id" if table == "metadata" else "ref_paper_id"
+        where, params = paper_filter(column, paper_ids)
         query = (
             f"select cast({column} as varchar), cast(sum(hash(t)) as varchar) || ':' || count(*) "
-            f"from {table} t {where.format(column=column)} group by 1"
+            f"from {table} t {where} group by 1"
         )
-        for paper, digest in con.execute(query, [paper_ids] if paper_ids is not None else []).fetchall():
+        for paper, digest in con.execute(query, params).fetchall():
             parts.setdefault(paper, []).append(f"{table}:{digest}")
     return {paper: _digest(items) for paper, items in parts.items()}
+
+
+def _stored_versions(con: Any, tables: list[str]) -> dict[str, str] | None:
+    """The versions the warehouse build stored (:func:`record_content_versions`), if made over these tables."""
+    try:
+        rows = con.execute(f"select paper_id, version, tables from {VERSIONS_TABLE}").fetchall()
+    except Exception:  # an older warehouse, or one not built by the warehouse asset
+        return None
+    signature = ",".join(tables)
+    if any(made_over != signature for _, _, made_over in rows):
+        return None
+    return {paper: version for paper, version, _ in rows}
+
+
+def content_versions(con: Any, paper_ids: list[str] | None = None) -> dict[str, str]:
+    """paper id → a digest of every warehouse row its cells are made from (whole rows of the encodable tables, so
+    the texts and what pooling reads: chunk pages, section titles, row order), computed by DuckDB from its own row
+    hashes (a DuckDB upgrade that changes them only makes every paper's cells be read once more). A sync record
+    keeps it: a paper whose rows and collection fingerprint are the ones recorded needs no cells collected, which
+    keeps the staleness check from growing with the whole warehouse (only changed papers are read in Python).
+
+    The warehouse build stores them beside its tables for the papers it built (:func:`record_content_versions`):
+    hashing every row of a 2,000-paper warehouse took 2 s of each ingest's staleness check. Papers the stored
+    versions lack (a warehouse built otherwise, another encodable set) are computed."""
+    tables = _content_tables(con)
+    stored = _stored_versions(con, tables)
+    if stored is None:
+        return _computed_versions(con, tables, paper_ids)
+    wanted = list(stored) if paper_ids is None else [paper for paper in paper_ids if paper in stored]
+    versions = {paper: stored[paper] for paper in wanted}
+    if paper_ids is not None and (missing := [paper for paper in paper_ids if paper not in stored]):
+        versions |= _computed_versions(con, tables, missing)
+    return versions
+
+
+def record_content_versions(con: Any, changed: list[str] | None) -> None:
+    """Store :func:`content_versions` in the warehouse being built (``con``: its side file, before the swap, so the
+    versions and the rows they digest are published together): every paper's after a full build (``changed`` None)
+    or when none is stored yet, else those of the papers the build changed (a paper it removed loses its row)."""
+    tables = _content_tables(con)
+    if changed is not None and _stored_versions(con, tables) is None:
+        changed = None
+    con.execute("create schema if not exists _paperlake")
+    con.execute(
+        f"create table if not exists {VERSIONS_TABLE} (paper_id varchar primary key, version varchar, tables varchar)"
+    )
+    if changed is None:
+        con.execute(f"delete from {VERSIONS_TABLE}")
+    else:
+        con.execute(f"delete from {VERSIONS_TABLE} where paper_id in (select unnest(?::varchar[]))", [changed])
+    versions = _computed_versions(con, tables, changed) if changed != [] else {}
+    if not versions:  # nothing built, or only papers removed
+        return
+    signature = ",".join(tables)
+    con.executemany(
+        f"insert into {VERSIONS_TABLE} values (?, ?, ?)",
+        [(paper, version, signature) for paper, version in versions.items()],
+    )
 
 
 def sync_paper_keys(settings: Any, collection: str, paper_keys: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -364,9 +425,11 @@ def stale_papers(settings: Any, store: Any, collections: list[str]) -> VectorPla
             }
         )
         cells_by_paper = _cells_by_paper(con, unsure)
-        counted = {
-            collection: store.count(collection) if store.incarnation(collection) else None for collection in collections
-        }
+        # Milvus Lite counts by a pass over the collection (1 s each at 726k entities): the passes run side by side
+        live = [collection for collection in collections if store.incarnation(collection)]
+        with ThreadPoolExecutor(max_workers=max(1, len(live))) as pool:
+            counts = dict(zip(live, pool.map(store.count, live)))
+        counted = {collection: counts.get(collection) for collection in collections}
         if any(
             count is not None and count != sum(int(r.get("entities") or 0) for r in records[c].values())
             for c, count in counted.items()

@@ -255,10 +255,12 @@ def test_incremental_warehouse_builds_equal_clean_ones(tmp_path, references):
     must_ingest(home, inbox)
     assert _built_incrementally(home)
     assert_same_stores(home, references["both"])
+    _assert_stored_versions_are_the_computed_ones(home, papers=2)
     (inbox / SECOND.split("-")[0] / f"{SECOND}.pdf").unlink()
     must_ingest(home, inbox)
     assert _built_incrementally(home)
     assert_same_stores(home, references["one"])
+    _assert_stored_versions_are_the_computed_ones(home, papers=1)
 
     side = prepare_build(home / "warehouse.duckdb")
     try:
@@ -268,6 +270,17 @@ def test_incremental_warehouse_builds_equal_clean_ones(tmp_path, references):
         build_path(home / "warehouse.duckdb").unlink()
     assert isinstance(unchanged, BuildScope) and not unchanged.full and unchanged.delta == []
     assert other_project.full and other_project.reason == "the dbt project changed"
+
+
+def _assert_stored_versions_are_the_computed_ones(home, papers: int) -> None:
+    """The content versions an incremental build stored for the vector stage are what hashing the rows gives."""
+    from paperlake.vectors.ledger import _computed_versions, _content_tables, content_versions
+
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        stored = content_versions(con)
+        assert stored == _computed_versions(con, _content_tables(con), None)
+        assert len(stored) == papers
+        assert con.execute("select count(*) from _paperlake.content_versions").fetchone()[0] == papers
 
 
 def _recorded_dbt(home) -> str:

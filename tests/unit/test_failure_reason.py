@@ -53,7 +53,7 @@ def test_a_failed_dbt_command_reports_dbts_first_error_and_what_it_says():
         "  > called by model zz_fail (models/marts/zz_fail.sql)\n"
     )
     hook = _DBT_FAILED + (
-        "Runtime Error\n  IO Error: No files found that match the pattern \"[\"\n\n"
+        'Runtime Error\n  IO Error: No files found that match the pattern "["\n\n'
         "  LINE 1: ...from read_parquet(['[', ...\n                              ^\n"
     )
     result = SimpleNamespace(
