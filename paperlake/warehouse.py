@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Iterator
 
 import duckdb
+import pyarrow as pa
 
 DBT_PROJECT_DIR = Path(__file__).resolve().parents[1] / "dbt_project"
 BUILDS_TABLE = "_paperlake.builds"
@@ -65,10 +66,16 @@ def plan_build(target: Path, lake_root: Path, dbt: str) -> BuildScope:
 
     lake = Lake(lake_root)
     contracts, digests = lake.paper_digests()
-    ids = {record.paper_key: record.paper_id for record in lake.records()}
-    papers = {key: (ids.get(key), digest) for key, digest in digests.items()}
-    scope = BuildScope(full=True, papers=papers, contracts=contracts)
     previous = _recorded_papers(target)
+    papers = {}
+    for key, digest in digests.items():
+        recorded = (previous or {}).get(key)
+        if recorded is not None and recorded[1] == digest:  # same files, the record among them: same paper id
+            papers[key] = recorded
+        else:
+            record = lake.record(key)
+            papers[key] = (record.paper_id if record is not None else None, digest)
+    scope = BuildScope(full=True, papers=papers, contracts=contracts)
     built = recorded_builds(target).get("warehouse") or {}
     if previous is None:
         scope.reason = "no per-paper record in the warehouse"
@@ -231,11 +238,20 @@ def publish_build(warehouse: Path, stage: str, inputs: dict[str, str], scope: Bu
         )
         if scope is not None:
             inputs = {**inputs, "contracts": scope.contracts}
-            con.execute(f"create or replace table {PAPERS_TABLE} (paper_key varchar, paper_id uuid, digest varchar)")
-            con.executemany(
-                f"insert into {PAPERS_TABLE} values (?, ?, ?)",
-                [(key, paper_id, digest) for key, (paper_id, digest) in sorted(scope.papers.items())],
+            keys = sorted(scope.papers)
+            papers = pa.table(  # one insert of a table: row by row took 0.5 s of each build at 2,000 papers
+                {
+                    "paper_key": pa.array(keys, pa.string()),
+                    "paper_id": pa.array([scope.papers[key][0] for key in keys], pa.string()),
+                    "digest": pa.array([scope.papers[key][1] for key in keys], pa.string()),
+                }
             )
+            con.register("_paperlake_papers", papers)
+            con.execute(
+                f"create or replace table {PAPERS_TABLE} as "
+                "select paper_key, paper_id::uuid as paper_id, digest from _paperlake_papers"
+            )
+            con.unregister("_paperlake_papers")
         con.execute(
             f"insert or replace into {BUILDS_TABLE} values (?, ?, now())", [stage, json.dumps(inputs, sort_keys=True)]
         )
