@@ -72,6 +72,8 @@ class Settings:
     inboxes: tuple[Path, ...] = ()  # PAPERLAKE_INBOX (os.pathsep-separated): what the sensor and `ingest` read
     eval_min_answer_at_5: float = 0.4  # the retrieval-quality check warns below this answer@5 (sample: .60-.70;
     # random vectors: .15-.18)
+    vector_recount_hours: float = 24.0  # PAPERLAKE_VECTOR_RECOUNT_HOURS: the vector check counts each collection at
+    # least this often (0: every check); in between, only when its records lost a paper (paperlake.vectors.ledger)
 
     @property
     def lake(self) -> Path:
@@ -142,6 +144,7 @@ class Settings:
                 _env("PAPERLAKE_MODEL_CACHE") or Path(_env("XDG_CACHE_HOME") or Path.home() / ".cache") / "paperlake"
             ).expanduser(),
             collections_config=Path(_env("PAPERLAKE_COLLECTIONS")) if _env("PAPERLAKE_COLLECTIONS") else None,
+            vector_recount_hours=float(_env("PAPERLAKE_VECTOR_RECOUNT_HOURS", "24") or 24),
         )
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

@@ -18,7 +18,9 @@ file (an older paperlake), means a sync was cut short (or is unknown): the colle
 with the collection itself: a collection dropped or recreated (another incarnation), or whose entity count differs
 from what the records add up to (entities deleted by hand, a record lost), is scanned entity by entity, and the
 papers whose stored entities differ from their expected ones are stale. Entities of papers that no record and no
-warehouse row knows (``orphans``) are returned for deletion.
+warehouse row knows (``orphans``) are returned for deletion. Counting is a pass over the collection in Milvus Lite,
+so a count that matched stands for up to ``PAPERLAKE_VECTOR_RECOUNT_HOURS`` (24) while every record it covered is
+still there (:func:`_count_stands` says what that trades away).
 """
 
 from __future__ import annotations
@@ -425,10 +427,20 @@ def stale_papers(settings: Any, store: Any, collections: list[str]) -> VectorPla
         )
         cells_by_paper = _cells_by_paper(con, unsure)
         # Milvus Lite counts by a pass over the collection (~1 s each at 726k entities; run side by side, they took
-        # as long: its server served them one after another)
-        counted = {
-            collection: store.count(collection) if store.incarnation(collection) else None for collection in collections
-        }
+        # as long: its server served them one after another): a recent count that no lost record contradicts stands
+        now = time.time()
+        recount_hours = float(getattr(settings, "vector_recount_hours", 0.0))
+        counted: dict[str, int | None] = {}
+        for collection in collections:
+            incarnation = store.incarnation(collection)
+            if incarnation is None:
+                counted[collection] = None
+            elif _count_stands(settings.home, collection, incarnation, records[collection], recount_hours, now):
+                counted[collection] = sum(int(r.get("entities") or 0) for r in records[collection].values())
+            else:
+                counted[collection] = store.count(collection)
+                if counted[collection] == sum(int(r.get("entities") or 0) for r in records[collection].values()):
+                    _record_count(settings.home, collection, incarnation, records[collection], now)
         if any(
             count is not None and count != sum(int(r.get("entities") or 0) for r in records[c].values())
             for c, count in counted.items()
@@ -474,6 +486,43 @@ def stale_papers(settings: Any, store: Any, collections: list[str]) -> VectorPla
         departed = {ledger[k].get("paper_id") for k in ledger.keys() - papers.keys()}
         plan.orphans[collection] = sorted(pid for pid in stored if pid not in owners and pid not in departed)
     return plan
+
+
+def count_record_path(home: Path, collection: str) -> Path:
+    return home / "vectors" / collection / ".counted.json"
+
+
+def _record_count(home: Path, collection: str, incarnation: str, ledger: dict[str, dict], now: float) -> None:
+    """The collection was just counted and held what its records add up to: note when, and which papers' records
+    made up that sum."""
+    payload = json.dumps({"incarnation": incarnation, "counted_at": now, "papers": sorted(ledger)}).encode()
+    atomic_write_bytes(count_record_path(home, collection), lambda handle: handle.write(payload))
+
+
+def _count_stands(
+    home: Path, collection: str, incarnation: str, ledger: dict[str, dict], recount_hours: float, now: float
+) -> bool:
+    """Whether the last count of ``collection`` still vouches for it, so :func:`stale_papers` need not count again:
+    it matched the records, was made less than ``recount_hours`` ago in this incarnation, and every paper whose
+    record it covered still has one.
+
+    What changed the collection since was a sync, and each sync checks the entities it wrote before writing its
+    record (``present`` by id, or a count of the paper) and leaves a ``.pending`` marker while it runs: so the records'
+    sum still stands for the collection. A record gone since (a paper removed, or a record lost by hand) could hide
+    entities no record explains: then the collection is counted. What this trades away is noticing, until the next
+    count, entities inserted or deleted in Milvus by hand; ``PAPERLAKE_VECTOR_RECOUNT_HOURS=0`` counts every time."""
+    if recount_hours <= 0:
+        return False
+    try:
+        record = json.loads(count_record_path(home, collection).read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(record, dict) or record.get("incarnation") != incarnation:
+        return False
+    counted_at, papers = record.get("counted_at"), record.get("papers")
+    if not isinstance(counted_at, (int, float)) or not 0 <= now - counted_at < recount_hours * 3600:
+        return False
+    return isinstance(papers, list) and set(papers) <= ledger.keys()
 
 
 def _cells_by_paper(con: Any, paper_ids: list[str]) -> dict[str, list[Cell]]:

@@ -154,7 +154,7 @@ def test_sync_records_stand_for_the_collection_and_a_cut_sync_asks_it(tmp_path, 
     collection that disagrees with the records (an entity added by hand) sends the paper's sync back to asking the
     collection, which then removes what no cell calls for; the records vouch again afterwards."""
     from paperlake.vectors.config import load_config
-    from paperlake.vectors.ledger import entities_path, known_entities, pending_path
+    from paperlake.vectors.ledger import count_record_path, entities_path, known_entities, pending_path
     from paperlake.vectors.store import VectorStore
 
     home = fresh_home(tmp_path, references["home_both"])
@@ -176,6 +176,7 @@ def test_sync_records_stand_for_the_collection_and_a_cut_sync_asks_it(tmp_path, 
         stray = {k: v for k, v in stray.items() if "sparse" not in k} | {"id": "stray-entity", "primary_key": "x"}
         store.client.insert(tampered, [stray], partition_name="chunks__text_content")
         store.client.flush(tampered)
+        count_record_path(home, tampered).unlink(missing_ok=True)  # its recount is due (the test below: until then)
         pending_path(home, marked, second).write_text(ids[second])
         assert known_entities(home, marked, second, store.incarnation(marked)) is None
     output = must_ingest(home, inbox)
@@ -190,6 +191,71 @@ def test_sync_records_stand_for_the_collection_and_a_cut_sync_asks_it(tmp_path, 
     assert_same_stores(home, references["both"])
     code, output = run_ingest(home, inbox)
     assert code == 0 and "vectors 0 paper(s)" in " ".join(output.split())
+
+
+def test_a_count_stands_until_a_record_it_covered_is_lost_or_it_is_due(tmp_path, references, monkeypatch):
+    """The check counts a collection (a pass over it in Milvus Lite) only when its last matching count no longer
+    stands: too old, another incarnation, or a record it covered is gone. A paper's new record does not make it
+    count again (its sync checked what it wrote). Until the count is due, an entity inserted by hand goes unseen:
+    the trade-off the ledger's docstring names; with a recount every time it is found and its paper resynced."""
+    import time
+
+    from paperlake.config import Settings
+    from paperlake.vectors import ledger
+    from paperlake.vectors.config import load_config
+    from paperlake.vectors.store import VectorStore
+
+    home = fresh_home(tmp_path, references["home_both"])
+    collections = [spec.name for spec in load_config().active_collections() if spec.modality == "text"]
+    tampered = collections[-1]
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        ids = dict(con.execute("select paper_key, paper_id::varchar from metadata").fetchall())
+    first = next(key for key in ids if key.endswith(FIRST))
+    counts: list[str] = []
+    original = VectorStore.count
+
+    def spy(self, collection, expr="", **kwargs):
+        if not expr:
+            counts.append(collection)
+        return original(self, collection, expr, **kwargs)
+
+    monkeypatch.setattr(VectorStore, "count", spy)
+
+    def check(hours: float = 24.0) -> ledger.VectorPlan:
+        counts.clear()
+        settings = Settings.from_env(home=home, milvus_uri=str(home / "milvus.db"), vector_recount_hours=hours)
+        with VectorStore(settings.milvus_uri, cache_path=settings.embeddings) as store:
+            return ledger.stale_papers(settings, store, collections)
+
+    for name in collections:
+        ledger.count_record_path(home, name).unlink(missing_ok=True)
+    assert check().empty and sorted(counts) == sorted(collections)  # no count on record: each is counted
+    assert all(ledger.count_record_path(home, name).exists() for name in collections)
+    assert check().empty and counts == []  # the counts stand
+    record = json.loads(ledger.count_record_path(home, tampered).read_text())
+    ledger.count_record_path(home, tampered).write_text(json.dumps({**record, "counted_at": time.time() - 2 * 3600}))
+    assert check(hours=1).empty and counts == [tampered]  # due: counted again, and the new count stands
+    assert check(hours=1).empty and counts == []
+
+    with VectorStore(str(home / "milvus.db"), cache_path=home / "cache" / "embeddings.sqlite") as store:
+        store.load(tampered)
+        stray = store.client.query(tampered, filter=f"pdf_id == '{ids[first]}'", output_fields=["*"], limit=1)[0]
+        stray = {k: v for k, v in stray.items() if "sparse" not in k} | {"id": "stray-entity", "primary_key": "x"}
+        store.client.insert(tampered, [stray], partition_name="chunks__text_content")
+        store.client.flush(tampered)
+    assert check().empty and counts == []  # the trade-off: unseen until the recount
+    plan = check(hours=0)
+    assert sorted(counts) == sorted(collections)
+    assert plan.stale == {first: {tampered: "its stored entities differ from its cells"}}
+
+    # a record lost (here: the paper's, in another collection) makes its collection count again
+    other = collections[0]
+    lost = ledger.ledger_path(home, other, first)
+    saved = lost.read_bytes()
+    lost.unlink()
+    plan = check()
+    assert other in counts and plan.stale[first][other] == "never synced"
+    lost.write_bytes(saved)
 
 
 def test_a_new_papers_sync_writes_without_looking_up(tmp_path, references, monkeypatch):
