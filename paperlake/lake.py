@@ -89,6 +89,26 @@ def _digest_lines(lines: list[str]) -> str:
     return hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()[:16]
 
 
+def _files_under(base: Path) -> Iterator[tuple[str, os.stat_result]]:
+    """(path relative to ``base`` with "/", stat) of every file below ``base`` whose name does not start with a dot,
+    by ``os.scandir`` (a lake of 2,000 papers has ~25k files: ``Path.rglob`` with a stat each took ~0.7 s of every
+    digest). A file replaced away while listed is skipped: the lake changed, and so does the digest."""
+    pending = [(str(base), "")]
+    while pending:
+        directory, prefix = pending.pop()
+        with os.scandir(directory) as listing:
+            for entry in listing:
+                if entry.is_dir():
+                    pending.append((entry.path, f"{prefix}{entry.name}/"))
+                elif not entry.name.startswith("."):
+                    try:
+                        stat = entry.stat()
+                    except FileNotFoundError:
+                        continue
+                    if entry.is_file():
+                        yield f"{prefix}{entry.name}", stat
+
+
 class Lake:
     def __init__(self, root: Path | str):
         self.root = Path(root)
@@ -238,13 +258,9 @@ class Lake:
             base = self.root / folder
             if not base.exists():
                 continue
-            for path in base.rglob("*"):
-                if path.is_file() and not path.name.startswith("."):
-                    stat = path.stat()
-                    relative = path.relative_to(base)
-                    key = None if CONTRACT_DIR in relative.parts else relative.with_suffix("").as_posix()
-                    line = f"{folder}/{relative.as_posix()}\t{stat.st_size}\t{stat.st_mtime_ns}"
-                    entries.setdefault(key, []).append(line)
+            for relative, stat in _files_under(base):
+                key = None if CONTRACT_DIR in relative.split("/") else os.path.splitext(relative)[0]
+                entries.setdefault(key, []).append(f"{folder}/{relative}\t{stat.st_size}\t{stat.st_mtime_ns}")
         return entries
 
     def records(self) -> Iterator[PaperRecord]:
