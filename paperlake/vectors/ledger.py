@@ -496,7 +496,10 @@ def _record_count(home: Path, collection: str, incarnation: str, ledger: dict[st
     """The collection was just counted and held what its records add up to: note when, and which papers' records
     made up that sum."""
     payload = json.dumps({"incarnation": incarnation, "counted_at": now, "papers": sorted(ledger)}).encode()
-    atomic_write_bytes(count_record_path(home, collection), lambda handle: handle.write(payload))
+    try:
+        atomic_write_bytes(count_record_path(home, collection), lambda handle: handle.write(payload))
+    except OSError:  # a home this check may only read: the next check counts again
+        pass
 
 
 def _count_stands(
