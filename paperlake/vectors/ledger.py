@@ -430,21 +430,20 @@ def stale_papers(settings: Any, store: Any, collections: list[str]) -> VectorPla
         # as long: its server served them one after another): a recent count that no lost record contradicts stands
         now = time.time()
         recount_hours = float(getattr(settings, "vector_recount_hours", 0.0))
+        recorded = {c: sum(int(r.get("entities") or 0) for r in records[c].values()) for c in collections}
         counted: dict[str, int | None] = {}
         for collection in collections:
             incarnation = store.incarnation(collection)
             if incarnation is None:
                 counted[collection] = None
             elif _count_stands(settings.home, collection, incarnation, records[collection], recount_hours, now):
-                counted[collection] = sum(int(r.get("entities") or 0) for r in records[collection].values())
+                counted[collection] = recorded[collection]
             else:
                 counted[collection] = store.count(collection)
-                if counted[collection] == sum(int(r.get("entities") or 0) for r in records[collection].values()):
+                if counted[collection] == recorded[collection]:
                     _record_count(settings.home, collection, incarnation, records[collection], now)
-        if any(
-            count is not None and count != sum(int(r.get("entities") or 0) for r in records[c].values())
-            for c, count in counted.items()
-        ):  # the slow path below needs every paper's cells
+        if any(count is not None and count != recorded[c] for c, count in counted.items()):
+            # the slow path below needs every paper's cells
             cells_by_paper = _cells_by_paper(con, sorted(set(papers.values())))
     for collection in collections:
         ledger = records[collection]
@@ -472,7 +471,7 @@ def stale_papers(settings: Any, store: Any, collections: list[str]) -> VectorPla
             plan.mark(key, collection, "a sync of it was cut short" if key in papers else "left the warehouse")
         if incarnation is None:
             continue
-        if counted[collection] == sum(int(record.get("entities") or 0) for record in ledger.values()):
+        if counted[collection] == recorded[collection]:
             continue
         # Entities that no record explains: compare every paper's stored entities with its expected ones.
         stored = _stored_hashes(store, collection)
