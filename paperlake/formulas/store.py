@@ -162,7 +162,7 @@ def equation_fingerprints(warehouse_con: Any) -> tuple[dict[str, int], dict[str,
 
 def equation_rows(warehouse_con: Any, papers: list[str]) -> dict[str, list[dict[str, Any]]]:
     """The display equations of ``papers``, by paper id, in reading order."""
-    from paperlake.vectors.entities import paper_filter
+    from paperlake.warehouse import paper_filter
 
     by_paper: dict[str, list[dict[str, Any]]] = {paper: [] for paper in papers}
     if not papers:
