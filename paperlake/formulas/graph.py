@@ -223,12 +223,17 @@ class FormulaGraph:
 
     def _link_same_as(self, formula: Formula) -> None:
         """Each occurrence → the formula's earliest occurrence in another paper, with how it was matched."""
-        own = {occurrence.occurrence_id for occurrence in formula.occurrences}
-        for relation_id, relation in list(self.relations.items()):
-            if relation.type == "same_as" and (relation.source in own or relation.target in own):
-                del self.relations[relation_id]
+        self._unlink_same_as({occurrence.occurrence_id for occurrence in formula.occurrences})
         for position in range(len(formula.occurrences)):
             self._link_occurrence(formula, position)
+
+    def _unlink_same_as(self, occurrences: set[str]) -> None:
+        """Drop the same_as relations from or to any of ``occurrences``."""
+        if not occurrences:
+            return
+        for relation_id, relation in list(self.relations.items()):
+            if relation.type == "same_as" and (relation.source in occurrences or relation.target in occurrences):
+                del self.relations[relation_id]
 
     def _link_occurrence(self, formula: Formula, position: int) -> None:
         """The same_as relation of one occurrence: to the formula's earliest occurrence in another paper. Appending
@@ -267,24 +272,37 @@ class FormulaGraph:
 
     def remove_paper(self, paper_id: str) -> int:
         """Drop the paper's occurrences, then formulas left with none and every relation that pointed at them."""
+        return self.remove_papers([paper_id])
+
+    def remove_papers(self, paper_ids: Iterable[str]) -> int:
+        """:meth:`remove_paper` for several papers in one pass over the formulas and the relations (a pass per paper
+        made rebuilding a 2,000-paper graph quadratic). Returns how many formulas left the graph."""
+        papers = set(paper_ids)
+        if not papers:
+            return 0
         removed_occurrences: set[str] = set()
         removed_formulas: list[str] = []
+        relink: list[Formula] = []
         self._owners = None
         for formula in list(self.formulas.values()):
-            kept = [occurrence for occurrence in formula.occurrences if occurrence.paper_id != paper_id]
-            removed_occurrences |= {
-                occurrence.occurrence_id for occurrence in formula.occurrences if occurrence.paper_id == paper_id
-            }
+            kept = [occurrence for occurrence in formula.occurrences if occurrence.paper_id not in papers]
             if len(kept) == len(formula.occurrences):
                 continue
+            removed_occurrences |= {
+                occurrence.occurrence_id for occurrence in formula.occurrences if occurrence.paper_id in papers
+            }
             formula.occurrences = kept
-            formula.constants = [constant for constant in formula.constants if constant.paper_id != paper_id]
+            formula.constants = [constant for constant in formula.constants if constant.paper_id not in papers]
             self._embeddings.pop(formula.formula_id, None)  # its description may have changed
             if kept:
-                self._link_same_as(formula)
+                relink.append(formula)
             else:
                 removed_formulas.append(formula.formula_id)
                 del self.formulas[formula.formula_id]
+        self._unlink_same_as({o.occurrence_id for formula in relink for o in formula.occurrences})
+        for formula in relink:
+            for position in range(len(formula.occurrences)):
+                self._link_occurrence(formula, position)
         gone = removed_occurrences | set(removed_formulas)
         for relation_id, relation in list(self.relations.items()):
             if (

@@ -251,8 +251,7 @@ def update_formula_graph(
     by_paper = equation_rows(warehouse_con, changed)
     report.papers_removed = sorted(p for p in built if p not in fingerprints)
     report.papers_unchanged = len(fingerprints) - len(changed)
-    for paper in [*report.papers_removed, *changed]:
-        graph.remove_paper(paper)
+    graph.remove_papers([*report.papers_removed, *changed])
     for paper in changed:  # one paper at a time: each is compared only against what is already there
         added = graph.add_equations(by_paper[paper], embed=embed, judge=judge)
         report.errors += [f"{paper}: {e}" for e in added.errors]

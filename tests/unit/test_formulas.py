@@ -540,6 +540,23 @@ def test_remove_paper_and_incremental_adds():
     assert graph.remove_paper("other") == 1 and not graph.formulas and not graph.relations
 
 
+def test_removing_papers_together_leaves_what_removing_them_one_by_one_leaves():
+    def built():
+        graph = FormulaGraph()
+        graph.add_equations([row(ADAZETA_QUERIES, "adazeta", "eq2"), row(ADAZETA_ESTIMATOR, "adazeta", "eq4")])
+        graph.add_equations([row(r"N_{t} = \min(c\, t^{\gamma}, N_{\max})", "other", "eq7")])
+        graph.add_equations([row(ADAZETA_QUERIES, "third", "eq1"), row(LINDBLAD, "third", "eq9")])
+        graph.add_equations([row(r"y = a x + b", "p", "general"), row(r"y = 2 x + 3", "q", "special")])
+        return graph
+
+    one_by_one, together = built(), built()
+    removed = sum(one_by_one.remove_paper(paper) for paper in ("adazeta", "p", "absent"))
+    assert together.remove_papers(["adazeta", "p", "absent"]) == removed == 2  # the estimator and y = a x + b
+    assert together.to_rows() == one_by_one.to_rows()
+    assert {r.type for r in together.relations.values()} >= {"same_as", "uses_constant"}  # other <-> third kept
+    assert together.remove_papers([]) == 0
+
+
 def test_rows_round_trip():
     graph = FormulaGraph()
     graph.add_equations(
