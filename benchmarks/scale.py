@@ -13,15 +13,22 @@ measured afterwards is the cost of the stores' size, not of new content). Then, 
    swap), the ``build_formulas`` job (graph, its dbt models, the formulas collection) and the paper's
    ``sync_vectors`` run (its three text collections), with the vector store held open from the check on, as the
    ingest holds it;
-3. then another paper, timed the same way: the first addition follows the bulk load of every entity at once, the
-   second is what each later addition meets.
+3. then more papers (``--additions``, default 3), timed the same way. With a server, the timed additions wait for
+   the machine to go quiet after the bulk load (all cores' busy time, from /proc/stat, under 1 CPU-second in 10 s
+   twice running, at most an hour: the server done with the load, nothing else sharing the cores), and each stage
+   records the server's CPU seconds (/proc/<pid>/stat) beside its wall seconds, with the load average before each
+   addition, so a server still busy or cores shared with other work show in the results.
+   The first addition is still the first to meet the bulk-loaded collections (the server loads and indexes their
+   new segments then); the later ones are what each addition to a settled store meets, and the acceptance ratio
+   is their median against N = 19's.
 
 The formula graph of copies stays as small as the sample's (copies merge into the same formulas; only occurrences
 grow), so its figure is a lower bound for distinct papers.
 
 Results: seconds per stage per N and each stage's ratio to N = 19 (the issue's target: at most 2x at N = 2000).
 
-    python benchmarks/scale.py [--sizes 19,500,2000] [--milvus server,lite] [--home BUILT_HOME] [--work-dir D]
+    python benchmarks/scale.py [--sizes 19,500,2000] [--milvus server,lite] [--additions 3] [--home BUILT_HOME]
+                               [--work-dir D] [--keep]
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import sys
 import time
 import uuid
@@ -148,7 +156,35 @@ def bulk_vectors(settings, store, paper_keys: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def measure(size: int, source_lake: Path, work: Path, milvus: str) -> dict:
+def process_cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` so far (/proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores have spent on anything but idling and waiting for I/O so far (/proc/stat)."""
+    with open("/proc/stat", encoding="ascii") as handle:
+        values = [int(v) for v in handle.readline().split()[1:]]
+    return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_until_idle(cpu, window: float = 10.0, threshold: float = 1.0, limit: float = 3600.0) -> dict:
+    """Wait until ``cpu()`` (CPU seconds so far) grows by less than ``threshold`` in ``window`` seconds twice
+    running, at most ``limit`` seconds. Returns the seconds waited, the CPU seconds spent meanwhile and whether it
+    settled."""
+    began, spent, calm = time.perf_counter(), 0.0, 0
+    while calm < 2 and time.perf_counter() - began < limit:
+        before = cpu()
+        time.sleep(window)
+        used = cpu() - before
+        spent += used
+        calm = calm + 1 if used < threshold else 0
+    return {"seconds": round(time.perf_counter() - began, 1), "cpu_seconds": round(spent, 1), "settled": calm >= 2}
+
+
+def measure(size: int, source_lake: Path, work: Path, milvus: str, additions: int = 3) -> dict:
     """Baseline of ``size - 1`` papers, then the timed addition of one more. ``milvus``: ``lite`` (the home's Milvus
     Lite file, opened by the ingest: every ingest loads each collection whole) or ``server`` (a ``milvus-lite
     server`` on the home's file standing in for a Milvus server, which keeps its collections loaded)."""
@@ -156,19 +192,19 @@ def measure(size: int, source_lake: Path, work: Path, milvus: str) -> dict:
     shutil.rmtree(home, ignore_errors=True)
     if milvus == "lite":
         os.environ.pop("MILVUS_URI", None)
-        return _measure(size, source_lake, home)
+        return _measure(size, source_lake, home, additions)
     from paperlake.vectors.server import milvus_lite_server
 
     home.mkdir(parents=True)
     with milvus_lite_server(home / "milvus.db") as server:
         os.environ["MILVUS_URI"] = server.uri
         try:
-            return _measure(size, source_lake, home)
+            return _measure(size, source_lake, home, additions, lambda: process_cpu_seconds(server.pid))
         finally:
             os.environ.pop("MILVUS_URI", None)
 
 
-def _measure(size: int, source_lake: Path, home: Path) -> dict:
+def _measure(size: int, source_lake: Path, home: Path, additions: int, server_cpu=None) -> dict:
     import dagster as dg
 
     from assets.vectors import vector_assets
@@ -211,37 +247,65 @@ def _measure(size: int, source_lake: Path, home: Path) -> dict:
 
     from orchestration.jobs import FORMULA_ASSETS
 
-    def add_one(index: int) -> dict[str, float]:
-        """Publish copy ``index`` and run the production path for it, stage by stage."""
+    def add_one(index: int) -> dict:
+        """Publish copy ``index`` and run the production path for it, stage by stage: wall seconds per stage (and,
+        with a server, the server's CPU seconds per stage under ``server_cpu_seconds``)."""
         new_key = copier.publish(index)
         _add_partitions(instance, papers.name, keys + [new_key])
         stages: dict[str, float] = {}
-        began = time.perf_counter()
-        stale = warehouse_staleness(settings)
-        stages["check_warehouse"] = round(time.perf_counter() - began, 2)
+        server: dict[str, float] = {}
+
+        def timed(stage: str, work):
+            cpu_before = server_cpu() if server_cpu else 0.0
+            began = time.perf_counter()
+            value = work()
+            stages[stage] = round(time.perf_counter() - began, 2)
+            if server_cpu:
+                server[stage] = round(server_cpu() - cpu_before, 2)
+            return value
+
+        def job(name: str, **options):
+            return lambda: timed_run(name, **options)
+
+        load = os.getloadavg()[0]
+        stale = timed("check_warehouse", lambda: warehouse_staleness(settings))
         assert stale, "the new paper must make the warehouse stale"
-        stages["warehouse"] = timed_run("build_warehouse", log="dbt-build.log")
-        began = time.perf_counter()
+        timed("warehouse", job("build_warehouse", log="dbt-build.log"))
         with _open_store(settings) as store:  # held through the stages that use it, as `paperlake ingest` does
-            formulas = formula_staleness(settings, store)
-            plan = stale_papers(settings, store, collections)
-            stages["check_formulas_and_vectors"] = round(time.perf_counter() - began, 2)
+            formulas, plan = timed(
+                "check_formulas_and_vectors",
+                lambda: (formula_staleness(settings, store), stale_papers(settings, store, collections)),
+            )
             assert set(plan.stale) == {new_key}, f"only the new paper should need vectors, got {sorted(plan.stale)[:5]}"
             selection = [key for part in formulas for key in FORMULA_ASSETS[part].keys]
-            stages["formulas"] = timed_run("build_formulas", asset_selection=selection, log="formulas-build.log")
-            stages["vectors"] = timed_run(
-                "sync_vectors",
-                partition_key=new_key,
-                asset_selection=[dg.AssetKey(["vectors", c]) for c in sorted(plan.stale[new_key])],
+            timed("formulas", job("build_formulas", asset_selection=selection, log="formulas-build.log"))
+            timed(
+                "vectors",
+                job(
+                    "sync_vectors",
+                    partition_key=new_key,
+                    asset_selection=[dg.AssetKey(["vectors", c]) for c in sorted(plan.stale[new_key])],
+                ),
             )
         stages["total"] = round(sum(stages.values()), 2)
         keys.append(new_key)
-        return stages
+        measured: dict = {"seconds": stages, "load_average_before": round(load, 2)}
+        if server_cpu:
+            measured["server_cpu_seconds"] = server
+        return measured
 
-    # The first addition follows the baseline's bulk load of every entity at once (its vector sync took 13.7 s at
-    # N = 2000 where later additions to the same home took 2.5-3.1 s); the second is what each later addition meets.
-    result["add_one_paper_seconds"] = add_one(size - 1)
-    result["add_second_paper_seconds"] = add_one(size)
+    # Timed additions start on a quiet machine: the server done with what the bulk load left it (segments to seal,
+    # index, compact; its own CPU is recorded) and no other work sharing the cores.
+    server_before = server_cpu() if server_cpu else 0.0
+    result["quiet_before_additions"] = wait_until_idle(machine_busy_seconds)
+    if server_cpu:
+        result["quiet_before_additions"]["server_cpu_seconds"] = round(server_cpu() - server_before, 1)
+    # The first addition is the first to meet the bulk-loaded collections; the later ones meet a settled store.
+    result["additions"] = [add_one(size - 1 + n) for n in range(additions)]
+    later = [a["seconds"] for a in result["additions"][1:]] or [result["additions"][0]["seconds"]]
+    result["later_additions_median_seconds"] = {
+        stage: round(statistics.median(a[stage] for a in later), 2) for stage in later[0]
+    }
     result["warehouse_mb_after"] = round(settings.warehouse.stat().st_size / 2**20, 1)
     with _open_store(settings) as store:
         result["entities_per_collection"] = store.count(TEXT_COLLECTIONS[0])
@@ -257,6 +321,7 @@ def main() -> None:
     parser.add_argument("--work-dir", type=Path, default=Path("data") / "bench-scale")
     parser.add_argument("--keep", action="store_true", help="keep each size's home (they are large)")
     parser.add_argument("--milvus", default="server,lite", help="server, lite or both (comma-separated)")
+    parser.add_argument("--additions", type=int, default=3, help="papers added one after another at each N")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "scale.json")
     args = parser.parse_args()
 
@@ -279,25 +344,33 @@ def main() -> None:
     for milvus in args.milvus.split(","):
         sizes = results["milvus"][milvus] = {}
         for size in [int(x) for x in args.sizes.split(",")]:
-            sizes[str(size)] = measure(size, home / "lake", work, milvus)
+            sizes[str(size)] = measure(size, home / "lake", work, milvus, args.additions)
             if not args.keep:
                 shutil.rmtree(work / f"n{size}-{milvus}", ignore_errors=True)
             if "19" in sizes:
-                for measured, ratio in (
-                    ("add_one_paper_seconds", "ratio_to_19"),
-                    ("add_second_paper_seconds", "second_ratio_to_19"),
-                ):
-                    first = sizes["19"][measured]
-                    sizes[str(size)][ratio] = {
-                        stage: round(seconds / first[stage], 2) if first[stage] else None
-                        for stage, seconds in sizes[str(size)][measured].items()
-                    }
+                reference, measured = sizes["19"], sizes[str(size)]
+                measured["ratio_to_19_by_addition"] = [
+                    {stage: round(seconds / first[stage], 2) if first[stage] else None for stage, seconds in a.items()}
+                    for a, first in zip(
+                        (a["seconds"] for a in measured["additions"]), (a["seconds"] for a in reference["additions"])
+                    )
+                ]
+                measured["ratio_to_19_later_median"] = {
+                    stage: round(seconds / reference["later_additions_median_seconds"][stage], 2)
+                    if reference["later_additions_median_seconds"][stage]
+                    else None
+                    for stage, seconds in measured["later_additions_median_seconds"].items()
+                }
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(
         json.dumps(
             {
-                f"{m} N={n}": (e["add_one_paper_seconds"], e.get("ratio_to_19"), e.get("second_ratio_to_19"))
+                f"{m} N={n}": {
+                    "totals": [a["seconds"]["total"] for a in e["additions"]],
+                    "later_median": e["later_additions_median_seconds"]["total"],
+                    "ratio_later_median": (e.get("ratio_to_19_later_median") or {}).get("total"),
+                }
                 for m, sizes in results["milvus"].items()
                 for n, e in sizes.items()
             },
