@@ -28,7 +28,7 @@ grow), so its figure is a lower bound for distinct papers.
 
 Results: seconds per stage per N and each stage's ratio to N = 19 (the issue's target: at most 2x at N = 2000).
 
-    python benchmarks/scale.py [--sizes 19,500,2000] [--milvus server,lite] [--additions 3] [--home BUILT_HOME]
+    python benchmarks/scale.py [--sizes 19,500,2000] [--milvus server,lite] [--additions 5] [--home BUILT_HOME]
                                [--work-dir D] [--keep]
 """
 
@@ -185,7 +185,7 @@ def wait_until_idle(cpu, window: float = 10.0, threshold: float = 1.0, limit: fl
     return {"seconds": round(time.perf_counter() - began, 1), "cpu_seconds": round(spent, 1), "settled": calm >= 2}
 
 
-def measure(size: int, source_lake: Path, work: Path, milvus: str, additions: int = 3) -> dict:
+def measure(size: int, source_lake: Path, work: Path, milvus: str, additions: int = 5) -> dict:
     """Baseline of ``size - 1`` papers, then the timed addition of one more. ``milvus``: ``lite`` (the home's Milvus
     Lite file, opened by the ingest: every ingest loads each collection whole) or ``server`` (a ``milvus-lite
     server`` on the home's file standing in for a Milvus server, which keeps its collections loaded)."""
