@@ -221,19 +221,17 @@ class FormulaGraph:
         formula_id = self._owners.get(occurrence_id)
         return self.formulas.get(formula_id) if formula_id is not None else None
 
-    def _link_same_as(self, formula: Formula) -> None:
-        """Each occurrence → the formula's earliest occurrence in another paper, with how it was matched."""
-        self._unlink_same_as({occurrence.occurrence_id for occurrence in formula.occurrences})
-        for position in range(len(formula.occurrences)):
-            self._link_occurrence(formula, position)
-
-    def _unlink_same_as(self, occurrences: set[str]) -> None:
-        """Drop the same_as relations from or to any of ``occurrences``."""
-        if not occurrences:
-            return
-        for relation_id, relation in list(self.relations.items()):
-            if relation.type == "same_as" and (relation.source in occurrences or relation.target in occurrences):
-                del self.relations[relation_id]
+    def _relink_same_as(self, formulas: list[Formula]) -> None:
+        """Each occurrence of ``formulas`` → its formula's earliest occurrence in another paper, with how it was
+        matched: their same_as relations dropped in one pass over the relations, then made again."""
+        own = {occurrence.occurrence_id for formula in formulas for occurrence in formula.occurrences}
+        if own:
+            for relation_id, relation in list(self.relations.items()):
+                if relation.type == "same_as" and (relation.source in own or relation.target in own):
+                    del self.relations[relation_id]
+        for formula in formulas:
+            for position in range(len(formula.occurrences)):
+                self._link_occurrence(formula, position)
 
     def _link_occurrence(self, formula: Formula, position: int) -> None:
         """The same_as relation of one occurrence: to the formula's earliest occurrence in another paper. Appending
@@ -299,10 +297,7 @@ class FormulaGraph:
             else:
                 removed_formulas.append(formula.formula_id)
                 del self.formulas[formula.formula_id]
-        self._unlink_same_as({o.occurrence_id for formula in relink for o in formula.occurrences})
-        for formula in relink:
-            for position in range(len(formula.occurrences)):
-                self._link_occurrence(formula, position)
+        self._relink_same_as(relink)
         gone = removed_occurrences | set(removed_formulas)
         for relation_id, relation in list(self.relations.items()):
             if (
