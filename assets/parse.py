@@ -9,6 +9,7 @@ from assets.partitions import papers, run_paper_keys
 from assets.resources import PaperlakeResource
 from paperlake.lake import ERROR_VIEW
 from paperlake.pipeline import PaperOutcome, ingest_papers, locate_source, parse_code_version
+from paperlake.vectors.ahead import offer_parsed
 from paperlake.views import VIEWS
 
 PARSE_CODE_VERSION = parse_code_version()
@@ -193,7 +194,8 @@ def parsed_views(context: dg.AssetExecutionContext, paperlake: PaperlakeResource
             continue
         outcomes[key] = None  # its place in the run's order; its outcome below
         sources.append(source)
-    for outcome in ingest_papers(sources, lake, settings, inboxes=paperlake.inbox_paths()):
+    # each paper goes to this process's encode-ahead thread as soon as it is parsed (`paperlake ingest` runs one)
+    for outcome in ingest_papers(sources, lake, settings, inboxes=paperlake.inbox_paths(), on_parsed=offer_parsed):
         outcomes[outcome.paper_key] = outcome
         if outcome.status == "failed":
             context.log.error(f"{outcome.paper_key}: {outcome.stage}: {outcome.reason}")

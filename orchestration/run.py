@@ -26,7 +26,7 @@ from paperlake.inbox import scan_inbox
 from paperlake.lake import Lake
 from paperlake.pipeline import IngestPlan, plan_ingest
 from paperlake.vectors.ledger import VectorPlan, delete_orphans, read_ledger, stale_papers
-from paperlake.warehouse import DBT_PROJECT_DIR, dbt_env
+from paperlake.warehouse import DBT_PROJECT_DIR, dbt_env, dbt_target_path
 
 # The terminal shows a progress bar and one line per failure; the full event log is in the Dagster instance (UI).
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
@@ -364,6 +364,17 @@ def _ingest(
     warm: WarmDbt,
 ) -> IngestSummary:
     started = time.perf_counter()
+    notify = progress or (lambda key, status: None)
+    lake = Lake(settings.lake)
+    lake.ensure_contract()
+    sources = scan_inbox(inboxes, settings.mineru_dir)
+    plan = plan_ingest(sources, lake, settings)
+    if plan.to_parse or plan.removed:  # the warehouse will be built: dbt's imports overlap Dagster's and the parse,
+        warm.start()  # and so does a new home's first parse of the dbt project
+        warm.parse_ahead(
+            dbt_target_path(settings.home, "warehouse"),
+            dbt_env(settings.lake, settings.warehouse) | {"DBT_PROJECT_DIR": str(DBT_PROJECT_DIR)},
+        )
     prepare_dbt_manifest(settings)  # before the dbt assets are imported
 
     from assets.parse import observe_inbox
@@ -372,13 +383,6 @@ def _ingest(
     from assets.vectors import vector_assets
     from orchestration.definitions import build_definitions
 
-    notify = progress or (lambda key, status: None)
-    lake = Lake(settings.lake)
-    lake.ensure_contract()
-    sources = scan_inbox(inboxes, settings.mineru_dir)
-    plan = plan_ingest(sources, lake, settings)
-    if plan.to_parse or plan.removed:  # the warehouse will be built: dbt's imports overlap the parse
-        warm.start()
     summary = IngestSummary(plan=plan)
     resource = PaperlakeResource(
         home=str(settings.home),
@@ -434,6 +438,7 @@ def _ingest(
         if reason:
             summary.stale["warehouse"] = reason
             warm.start()
+            warm.wait_parse_ahead()
             result = runner.run("build_warehouse", log="dbt-build.log")
             if not result.success:
                 summary.failures.append(

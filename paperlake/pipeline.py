@@ -8,11 +8,13 @@ raises into the caller, so one bad PDF never takes the others down.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from paperlake.config import Settings
 from paperlake.ids import sha256_file
@@ -21,6 +23,8 @@ from paperlake.lake import Lake
 from paperlake.parsing.backends import PARSERS, auto_parser, parse_with
 from paperlake.quality import QualityReport, validate_papers
 from paperlake.views import ParsedPaper
+
+log = logging.getLogger(__name__)
 
 BACKENDS = ("auto", *PARSERS)
 
@@ -168,10 +172,12 @@ def ingest_papers(
     *,
     backend: str | None = None,
     inboxes: list[Path] | None = None,
+    on_parsed: Callable[[ParsedPaper], None] | None = None,
 ) -> list[PaperOutcome]:
     """Parse each paper, validate them together (:func:`paperlake.quality.validate_papers`: one gate run for the
     batch, each paper's verdict its own), then publish each one that passed; a failure of any kind is recorded as
-    that paper's and stops nothing else. Outcomes in the order of ``sources``."""
+    that paper's and stops nothing else. Outcomes in the order of ``sources``. ``on_parsed`` sees each paper as soon
+    as it is parsed, before the gate (the ingest's encode-ahead); what it raises is ignored."""
     prepared: list[tuple[PaperOutcome, ParsedPaper | None, float]] = []
     claimed: dict[str, str] = {}  # paper id → the key that took it, in this batch
     for source in sources:
@@ -184,6 +190,11 @@ def ingest_papers(
             outcome.paper_id = parsed.paper_id
             outcome.pages = pdf_page_count(source.pdf_path)
             claimed[parsed.paper_id] = source.paper_key
+            if on_parsed is not None:
+                try:
+                    on_parsed(parsed)
+                except Exception as error:  # a helper's failure is never the paper's
+                    log.warning("%s: on_parsed failed: %s: %s", source.paper_key, type(error).__name__, error)
         except Exception as error:
             parsed = None
             _failed(outcome, error)

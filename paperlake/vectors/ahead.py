@@ -22,12 +22,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import duckdb
 
 from paperlake.lake import CONTRACT_DIR
 from paperlake.vectors.entities import Cell, collect_cells, default_encodable
+from paperlake.views import VIEWS, ParsedPaper, to_arrow
 
 log = logging.getLogger(__name__)
 
@@ -64,17 +65,44 @@ _BATCH = 32  # windows per encode call: what the thread finishes after it is ask
 def lake_cells(lake_root: Path, paper_keys: Iterable[str]) -> list[Cell]:
     """The text cells the warehouse will hold for ``paper_keys``, read from their lake files."""
     keys = list(paper_keys)
+
+    def source(con: duckdb.DuckDBPyConnection, view: str) -> str | None:
+        files = [lake_root / view / CONTRACT_DIR / "schema.parquet"]  # the columns, even with no paper's file
+        files += [path for key in keys if (path := lake_root / view / f"{key}.parquet").exists()]
+        if not files[0].exists():
+            return None
+        paths = ", ".join("'" + str(path).replace("'", "''") + "'" for path in files)
+        return f"read_parquet([{paths}], union_by_name=true)"
+
+    return _cells_from(source)
+
+
+def parsed_cells(parsed: ParsedPaper) -> list[Cell]:
+    """The text cells the warehouse will hold for one parsed paper, read from its views in memory: what
+    :func:`lake_cells` reads once the paper is published (the lake files are these views, written as they are)."""
+    tables = {view: to_arrow(view, parsed.rows(view)) for view in VIEWS}
+
+    def source(con: duckdb.DuckDBPyConnection, view: str) -> str | None:
+        if view not in tables:
+            return None
+        con.register(f"parsed_{view}", tables[view])
+        return f'"parsed_{view}"'
+
+    return _cells_from(source)
+
+
+def _cells_from(source: Callable[[duckdb.DuckDBPyConnection, str], str | None]) -> list[Cell]:
+    """The encodable text cells of the lake views that ``source`` names (the relation to select from, or None for a
+    view it does not have), under the warehouse's table and column names."""
     encodable = [(t, c, k) for t, c, k in default_encodable() if k == "text" and t in LAKE_AS_WAREHOUSE]
     with duckdb.connect() as con:
         for table in sorted({t for t, _, _ in encodable}):
             view, select = LAKE_AS_WAREHOUSE[table]
-            files = [lake_root / view / CONTRACT_DIR / "schema.parquet"]  # the columns, even with no paper's file
-            files += [path for key in keys if (path := lake_root / view / f"{key}.parquet").exists()]
-            if not files[0].exists():
+            relation = source(con, view)
+            if relation is None:
                 encodable = [e for e in encodable if e[0] != table]
                 continue
-            paths = ", ".join("'" + str(path).replace("'", "''") + "'" for path in files)
-            con.execute(f'create view "{table}" as select {select} from read_parquet([{paths}], union_by_name=true)')
+            con.execute(f'create view "{table}" as select {select} from {relation}')
         return collect_cells(con, encodable)
 
 
@@ -88,8 +116,9 @@ class AheadStats:
 
 
 class EncodeAhead:
-    """A background thread that encodes the windows of papers as they are parsed (:meth:`submit`) until
-    :meth:`close`. ``encoders``: the dense text encoders of the active collections; ``threads`` ONNX threads."""
+    """A background thread that encodes the windows of papers as they are parsed (:meth:`offer`, from memory) or
+    published (:meth:`submit`, from the lake) until :meth:`close`. ``encoders``: the dense text encoders of the
+    active collections; ``threads`` ONNX threads."""
 
     def __init__(self, lake_root: Path, cache_path: Path, *, threads: int = 1, device: str = "cpu"):
         from paperlake.vectors.config import load_config
@@ -110,19 +139,40 @@ class EncodeAhead:
         self.encoders = [registry.get(name) for name in names]
         self.cache = EmbeddingCache(cache_path)
         self.stats = AheadStats()
-        self._queue: queue.Queue[list[str] | None] = queue.Queue()
+        self._queue: queue.Queue[list[str] | ParsedPaper | None] = queue.Queue()
+        self._offered: set[str] = set()  # papers taken from memory (:meth:`offer`): their lake files hold the same
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="paperlake-encode-ahead", daemon=True)
         self._thread.start()
+        with _LISTENING_LOCK:
+            _LISTENING.append(self)
 
     def submit(self, paper_keys: Iterable[str]) -> None:
-        keys = list(paper_keys)
+        """Encode these published papers' windows, read from their lake files (a paper already :meth:`offer`-ed is
+        skipped: its files are the views it was offered with)."""
+        keys = [key for key in paper_keys if key not in self._offered]
         if keys and not self._stop.is_set():
             self._queue.put(keys)
+
+    def offer(self, parsed: ParsedPaper) -> None:
+        """Encode a paper's windows from its views in memory, as soon as it is parsed: before the quality gate and
+        the rest of its run, so the encoder starts while the run's other papers are parsed. A paper the gate then
+        refuses cost encoder time, never correctness (nothing encoded here is a store)."""
+        if self._stop.is_set():
+            return
+        self._offered.add(parsed.paper_key)
+        # a snapshot of the row lists: the thread reads them while the run goes on
+        snapshot = ParsedPaper(
+            parsed.paper_id, parsed.paper_key, parsed.backend, {v: list(r) for v, r in parsed.views.items()}
+        )
+        self._queue.put(snapshot)
 
     def close(self, finish: bool = False) -> AheadStats:
         """Stop after the batch of windows being encoded (``finish``: after every paper submitted), and wait for the
         thread."""
+        with _LISTENING_LOCK:
+            if self in _LISTENING:
+                _LISTENING.remove(self)
         if not finish:
             self._stop.set()
         self._queue.put(None)
@@ -132,24 +182,26 @@ class EncodeAhead:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            keys = self._queue.get()
-            if keys is None:
+            item = self._queue.get()
+            if item is None:
                 break
             started = time.perf_counter()
             try:
-                self._encode(keys)
+                if isinstance(item, ParsedPaper):
+                    self._encode(parsed_cells(item))
+                else:
+                    self._encode(lake_cells(self.lake_root, item))
             except Exception as error:  # never the ingest's failure: the vector stage encodes what is missing
                 self.stats.errors.append(f"{type(error).__name__}: {' '.join(str(error).split())[:300]}")
                 log.warning("encode ahead stopped: %s", self.stats.errors[-1])
                 break
             finally:
                 self.stats.seconds += time.perf_counter() - started
-            self.stats.papers += len(keys)
+            self.stats.papers += 1 if isinstance(item, ParsedPaper) else len(item)
 
-    def _encode(self, keys: list[str]) -> None:
+    def _encode(self, cells: list[Cell]) -> None:
         from paperlake.vectors.encoders import content_sha256, pooled_windows
 
-        cells = lake_cells(self.lake_root, keys)
         for encoder in self.encoders:
             if getattr(encoder, "long_text", "truncate") == "pool":
                 texts = [w for c in cells for w, _ in pooled_windows(encoder, c.parts or (c.text,), c.head_tokens)]
@@ -168,3 +220,17 @@ class EncodeAhead:
                 vectors = encoder.encode([text for _, text in batch])
                 self.cache.put_many(encoder.cache_key, {sha: vectors[i] for i, (sha, _) in enumerate(batch)})
                 self.stats.windows += len(batch)
+
+
+# The encode-ahead threads of this process that take parsed papers from memory (:func:`offer_parsed`): the ingest's
+# own, while its parse runs execute in its process (the in-process executor); a step in another process finds none.
+_LISTENING: list[EncodeAhead] = []
+_LISTENING_LOCK = threading.Lock()
+
+
+def offer_parsed(parsed: ParsedPaper) -> None:
+    """Hand a freshly parsed paper to this process's encode-ahead threads, if any (a no-op otherwise)."""
+    with _LISTENING_LOCK:
+        listening = list(_LISTENING)
+    for ahead in listening:
+        ahead.offer(parsed)

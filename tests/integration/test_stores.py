@@ -545,6 +545,42 @@ def test_encode_ahead_reads_the_warehouse_cells_from_the_lake(built, tmp_path):
         cache.close()
 
 
+def test_encode_ahead_takes_a_parsed_paper_from_memory_as_from_the_lake(built, tmp_path):
+    """A paper offered as parsed (before the gate and the lake) gives the same cells as its lake files, its windows
+    are encoded from memory, and the same paper submitted later from the lake is not read again."""
+    import pyarrow.parquet as pq
+
+    from paperlake.vectors.ahead import EncodeAhead, lake_cells, offer_parsed, parsed_cells
+    from paperlake.vectors.config import load_config
+    from paperlake.vectors.encoders import EmbeddingCache, content_sha256, encoder_registry, pooled_windows
+    from paperlake.views import VIEWS, ParsedPaper
+
+    settings = built["settings"]
+    key = sorted(built["ids"])[0]
+    views = {view: pq.read_table(settings.lake / view / f"{key}.parquet").to_pylist() for view in VIEWS}
+    parsed = ParsedPaper(views["metadata"][0]["paper_id"], key, "pymupdf", views)
+    from_memory, from_lake = parsed_cells(parsed), lake_cells(settings.lake, [key])
+    assert from_memory and [(c.entity_id, c.text, c.parts, c.head_tokens) for c in from_memory] == [
+        (c.entity_id, c.text, c.parts, c.head_tokens) for c in from_lake
+    ]
+
+    offer_parsed(parsed)  # no encode-ahead thread listening: nothing happens
+    cache_path = tmp_path / "memory.sqlite"
+    ahead = EncodeAhead(settings.lake, cache_path)
+    offer_parsed(parsed)
+    ahead.submit([key])  # already offered: skipped
+    stats = ahead.close(finish=True)
+    offer_parsed(parsed)  # closed: no longer listening
+    assert stats.papers == 1 and stats.windows > 0 and not stats.errors, stats
+    encoder = encoder_registry(load_config()).get("all_minilm_l6_v2")
+    needed = {w for c in from_lake for w, _ in pooled_windows(encoder, c.parts or (c.text,), c.head_tokens)}
+    cache = EmbeddingCache(cache_path)
+    try:
+        assert len(cache.get_many(encoder.cache_key, [content_sha256(w) for w in needed])) == len(needed)
+    finally:
+        cache.close()
+
+
 def test_local_milvus_connections_ping_within_the_lite_servers_policy(tmp_path: Path):
     """Milvus Lite's grpcio server strikes a connection that pings more than once per 5 minutes without data and
     sends GOAWAY "too many pings" at the third; pymilvus pings every 10 s even idle, which cut an idle ingest's

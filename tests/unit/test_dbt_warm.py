@@ -146,3 +146,53 @@ def test_a_malformed_request_is_refused_before_any_fork() -> None:
             reply = _receive_message(client)
     assert "refused" in reply and "0 descriptors" in reply["refused"], reply
     assert warm.commands == []
+
+
+def _tiny_project(root: Path, model: str = "select 1 as one") -> dict[str, str]:
+    """A one-model dbt-duckdb project and the environment a dbt command over it needs."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "dbt_project.yml").write_text("name: tiny\nversion: '1.0'\nprofile: tiny\nmodel-paths: [models]\n")
+    (root / "profiles.yml").write_text(
+        f"tiny:\n  target: local\n  outputs:\n    local:\n      type: duckdb\n      path: '{root / 'tiny.duckdb'}'\n"
+    )
+    (root / "models").mkdir(exist_ok=True)
+    (root / "models" / "m.sql").write_text(model)
+    return {"DBT_PROJECT_DIR": str(root), "DBT_PROFILES_DIR": str(root), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+
+
+def test_a_parse_ahead_leaves_the_state_a_build_reads_and_a_failed_or_late_one_leaves_none(tmp_path: Path) -> None:
+    """`parse_ahead` parses a project into a build stage's target folder in the background (a fork of the zygote),
+    once: the build then reads that partial-parse state. A parse that fails, or is still running when the build
+    comes, leaves no state behind (the build parses in full, as without it)."""
+    env = _tiny_project(tmp_path / "project")
+    target = tmp_path / "target"
+    with WarmDbt() as warm:
+        warm.parse_ahead(target, env)  # before start(): nothing to fork from, nothing started
+        assert not warm.wait_parse_ahead()
+        warm.start()
+        warm.parse_ahead(target, env)
+        assert warm.wait_parse_ahead(), "the parse left no partial-parse state"
+        warm.parse_ahead(target, env)  # the state is there: no second parse
+        assert not warm.wait_parse_ahead()
+        build = subprocess.run(
+            [LAUNCHER, "build"],
+            cwd=env["DBT_PROJECT_DIR"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, **env, "DBT_TARGET_PATH": str(target), "DBT_LOG_PATH": str(target)},
+        )
+        assert build.returncode == 0, build.stdout[-2000:]
+        assert "Unable to do partial parsing" not in build.stdout, build.stdout[-2000:]
+
+        broken = tmp_path / "broken-target"
+        warm.parse_ahead(broken, _tiny_project(tmp_path / "broken", "select {{ unclosed"))
+        assert not warm.wait_parse_ahead() and not (broken / "partial_parse.msgpack").exists()
+    assert [c["argv"][0] for c in warm.commands] == ["parse", "build", "parse"]
+    assert [c["exit"] for c in warm.commands][:2] == [0, 0] and warm.commands[2]["exit"] != 0
+
+    with WarmDbt() as warm:  # the zygote still imports dbt: a build that comes now stops the parse
+        warm.start()
+        late = tmp_path / "late-target"
+        warm.parse_ahead(late, env)
+        assert not warm.wait_parse_ahead(timeout=0) and not (late / "partial_parse.msgpack").exists()
