@@ -518,8 +518,6 @@ def test_encode_ahead_reads_the_warehouse_cells_from_the_lake(built, tmp_path):
     cells as the warehouse (ids, texts, parts, heads), so every window the vector stage asks for was encoded ahead,
     into a cache it had never seen."""
     from paperlake.vectors.ahead import EncodeAhead, lake_cells
-    from paperlake.vectors.config import load_config
-    from paperlake.vectors.encoders import EmbeddingCache, content_sha256, encoder_registry, pooled_windows
     from paperlake.vectors.entities import collect_cells
 
     settings = built["settings"]
@@ -536,8 +534,16 @@ def test_encode_ahead_reads_the_warehouse_cells_from_the_lake(built, tmp_path):
     ahead.submit(keys)
     stats = ahead.close(finish=True)
     assert stats.papers == len(keys) and stats.windows > 0 and not stats.errors
+    assert_windows_cached(warehouse, cache_path)
+
+
+def assert_windows_cached(cells, cache_path) -> None:
+    """Every window the vector stage would encode for ``cells`` is in the embedding cache at ``cache_path``."""
+    from paperlake.vectors.config import load_config
+    from paperlake.vectors.encoders import EmbeddingCache, content_sha256, encoder_registry, pooled_windows
+
     encoder = encoder_registry(load_config()).get("all_minilm_l6_v2")
-    needed = {w for c in warehouse for w, _ in pooled_windows(encoder, c.parts or (c.text,), c.head_tokens)}
+    needed = {w for c in cells for w, _ in pooled_windows(encoder, c.parts or (c.text,), c.head_tokens)}
     cache = EmbeddingCache(cache_path)
     try:
         assert len(cache.get_many(encoder.cache_key, [content_sha256(w) for w in needed])) == len(needed)
@@ -551,8 +557,6 @@ def test_encode_ahead_takes_a_parsed_paper_from_memory_as_from_the_lake(built, t
     import pyarrow.parquet as pq
 
     from paperlake.vectors.ahead import EncodeAhead, lake_cells, offer_parsed, parsed_cells
-    from paperlake.vectors.config import load_config
-    from paperlake.vectors.encoders import EmbeddingCache, content_sha256, encoder_registry, pooled_windows
     from paperlake.views import VIEWS, ParsedPaper
 
     settings = built["settings"]
@@ -572,13 +576,7 @@ def test_encode_ahead_takes_a_parsed_paper_from_memory_as_from_the_lake(built, t
     stats = ahead.close(finish=True)
     offer_parsed(parsed)  # closed: no longer listening
     assert stats.papers == 1 and stats.windows > 0 and not stats.errors, stats
-    encoder = encoder_registry(load_config()).get("all_minilm_l6_v2")
-    needed = {w for c in from_lake for w, _ in pooled_windows(encoder, c.parts or (c.text,), c.head_tokens)}
-    cache = EmbeddingCache(cache_path)
-    try:
-        assert len(cache.get_many(encoder.cache_key, [content_sha256(w) for w in needed])) == len(needed)
-    finally:
-        cache.close()
+    assert_windows_cached(from_lake, cache_path)
 
 
 def test_local_milvus_connections_ping_within_the_lite_servers_policy(tmp_path: Path):
