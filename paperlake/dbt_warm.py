@@ -3,8 +3,11 @@
 Every ``dbt`` command starts a new interpreter that spends ~2 s importing dbt (mashumaro compiles dbt's dataclasses'
 serialisers at import) before it reads a byte of the project; an ingest runs two (the warehouse and the formula
 models), and a one-paper ingest takes ~25 s. :class:`WarmDbt` starts one *zygote* process per ingest as soon as a dbt
-build is known to come (right after the plan when papers are to be parsed, so its imports overlap the parse); the
-dbt commands are then forks of it. An ingest that builds nothing starts none.
+build is known to come (right after the plan when papers are to be parsed, before Dagster's definitions are
+imported, so its imports overlap those and the parse); the dbt commands are then forks of it. An ingest that builds
+nothing starts none. A new home's first build would also parse the whole project (its profile names the home's own
+side file): :meth:`WarmDbt.parse_ahead` runs that ``dbt parse`` as the zygote's first command, in the background,
+and the build waits for it (:meth:`WarmDbt.wait_parse_ahead`) and reads its partial-parse state.
 
 - ``paperlake-dbt`` (:func:`launcher_main`) is the executable dagster-dbt runs instead of ``dbt``, with the same
   arguments. With ``PAPERLAKE_DBT_ZYGOTE`` naming a live zygote (``pid:socket``; one still importing is waited for,

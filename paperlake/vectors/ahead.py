@@ -4,10 +4,13 @@ The vector stage reads its cells from the warehouse, so it cannot start before d
 those cells are in the lake as soon as a paper is parsed. Parsing, dbt and the formula graph keep about one core
 busy (PyMuPDF and sympy are single-threaded, dbt is mostly start-up), so on a 2-core machine half of it idles for
 most of an ingest while the encoder, which uses every core, waits for them. :class:`EncodeAhead` is a thread with
-its own single-threaded encoder that reads each newly parsed paper's cells from the lake (:func:`lake_cells`: the
-lake's views under the warehouse's table and column names, through the vector stage's own
-:func:`~paperlake.vectors.entities.collect_cells`), and puts the vectors of their windows into the embedding cache,
-which is content-addressed: the vector stage then finds them there.
+its own single-threaded encoder that takes each paper's cells as soon as it is parsed, from its views in memory
+(:func:`offer_parsed`, called by the parse step in the ingest's process: :func:`parsed_cells`), or once it is
+published, from the lake (:meth:`EncodeAhead.submit`: :func:`lake_cells`), under the warehouse's table and column
+names, through the vector stage's own :func:`~paperlake.vectors.entities.collect_cells`; it puts the vectors of
+their windows into the embedding cache, which is content-addressed: the vector stage then finds them there. Taking
+a paper from memory starts the encoder while the rest of its run is parsed, instead of after the run; at most
+``_IN_MEMORY`` parsed papers wait in memory, the others are read from the lake.
 
 Nothing here is a store: a window encoded ahead that the stage does not ask for costs time, never correctness, and
 the thread is stopped before the stage starts (it would compete with the stage's own encoder for the cores). A
@@ -60,6 +63,7 @@ LAKE_AS_WAREHOUSE: dict[str, tuple[str, str]] = {
     ),
 }
 _BATCH = 32  # windows per encode call: what the thread finishes after it is asked to stop
+_IN_MEMORY = 4  # parsed papers waiting in memory at most (a paper's views: a few MB to a few tens of MB)
 
 
 def lake_cells(lake_root: Path, paper_keys: Iterable[str]) -> list[Cell]:
@@ -140,7 +144,10 @@ class EncodeAhead:
         self.cache = EmbeddingCache(cache_path)
         self.stats = AheadStats()
         self._queue: queue.Queue[list[str] | ParsedPaper | None] = queue.Queue()
-        self._offered: set[str] = set()  # papers taken from memory (:meth:`offer`): their lake files hold the same
+        self._offered: set[str] = set()  # papers taken from memory (:meth:`offer`): submit() skips them
+        # papers held in memory while they wait for the thread: bounded, so a long ingest whose parse outruns the
+        # encoder does not hold every parsed paper; a paper offered past the bound is read from the lake later
+        self._memory_slots = threading.BoundedSemaphore(_IN_MEMORY)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="paperlake-encode-ahead", daemon=True)
         self._thread.start()
@@ -158,7 +165,7 @@ class EncodeAhead:
         """Encode a paper's windows from its views in memory, as soon as it is parsed: before the quality gate and
         the rest of its run, so the encoder starts while the run's other papers are parsed. A paper the gate then
         refuses cost encoder time, never correctness (nothing encoded here is a store)."""
-        if self._stop.is_set():
+        if self._stop.is_set() or not self._memory_slots.acquire(blocking=False):
             return
         self._offered.add(parsed.paper_key)
         # a snapshot of the row lists: the thread reads them while the run goes on
@@ -188,12 +195,15 @@ class EncodeAhead:
             started = time.perf_counter()
             try:
                 if isinstance(item, ParsedPaper):
-                    self._encode(parsed_cells(item))
+                    cells = parsed_cells(item)
+                    self._memory_slots.release()  # the views are read: the slot is free while the windows encode
+                    self._encode(cells)
                 else:
                     self._encode(lake_cells(self.lake_root, item))
             except Exception as error:  # never the ingest's failure: the vector stage encodes what is missing
                 self.stats.errors.append(f"{type(error).__name__}: {' '.join(str(error).split())[:300]}")
                 log.warning("encode ahead stopped: %s", self.stats.errors[-1])
+                self._stop.set()  # nothing more is queued (nor held in memory) for a thread that has ended
                 break
             finally:
                 self.stats.seconds += time.perf_counter() - started

@@ -579,6 +579,60 @@ def test_encode_ahead_takes_a_parsed_paper_from_memory_as_from_the_lake(built, t
     assert_windows_cached(from_lake, cache_path)
 
 
+def test_encode_ahead_holds_few_parsed_papers_in_memory_and_reads_the_others_from_the_lake(tmp_path, monkeypatch):
+    """A parse that outruns the encoder does not pile parsed papers up in memory: past the bound, an offered paper
+    is not taken (its cells are read from the lake once it is published), and a failed thread takes no more."""
+    import threading
+
+    from paperlake.vectors import ahead as ahead_module
+    from paperlake.views import ParsedPaper
+
+    monkeypatch.setattr(ahead_module, "_IN_MEMORY", 1)
+    release, reading = threading.Event(), threading.Event()
+
+    def slow_cells(parsed):
+        reading.set()
+        release.wait(60)
+        if parsed.paper_key == "v/broken":
+            raise RuntimeError("cannot read these views")
+        return []
+
+    monkeypatch.setattr(ahead_module, "parsed_cells", slow_cells)
+    read_from_lake = []
+    monkeypatch.setattr(ahead_module, "lake_cells", lambda root, keys: read_from_lake.append(list(keys)) or [])
+    ahead = ahead_module.EncodeAhead(tmp_path / "lake", tmp_path / "cache.sqlite")
+    try:
+        papers = [ParsedPaper(f"id-{n}", f"v/p{n}", "pymupdf") for n in range(3)]
+        ahead_module.offer_parsed(papers[0])
+        assert reading.wait(60)  # the thread reads the first paper's views, which hold the one slot
+        ahead_module.offer_parsed(papers[1])
+        ahead_module.offer_parsed(papers[2])
+        ahead.submit(p.paper_key for p in papers)
+        release.set()
+    finally:
+        stats = ahead.close(finish=True)
+    assert stats.papers == 3 and not stats.errors, stats  # one from memory, two from the lake
+    assert read_from_lake == [["v/p1", "v/p2"]]
+
+    release.clear()
+    reading.clear()
+    broken = ahead_module.EncodeAhead(tmp_path / "lake", tmp_path / "cache.sqlite")
+    try:
+        ahead_module.offer_parsed(ParsedPaper("id-x", "v/broken", "pymupdf"))
+        assert reading.wait(60)
+        release.set()
+        for _ in range(600):  # the thread fails on those views and ends
+            if broken.stats.errors:
+                break
+            threading.Event().wait(0.1)
+        ahead_module.offer_parsed(papers[0])
+        broken.submit(["v/p1"])
+        assert broken._queue.empty()  # nothing queued for a thread that has ended
+    finally:
+        stats = broken.close()
+    assert len(stats.errors) == 1 and "cannot read these views" in stats.errors[0]
+
+
 def test_local_milvus_connections_ping_within_the_lite_servers_policy(tmp_path: Path):
     """Milvus Lite's grpcio server strikes a connection that pings more than once per 5 minutes without data and
     sends GOAWAY "too many pings" at the third; pymilvus pings every 10 s even idle, which cut an idle ingest's
