@@ -13,7 +13,7 @@ from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtC
 
 from assets.resources import PaperlakeResource
 from paperlake.config import environment
-from paperlake.dbt_warm import launcher_path, real_dbt
+from paperlake.dbt_warm import launcher_path, real_dbt, runs_in_workdir
 from paperlake.failpoints import fault_point
 from paperlake.formulas.store import ensure_formula_contract
 from paperlake.freshness import formula_model_inputs, warehouse_inputs
@@ -95,8 +95,10 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: Pa
             # tested when their papers were first built
             args += ["--exclude", "path:models/staging"]
     target = dbt_target_path(settings.home, stage)
-    empty_dbt_target(target)
-    with environment(dbt_env(settings.lake, settings.warehouse)):  # dagster-dbt hands dbt a copy of os.environ
+    # the profile names the side file relative to the warehouse's folder only when paperlake-dbt runs dbt there
+    env = dbt_env(settings.lake, settings.warehouse, relative=runs_in_workdir(dbt.dbt_executable))
+    empty_dbt_target(target, env)
+    with environment(env):  # dagster-dbt hands dbt a copy of os.environ
         invocation = dbt.cli(args, context=context, target_path=target)
     for event in invocation.stream():
         fault_point(f"{stage}.dbt_event")

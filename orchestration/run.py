@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import re
 import subprocess
@@ -20,13 +21,21 @@ from typing import Callable
 
 from orchestration.instance import dagster_instance, load_instance, run_tags
 from paperlake.config import Settings
-from paperlake.dbt_warm import WarmDbt
+from paperlake.dbt_warm import WORKDIR_VAR, WarmDbt
 from paperlake.freshness import formula_staleness, warehouse_staleness
 from paperlake.inbox import scan_inbox
 from paperlake.lake import Lake
 from paperlake.pipeline import IngestPlan, plan_ingest
 from paperlake.vectors.ledger import VectorPlan, delete_orphans, read_ledger, stale_papers
-from paperlake.warehouse import DBT_PROJECT_DIR, dbt_env, dbt_target_path
+from paperlake.warehouse import (
+    DBT_PROJECT_DIR,
+    PARSE_ENV_KEYS,
+    SHARED_PARSE_ENV,
+    SHARED_PARSE_LOCK,
+    dbt_env,
+    dbt_target_path,
+    seed_parse_state,
+)
 
 # The terminal shows a progress bar and one line per failure; the full event log is in the Dagster instance (UI).
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
@@ -77,24 +86,34 @@ class IngestSummary:
 
 
 def prepare_dbt_manifest(settings: Settings) -> Path:
-    """`dbt parse` once, so the dbt assets can be defined (never at import time)."""
-    manifest = DBT_PROJECT_DIR / "target" / "manifest.json"
+    """`dbt parse` once per version of the project, so the dbt assets can be defined (never at import time). Its
+    partial-parse state is also where a new home's builds start from (``paperlake.warehouse.seed_parse_state``):
+    beside it, the profile it was made under."""
+    shared = DBT_PROJECT_DIR / "target"
+    manifest = shared / "manifest.json"
     env = {**os.environ, **dbt_env(settings.lake, settings.warehouse)}
     sources = [p for p in DBT_PROJECT_DIR.rglob("*") if p.suffix in (".sql", ".yml") and "target" not in p.parts]
     newest = max(p.stat().st_mtime for p in sources)
-    (DBT_PROJECT_DIR / "target").mkdir(exist_ok=True)
-    with open(DBT_PROJECT_DIR / "target" / ".parse.lock", "w") as lock:  # concurrent ingests parse once
+    shared.mkdir(exist_ok=True)
+    with open(shared / SHARED_PARSE_LOCK, "a") as lock:  # concurrent ingests parse once
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not manifest.exists() or manifest.stat().st_mtime < newest:
+        record = shared / SHARED_PARSE_ENV
+        if not manifest.exists() or manifest.stat().st_mtime < newest or not record.exists():
+            record.unlink(missing_ok=True)  # no home starts from a parse being rewritten
             _dbt_parse(settings, env)
+            scratch = shared / f"{SHARED_PARSE_ENV}.tmp"
+            scratch.write_text(json.dumps({key: env[key] for key in PARSE_ENV_KEYS}), encoding="utf-8")
+            os.replace(scratch, record)
     return manifest
 
 
 def _dbt_parse(settings: Settings, env: dict[str, str]) -> None:
     Lake(settings.lake).ensure_contract()
+    workdir = Path(env[WORKDIR_VAR])
+    workdir.mkdir(parents=True, exist_ok=True)
     dbt = str(Path(sys.executable).with_name("dbt"))
     completed = subprocess.run(
-        [dbt, "parse", "--quiet"], cwd=DBT_PROJECT_DIR, env=env, capture_output=True, text=True, timeout=600
+        [dbt, "parse", "--quiet"], cwd=workdir, env=env, capture_output=True, text=True, timeout=600
     )
     if completed.returncode != 0:
         raise RuntimeError(f"dbt parse failed:\n{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}")
@@ -369,13 +388,13 @@ def _ingest(
     lake.ensure_contract()
     sources = scan_inbox(inboxes, settings.mineru_dir)
     plan = plan_ingest(sources, lake, settings)
-    if plan.to_parse or plan.removed:  # the warehouse will be built: dbt's imports overlap Dagster's and the parse,
-        warm.start()  # and so does a new home's first parse of the dbt project
-        warm.parse_ahead(
-            dbt_target_path(settings.home, "warehouse"),
-            dbt_env(settings.lake, settings.warehouse) | {"DBT_PROJECT_DIR": str(DBT_PROJECT_DIR)},
-        )
+    building = bool(plan.to_parse or plan.removed)
+    if building:  # the warehouse will be built: dbt's imports overlap Dagster's and the parse
+        warm.start()
     prepare_dbt_manifest(settings)  # before the dbt assets are imported
+    target, env = dbt_target_path(settings.home, "warehouse"), dbt_env(settings.lake, settings.warehouse)
+    if building and not seed_parse_state(target, env):  # a home whose profile differs from the shared parse's:
+        warm.parse_ahead(target, env)  # its first full parse of the dbt project overlaps the parse of the papers
 
     from assets.parse import observe_inbox
     from assets.partitions import papers

@@ -5,17 +5,20 @@ serialisers at import) before it reads a byte of the project; an ingest runs two
 models), and a one-paper ingest takes ~25 s. :class:`WarmDbt` starts one *zygote* process per ingest as soon as a dbt
 build is known to come (right after the plan when papers are to be parsed, before Dagster's definitions are
 imported, so its imports overlap those and the parse); the dbt commands are then forks of it. An ingest that builds
-nothing starts none. A new home's first build would also parse the whole project (its profile names the home's own
-side file): :meth:`WarmDbt.parse_ahead` runs that ``dbt parse`` as the zygote's first command, in the background,
+nothing starts none. dbt runs in the warehouse's folder, whose side file the profile names relative to it, so a new
+home of the default layout starts from the project's shared partial-parse state
+(:func:`paperlake.warehouse.seed_parse_state`); a home whose profile differs would parse the whole project in its
+first build: :meth:`WarmDbt.parse_ahead` runs that ``dbt parse`` as the zygote's first command, in the background,
 and the build waits for it (:meth:`WarmDbt.wait_parse_ahead`) and reads its partial-parse state.
 
 - ``paperlake-dbt`` (:func:`launcher_main`) is the executable dagster-dbt runs instead of ``dbt``, with the same
-  arguments. With ``PAPERLAKE_DBT_ZYGOTE`` naming a live zygote (``pid:socket``; one still importing is waited for,
-  which never takes longer than importing dbt afresh) it sends its arguments, environment, working
-  directory and its stdin/stdout/stderr (``SCM_RIGHTS``) and waits; the zygote forks a child that takes those as its
-  own and runs dbt's CLI; the launcher forwards SIGINT/SIGTERM to that child (dagster-dbt interrupts a build with
-  SIGINT) and exits with its exit status. Without a zygote, or when it cannot be reached, the launcher *is* ``dbt``
-  (``os.execve``): the Dagster UI and daemon, a worker on another machine, or a zygote that died, all run plain dbt.
+  arguments, in the folder ``PAPERLAKE_DBT_WORKDIR`` names when set. With ``PAPERLAKE_DBT_ZYGOTE`` naming a live
+  zygote (``pid:socket``; one still importing is waited for, which never takes longer than importing dbt afresh) it
+  sends its arguments, environment, working directory and its stdin/stdout/stderr (``SCM_RIGHTS``) and waits; the
+  zygote forks a child that takes those as its own and runs dbt's CLI; the launcher forwards SIGINT/SIGTERM to that
+  child (dagster-dbt interrupts a build with SIGINT) and exits with its exit status. Without a zygote, or when it
+  cannot be reached, the launcher *is* ``dbt`` (``os.execve``): the Dagster UI and daemon, a worker on another
+  machine, or a zygote that died, all run plain dbt.
 - Each command is a fresh fork of a zygote that never ran one, so no state carries from one command to the next.
 - Crash-consistency is unchanged: the child is a process of the ingest's process group, as a ``dbt`` subprocess is,
   and dies with it; the zygote exits when the ingest does (:meth:`WarmDbt.close`, or on seeing its parent gone).
@@ -39,6 +42,10 @@ from pathlib import Path
 
 ENV_VAR = "PAPERLAKE_DBT_ZYGOTE"
 DISABLE_VAR = "PAPERLAKE_DBT_WARM"  # "0": no zygote
+# The folder dbt runs in (the warehouse's: the profile names the side file relative to it, so that every home's
+# profile is the same and dbt's partial-parse state holds across homes; paperlake.warehouse.dbt_env)
+WORKDIR_VAR = "PAPERLAKE_DBT_WORKDIR"
+LAUNCHER = "paperlake-dbt"  # the console script of launcher_main
 READY_WAIT_SECONDS = 30.0  # how long a launcher waits for a zygote that is still importing dbt
 COMMAND_LOG = "commands.jsonl"  # beside the socket: one line per command the zygote ran
 _MAX_REQUEST = 4 * 1024 * 1024  # argv + environment; an environment is a few kB
@@ -55,8 +62,13 @@ def real_dbt() -> str:
 
 def launcher_path() -> str:
     """``paperlake-dbt`` beside this interpreter (the console script), else plain ``dbt``."""
-    beside = Path(sys.executable).with_name("paperlake-dbt")
+    beside = Path(sys.executable).with_name(LAUNCHER)
     return str(beside) if beside.exists() else real_dbt()
+
+
+def runs_in_workdir(executable: str) -> bool:
+    """Whether ``executable`` moves to :data:`WORKDIR_VAR` before running dbt (``paperlake-dbt`` does; dbt does not)."""
+    return Path(executable).name == LAUNCHER
 
 
 # ── the launcher ───────────────────────────────────────────────────────────────────────────────────────────────
@@ -101,6 +113,8 @@ def _receive_message(connection: socket.socket, fds: list[int] | None = None) ->
 def launcher_main() -> None:
     """``paperlake-dbt ARGS``: run ``dbt ARGS`` in a fork of the ingest's zygote, else be ``dbt ARGS``."""
     arguments = sys.argv[1:]
+    if os.environ.get(WORKDIR_VAR):  # dagster-dbt starts dbt in the project folder; the profile's paths start here
+        os.chdir(os.environ[WORKDIR_VAR])
     zygote, _, address = os.environ.get(ENV_VAR, "").partition(":")
     connection = None
     if zygote.isdigit() and address:
@@ -226,13 +240,15 @@ def _fork_command(connection: socket.socket, listener: socket.socket, log: Path)
     finally:
         for fd in fds:
             os.close(fd)
-    threading.Thread(target=_report, args=(connection, pid, request["argv"], log), daemon=True).start()
+    threading.Thread(
+        target=_report, args=(connection, pid, request["argv"], str(request.get("cwd")), log), daemon=True
+    ).start()
 
 
 _LOG_LOCK = threading.Lock()
 
 
-def _report(connection: socket.socket, pid: int, argv: list[str], log: Path) -> None:
+def _report(connection: socket.socket, pid: int, argv: list[str], cwd: str, log: Path) -> None:
     """Tell the launcher the child's pid, then its exit status; note the command in the zygote's log."""
     started = time.perf_counter()
     status: int | None = None
@@ -246,7 +262,13 @@ def _report(connection: socket.socket, pid: int, argv: list[str], log: Path) -> 
         pass
     finally:
         connection.close()
-        entry = {"argv": argv, "pid": pid, "exit": status, "seconds": round(time.perf_counter() - started, 3)}
+        entry = {
+            "argv": argv,
+            "cwd": cwd,
+            "pid": pid,
+            "exit": status,
+            "seconds": round(time.perf_counter() - started, 3),
+        }
         with _LOG_LOCK, log.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry) + "\n")
 
@@ -337,9 +359,9 @@ class WarmDbt:
 
     def parse_ahead(self, target: Path, env: dict[str, str]) -> None:
         """Start ``dbt parse`` into ``target`` in the background (a fork of the zygote, once it is ready), for a
-        build stage whose folder has no partial-parse state yet: a new home's first build would otherwise parse the
-        whole project on the way to the warehouse (~3 s; its profile names this home's side file, so the project's
-        shared parse does not count). The parse writes only ``target``, and the build must not start before
+        build stage whose folder has no partial-parse state yet and could not be given the project's shared one (a
+        home whose profile differs from the shared parse's): its first build would otherwise parse the whole project
+        on the way to the warehouse (~3 s). The parse writes only ``target``, and the build must not start before
         :meth:`wait_parse_ahead`."""
         if self._parse_ahead is not None or not self._started or (target / "partial_parse.msgpack").exists():
             return

@@ -21,6 +21,7 @@ and dbt's tests read those rows: ``dbt_project/macros/paper_delta.sql``); otherw
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -35,7 +36,16 @@ from typing import Iterator, Sequence
 import duckdb
 import pyarrow as pa
 
+from paperlake.dbt_warm import WORKDIR_VAR
+
 DBT_PROJECT_DIR = Path(__file__).resolve().parents[1] / "dbt_project"
+# The project's shared parse (orchestration.run.prepare_dbt_manifest): the lock it is made under, and the record of
+# the profile it was made under (the dbt_env values that enter dbt's profile), which a home's must equal to start
+# from its partial-parse state.
+SHARED_PARSE_DIR = DBT_PROJECT_DIR / "target"
+SHARED_PARSE_LOCK = ".parse.lock"
+SHARED_PARSE_ENV = "parse_env.json"
+PARSE_ENV_KEYS = ("PAPERLAKE_DBT_TARGET_PATH",)
 BUILDS_TABLE = "_paperlake.builds"
 PAPERS_TABLE = "_paperlake.papers"  # paper key → paper id and lake digest, as the per-paper marts hold them
 DELTA_TABLE = "_paperlake.build_delta"  # during an incremental build: the papers whose rows it replaces
@@ -156,23 +166,65 @@ def dbt_target_path(home: Path, stage: str) -> Path:
     return home / "dbt-target" / stage
 
 
-def empty_dbt_target(target: Path) -> None:
-    """Empty a build's dbt target folder, keeping ``partial_parse.msgpack``: the project's shared parse was made
-    under another home's profile (the side file's path is in it), which dbt counts as a change, so without the
-    home's own state every build parses the whole project again (1.6 s of each build here). A stage without state of
-    its own starts from another stage's of the same home (same profile, environment and project): a fresh home then
-    parses in full once, not once per stage (2.1 s of the formula stage's first build). dbt checks the file against
-    the project, profile and versions, and parses in full whenever it does not match or cannot be read."""
+def empty_dbt_target(target: Path, env: dict[str, str] | None = None, shared: Path | None = None) -> None:
+    """Empty a build's dbt target folder, keeping ``partial_parse.msgpack``, else seeding one (:func:`seed_parse_state`
+    with the build's ``env``): without partial-parse state a build parses the whole project again (~3 CPU-s). dbt
+    checks the file against the project, profile and versions, and parses in full whenever it does not match or
+    cannot be read."""
     keep = target / "partial_parse.msgpack"
     state = keep.read_bytes() if keep.is_file() else None
     if state is None:
         state = _sibling_parse_state(target)
+    if state is None and env is not None:
+        state = _shared_parse_state(env, shared)
     shutil.rmtree(target, ignore_errors=True)
     if state is not None:
-        target.mkdir(parents=True, exist_ok=True)
-        scratch = keep.with_name(keep.name + ".tmp")
-        scratch.write_bytes(state)
-        os.replace(scratch, keep)
+        _write_state(target, state)
+
+
+def seed_parse_state(target: Path, env: dict[str, str], shared: Path | None = None) -> bool:
+    """Give a build stage's target folder without partial-parse state one to start from, and say whether it has one.
+
+    First another stage's state of the same home (same profile, environment and project): a fresh home parses in
+    full at most once, not once per stage. Else the project's shared parse (:data:`SHARED_PARSE_ENV`), when it was
+    made under the same profile: dbt runs in the warehouse's folder with the side file named relative to it
+    (:func:`dbt_env`), so every home of the default layout renders the same profile and the shared state holds for
+    all of them (dbt then re-parses only the files whose environment variables differ: the formula sources, which
+    name the lake). A home with another side-file name gets nothing here (its profile differs, which dbt counts as a
+    change: a full parse)."""
+    if (target / "partial_parse.msgpack").is_file():
+        return True
+    state = _sibling_parse_state(target)
+    if state is None:
+        state = _shared_parse_state(env, shared)
+    if state is None:
+        return False
+    _write_state(target, state)
+    return True
+
+
+def _write_state(target: Path, state: bytes) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    keep = target / "partial_parse.msgpack"
+    scratch = keep.with_name(f"{keep.name}.{uuid.uuid4().hex}.tmp")
+    scratch.write_bytes(state)
+    os.replace(scratch, keep)
+
+
+def _shared_parse_state(env: dict[str, str], shared: Path | None = None) -> bytes | None:
+    """The shared partial-parse state (in ``shared``, by default the project's :data:`SHARED_PARSE_DIR`) if it was
+    made under ``env``'s profile, else None. Read under the parse lock, so a shared parse being rewritten is never
+    read half-written."""
+    shared = shared or SHARED_PARSE_DIR
+    try:
+        with open(shared / SHARED_PARSE_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            made_under = json.loads((shared / SHARED_PARSE_ENV).read_text(encoding="utf-8"))
+            if made_under != {key: env.get(key) for key in PARSE_ENV_KEYS}:
+                return None
+            return (shared / "partial_parse.msgpack").read_bytes()
+    except (OSError, ValueError):
+        return None
 
 
 def _sibling_parse_state(target: Path) -> bytes | None:
@@ -196,11 +248,21 @@ def build_path(warehouse: Path) -> Path:
     return warehouse.with_name(warehouse.stem + ".build" + warehouse.suffix)
 
 
-def dbt_env(lake: Path, warehouse: Path) -> dict[str, str]:
-    """Environment for a dbt invocation that builds the side file from this lake."""
+def dbt_env(lake: Path, warehouse: Path, *, relative: bool = True) -> dict[str, str]:
+    """Environment for a dbt invocation that builds the side file from this lake.
+
+    ``relative``: dbt is to run in the warehouse's folder (:data:`WORKDIR_VAR`; ``paperlake-dbt`` moves there
+    itself, a direct ``dbt`` call must be given it as its working directory) and the profile names the side file
+    relative to it. The profile is then the same in every home, so dbt's partial-parse state carries from the
+    project's shared parse to a new home (:func:`seed_parse_state`); with the side file's absolute path in it, dbt
+    sees a changed profile and parses the whole project. Without ``relative`` (a plain ``dbt`` that stays in the
+    project folder) the path is absolute."""
+    side_file = build_path(warehouse)
     return {
         "PAPERLAKE_LAKE": str(lake),
-        "PAPERLAKE_DBT_TARGET_PATH": str(build_path(warehouse)),
+        "PAPERLAKE_DBT_TARGET_PATH": side_file.name if relative else str(side_file),
+        WORKDIR_VAR: str(side_file.parent),
+        "DBT_PROJECT_DIR": str(DBT_PROJECT_DIR),
         "DBT_PROFILES_DIR": str(DBT_PROJECT_DIR),
         # no usage events sent from an ingest (dbt's default is to send them to dbt Labs)
         "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",

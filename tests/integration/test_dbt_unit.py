@@ -11,15 +11,16 @@ import sys
 from pathlib import Path
 
 from paperlake.config import Settings
+from paperlake.dbt_warm import WORKDIR_VAR
 from paperlake.lake import Lake
-from paperlake.warehouse import DBT_PROJECT_DIR, dbt_env
+from paperlake.warehouse import dbt_env
 
 
 def _dbt(args: list[str], env: dict[str, str], target: Path) -> subprocess.CompletedProcess:
     dbt = str(Path(sys.executable).with_name("dbt"))
     return subprocess.run(
         [dbt, *args, "--target-path", str(target)],
-        cwd=DBT_PROJECT_DIR,
+        cwd=env[WORKDIR_VAR],  # the profile names the side file relative to the warehouse's folder
         env=env,
         capture_output=True,
         text=True,

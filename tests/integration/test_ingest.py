@@ -78,17 +78,22 @@ class TestIncremental:
         )
         assert orphans == [(0,)]
         state["paper_ids"] = {k: v for k, v in query(settings, "select paper_key, paper_id::varchar from metadata")}
-        # a fresh home parses the dbt project in full once, in the background while the papers are parsed (the warm
-        # dbt's first command): the warehouse build starts from that partial-parse state, the formula stage's first
-        # build from the warehouse stage's
+        # a fresh home of the default layout never parses the dbt project in full: its profile is the shared
+        # parse's (the side file named relative to the warehouse's folder), so the warehouse build starts from the
+        # project's partial-parse state (re-parsing only the formula sources, which name this home's lake) and the
+        # formula stage's first build from the warehouse stage's
         assert summary.formulas_built, summary.stale
         warehouse_log = (settings.home / "logs" / "dbt-build.log").read_text()
         assert "Unable to do partial parsing" not in warehouse_log, warehouse_log[:2000]
+        debug_log = (settings.home / "dbt-target" / "warehouse" / "dbt.log").read_text()  # dbt's own, debug level
+        assert "Partial parsing enabled" in debug_log and "Unable to do partial parsing" not in debug_log
         formulas_log = (settings.home / "logs" / "formulas-build.log").read_text()
         assert "Unable to do partial parsing" not in formulas_log, formulas_log[:2000]
-        # the parse and both dbt builds were forks of the ingest's warm dbt (paperlake.dbt_warm), and succeeded
+        # both dbt builds were forks of the ingest's warm dbt (paperlake.dbt_warm), run in the home, and succeeded;
+        # there was no parse ahead of them
         commands = [c["argv"][0] for c in summary.warm_dbt_commands]
-        assert commands == ["parse", "build", "build"], summary.warm_dbt_commands
+        assert commands == ["build", "build"], summary.warm_dbt_commands
+        assert {c["cwd"] for c in summary.warm_dbt_commands} == {str(settings.warehouse.parent)}
         assert all(c["exit"] == 0 for c in summary.warm_dbt_commands), summary.warm_dbt_commands
         assert any("tag:formulas" in c["argv"] for c in summary.warm_dbt_commands)
         # the two new papers of one volume were parsed, synced and probed in one run per job (a partition range),
