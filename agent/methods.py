@@ -14,7 +14,8 @@ retrieval-only metrics), then:
   model's answer otherwise; its first retrieval reads the table row and column lines first (header-addressed
   values);
 - ``hdrag``: HD-RAG's table pipeline: an ensemble (BM25 and dense, fused by weighted reciprocal rank) over the row,
-  column and table entities, an LLM rerank of the candidates, then RECAP over the best ``k``.
+  column and table entities (the row lines have BM25 vectors only: the dense route finds columns and captions), an
+  LLM rerank of the candidates, then RECAP over the best ``k``.
 """
 
 from __future__ import annotations
@@ -129,12 +130,21 @@ def _vector_items(env: AgentEnv, task: Task, views: Sequence[tuple[str, str]], k
         raise BackendUnavailable("no text vector collection is built")
     papers = scope_papers(task, env)
     scope = f"pdf_id in {quote_filter_list(papers)}" if papers else ""
-    available = {tuple(v) for c in env.collections() if c.name == collection for v in c.views}
+    infos = env.collections()
+    available = {tuple(v) for c in infos if c.name == collection for v in c.views}
+    # a view the collection holds no vectors of (a dense collection configured without the table row lines) is
+    # searched by BM25, which holds every encodable cell
+    bm25 = next(
+        (c for c in infos if c.modality == "text" and c.metric.upper() == "BM25" and c.name != collection), None
+    )
     ranked: list[list[ContextItem]] = []
     for table, column in views:
+        searched = collection
         if available and (table, column) not in available:
-            continue
-        hits = env.vectors.search(task.question, collection, table, column, scope, k)
+            if bm25 is None or (table, column) not in {tuple(v) for v in bm25.views}:
+                continue
+            searched = bm25.name
+        hits = env.vectors.search(task.question, searched, table, column, scope, k)
         located = env.locate(table, [h.primary_key for h in hits if not h.bbox]) if hits else {}
         ranked.append(
             [
@@ -147,7 +157,7 @@ def _vector_items(env: AgentEnv, task: Task, views: Sequence[tuple[str, str]], k
                     row_id=str(h.primary_key),
                     bbox=tuple(h.bbox) if h.bbox else located.get(str(h.primary_key), (None, None, None))[2],
                     score=float(h.score),
-                    source=collection,
+                    source=searched,
                 )
                 for h in hits
             ]

@@ -7,8 +7,11 @@ once per mode in one run: per way of reading a text longer than MiniLM's 256-tok
   its windows, a page's and a section's pool the windows of the chunks they hold, a table's content pools its row
   lines (encoded for ``table_rows`` anyway), token-weighted, normalised; every window goes through the embedding
   cache, so a window shared by several cells is encoded once;
-- ``pool`` (now, ``POOLING_VERSION`` 2): the same, and a column line's vector reads its head (its values are encoded
-  in the row lines: ``paperlake.vectors.entities.HEAD_VIEWS``); these three on the float graph (``backend: onnx``);
+- ``pool-v2-int8`` (``POOLING_VERSION`` 2, on the int8 graph): the same, and a column line's vector reads its head
+  (its values are in the row lines: ``paperlake.vectors.entities.HEAD_VIEWS``);
+- ``pool`` (now, ``POOLING_VERSION`` 3): the dense collections hold no table row lines (``without_views``: BM25
+  finds them) and a table's content pools its column lines' heads instead of its row lines; on the float graph, as
+  the first two (``backend: onnx``);
 - ``pool-int8``: the same on the int8 graph (``backend: onnx-int8``, the configured default).
 
 Each mode starts from an empty embedding cache and an empty Milvus Lite file. Reported per mode: seconds of the
@@ -18,7 +21,7 @@ through ``paperlake.vectors.search`` (the path `paperlake search` and the agent 
 ``pool-int8`` both run, the cosine of every window's int8 vector to its float one (from the two caches).
 
     python benchmarks/encode_once.py [--warehouse W] [--work-dir D] [--out FILE]
-        [--modes truncate,pool-v1,pool,pool-int8]
+        [--modes truncate,pool-v1,pool-v2-int8,pool,pool-int8]
 """
 
 from __future__ import annotations
@@ -42,12 +45,15 @@ TEXT_COLLECTIONS = ("text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2
 ENCODER = "all_minilm_l6_v2"
 
 
-# mode → (long_text, backend): the configured ONNX graph, and its int8 quantisation (`backend: onnx-int8`)
+# mode → (long_text, backend, pooling version, whether the dense collections hold the table row lines): the
+# configured ONNX graph, and its int8 quantisation (`backend: onnx-int8`); the modes with row lines dense are the
+# earlier schemes, for side-by-side runs (None: as configured now, without them)
 MODES = {
-    "truncate": ("truncate", "onnx", 1),
-    "pool-v1": ("pool", "onnx", 1),
-    "pool": ("pool", "onnx", None),
-    "pool-int8": ("pool", "onnx-int8", None),
+    "truncate": ("truncate", "onnx", 1, True),
+    "pool-v1": ("pool", "onnx", 1, True),
+    "pool-v2-int8": ("pool", "onnx-int8", 2, True),
+    "pool": ("pool", "onnx", None, None),
+    "pool-int8": ("pool", "onnx-int8", None, None),
 }
 
 
@@ -59,10 +65,13 @@ def run_mode(mode: str, warehouse: Path, work: Path, queries: list[dict], files:
     from paperlake.vectors.entities import collect_cells
     from paperlake.vectors.store import VectorStore, sync_warehouse
 
-    long_text, backend, pooling = MODES[mode]
+    long_text, backend, pooling, rows_dense = MODES[mode]
     config = load_config()
     encoder_spec = replace(config.encoders[ENCODER], long_text=long_text, backend=backend)
     config = replace(config, encoders={**config.encoders, ENCODER: encoder_spec})
+    if rows_dense:
+        config = replace(config, collections=tuple(replace(c, without_views=()) for c in config.collections))
+    dense = [c for c in config.active_collections() if any(v.encoder == ENCODER for v in c.vectors)]
     folder = work / mode
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -71,7 +80,8 @@ def run_mode(mode: str, warehouse: Path, work: Path, queries: list[dict], files:
         with duckdb.connect(str(warehouse), read_only=True) as con:
             # a window is counted for the first view that encodes it: cells of their own text before pooled ones
             cells = sorted(
-                (c for c in collect_cells(con, pooling=pooling) if c.kind == "text"), key=lambda c: c.parts is not None
+                (c for c in collect_cells(con, pooling=pooling) if any(spec.holds(c) for spec in dense)),
+                key=lambda c: c.parts is not None,
             )
             encoder.encode(["warm-up: load the model before the clock starts"])
             started = time.perf_counter()

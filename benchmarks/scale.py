@@ -128,11 +128,7 @@ def bulk_vectors(settings, store, paper_keys: list[str]) -> float:
         # a hundred papers' rows at a time: all 2,000 papers' rows with their vectors held at once took 20 GB
         for first in range(0, len(paper_keys), 100):
             group = {ids[key] for key in paper_keys[first : first + 100]}
-            changed = [
-                (c, store.cell_hash(spec, fingerprint, c))
-                for c in cells
-                if c.kind == spec.modality and c.pdf_id in group
-            ]
+            changed = [(c, store.cell_hash(spec, fingerprint, c)) for c in cells if spec.holds(c) and c.pdf_id in group]
             rows = store._rows(spec, changed, CollectionSyncStats(spec.name))
             by_partition = defaultdict(list)
             for row in rows:
@@ -152,7 +148,7 @@ def bulk_vectors(settings, store, paper_keys: list[str]) -> float:
                 paper,
                 by_paper[paper],
                 versions.get(paper, ""),
-                len({c.entity_id for c in by_paper[paper] if c.kind == spec.modality}),
+                len({c.entity_id for c in by_paper[paper] if spec.holds(c)}),
             )
     return time.perf_counter() - started
 

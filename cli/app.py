@@ -764,6 +764,17 @@ def search(
         table_name, _, column_name = view.partition(".")
         if not column_name:
             fail(f"--view takes table.column (e.g. chunks.text_content), got {view!r}")
+        chosen = next((spec for spec in config.collections if spec.name == name), None)
+        if collection is None and not hybrid and chosen is not None and view in chosen.without_views:
+            # the default dense collection holds no vectors of this view (the table lines): BM25 holds every cell
+            name = next(s.name for s in config.collections if s.modality == "text" and s.has_bm25 and not s.is_hybrid)
+            if not as_json:
+                typer.echo(f"{view} has no dense vectors (schemas/collections.yaml, without_views): searching {name}")
+        elif chosen is not None and not chosen.is_hybrid and view in chosen.without_views:
+            fail(
+                f"{name} holds no {view} vectors (without_views in schemas/collections.yaml): search it in "
+                "text_bm25_en, or with --hybrid"
+            )
     try:
         route_weights = [float(w) for w in weights.split(",")] if weights else None
     except ValueError:

@@ -54,12 +54,13 @@ LAKE_AS_WAREHOUSE: dict[str, tuple[str, str]] = {
     "reference": ("references", "*, paper_id as ref_paper_id, page_id as ref_page_id"),
     "table_rows": (
         "table_rows",
-        "*, table_id as ref_table_id, paper_id as ref_paper_id, page_id as ref_page_id, null::varchar as row_summary",
+        "*, table_id as ref_table_id, paper_id as ref_paper_id, page_id as ref_page_id, null::varchar as row_summary, "
+        "array_to_string(row_header_path, ' > ') as row_header",
     ),
     "table_columns": (
         "table_columns",
         "*, table_id as ref_table_id, paper_id as ref_paper_id, page_id as ref_page_id, "
-        "null::varchar as column_summary",
+        "null::varchar as column_summary, array_to_string(column_header_path, ' > ') as column_header",
     ),
 }
 _BATCH = 32  # windows per encode call: what the thread finishes after it is asked to stop
@@ -130,17 +131,18 @@ class EncodeAhead:
 
         self.lake_root = lake_root
         config = load_config()
-        names = sorted(
-            {
-                vector.encoder
-                for spec in config.active_collections()
-                if spec.modality == "text"
-                for vector in spec.vectors
-                if vector.kind == "dense"
-            }
-        )
+        dense = [
+            (vector.encoder, spec)
+            for spec in config.active_collections()
+            if spec.modality == "text"
+            for vector in spec.vectors
+            if vector.kind == "dense"
+        ]
+        names = sorted({name for name, _ in dense})
         registry = EncoderRegistry(config, device=device, threads=threads)
         self.encoders = [registry.get(name) for name in names]
+        # per encoder, the collections it encodes for: a cell none of them holds is not encoded
+        self._specs = {name: [spec for n, spec in dense if n == name] for name in names}
         self.cache = EmbeddingCache(cache_path)
         self.stats = AheadStats()
         self._queue: queue.Queue[list[str] | ParsedPaper | None] = queue.Queue()
@@ -212,11 +214,12 @@ class EncodeAhead:
     def _encode(self, cells: list[Cell]) -> None:
         from paperlake.vectors.encoders import content_sha256, pooled_windows
 
-        for encoder in self.encoders:
+        for name, encoder in zip(sorted(self._specs), self.encoders):
+            held = [c for c in cells if any(spec.holds(c) for spec in self._specs[name])]
             if getattr(encoder, "long_text", "truncate") == "pool":
-                texts = [w for c in cells for w, _ in pooled_windows(encoder, c.parts or (c.text,), c.head_tokens)]
+                texts = [w for c in held for w, _ in pooled_windows(encoder, c.parts or (c.text,), c.head_tokens)]
             else:
-                texts = [c.text for c in cells]
+                texts = [c.text for c in held]
             texts = list(dict.fromkeys(texts))
             hashes = [content_sha256(t) for t in texts]
             cached = self.cache.get_many(encoder.cache_key, hashes)

@@ -101,6 +101,12 @@ class CollectionSpec:
     vectors: tuple[VectorFieldSpec, ...]
     enabled: bool = True
     description: str = ""
+    # encodable views ("table.column") this collection holds no entity of (``without_views`` in the YAML)
+    without_views: tuple[str, ...] = ()
+
+    def holds(self, cell) -> bool:
+        """Whether this collection has an entity for ``cell`` (a ``paperlake.vectors.entities.Cell``)."""
+        return cell.kind == self.modality and cell.view not in self.without_views
 
     @property
     def encoders(self) -> tuple[str, ...]:
@@ -292,10 +298,15 @@ def _parse_collection(body: Mapping[str, Any], encoders: Mapping[str, EncoderSpe
         raise ConfigError(f"collection {name}: duplicate vector field names")
     if sum(v.kind == "bm25" for v in vectors) > 1:
         raise ConfigError(f"collection {name}: at most one bm25 field")
+    without = tuple(str(view) for view in body.get("without_views") or ())
+    malformed = [view for view in without if view.count(".") != 1 or not all(view.split("."))]
+    if malformed:
+        raise ConfigError(f"collection {name}: without_views takes table.column names, got {malformed}")
     return CollectionSpec(
         name=name,
         modality=modality,
         vectors=tuple(vectors),
         enabled=bool(body.get("enabled", True)),
         description=body.get("description", ""),
+        without_views=without,
     )

@@ -45,8 +45,8 @@ def describe_collections(
         content_field = "text" if spec.modality == "text" else "bbox"
         views = []
         for table, column, kind in encodable:
-            if kind != spec.modality:
-                continue
+            if kind != spec.modality or f"{table}.{column}" in spec.without_views:
+                continue  # a view the collection is configured without (the table lines in the dense ones)
             view = {"table_name": table, "column_name": column}
             if exists and with_counts:
                 view["count"] = store.count(

@@ -182,11 +182,11 @@ def collect_cells(
             else c
             for c in cells
         ]
-    return _with_chunk_parts(warehouse_con, cells, papers, columns_of)
+    return _with_chunk_parts(warehouse_con, cells, papers, columns_of, pooling or POOLING_VERSION)
 
 
-# The views whose dense vector is pooled from texts encoded for other views: pages and sections from the chunks they
-# hold, a table's content from its row lines (HD-RAG's H-RCL rows, encoded for table_rows).
+# The views whose dense vector is pooled from texts other than their own: pages and sections from the chunks they hold
+# (encoded for the chunks), a table's content from its outline (caption, column headers, row labels: _table_parts).
 POOLED_VIEWS = {("pages", "page_content"), ("sections", "section_content"), ("tables", "table_content")}
 # Views whose dense vector reads the head of the text only, in tokens. A column line is its table's caption head and
 # its column's header path, then one "row label: value" per row; every one of those values is in a row line too,
@@ -208,30 +208,28 @@ HEAD_VIEWS = {("table_columns", "column_text"): 64}
 # table content pooling the head once, recall@5 on the 44 table questions fell for recap .955 -> .886, neusym_rag
 # and two_stage_hybrid_rag .909 -> .864 (hdrag unchanged .977); with the head once per row there, recap .932,
 # the other two .932, hdrag .977, but the classic_rag probe gate lost 4 of emnlp2024's 224 answers at 5.
-POOLING_VERSION = 2
+# 3: the dense collections hold no table row or column lines (schemas/collections.yaml, ``without_views``: BM25
+# finds them as well as their dense vectors did on the 44 table questions, and they were 206k of the sample's 603k
+# tokens), so a table's content is pooled from its outline (caption, column headers, row labels) instead of its row
+# lines. Tried on the way: the heads of its column lines (and its row labels): recap recall@5 .955 -> .886.
+POOLING_VERSION = 3
 
 
 def _with_chunk_parts(
-    con: duckdb.DuckDBPyConnection, cells: list[Cell], papers: list[str] | None, columns_of: dict[str, set[str]]
+    con: duckdb.DuckDBPyConnection,
+    cells: list[Cell],
+    papers: list[str] | None,
+    columns_of: dict[str, set[str]],
+    version: int = POOLING_VERSION,
 ) -> list[Cell]:
     """Pages and sections get the texts of their chunks as ``parts``: a page holds the chunks that start on it, a
-    section the chunks under its title (on its pages, when a paper repeats a title); a table's content gets its row
-    lines. A cell without any keeps its own text."""
+    section the chunks under its title (on its pages, when a paper repeats a title); a table's content gets its
+    outline (:func:`_table_parts`). A cell without any keeps its own text."""
     wanted = [c for c in cells if (c.table_name, c.column_name) in POOLED_VIEWS]
     needed = {"ref_paper_id", "ref_page_id", "section_title", "text_content", "ordinal", "page_number"}
     if not wanted or not needed <= columns_of.get("chunks", set()):
         return cells
-    lines: dict[str, list[str]] = {}
-    if any(c.table_name == "tables" for c in wanted) and {"ref_table_id", "row_text", "row_index"} <= columns_of.get(
-        "table_rows", set()
-    ):
-        where, params = paper_filter("t.ref_paper_id", papers)
-        for table_id, text in con.execute(
-            f"select cast(t.ref_table_id as varchar), t.row_text from table_rows t {where} order by 1, t.row_index",
-            params,
-        ).fetchall():
-            if text and text.strip():
-                lines.setdefault(table_id, []).append(text)
+    lines = _table_parts(con, papers, columns_of, version) if any(c.table_name == "tables" for c in wanted) else {}
     where, params = paper_filter("t.ref_paper_id", papers)
     rows = con.execute(
         f"select cast(t.ref_paper_id as varchar), cast(t.ref_page_id as varchar), t.section_title, "
@@ -270,6 +268,54 @@ def _with_chunk_parts(
             parts = [t for _, t in chunks]
         out.append(replace(cell, parts=tuple(parts)) if parts else cell)
     return out
+
+
+def _table_parts(
+    con: duckdb.DuckDBPyConnection, papers: list[str] | None, columns_of: dict[str, set[str]], version: int
+) -> dict[str, list[str]]:
+    """Per table id, the texts its content's dense vector is pooled from. From ``version`` 3 one outline: its
+    caption, its column headers and its row labels (a table's HTML is mostly markup, and its row and column lines,
+    which repeat the caption and headers in every line, have BM25 vectors only); before, its row lines."""
+    where, params = paper_filter("t.ref_paper_id", papers)
+    if version < 3:
+        if not {"ref_table_id", "row_text", "row_index"} <= columns_of.get("table_rows", set()):
+            return {}
+        lines: dict[str, list[str]] = {}
+        for table_id, text in con.execute(
+            f"select cast(t.ref_table_id as varchar), t.row_text from table_rows t {where} order by 1, t.row_index",
+            params,
+        ).fetchall():
+            if text and text.strip():
+                lines.setdefault(table_id, []).append(text)
+        return lines
+    headers: dict[str, dict[str, list[str]]] = {}
+    for view, label, index in (
+        ("table_columns", "column_header", "col_index"),
+        ("table_rows", "row_header", "row_index"),
+    ):
+        if not {"ref_table_id", label, index} <= columns_of.get(view, set()):
+            continue
+        for table_id, text in con.execute(
+            f"select cast(t.ref_table_id as varchar), t.{label} from {view} t {where} order by 1, t.{index}",
+            params,
+        ).fetchall():
+            if text and text.strip():
+                headers.setdefault(table_id, {}).setdefault(view, []).append(" ".join(text.split()))
+    if not headers or "table_caption" not in columns_of.get("tables", set()):
+        return {}
+    where, params = paper_filter("t.ref_paper_id", papers)
+    outlines = {}
+    for table_id, caption in con.execute(
+        f"select cast(t.table_id as varchar), t.table_caption from tables t {where}", params
+    ).fetchall():
+        found = headers.get(table_id)
+        if not found:
+            continue
+        text = [" ".join((caption or "").split())]
+        text.append("Columns: " + "; ".join(found.get("table_columns", [])))
+        text.append("Rows: " + "; ".join(found.get("table_rows", [])))
+        outlines[table_id] = ["\n".join(t for t in text if t)]
+    return outlines
 
 
 def _wants_images(by_table: dict[str, list[tuple[str, str]]]) -> bool:

@@ -126,7 +126,7 @@ def expected_hashes(store: Any, collection: str, cells: Iterable[Cell]) -> dict[
     """entity id → text_hash the paper's cells call for in ``collection``."""
     spec = store.config.collection(collection)
     fingerprint = store.fingerprint(spec)
-    return {cell.entity_id: store.cell_hash(spec, fingerprint, cell) for cell in cells if cell.kind == spec.modality}
+    return {cell.entity_id: store.cell_hash(spec, fingerprint, cell) for cell in cells if spec.holds(cell)}
 
 
 def expected_digest(store: Any, collection: str, cells: Iterable[Cell]) -> tuple[str, int]:

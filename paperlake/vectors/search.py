@@ -143,9 +143,14 @@ def _search(
     partitions = None
     if table_name is not None and column_name is not None:
         partition = store.view_partition(spec.name, table_name, column_name, create=False)
-        if partition is None:
+        if partition is not None:
+            partitions = [partition]  # holds exactly this view, so no view predicate: Milvus Lite evaluates it per row
+        elif spec.is_hybrid and not fusion.startswith("milvus-") and _routes(store, spec)[0][0].name != spec.name:
+            # a hybrid collection without this view (`without_views`: the table lines) searched through its route
+            # collections: each route looks up its own partition of the view, and BM25's holds every text cell
+            partitions = []
+        else:
             return []
-        partitions = [partition]  # holds exactly this view, so no view predicate: Milvus Lite evaluates it per row
     else:
         if column_name is not None:
             clauses.insert(0, f"column_name == {quote_literal(column_name)}")

@@ -522,7 +522,7 @@ class VectorStore:
         fingerprint = self.fingerprint(spec)
         current: dict[str, tuple[Cell, str]] = {}
         for cell in cells:
-            if cell.kind == spec.modality:
+            if spec.holds(cell):
                 current[cell.entity_id] = (cell, self.cell_hash(spec, fingerprint, cell))
         stats.cells = len(current)
         existing = self.existing_hashes(spec.name, paper_id) if known is None else known

@@ -47,16 +47,24 @@ def test_each_collection_holds_one_entity_per_non_empty_encodable_cell(built):
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         cells = collect_cells(con, paper_encodable())
     kind = {(table, column): k for table, column, k in paper_encodable()}
-    text_cells = [c for c in cells if kind[(c.table_name, c.column_name)] == "text"]
     store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings)
     try:
         for spec in load_config().active_collections():
-            expected = len(text_cells) if spec.modality == "text" else len(cells) - len(text_cells)
-            assert store.count(spec.name) == expected, spec.name
+            # every cell of the collection's modality but those of the views it is configured without
+            held = [c for c in cells if kind[(c.table_name, c.column_name)] == spec.modality]
+            held = [c for c in held if c.view not in spec.without_views]
+            assert held and store.count(spec.name) == len(held) and all(spec.holds(c) for c in held), spec.name
+            for view in spec.without_views:
+                table, column = view.split(".")
+                assert store.count(spec.name, f"table_name == '{table}' and column_name == '{column}'") == 0
             for paper in paper_ids(settings).values():
-                assert store.count(spec.name, f"pdf_id == '{paper}'") == sum(
-                    1 for c in cells if c.pdf_id == paper and kind[(c.table_name, c.column_name)] == spec.modality
-                )
+                assert store.count(spec.name, f"pdf_id == '{paper}'") == sum(1 for c in held if c.pdf_id == paper)
+        # BM25 holds every text cell: the table row lines the dense collections are without are found there
+        assert (
+            store.count("text_bm25_en", "table_name == 'table_rows'")
+            == sum(c.view == "table_rows.row_text" for c in cells)
+            > 0
+        )
     finally:
         store.close()
 
@@ -324,9 +332,38 @@ def test_pages_sections_and_tables_are_pooled_from_text_encoded_once(built):
         store.close()
 
 
+def test_a_tables_content_is_pooled_from_its_outline(built):
+    """A table's dense vector is pooled from its outline (caption, column headers, row labels), not from its row
+    lines, which no dense collection holds; the same outline from the lake as from the warehouse."""
+    from paperlake.vectors.ahead import lake_cells
+    from paperlake.vectors.entities import collect_cells
+
+    settings = built["settings"]
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        contents = [c for c in collect_cells(con) if c.view == "tables.table_content" and c.parts]
+        assert contents and all(len(c.parts) == 1 and c.head_tokens is None for c in contents)
+        for content in contents:
+            caption, headers, labels = con.execute(
+                "select t.table_caption, "
+                "(select list(column_header order by col_index) from table_columns c "
+                "where c.ref_table_id = t.table_id), "
+                "(select list(row_header order by row_index) from table_rows r where r.ref_table_id = t.table_id) "
+                "from tables t where t.table_id = ?",
+                [content.primary_key],
+            ).fetchone()
+            outline = content.parts[0]
+            assert outline.startswith(" ".join((caption or "").split())), outline[:200]
+            assert all(" ".join(h.split()) in outline for h in headers or [] if h and h.strip())
+            assert all(" ".join(r.split()) in outline for r in labels or [] if r and r.strip())
+            assert "\nColumns: " in outline and "\nRows: " in outline
+    from_lake = {c.entity_id: c.parts for c in lake_cells(settings.lake, sorted(built["ids"])) if c.parts}
+    assert all(from_lake[c.entity_id] == c.parts for c in contents)
+
+
 def test_table_rows_and_columns_are_entities_that_search_finds_and_resync_skips(built):
     """HD-RAG's row and column lines are warehouse views, encoded like every other text cell: one entity per line
-    in each text collection, found by `search --view table_rows.row_text`, and a re-sync encodes nothing."""
+    in each text collection (but the row lines in the dense ones, configured without them: BM25's only), found by
+    `search --view table_rows.row_text`, and a re-sync encodes nothing."""
     from paperlake.vectors.config import load_config
     from paperlake.vectors.entities import collect_cells, default_encodable
     from paperlake.vectors.store import VectorStore
@@ -353,7 +390,8 @@ def test_table_rows_and_columns_are_entities_that_search_finds_and_resync_skips(
         texts = [spec for spec in load_config().active_collections() if spec.modality == "text"]
         for spec in texts:
             for view, column in (("table_rows", "row_text"), ("table_columns", "column_text")):
-                assert store.count(spec.name, f"table_name == '{view}'") == lines[view], (spec.name, view)
+                expected = 0 if f"{view}.{column}" in spec.without_views else lines[view]
+                assert store.count(spec.name, f"table_name == '{view}'") == expected, (spec.name, view)
         report = store.sync_paper(quantum, cells, texts)
         assert report.encoded == 0 and report.upserted == 0 and report.deleted == 0
     finally:
@@ -372,6 +410,27 @@ def test_table_rows_and_columns_are_entities_that_search_finds_and_resync_skips(
     )
     assert hits and {h["table_name"] for h in hits} == {"table_rows"}
     assert any("49.13" in h["content"] for h in hits)
+    # the dense collections hold no row lines: the default search fell back to BM25's, a hybrid search finds them
+    # through its BM25 route, and asking a dense collection for them by name says why it cannot
+    fused = json.loads(
+        cli(settings, "search", "BERT accuracy on SST-5", "--view", "table_rows.row_text", "--hybrid", "--json").stdout
+    )
+    assert fused and {h["table_name"] for h in fused} == {"table_rows"}
+    refused = CliRunner().invoke(
+        app,
+        ["search", "BERT", "-c", "text_sentence_transformers_all_minilm_l6_v2", "--view", "table_rows.row_text"]
+        + ["--home", str(settings.home)],
+    )
+    assert refused.exit_code != 0 and "without_views" in refused.output, refused.output
+    # recap reads the row lines first, from its dense collection where it can, else from BM25
+    from agent.methods import first_retrieval
+    from agent.run import open_env
+
+    question = {"uuid": "q", "question": "What accuracy does BERT reach on SST-5?", "anchor_pdf": [quantum]}
+    with open_env(settings) as env:
+        items = first_retrieval("recap", question, env)
+    rows = [i for i in items if i.table_name == "table_rows"]
+    assert rows and {i.source for i in rows} == {"text_bm25_en"} and any("49.13" in i.text for i in rows)
 
 
 def test_tables_list_and_show_print_header_paths(built):
@@ -542,8 +601,12 @@ def assert_windows_cached(cells, cache_path) -> None:
     from paperlake.vectors.config import load_config
     from paperlake.vectors.encoders import EmbeddingCache, content_sha256, encoder_registry, pooled_windows
 
-    encoder = encoder_registry(load_config()).get("all_minilm_l6_v2")
-    needed = {w for c in cells for w, _ in pooled_windows(encoder, c.parts or (c.text,), c.head_tokens)}
+    config = load_config()
+    encoder = encoder_registry(config).get("all_minilm_l6_v2")
+    dense = [s for s in config.active_collections() if any(v.encoder == "all_minilm_l6_v2" for v in s.vectors)]
+    held = [c for c in cells if any(spec.holds(c) for spec in dense)]
+    assert len(held) < len(cells)  # the table row lines are BM25's only: nothing encodes them
+    needed = {w for c in held for w, _ in pooled_windows(encoder, c.parts or (c.text,), c.head_tokens)}
     cache = EmbeddingCache(cache_path)
     try:
         assert len(cache.get_many(encoder.cache_key, [content_sha256(w) for w in needed])) == len(needed)

@@ -122,7 +122,7 @@ def test_collect_cells_pages_and_views(sample):
     )
 
 
-def test_config_activity_follows_local_weights(tmp_path, monkeypatch):
+def test_config_activity_follows_local_weights(tmp_path, monkeypatch, sample):
     config = load_config()
     names = {c.name for c in config.collections}
     assert {
@@ -155,6 +155,22 @@ def test_config_activity_follows_local_weights(tmp_path, monkeypatch):
                 ]
             }
         )
+    bm25 = {"field": "v", "kind": "bm25", "metric": "BM25", "index": "SPARSE_INVERTED_INDEX"}
+    for bad in (["table_rows"], ["a.b.c"], [".x"]):
+        with pytest.raises(ValueError, match="without_views takes table.column"):
+            parse_config({"collections": [{"name": "x", "modality": "text", "vectors": [bm25], "without_views": bad}]})
+    spec = parse_config(
+        {
+            "collections": [
+                {"name": "x", "modality": "text", "vectors": [bm25], "without_views": ["table_rows.row_text"]}
+            ]
+        }
+    ).collection("x")
+    row, chunk = (
+        next(c for c in cells_of(sample[0]) if c.view == view)
+        for view in ("table_rows.row_text", "chunks.text_content")
+    )
+    assert not spec.holds(row) and spec.holds(chunk)
 
 
 def test_filter_validation_hints():
@@ -185,10 +201,17 @@ def test_counts_equal_non_empty_encodable_cells(synced, sample):
     cells = cells_of(warehouse)
     text_cells = [c for c in cells if c.kind == "text"]
     image_cells = [c for c in cells if c.kind == "image"]
+    specs = {spec.name: spec for spec in load_config().collections}
     for name in TEXT_COLLECTIONS:
-        assert store.count(name) == len(text_cells), name
+        held = [c for c in text_cells if c.view not in specs[name].without_views]  # BM25: every one
+        assert store.count(name) == len(held), name
         for pid in ids.values():
-            assert store.count(name, f"pdf_id == '{pid}'") == sum(c.pdf_id == pid for c in text_cells)
+            assert store.count(name, f"pdf_id == '{pid}'") == sum(c.pdf_id == pid for c in held)
+    lines = ("table_rows.row_text", "table_columns.column_text")
+    assert specs["text_sentence_transformers_all_minilm_l6_v2"].without_views == lines
+    for view in lines:
+        assert store.count("text_sentence_transformers_all_minilm_l6_v2", f"table_name == '{view.split('.')[0]}'") == 0
+        assert store.count("text_bm25_en", f"table_name == '{view.split('.')[0]}'") > 0
     assert store.count(IMAGE_COLLECTION) == len(image_cells) > 0
     views = {(c.table_name, c.column_name) for c in text_cells}
     for table, column in views:
@@ -377,8 +400,9 @@ def test_resync_of_changed_paper_leaves_no_stale_entity(tmp_path, sample, cache_
         new_cells = cells_of(changed, [pid])
         report = store.sync_paper(pid, new_cells)
         removed = {c.entity_id for c in old_cells} - {c.entity_id for c in new_cells}
+        specs = {spec.name: spec for spec in load_config().collections}
         for name in TEXT_COLLECTIONS:
-            want = {c.entity_id for c in new_cells if c.kind == "text"}
+            want = {c.entity_id for c in new_cells if specs[name].holds(c)}
             assert set(store.existing_hashes(name, pid)) == want, name
             assert store.count(name, f"pdf_id == '{pid}'") == len(want)
             stats = report.collections[name]
@@ -496,10 +520,12 @@ def test_two_processes_sync_concurrently_through_a_server(tmp_path, sample, cach
                 _sync_worker, [(server.uri, str(warehouse), pid, str(cache_path)) for pid in ids.values()]
             )
         assert [r["text_bm25_en"] for r in results] == list(expected.values())
+        specs = {spec.name: spec for spec in load_config().collections}
         with VectorStore(server.uri, cache_path=cache_path) as store:
             for name in TEXT_COLLECTIONS:
-                for pid, count in expected.items():
-                    assert store.count(name, f"pdf_id == '{pid}'") == count
+                for pid in expected:
+                    held = sum(specs[name].holds(c) for c in cells_of(warehouse, [pid]))
+                    assert held and store.count(name, f"pdf_id == '{pid}'") == held
     assert server.process.returncode is not None
     with open_store(data_dir, cache_path) as store:  # stopped cleanly: the file opens directly, data intact
         assert store.count("text_bm25_en") == sum(expected.values())
