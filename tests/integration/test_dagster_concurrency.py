@@ -32,12 +32,16 @@ def ingested(tmp_path_factory: pytest.TempPathFactory, dbt_manifest: Path, corpu
 
 def expected_counts(settings: Settings, paper_id: str) -> dict[str, int]:
     from assets.vectors import vector_assets
+    from paperlake.vectors.config import load_config
     from paperlake.vectors.entities import collect_cells
     from paperlake.vectors.entities import default_encodable as paper_encodable
 
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
-        texts = sum(cell.kind == "text" for cell in collect_cells(con, paper_encodable(), [paper_id]))
-    return {definition.key.path[-1]: texts for definition in vector_assets}
+        cells = collect_cells(con, paper_encodable(), [paper_id])
+    config = load_config()
+    names = [definition.key.path[-1] for definition in vector_assets]
+    # each collection's cells: every text cell in BM25's, all but the views a dense one is configured without
+    return {name: sum(config.collection(name).holds(cell) for cell in cells) for name in names}
 
 
 def forget_vectors(settings: Settings) -> None:
