@@ -14,7 +14,7 @@ retrieval-only metrics), then:
   model's answer otherwise; its first retrieval reads the table row and column lines first (header-addressed
   values);
 - ``hdrag``: HD-RAG's table pipeline: an ensemble (BM25 and dense, fused by weighted reciprocal rank) over the row,
-  column and table entities (the row lines have BM25 vectors only: the dense route finds columns and captions), an
+  column and table entities (the row and column lines have BM25 vectors only: the dense route finds captions), an
   LLM rerank of the candidates, then RECAP over the best ``k``.
 """
 

@@ -188,7 +188,8 @@ def collect_cells(
 # The views whose dense vector is pooled from texts other than their own: pages and sections from the chunks they hold
 # (encoded for the chunks), a table's content from its outline (caption, column headers, row labels: _table_parts).
 POOLED_VIEWS = {("pages", "page_content"), ("sections", "section_content"), ("tables", "table_content")}
-# Views whose dense vector reads the head of the text only, in tokens. A column line is its table's caption head and
+# Views whose dense vector reads the head of the text only, in tokens (for a dense collection configured to hold the
+# column lines; the shipped ones are not: schemas/collections.yaml). A column line is its table's caption head and
 # its column's header path, then one "row label: value" per row; every one of those values is in a row line too,
 # encoded there, so the head is what the column line adds. On the 44 table questions the 64-token head scored as the
 # whole line (benchmarks/table_questions.py), and it costs 41k tokens on the sample instead of 167k.
@@ -211,7 +212,8 @@ HEAD_VIEWS = {("table_columns", "column_text"): 64}
 # 3: the dense collections hold no table row or column lines (schemas/collections.yaml, ``without_views``: BM25
 # finds them as well as their dense vectors did on the 44 table questions, and they were 206k of the sample's 603k
 # tokens), so a table's content is pooled from its outline (caption, column headers, row labels) instead of its row
-# lines. Tried on the way: the heads of its column lines (and its row labels): recap recall@5 .955 -> .886.
+# lines. Tried on the way: the heads of its column lines (recap recall@5 on the table questions .955 -> .864; with
+# its row labels added, .886).
 POOLING_VERSION = 3
 
 
