@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -100,7 +102,12 @@ def test_sigint_reaches_the_forked_dbt(tmp_path: Path) -> None:
     assert [c["exit"] for c in warm.commands] == [process.returncode]
 
 
-def test_the_zygote_ends_with_a_killed_ingest_and_its_directory_is_swept(tmp_path: Path) -> None:
+def test_the_zygote_ends_with_a_killed_ingest_and_its_directory_is_swept(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a temporary folder of the test's own: an ingest in the other pytest worker sweeps the shared one's dead
+    # directories too, which would remove this one before the test looks (as it should: it is dead). Short, beside
+    # the shared one: a unix socket's path has at most 107 bytes.
+    private = Path(tempfile.mkdtemp(prefix="pl-sweep-"))
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
     script = textwrap.dedent(
         """
         import json, os, sys
@@ -111,8 +118,16 @@ def test_the_zygote_ends_with_a_killed_ingest_and_its_directory_is_swept(tmp_pat
         os._exit(0)  # killed: no close
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "TMPDIR": str(private)},
+    )
     left = json.loads(done.stdout)
+    assert Path(left["directory"]).parent == private
     deadline = time.monotonic() + 30
     while Path(f"/proc/{left['zygote']}").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -121,6 +136,7 @@ def test_the_zygote_ends_with_a_killed_ingest_and_its_directory_is_swept(tmp_pat
     with WarmDbt() as warm:  # the next ingest's zygote sweeps the dead one's directory
         warm.start()
     assert not Path(left["directory"]).exists()
+    shutil.rmtree(private, ignore_errors=True)
 
 
 def test_switched_off_there_is_no_zygote(monkeypatch: pytest.MonkeyPatch) -> None:
