@@ -171,12 +171,7 @@ def empty_dbt_target(target: Path, env: dict[str, str] | None = None, shared: Pa
     with the build's ``env``): without partial-parse state a build parses the whole project again (~3 CPU-s). dbt
     checks the file against the project, profile and versions, and parses in full whenever it does not match or
     cannot be read."""
-    keep = target / "partial_parse.msgpack"
-    state = keep.read_bytes() if keep.is_file() else None
-    if state is None:
-        state = _sibling_parse_state(target)
-    if state is None and env is not None:
-        state = _shared_parse_state(env, shared)
+    state = _starting_state(target, env, shared)
     shutil.rmtree(target, ignore_errors=True)
     if state is not None:
         _write_state(target, state)
@@ -194,13 +189,23 @@ def seed_parse_state(target: Path, env: dict[str, str], shared: Path | None = No
     change: a full parse)."""
     if (target / "partial_parse.msgpack").is_file():
         return True
-    state = _sibling_parse_state(target)
-    if state is None:
-        state = _shared_parse_state(env, shared)
+    state = _starting_state(target, env, shared)
     if state is None:
         return False
     _write_state(target, state)
     return True
+
+
+def _starting_state(target: Path, env: dict[str, str] | None, shared: Path | None) -> bytes | None:
+    """The partial-parse state a build in ``target`` starts from: its own, else another stage's of the same home,
+    else (given the build's ``env``) the project's shared one made under the same profile; None if there is none."""
+    keep = target / "partial_parse.msgpack"
+    state = keep.read_bytes() if keep.is_file() else None
+    if state is None:
+        state = _sibling_parse_state(target)
+    if state is None and env is not None:
+        state = _shared_parse_state(env, shared)
+    return state
 
 
 def _write_state(target: Path, state: bytes) -> None:
