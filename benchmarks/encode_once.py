@@ -9,9 +9,13 @@ once per mode in one run: per way of reading a text longer than MiniLM's 256-tok
   cache, so a window shared by several cells is encoded once;
 - ``pool-v2-int8`` (``POOLING_VERSION`` 2, on the int8 graph): the same, and a column line's vector reads its head
   (its values are in the row lines: ``paperlake.vectors.entities.HEAD_VIEWS``);
-- ``pool`` (now, ``POOLING_VERSION`` 3): the dense collections hold no table row lines (``without_views``: BM25
-  finds them) and a table's content pools its column lines' heads instead of its row lines; on the float graph, as
-  the first two (``backend: onnx``);
+- ``pool-v3-int8`` (``POOLING_VERSION`` 3, int8): the dense collections hold no table row or column lines
+  (``without_views``: BM25 finds them) and a table's content pools its outline (caption, column headers, row
+  labels) instead of its row lines;
+- ``pool`` (now, ``POOLING_VERSION`` 4): the same, and a reference entry's or display equation's vector is late
+  chunked from the chunk that holds its text (the mean of its tokens' states in the chunk's encoding:
+  ``paperlake.vectors.entities.LATE_VIEWS``), so its tokens are not encoded again; on the float graph, as the first
+  two (``backend: onnx``);
 - ``pool-int8``: the same on the int8 graph (``backend: onnx-int8``, the configured default).
 
 Each mode starts from an empty embedding cache and an empty Milvus Lite file. Reported per mode: seconds of the
@@ -52,6 +56,7 @@ MODES = {
     "truncate": ("truncate", "onnx", 1, True),
     "pool-v1": ("pool", "onnx", 1, True),
     "pool-v2-int8": ("pool", "onnx-int8", 2, True),
+    "pool-v3-int8": ("pool", "onnx-int8", 3, None),
     "pool": ("pool", "onnx", None, None),
     "pool-int8": ("pool", "onnx-int8", None, None),
 }
@@ -79,9 +84,10 @@ def run_mode(mode: str, warehouse: Path, work: Path, queries: list[dict], files:
         encoder = store.encoders.get(ENCODER)
         with duckdb.connect(str(warehouse), read_only=True) as con:
             # a window is counted for the first view that encodes it: cells of their own text before pooled ones
+            # and before the pieces of chunks (late chunked), whose windows are the chunks'
             cells = sorted(
                 (c for c in collect_cells(con, pooling=pooling) if any(spec.holds(c) for spec in dense)),
-                key=lambda c: c.parts is not None,
+                key=lambda c: (c.parts is not None, c.within is not None),
             )
             encoder.encode(["warm-up: load the model before the clock starts"])
             started = time.perf_counter()
@@ -89,11 +95,12 @@ def run_mode(mode: str, warehouse: Path, work: Path, queries: list[dict], files:
             seconds = time.perf_counter() - started
         by_view: dict[str, int] = {}
         if long_text == "pool":
-            windows: dict[str, int] = {}
+            windows: dict[str, int] = {}  # window text → its tokens (special ones not included)
             for cell in cells:
-                for w, n in pooled_windows(encoder, cell.parts or (cell.text,), cell.head_tokens):
-                    if w not in windows:
-                        windows[w] = n
+                for w in pooled_windows(encoder, cell.parts or (cell.text,), cell.head_tokens, cell.within):
+                    if w.text not in windows:
+                        n = w.tokens if w.span is None else encoder.token_counts([w.text])[0] - 2
+                        windows[w.text] = n
                         by_view[cell.view] = by_view.get(cell.view, 0) + n + 2
             encoded, tokens = len(windows), sum(n + 2 for n in windows.values())
         else:

@@ -212,26 +212,27 @@ class EncodeAhead:
             self.stats.papers += 1 if isinstance(item, ParsedPaper) else len(item)
 
     def _encode(self, cells: list[Cell]) -> None:
-        from paperlake.vectors.encoders import content_sha256, pooled_windows
+        from paperlake.vectors.encoders import Window, missing_runs, pooled_windows, run_windows
 
         for name, encoder in zip(sorted(self._specs), self.encoders):
             held = [c for c in cells if any(spec.holds(c) for spec in self._specs[name])]
             if getattr(encoder, "long_text", "truncate") == "pool":
-                texts = [w for c in held for w, _ in pooled_windows(encoder, c.parts or (c.text,), c.head_tokens)]
+                windows = [
+                    w for c in held for w in pooled_windows(encoder, c.parts or (c.text,), c.head_tokens, c.within)
+                ]
             else:
-                texts = [c.text for c in held]
-            texts = list(dict.fromkeys(texts))
-            hashes = [content_sha256(t) for t in texts]
-            cached = self.cache.get_many(encoder.cache_key, hashes)
-            # by length, as the encoder batches: a batch of similar lengths pads little
-            todo = sorted(((sha, t) for sha, t in zip(hashes, texts) if sha not in cached), key=lambda p: len(p[1]))
-            self.stats.cached += len(texts) - len(todo)
+                windows = [Window(c.text, 1) for c in held]
+            windows = list({w.key: w for w in windows}.values())
+            cached = self.cache.get_many(encoder.cache_key, [w.key for w in windows])
+            # by length, as the encoder batches: a batch of similar lengths pads little; a chunk's window and the
+            # pieces of it wanted by reference entries and equations are one run
+            todo = sorted(missing_runs(windows, cached), key=lambda run: len(run.text))
+            self.stats.cached += len(windows) - sum(1 for w in windows if w.key not in cached)
             for start in range(0, len(todo), _BATCH):
                 if self._stop.is_set():
                     return
                 batch = todo[start : start + _BATCH]
-                vectors = encoder.encode([text for _, text in batch])
-                self.cache.put_many(encoder.cache_key, {sha: vectors[i] for i, (sha, _) in enumerate(batch)})
+                self.cache.put_many(encoder.cache_key, run_windows(encoder, batch))
                 self.stats.windows += len(batch)
 
 

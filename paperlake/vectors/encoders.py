@@ -54,6 +54,40 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
 _WINDOW_MEMO = 50_000  # texts whose windows a TextEncoder remembers (a batch of papers holds ~10k)
 
 
+@dataclass(frozen=True)
+class Window:
+    """One input the model sees whole: ``text`` (at most a window of tokens) and ``tokens``, its weight when vectors
+    are pooled. With ``span`` (start, end characters of ``text``) the unit is a piece of that window, late chunked:
+    its vector is the mean of the states of its own tokens in the window's encoding (``tokens`` of them), so it
+    costs no encoding of its own beyond the window's, which its host (a chunk) needs anyway."""
+
+    text: str
+    tokens: int
+    span: tuple[int, int] | None = None
+
+    @property
+    def key(self) -> str:
+        """The embedding cache's key: the window's text, and the span when it is a piece of it."""
+        if self.span is None:
+            return content_sha256(self.text)
+        return content_sha256(f"{self.text}\x1fspan:{self.span[0]}:{self.span[1]}")
+
+
+def _window_bounds(spans: Sequence[tuple[int, int]], size: int) -> list[tuple[int, int]]:
+    """Token ranges [start, end) of the windows of a text of token character ``spans``: every ``size`` tokens,
+    backing off to the start of a word when one begins in the window's last 32 tokens."""
+    if len(spans) <= size:
+        return [(0, len(spans))]
+    bounds, start = [], 0
+    while start < len(spans):
+        end = min(start + size, len(spans))
+        if end < len(spans):
+            end = _word_start(spans, start, end)
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
 class TextEncoder:
     """A sentence-transformers model from a local folder; returns L2-normalised float32 vectors.
 
@@ -151,15 +185,67 @@ class TextEncoder:
             if len(spans) <= size:
                 result.append([(text, max(1, len(spans)))])
                 continue
-            parts, start = [], 0
-            while start < len(spans):
-                end = min(start + size, len(spans))
-                if end < len(spans):
-                    end = _word_start(spans, start, end)
-                parts.append((text[spans[start][0] : spans[end - 1][1]], end - start))
-                start = end
-            result.append(parts)
+            result.append([(text[spans[a][0] : spans[b - 1][1]], b - a) for a, b in _window_bounds(spans, size)])
         return result
+
+    @property
+    def supports_spans(self) -> bool:
+        """Whether a piece of a window can take its vector from the window's token states (late chunking): the
+        model's sentence vector must be the mean of its token states, as the onnx backends require and
+        sentence-transformers models with mean pooling are."""
+        if self.backend != "torch":
+            return True
+        pooling = Path(self.path) / "1_Pooling" / "config.json"
+        return pooling.is_file() and bool(
+            json.loads(pooling.read_text(encoding="utf-8")).get("pooling_mode_mean_tokens")
+        )
+
+    def span_windows(self, text: str, start: int, end: int) -> list[Window]:
+        """Characters ``start:end`` of ``text`` as pieces of the windows :meth:`windows` cuts ``text`` into: per
+        window holding some of their tokens, the window's text, the span within it and the tokens of the span there.
+        Their vectors come from encoding those windows (:meth:`encode_spans`), which a text that ``text`` is the
+        content of (a chunk) encodes anyway."""
+        size, (spans,) = self._token_spans([text])
+        out = []
+        for a, b in _window_bounds(spans, size):
+            whole = len(spans) <= size
+            left = 0 if whole else spans[a][0]
+            window = text if whole else text[left : spans[b - 1][1]]
+            own = sum(1 for s, e in spans[a:b] if e > s and s >= start and e <= end)
+            if own:
+                out.append(Window(window, own, (max(start, left) - left, min(end, left + len(window)) - left)))
+        return out
+
+    def encode_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
+    ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
+        """Each text's vector (as :meth:`encode`) and, from the same forward pass, one vector per span of it: the
+        mean of the states of the tokens that lie within the span, normalised (the text's own vector when none
+        does). Needs :attr:`supports_spans`."""
+        if not self.supports_spans:
+            raise EncoderUnavailable(f"{self.model_id}: its sentence vector is not a mean of token states")
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32), []
+        model = self._load()
+        if isinstance(model, OnnxTextModel):
+            return model.encode(list(texts), self.batch_size, spans=spans)
+        states = model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            output_value="token_embeddings",
+            convert_to_numpy=False,
+            show_progress_bar=False,
+        )
+        encoded = model.tokenizer(
+            list(texts), truncation=True, max_length=model.max_seq_length, return_offsets_mapping=True
+        )
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        pieces: list[list[np.ndarray]] = []
+        for i, (hidden, offsets) in enumerate(zip(states, encoded["offset_mapping"])):
+            hidden = np.asarray(hidden.float().cpu().numpy(), dtype=np.float32)
+            vectors[i] = hidden.mean(axis=0)
+            pieces.append(_span_means(hidden, [tuple(o) for o in offsets], spans[i], vectors[i]))
+        return _normalise(vectors), pieces
 
     def head(self, text: str, tokens: int) -> tuple[str, int]:
         """The first ``tokens`` tokens of ``text`` (at most one window), cut before a word that does not fit:
@@ -332,10 +418,15 @@ class OnnxTextModel:
         ids = np.asarray([encoding.ids], dtype=np.int64)
         return self._hidden(ids, np.ones_like(ids))[0], list(encoding.offsets)
 
-    def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+    def encode(
+        self, texts: list[str], batch_size: int, spans: Sequence[Sequence[tuple[int, int]]] | None = None
+    ) -> np.ndarray | tuple[np.ndarray, list[list[np.ndarray]]]:
+        """The texts' vectors; with ``spans`` (per text, character ranges) also each span's vector from the same
+        hidden states (:meth:`TextEncoder.encode_spans`), as ``(vectors, span vectors)``."""
         encodings = self.tokenizer.encode_batch(texts)
         order = np.argsort([len(e.ids) for e in encodings], kind="stable")
         out: np.ndarray | None = None
+        pieces: list[list[np.ndarray]] = [[] for _ in texts]
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
             width = max(len(encodings[i].ids) for i in rows)
@@ -349,7 +440,26 @@ class OnnxTextModel:
             if out is None:
                 out = np.zeros((len(texts), pooled.shape[1]), dtype=np.float32)
             out[rows] = pooled
-        return _normalise(out)
+            if spans is not None:
+                for r, i in enumerate(rows):
+                    if spans[i]:
+                        pieces[i] = _span_means(hidden[r], encodings[i].offsets, spans[i], pooled[r])
+        if spans is None:
+            return _normalise(out)
+        return _normalise(out), pieces
+
+
+def _span_means(
+    hidden: np.ndarray, offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]], whole: np.ndarray
+) -> list[np.ndarray]:
+    """Per character span, the normalised mean of the states of the tokens within it (special tokens have empty
+    offsets and belong to none); ``whole``, normalised, for a span no token lies in."""
+    result = []
+    for start, end in spans:
+        own = [i for i, (s, e) in enumerate(offsets) if e > s and s >= start and e <= end and i < len(hidden)]
+        vector = hidden[own].mean(axis=0) if own else whole
+        result.append(_normalise(vector[None, :])[0])
+    return result
 
 
 ONNX_EXPORT_VERSION = 1
@@ -786,12 +896,61 @@ def encode_cached(encoder, contents: Sequence[str | bytes], cache: EmbeddingCach
     return EncodeResult(matrix, hits=hits, misses=len(todo), seconds=seconds)
 
 
-def pooled_windows(encoder: TextEncoder, texts: Sequence[str], head: int | None = None) -> list[tuple[str, int]]:
-    """What :func:`encode_pooled` encodes for one item: the windows (text, tokens) of its texts, or with ``head``
-    the first ``head`` tokens of its first text."""
+def pooled_windows(
+    encoder: TextEncoder,
+    texts: Sequence[str],
+    head: int | None = None,
+    within: tuple[str, int, int] | None = None,
+) -> list[Window]:
+    """What :func:`encode_pooled` encodes for one item: the windows of its texts; with ``head`` the first ``head``
+    tokens of its first text; with ``within`` (host text, start, end: where the item's text lies in a text that is
+    encoded for its own cell, a chunk) the pieces of the host's windows that hold it (late chunking), when the
+    encoder can give a piece a vector (:attr:`TextEncoder.supports_spans`), else its own windows."""
+    if within is not None and getattr(encoder, "supports_spans", False):
+        pieces = encoder.span_windows(*within)
+        if pieces:
+            return pieces
     if head:
-        return [encoder.head(texts[0], head)]
-    return [window for per_text in encoder.windows(list(texts)) for window in per_text]
+        return [Window(*encoder.head(texts[0], head))]
+    return [Window(text, n) for per_text in encoder.windows(list(texts)) for text, n in per_text]
+
+
+@dataclass
+class WindowRun:
+    """A window to run through the model, and the pieces of it (character spans) whose vectors are wanted too."""
+
+    text: str
+    spans: list[tuple[int, int]] = field(default_factory=list)
+
+
+def missing_runs(windows: Sequence[Window], cached: dict[str, np.ndarray] | set[str]) -> list[WindowRun]:
+    """The forward passes that give every window and piece of ``windows`` not in ``cached`` (keys): one per window
+    text, carrying the spans wanted of it, so a chunk's window and the references within it are one encoding."""
+    runs: dict[str, WindowRun] = {}
+    for window in windows:
+        if window.key in cached:
+            continue
+        run = runs.setdefault(window.text, WindowRun(window.text))
+        if window.span is not None and window.span not in run.spans:
+            run.spans.append(window.span)
+    return list(runs.values())
+
+
+def run_windows(encoder: TextEncoder, runs: Sequence[WindowRun]) -> dict[str, np.ndarray]:
+    """Encode the runs (each window once): cache key → vector, for the windows and for the pieces asked of them."""
+    if not runs:
+        return {}
+    texts = [run.text for run in runs]
+    if any(run.spans for run in runs):
+        vectors, pieces = encoder.encode_spans(texts, [run.spans for run in runs])
+    else:
+        vectors, pieces = encoder.encode(texts), [[] for _ in runs]
+    fresh: dict[str, np.ndarray] = {}
+    for run, vector, span_vectors in zip(runs, vectors, pieces):
+        fresh[Window(run.text, 0).key] = vector
+        for span, span_vector in zip(run.spans, span_vectors):
+            fresh[Window(run.text, 0, span).key] = span_vector
+    return fresh
 
 
 def encode_pooled(
@@ -799,27 +958,43 @@ def encode_pooled(
     segments: Sequence[Sequence[str]],
     cache: EmbeddingCache | None,
     heads: Sequence[int | None] | None = None,
+    within: Sequence[tuple[str, int, int] | None] | None = None,
 ) -> EncodeResult:
-    """One vector per item from its segments' windows (:meth:`TextEncoder.windows`): the token-weighted mean of the
-    window vectors, normalised. Windows are encoded through the cache, so a text shared by several items (a chunk,
-    and the page and section it belongs to) is encoded once. ``segments``: per item, the texts it is made of (a
-    cell's own text, or for a page or section the chunks it holds). ``heads``: per item, a number of tokens when its
-    vector reads only the head of its first text (:meth:`TextEncoder.head`), else None."""
+    """One vector per item from its windows (:func:`pooled_windows`): the token-weighted mean of the window
+    vectors, normalised. Windows are encoded through the cache, so a text shared by several items (a chunk, and the
+    page and section it belongs to) is encoded once; the pieces of a window (an item ``within`` a chunk) come from
+    the window's forward pass. ``segments``: per item, the texts it is made of (a cell's own text, or for a page or
+    section the chunks it holds). ``heads``: per item, a number of tokens when its vector reads only the head of its
+    first text (:meth:`TextEncoder.head`), else None. ``within``: per item, where its text lies in a chunk's, or
+    None. ``misses`` counts the windows run through the model."""
     import time
 
     started = time.perf_counter()
     heads = list(heads) if heads is not None else [None] * len(segments)
-    plan = [pooled_windows(encoder, item, head) if item else [] for item, head in zip(segments, heads)]
-    flat = list(dict.fromkeys(text for windows in plan for text, _ in windows))
-    result = encode_cached(encoder, flat, cache)
-    row = {text: i for i, text in enumerate(flat)}
+    within = list(within) if within is not None else [None] * len(segments)
+    plan = [
+        pooled_windows(encoder, item, head, inside) if item else []
+        for item, head, inside in zip(segments, heads, within)
+    ]
+    flat = list({window.key: window for windows in plan for window in windows}.values())
+    cached = cache.get_many(encoder.cache_key, [w.key for w in flat]) if cache is not None else {}
+    runs = missing_runs(flat, cached)
+    fresh = run_windows(encoder, runs)
+    if cache is not None:
+        cache.put_many(encoder.cache_key, fresh)
+        cache.stats.hits += sum(1 for w in flat if w.key in cached)
+        cache.stats.misses += len(runs)
+    found = {**cached, **fresh}
     vectors = np.zeros((len(segments), encoder.dimension), dtype=np.float32)
     for index, windows in enumerate(plan):
         if windows:
-            block = result.vectors[[row[text] for text, _ in windows]]
-            vectors[index] = (block * np.asarray([t for _, t in windows], dtype=np.float32)[:, None]).sum(axis=0)
+            block = np.stack([found[w.key] for w in windows])
+            vectors[index] = (block * np.asarray([w.tokens for w in windows], dtype=np.float32)[:, None]).sum(axis=0)
     return EncodeResult(
-        _normalise(vectors), hits=result.hits, misses=result.misses, seconds=time.perf_counter() - started
+        _normalise(vectors),
+        hits=sum(1 for w in flat if w.key in cached),
+        misses=len(runs),
+        seconds=time.perf_counter() - started,
     )
 
 

@@ -578,13 +578,14 @@ class VectorStore:
                 continue
             encoder = self.encoders.get(vector.encoder)
             if spec.modality == "text" and getattr(encoder, "long_text", "truncate") == "pool":
-                # every token encoded once: a chunk, page or section is pooled from windows encoded for the cells
-                # that hold its pieces; a column line reads its head
+                # every token encoded once: a page or section is pooled from windows encoded for the chunks it
+                # holds, a reference entry or equation is a piece of its chunk's window; a column line reads its head
                 result = encode_pooled(
                     encoder,
                     [cell.parts or (cell.text,) for cell, _ in kept],
                     self.cache,
                     heads=[cell.head_tokens for cell, _ in kept],
+                    within=[cell.within for cell, _ in kept],
                 )
             else:
                 result = encode_cached(encoder, payloads, self.cache)

@@ -332,6 +332,51 @@ def test_pages_sections_and_tables_are_pooled_from_text_encoded_once(built):
         store.close()
 
 
+def test_reference_entries_and_equations_are_late_chunked_from_their_chunks(built):
+    """A reference entry's or display equation's text lies in a chunk: its cell points there (``within``), and its
+    stored dense vector is the mean of its tokens' states in the chunk's encoding, not an encoding of its own."""
+    import numpy as np
+
+    from paperlake.vectors.encoders import encode_pooled
+    from paperlake.vectors.entities import collect_cells, default_encodable
+    from paperlake.vectors.store import VectorStore
+
+    settings = built["settings"]
+    quantum = paper_ids(settings)[f"naacl2024/{PAPERS[1]}"]
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        cells = collect_cells(con, default_encodable(), [quantum])
+        chunks = {
+            t for (t,) in con.execute("select text_content from chunks where ref_paper_id = ?", [quantum]).fetchall()
+        }
+    pieces = [c for c in cells if c.view in ("reference.reference_content", "equations.equation_content")]
+    assert {c.table_name for c in pieces} == {"reference", "equations"}
+    located = [c for c in pieces if c.within]
+    assert len(located) >= 0.9 * len(pieces)
+    for cell in located:
+        host, start, end = cell.within
+        assert host in chunks and " ".join(host[start:end].split()) == " ".join(cell.text.split())
+    assert all(
+        c.within is None for c in cells if c.view not in ("reference.reference_content", "equations.equation_content")
+    )
+    collection = "text_sentence_transformers_all_minilm_l6_v2"
+    store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings)
+    try:
+        encoder = store.encoders.get("all_minilm_l6_v2")
+        store.load(collection)
+        sample = located[:: max(1, len(located) // 8)]
+        stored = {
+            r["id"]: np.asarray(r["vector"], np.float32)
+            for r in store.client.get(collection, ids=[c.entity_id for c in sample], output_fields=["vector"])
+        }
+        expected = encode_pooled(encoder, [(c.text,) for c in sample], None, within=[c.within for c in sample])
+        own = encoder.encode([c.text for c in sample])
+        for i, cell in enumerate(sample):
+            np.testing.assert_allclose(stored[cell.entity_id], expected.vectors[i], atol=1e-4)
+        assert min(float(a @ b) for a, b in zip(expected.vectors, own)) < 0.99  # not the entry's own encoding
+    finally:
+        store.close()
+
+
 def test_a_tables_content_is_pooled_from_its_outline(built):
     """A table's dense vector is pooled from its outline (caption, column headers, row labels), not from its row
     lines, which no dense collection holds; the same outline from the lake as from the warehouse."""
@@ -599,17 +644,17 @@ def test_encode_ahead_reads_the_warehouse_cells_from_the_lake(built, tmp_path):
 def assert_windows_cached(cells, cache_path) -> None:
     """Every window the vector stage would encode for ``cells`` is in the embedding cache at ``cache_path``."""
     from paperlake.vectors.config import load_config
-    from paperlake.vectors.encoders import EmbeddingCache, content_sha256, encoder_registry, pooled_windows
+    from paperlake.vectors.encoders import EmbeddingCache, encoder_registry, pooled_windows
 
     config = load_config()
     encoder = encoder_registry(config).get("all_minilm_l6_v2")
     dense = [s for s in config.active_collections() if any(v.encoder == "all_minilm_l6_v2" for v in s.vectors)]
     held = [c for c in cells if any(spec.holds(c) for spec in dense)]
     assert len(held) < len(cells)  # the table row lines are BM25's only: nothing encodes them
-    needed = {w for c in held for w, _ in pooled_windows(encoder, c.parts or (c.text,), c.head_tokens)}
+    needed = {w.key for c in held for w in pooled_windows(encoder, c.parts or (c.text,), c.head_tokens, c.within)}
     cache = EmbeddingCache(cache_path)
     try:
-        assert len(cache.get_many(encoder.cache_key, [content_sha256(w) for w in needed])) == len(needed)
+        assert len(cache.get_many(encoder.cache_key, list(needed))) == len(needed)
     finally:
         cache.close()
 
@@ -627,8 +672,8 @@ def test_encode_ahead_takes_a_parsed_paper_from_memory_as_from_the_lake(built, t
     views = {view: pq.read_table(settings.lake / view / f"{key}.parquet").to_pylist() for view in VIEWS}
     parsed = ParsedPaper(views["metadata"][0]["paper_id"], key, "pymupdf", views)
     from_memory, from_lake = parsed_cells(parsed), lake_cells(settings.lake, [key])
-    assert from_memory and [(c.entity_id, c.text, c.parts, c.head_tokens) for c in from_memory] == [
-        (c.entity_id, c.text, c.parts, c.head_tokens) for c in from_lake
+    assert from_memory and [(c.entity_id, c.text, c.parts, c.head_tokens, c.within) for c in from_memory] == [
+        (c.entity_id, c.text, c.parts, c.head_tokens, c.within) for c in from_lake
     ]
 
     offer_parsed(parsed)  # no encode-ahead thread listening: nothing happens

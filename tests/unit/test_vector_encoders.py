@@ -288,10 +288,10 @@ def test_a_new_pooling_scheme_makes_the_vector_stage_stale(monkeypatch):
     from paperlake.vectors import ledger
 
     fingerprints = set()
-    for version in (1, 2, 3):
+    for version in (1, 2, 3, 4):
         monkeypatch.setattr(ledger, "POOLING_VERSION", version)
         fingerprints.add(ledger.stage_fingerprint())
-    assert len(fingerprints) == 3
+    assert len(fingerprints) == 4
 
 
 def test_a_head_is_the_first_tokens_cut_at_a_word(real_texts, onnx_dir, tmp_path):
@@ -326,3 +326,62 @@ def test_token_states_pool_to_the_texts_vector(real_texts, onnx_dir):
     assert words and all(w.strip() for w in words) and offsets[0] == offsets[-1] == (0, 0)
     with pytest.raises(EncoderUnavailable, match="onnx backends only"):
         minilm("torch", None).token_states(text)
+
+
+def _span_vector(encoder, window: str, start: int, end: int) -> tuple[np.ndarray, int]:
+    """The normalised mean of the token states of ``window`` within ``start:end``, and how many tokens that is."""
+    states, offsets = encoder.token_states(window)
+    own = [i for i, (a, b) in enumerate(offsets) if b > a and a >= start and b <= end]
+    mean = states[own].mean(axis=0)
+    return mean / np.linalg.norm(mean), len(own)
+
+
+def test_a_piece_of_a_chunk_is_late_chunked_from_the_chunks_own_encoding(real_texts, onnx_dir, tmp_path):
+    """A reference entry or equation inside a chunk (``within``) takes the mean of its tokens' states in the
+    chunk's windows, from the same forward passes as the chunk: the chunk and its pieces together run each window
+    through the model once; a piece over a window boundary pools both windows' parts by their tokens."""
+    from paperlake.vectors.encoders import encode_pooled
+
+    encoder = minilm("onnx", onnx_dir, None)
+    host = " ".join(real_texts)
+    windows = encoder.windows([host])[0]
+    assert len(windows) > 2
+    boundary = host.index(windows[1][0])  # the second window's first character
+    start = host.rfind(" ", 0, boundary - 40) + 1
+    end = host.find(" ", boundary + 40)
+    piece = host[start:end]
+    inside = host.index(windows[0][0][50:120])
+    small = (inside, inside + 70)
+    cache = EmbeddingCache(tmp_path / "cache.sqlite")
+    result = encode_pooled(
+        encoder,
+        [(host,), (piece,), (host[small[0] : small[1]],)],
+        cache,
+        within=[None, (host, start, end), (host, *small)],
+    )
+    assert result.misses == len(windows)  # the pieces cost no run of their own
+    first, n1 = _span_vector(encoder, windows[0][0], start - host.index(windows[0][0]), len(windows[0][0]))
+    second, n2 = _span_vector(encoder, windows[1][0], 0, end - boundary)
+    expected = n1 * first + n2 * second
+    np.testing.assert_allclose(result.vectors[1], expected / np.linalg.norm(expected), atol=1e-5)
+    only, _ = _span_vector(encoder, windows[0][0], small[0] - host.index(windows[0][0]), small[1])
+    np.testing.assert_allclose(result.vectors[2], only, atol=1e-5)
+    assert float(result.vectors[1] @ encoder.encode([piece])[0]) > 0.5  # near its own encoding, not the same
+    # again, and a piece whose window is cached but not its span: one run of that window only
+    assert encode_pooled(encoder, [(piece,)], cache, within=[(host, start, end)]).misses == 0
+    other = encode_pooled(encoder, [("x",)], cache, within=[(host, small[0], small[0] + 30)])
+    assert other.misses == 1
+    # a piece its host does not hold (or an encoder without token states) encodes its own text
+    stray = encode_pooled(encoder, [("zebra crossing",)], cache, within=[("no such words here", 0, 0)])
+    np.testing.assert_allclose(stray.vectors[0], encoder.encode(["zebra crossing"])[0], atol=1e-6)
+
+
+def test_torch_and_onnx_give_the_same_piece_vectors(real_texts, onnx_dir):
+    host = max(real_texts, key=len)
+    spans = [[(0, len(host) // 3), (len(host) // 3, len(host) // 2)]]
+    onnx_vectors, onnx_pieces = minilm("onnx", onnx_dir).encode_spans([host], spans)
+    torch_encoder = minilm("torch", None)
+    assert torch_encoder.supports_spans
+    torch_vectors, torch_pieces = torch_encoder.encode_spans([host], spans)
+    assert float(onnx_vectors[0] @ torch_vectors[0]) > 0.9999
+    assert all(float(a @ b) > 0.9999 for a, b in zip(onnx_pieces[0], torch_pieces[0]))
