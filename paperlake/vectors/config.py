@@ -92,6 +92,8 @@ class VectorFieldSpec:
     index: str
     encoder: str | None = None
     index_params: dict[str, Any] = field(default_factory=dict)
+    # passed to every search of the field (HNSW's ``ef``: how much of the graph a search explores)
+    search_params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -280,6 +282,7 @@ def _parse_collection(body: Mapping[str, Any], encoders: Mapping[str, EncoderSpe
             index=item["index"].upper(),
             encoder=item.get("encoder"),
             index_params=dict(item.get("index_params") or {}),
+            search_params=dict(item.get("search_params") or {}),
         )
         if vector.kind not in VECTOR_KINDS:
             raise ConfigError(f"collection {name}: vector kind must be one of {VECTOR_KINDS}")

@@ -168,7 +168,7 @@ def _search(
                 AnnSearchRequest(
                     data=[_query_vector(store, v, query)],
                     anns_field=v.field,
-                    param={},
+                    param=dict(v.search_params),
                     limit=depth,
                     expr=expression or None,
                 )
@@ -199,6 +199,7 @@ def _search(
                 route_spec.name,
                 data=[_query_vector(store, vector, query)],
                 anns_field=vector.field,
+                search_params={"params": dict(vector.search_params)},
                 filter=expression,
                 limit=depth,
                 output_fields=["text"] if seen else ["pdf_id"],
@@ -226,6 +227,7 @@ def _search(
         spec.name,
         data=[_query_vector(store, vector, query)],
         anns_field=vector.field,
+        search_params={"params": dict(vector.search_params)},
         filter=expression,
         limit=limit,
         output_fields=output_fields,

@@ -272,6 +272,33 @@ def test_search_restricts_to_view_and_filter(synced, sample):
     assert search(store, "anything", "text_bm25_en", "chunks", "no_such_column") == []
 
 
+def test_a_filtered_dense_search_explores_enough_to_be_exhaustive(synced, sample, monkeypatch):
+    """A search filtered to one page of one paper skips most of HNSW's graph: the configured ``ef`` reaches Milvus
+    on every dense route, and the hits are the exhaustive top five of the cells the filter lets through."""
+    store, _ = synced
+    _, ids = sample
+    pid = ids[NUMEROLOGIC]
+    collection = "text_sentence_transformers_all_minilm_l6_v2"
+    (field,) = next(c for c in store.config.collections if c.name == collection).vectors
+    assert field.search_params.get("ef", 0) >= 256
+    sent = []
+    original = store.client.search
+    monkeypatch.setattr(store.client, "search", lambda *a, **k: sent.append(k) or original(*a, **k))
+    encoder = store.encoders.get("all_minilm_l6_v2")
+    keys = {c.entity_id: c.primary_key for c in cells_of(sample[0], [pid])}
+    for page in (1, 2, 3, 4):
+        expression = f"pdf_id == '{pid}' and page_number == {page}"
+        rows = store.client.query(
+            collection, filter=f'table_name == "chunks" and {expression}', output_fields=["id", "vector"]
+        )
+        for question in ("how are numbers written for the model", "accuracy on arithmetic tasks", "related work"):
+            hits = search(store, question, collection, "chunks", "text_content", filter=expression, limit=5)
+            query = encoder.encode([question])[0]
+            exhaustive = sorted(rows, key=lambda r: -float(np.dot(r["vector"], query)))[:5]
+            assert [h.primary_key for h in hits] == [keys[r["id"]] for r in exhaustive]
+    assert sent and all(k["search_params"]["params"] == field.search_params for k in sent)
+
+
 def test_bad_filter_raises_with_hint(synced):
     store, _ = synced
     with pytest.raises(FilterError, match="unknown field 'paper_id' — use pdf_id"):
