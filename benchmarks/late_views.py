@@ -15,6 +15,9 @@ Reported per view: hit@1, hit@5, MRR, the cells located in a chunk, and the toke
 late chunking saves). The dense search is exact (numpy, within the question's paper); so is BM25's (Milvus, filtered
 to the paper and view).
 
+The cells come from the parser (PyMuPDF's reference entries and equations, or MinerU's), so run it on a home of
+each: ``benchmarks/results/late_views_mineru.json`` and ``late_views_pymupdf.json``.
+
     python benchmarks/late_views.py [--home DIR] [--out FILE]
 """
 
@@ -43,7 +46,7 @@ KINDS = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, default=Path(os.environ.get("PAPERLAKE_HOME", "data")))
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "late_views.json")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "late_views_mineru.json")
     args = parser.parse_args()
 
     import duckdb
