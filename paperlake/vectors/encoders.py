@@ -128,6 +128,7 @@ class TextEncoder:
         self._lock = threading.Lock()
         # text → its windows: the two dense collections of one sync (MiniLM's and the hybrid one) cut the same texts
         self._windows: dict[str, list[tuple[str, int]]] = {}
+        self._mean_pooling: bool | None = None  # supports_spans, read once
 
     @property
     def cache_key(self) -> str:
@@ -193,12 +194,13 @@ class TextEncoder:
         """Whether a piece of a window can take its vector from the window's token states (late chunking): the
         model's sentence vector must be the mean of its token states, as the onnx backends require and
         sentence-transformers models with mean pooling are."""
-        if self.backend != "torch":
-            return True
-        pooling = Path(self.path) / "1_Pooling" / "config.json"
-        return pooling.is_file() and bool(
-            json.loads(pooling.read_text(encoding="utf-8")).get("pooling_mode_mean_tokens")
-        )
+        if self._mean_pooling is None:
+            pooling = Path(self.path) / "1_Pooling" / "config.json"
+            self._mean_pooling = self.backend != "torch" or (
+                pooling.is_file()
+                and bool(json.loads(pooling.read_text(encoding="utf-8")).get("pooling_mode_mean_tokens"))
+            )
+        return self._mean_pooling
 
     def span_windows(self, text: str, start: int, end: int) -> list[Window]:
         """Characters ``start:end`` of ``text`` as pieces of the windows :meth:`windows` cuts ``text`` into: per
@@ -228,7 +230,7 @@ class TextEncoder:
             return np.zeros((0, self.dimension), dtype=np.float32), []
         model = self._load()
         if isinstance(model, OnnxTextModel):
-            return model.encode(list(texts), self.batch_size, spans=spans)
+            return model.encode_spans(list(texts), self.batch_size, spans)
         states = model.encode(
             list(texts),
             batch_size=self.batch_size,
@@ -418,11 +420,14 @@ class OnnxTextModel:
         ids = np.asarray([encoding.ids], dtype=np.int64)
         return self._hidden(ids, np.ones_like(ids))[0], list(encoding.offsets)
 
-    def encode(
-        self, texts: list[str], batch_size: int, spans: Sequence[Sequence[tuple[int, int]]] | None = None
-    ) -> np.ndarray | tuple[np.ndarray, list[list[np.ndarray]]]:
-        """The texts' vectors; with ``spans`` (per text, character ranges) also each span's vector from the same
-        hidden states (:meth:`TextEncoder.encode_spans`), as ``(vectors, span vectors)``."""
+    def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        return self.encode_spans(texts, batch_size, None)[0]
+
+    def encode_spans(
+        self, texts: list[str], batch_size: int, spans: Sequence[Sequence[tuple[int, int]]] | None
+    ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
+        """The texts' vectors and, per text, one vector per character span of ``spans`` from the same hidden states
+        (:meth:`TextEncoder.encode_spans`; none without ``spans``)."""
         encodings = self.tokenizer.encode_batch(texts)
         order = np.argsort([len(e.ids) for e in encodings], kind="stable")
         out: np.ndarray | None = None
@@ -440,12 +445,9 @@ class OnnxTextModel:
             if out is None:
                 out = np.zeros((len(texts), pooled.shape[1]), dtype=np.float32)
             out[rows] = pooled
-            if spans is not None:
-                for r, i in enumerate(rows):
-                    if spans[i]:
-                        pieces[i] = _span_means(hidden[r], encodings[i].offsets, spans[i], pooled[r])
-        if spans is None:
-            return _normalise(out)
+            for r, i in enumerate(rows):
+                if spans is not None and spans[i]:
+                    pieces[i] = _span_means(hidden[r], encodings[i].offsets, spans[i], pooled[r])
         return _normalise(out), pieces
 
 
