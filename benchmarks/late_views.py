@@ -54,7 +54,7 @@ def main() -> None:
     from paperlake.config import Settings
     from paperlake.evaluation.sets import read_jsonl
     from paperlake.vectors.encoders import encode_pooled
-    from paperlake.vectors.entities import _ChunkHosts, collect_cells
+    from paperlake.vectors.entities import ChunkHosts, collect_cells
     from paperlake.vectors.search import search
     from paperlake.vectors.store import VectorStore
 
@@ -70,7 +70,7 @@ def main() -> None:
         results["encoder"] = encoder.metadata
         with duckdb.connect(str(settings.warehouse), read_only=True) as con:
             cells = [c for c in collect_cells(con, pooling=3) if c.kind == "text"]
-            hosts = _ChunkHosts()
+            hosts = ChunkHosts()
             for paper, text in con.execute(
                 "select cast(ref_paper_id as varchar), text_content from chunks order by ref_paper_id, ordinal"
             ).fetchall():

@@ -264,7 +264,7 @@ def _with_chunk_parts(
     ).fetchall()
     by_page: dict[str, list[str]] = {}
     by_title: dict[tuple[str, str], list[tuple[int, str]]] = {}
-    hosts = _ChunkHosts()
+    hosts = ChunkHosts()
     for paper, page_id, title, page_number, text in rows:
         if not text or not text.strip():
             continue
@@ -301,7 +301,7 @@ def _with_chunk_parts(
     return out
 
 
-class _ChunkHosts:
+class ChunkHosts:
     """The chunks of each paper, searchable for a cell's text with runs of white space read as one space."""
 
     def __init__(self) -> None:
