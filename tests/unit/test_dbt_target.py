@@ -125,3 +125,12 @@ def test_the_launcher_runs_dbt_in_the_folder_the_environment_names(tmp_path):
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == str(expected)
+
+
+def test_dbt_logs_to_its_file_at_info_unless_told_otherwise(tmp_path, monkeypatch):
+    """dbt's own file log defaults to debug (every query, ~4 MB per build); an ingest writes it at info, and a user's
+    DBT_LOG_LEVEL_FILE still wins."""
+    monkeypatch.delenv("DBT_LOG_LEVEL_FILE", raising=False)
+    assert dbt_env(tmp_path / "lake", tmp_path / "warehouse.duckdb")["DBT_LOG_LEVEL_FILE"] == "info"
+    monkeypatch.setenv("DBT_LOG_LEVEL_FILE", "debug")
+    assert dbt_env(tmp_path / "lake", tmp_path / "warehouse.duckdb")["DBT_LOG_LEVEL_FILE"] == "debug"
