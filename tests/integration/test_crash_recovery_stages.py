@@ -300,7 +300,8 @@ def test_a_new_papers_sync_writes_without_looking_up(tmp_path, references, monke
 
 def _built_incrementally(home) -> bool:
     """Whether the last warehouse build read only the papers it changed: its compiled dbt tests are scoped to them,
-    and its lake sources read an explicit list of files (the loaded papers' and the contract), not the lake's glob."""
+    and its lake sources read an explicit list of files (the loaded papers' and the contract), not the lake's glob
+    (dbt's file log at debug, DBT_LOG_LEVEL_FILE, holds the SQL it ran)."""
     target = home / "dbt-target" / "warehouse"
     compiled = target / "compiled" / "paperlake" / "models" / "marts" / "chunks.yml"
     scoped = any("_paperlake.build_delta" in path.read_text() for path in compiled.glob("not_null_chunks_*.sql"))
@@ -309,11 +310,13 @@ def _built_incrementally(home) -> bool:
     return scoped and narrowed
 
 
-def test_incremental_warehouse_builds_equal_clean_ones(tmp_path, references):
+def test_incremental_warehouse_builds_equal_clean_ones(tmp_path, references, monkeypatch):
     """The warehouse build reads only the papers whose lake files changed (paperlake/warehouse.py, plan_build): a
     paper added to a built warehouse, then removed, leaves every store equal to a clean ingest of the same inbox,
     and each of those builds was incremental; a change of the dbt project makes the next build a full one."""
     from paperlake.warehouse import BuildScope, build_path, plan_build, prepare_build
+
+    monkeypatch.setenv("DBT_LOG_LEVEL_FILE", "debug")  # dbt's file log, at info by default: the SQL it ran
 
     home = fresh_home(tmp_path, references["home_one"])
     inbox = make_inbox(tmp_path / "inbox", [FIRST])
