@@ -164,6 +164,7 @@ def _timed_ingest(
         "pages_per_second": round(pages / steps["total"], 2),
         "pages_per_second_queryable": round(pages / queryable, 2),
         "encoded_ahead": child["encoded_ahead"],
+        "parsed_ahead": child.get("parsed_ahead", {}),
         "minilm_backend": child["minilm_backend"],
     }
     if flash.get("measured") or theirs:
@@ -200,6 +201,7 @@ def _child_ingest(request: str) -> None:
                 "failed": len(summary.failed),
                 "step_seconds": {k: round(v, 2) for k, v in summary.step_seconds.items()},
                 "encoded_ahead": summary.encoded_ahead,
+                "parsed_ahead": summary.parsed_ahead,
                 "minilm_backend": load_config().encoders["all_minilm_l6_v2"].backend,
             }
         ),

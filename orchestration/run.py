@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import re
 import subprocess
@@ -25,7 +26,7 @@ from paperlake.dbt_warm import WORKDIR_VAR, WarmDbt
 from paperlake.freshness import formula_staleness, warehouse_staleness
 from paperlake.inbox import scan_inbox
 from paperlake.lake import Lake
-from paperlake.pipeline import IngestPlan, plan_ingest
+from paperlake.pipeline import IngestPlan, plan_ingest, resolve_backend
 from paperlake.vectors.ledger import VectorPlan, delete_orphans, read_ledger, stale_papers
 from paperlake.warehouse import (
     DBT_PROJECT_DIR,
@@ -36,6 +37,8 @@ from paperlake.warehouse import (
     dbt_target_path,
     seed_parse_state,
 )
+
+log = logging.getLogger(__name__)
 
 # The terminal shows a progress bar and one line per failure; the full event log is in the Dagster instance (UI).
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
@@ -72,6 +75,7 @@ class IngestSummary:
     failures: list[StageFailure] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)
     encoded_ahead: dict[str, float] = field(default_factory=dict)  # windows encoded while parsing, dbt and formulas ran
+    parsed_ahead: dict[str, float] = field(default_factory=dict)  # papers parsed by the parse-ahead worker
     enrichment_skipped: str | None = None  # why enrichment did not run (no endpoint)
     enriched: list[str] = field(default_factory=list)
     enrichment_pending: dict[str, str] = field(default_factory=dict)  # paper key -> why items are left
@@ -364,9 +368,10 @@ def ingest(
     run killed at any point is repaired by the next one. Never raises for a failed paper or stage: each becomes a
     :class:`StageFailure` of the summary."""
     # dbt's imports (~2 s a command) happen once, in a zygote started as soon as a dbt build is known to come
-    with WarmDbt() as warm:
+    # and the parse starts in a second process as soon as the papers to parse are known (paperlake.parsing.ahead)
+    with WarmDbt() as warm, _ParseAheadSlot() as parse_ahead:
         summary = _ingest(
-            inboxes, settings, progress, rebuild_warehouse, enrich_kinds, enrich_limit, retry_errors, warm
+            inboxes, settings, progress, rebuild_warehouse, enrich_kinds, enrich_limit, retry_errors, warm, parse_ahead
         )
     summary.warm_dbt_commands = warm.commands
     return summary
@@ -381,6 +386,7 @@ def _ingest(
     enrich_limit: int | None,
     retry_errors: bool,
     warm: WarmDbt,
+    parse_ahead: "_ParseAheadSlot",
 ) -> IngestSummary:
     started = time.perf_counter()
     notify = progress or (lambda key, status: None)
@@ -391,6 +397,7 @@ def _ingest(
     building = bool(plan.to_parse or plan.removed)
     if building:  # the warehouse will be built: dbt's imports overlap Dagster's and the parse
         warm.start()
+    parse_ahead.start(settings, plan)
     prepare_dbt_manifest(settings)  # before the dbt assets are imported
     target, env = dbt_target_path(settings.home, "warehouse"), dbt_env(settings.lake, settings.warehouse)
     if building and not seed_parse_state(target, env):  # a home whose profile differs from the shared parse's:
@@ -446,6 +453,7 @@ def _ingest(
             else:
                 summary.published.append(key)
                 notify(key, "parsed")
+        parse_ahead.close(summary)
         summary.step_seconds["parse"] = time.perf_counter() - stage_started
 
         stage_started = time.perf_counter()
@@ -507,6 +515,52 @@ def _ingest(
         _forget_partitions(instance, papers.name, settings, lake, {s.paper_key for s in sources}, collections)
         summary.step_seconds["total"] = time.perf_counter() - started
         return summary
+
+
+class _ParseAheadSlot:
+    """The ingest's parse-ahead worker (:mod:`paperlake.parsing.ahead`): started right after the plan when papers are
+    to be parsed in this process (the in-process executor: the parse step asks this process for them), closed after
+    the parse stage, or when the ingest ends before it."""
+
+    def __init__(self) -> None:
+        self.ahead = None
+
+    def __enter__(self) -> "_ParseAheadSlot":
+        return self
+
+    def start(self, settings: Settings, plan: IngestPlan) -> None:
+        if not (settings.parse_ahead and plan.to_parse and settings.executor == "in_process"):
+            return
+        from paperlake.parsing.ahead import ParseAhead, activate
+
+        try:
+            backends = {source.paper_key: resolve_backend(source, settings.backend) for source in plan.to_parse}
+            self.ahead = ParseAhead(plan.to_parse, backends, settings)
+        except (OSError, ValueError) as error:  # no worker: the step parses every paper, as without one
+            log.warning("no parse-ahead worker: %s: %s", type(error).__name__, error)
+            return
+        activate(self.ahead)
+
+    def close(self, summary: IngestSummary | None = None) -> None:
+        if self.ahead is None:
+            return
+        from paperlake.parsing.ahead import activate
+
+        activate(None)
+        stats = self.ahead.close()
+        self.ahead = None
+        if summary is not None:
+            summary.parsed_ahead = {
+                "papers": stats.papers,
+                "taken": stats.taken,
+                "stolen": stats.stolen,
+                "waited_seconds": round(stats.waited_seconds, 2),
+                "gated": stats.gated,
+                "errors": len(stats.errors),
+            }
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ from paperlake.config import Settings
 from paperlake.ids import sha256_file
 from paperlake.inbox import PaperSource, paper_key_for, read_manifest, scan_inbox, source_for_pdf
 from paperlake.lake import Lake
+from paperlake.parsing.ahead import take_gate
 from paperlake.parsing.backends import PARSERS, auto_parser, parse_with
 from paperlake.quality import QualityReport, validate_papers
 from paperlake.views import ParsedPaper
@@ -83,9 +84,14 @@ def check_integrity(source: PaperSource) -> None:
         raise IngestError(source.paper_key, "open", "the PDF is truncated or damaged (no end-of-file marker)")
 
 
-def parse_source(source: PaperSource, backend: str, settings: Settings) -> ParsedPaper:
+def parse_source(source: PaperSource, backend: str, settings: Settings, *, ahead: bool = True) -> ParsedPaper:
+    """``source`` parsed with ``backend``: by this process's parse-ahead worker when it has this paper for these
+    inputs (``ahead``; :mod:`paperlake.parsing.ahead`), else here."""
+    from paperlake.parsing.ahead import take_parsed
     from paperlake.parsing.errors import ParseError
 
+    if ahead and (parsed := take_parsed(source, backend, settings)) is not None:
+        return parsed
     try:
         return parse_with(backend, source, settings)
     except ParseError as error:
@@ -203,10 +209,11 @@ def ingest_papers(
     started = time.perf_counter()
     reports: list[QualityReport | None]
     try:
+        items = [(parsed, outcome.pages) for outcome, parsed in gated]
+        # the parse-ahead worker runs the gate when there is one (Great Expectations is imported there already)
+        ahead = take_gate(items, settings.max_chunk_tokens) if items else None
         reports = list(
-            validate_papers(
-                [(parsed, outcome.pages) for outcome, parsed in gated], max_chunk_tokens=settings.max_chunk_tokens
-            )
+            ahead if ahead is not None else validate_papers(items, max_chunk_tokens=settings.max_chunk_tokens)
         )
     except Exception:  # the gate broke on the batch: each paper alone, so what broke it is its paper's failure
         reports = []
