@@ -47,9 +47,13 @@ _PENDING, _WORKER, _STEP, _DONE, _FAILED, _PASSED = "pending", "worker", "step",
 
 
 def parse_inputs(source: "PaperSource", backend: str, settings: "Settings") -> tuple:
-    """What a paper's parse depends on: its file and manifest row, the backend and the settings it reads. A result
-    parsed for other inputs is never used."""
+    """What a paper's parse depends on: its file and manifest row, the backend (and its version, as the process
+    computing this has it: the worker's is compared with the step's) and the settings it reads. A result parsed for
+    other inputs is never used."""
+    from paperlake.parsing.backends import PARSERS
+
     return (
+        PARSERS[backend].version if backend in PARSERS else None,
         source.paper_key,
         str(source.pdf_path),
         source.sha256,
@@ -84,7 +88,7 @@ class ParseAhead:
         self.backends = dict(backends)
         self._index = {source.paper_key: i for i, source in enumerate(self.sources)}
         self._state = [_PENDING] * len(self.sources)
-        self._results: dict[int, "ParsedPaper"] = {}
+        self._results: dict[int, tuple[tuple, "ParsedPaper"]] = {}  # index -> (its parse inputs, its parse)
         self._position = 0  # the step's current paper: every paper before it is passed
         self._closed = False
         self._cond = threading.Condition()
@@ -138,10 +142,11 @@ class ParseAhead:
             self.stats.waited_seconds += time.perf_counter() - started
         if state != _DONE or result is None:
             return None
-        if parse_inputs(self.sources[index], self.backends.get(source.paper_key, ""), self.settings) != wanted:
-            return None  # parsed for other inputs (another backend or chunk size than the step's)
+        inputs, parsed = result
+        if inputs != wanted:
+            return None  # parsed for other inputs (another backend, parser version or chunk size than the step's)
         self.stats.taken += 1
-        return result
+        return parsed
 
     def _pass_before(self, index: int) -> None:
         """The step is at ``index``: the papers before it will not be asked for again (refused before their parse,
@@ -172,7 +177,8 @@ class ParseAhead:
             parsed = None
         with self._cond:
             if parsed is not None and self._state[index] == _STEP and index >= self._position:
-                self._results[index] = parsed
+                inputs = parse_inputs(source, self.backends[source.paper_key], self.settings)
+                self._results[index] = (inputs, parsed)
                 self._state[index] = _DONE
                 self.stats.stolen += 1
             elif self._state[index] == _STEP:
@@ -221,7 +227,7 @@ class ParseAhead:
                     status, payload = self._replies.recv()
                 with self._cond:
                     if status == "ok" and self._state[index] == _WORKER and index >= self._position:
-                        self._results[index] = payload
+                        self._results[index] = payload  # (the inputs as the worker saw them, the parse)
                         self._state[index] = _DONE
                         self.stats.papers += 1
                     else:
@@ -333,7 +339,7 @@ def worker_main(requests_fd: int, replies_fd: int) -> None:
         try:
             if kind == "parse":
                 source, backend, settings = request
-                reply = ("ok", parse_with(backend, source, settings))
+                reply = ("ok", (parse_inputs(source, backend, settings), parse_with(backend, source, settings)))
             else:
                 from paperlake.quality import validate_papers
 

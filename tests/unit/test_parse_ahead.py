@@ -75,14 +75,19 @@ def test_a_paper_the_worker_is_on_is_waited_for_while_the_step_parses_the_next(s
         ahead.close()
 
 
-def test_a_result_for_other_inputs_is_never_taken(setup):
+def test_a_result_for_other_inputs_is_never_taken(setup, monkeypatch):
     sources, settings = setup
-    ahead = _start(sources[:1], settings)
+    ahead = _start(sources[:2], settings)
     try:
-        _wait(lambda: ahead.stats.papers == 1)
+        _wait(lambda: ahead.stats.papers == 2)
         other = Settings.from_env(home=settings.home, backend="pymupdf", mineru_dir=None, max_chunk_tokens=128)
         assert ahead.take(sources[0], "pymupdf", other) is None
         assert ahead.take(sources[0], "pymupdf", settings) is None  # passed: the step parsed it itself
+        # parser code that is not the worker's (here, a version bumped in the step's process only)
+        from paperlake.parsing import pymupdf_backend
+
+        monkeypatch.setattr(pymupdf_backend, "PARSER_VERSION", pymupdf_backend.PARSER_VERSION + "-bumped")
+        assert ahead.take(sources[1], "pymupdf", settings) is None
     finally:
         ahead.close()
 
