@@ -49,6 +49,9 @@ def run_paperlake(document: GoldDocument) -> list[Detection]:
 
 
 def run_layout(document: GoldDocument) -> list[Detection]:
+    from paperlake import allow_pymupdf_layout
+
+    allow_pymupdf_layout()  # paperlake keeps PyMuPDF's layout model out of its processes
     import pymupdf.layout  # activates the ONNX layout model
 
     found = []
