@@ -19,11 +19,12 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
-
-import openai
+from typing import TYPE_CHECKING, Any, Callable
 
 from paperlake.config import Settings
+
+if TYPE_CHECKING:  # imported where a client is made: ~1 s of a core that an ingest without an LLM never spends
+    import openai
 
 DEFAULT_MODEL = "gpt-4o-mini"
 _RETRYABLE_STATUS = {408, 409, 429}
@@ -152,6 +153,8 @@ class ChatClient:
     def __post_init__(self) -> None:
         if not (self.base_url or self.api_key):
             raise LLMNotConfigured()
+        import openai
+
         self._client = openai.OpenAI(
             base_url=self.base_url,
             api_key=self.api_key or "not-needed",
@@ -222,6 +225,8 @@ class ChatClient:
         return LLMResponse(text, usage, completion.model or self.model, finish_reason)
 
     def _create_with_retries(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> tuple[Any, int]:
+        import openai
+
         attempt = 0
         while True:
             try:

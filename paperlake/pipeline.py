@@ -14,7 +14,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from paperlake.config import Settings
 from paperlake.ids import sha256_file
@@ -22,8 +22,10 @@ from paperlake.inbox import PaperSource, paper_key_for, read_manifest, scan_inbo
 from paperlake.lake import Lake
 from paperlake.parsing.ahead import take_gate
 from paperlake.parsing.backends import PARSERS, auto_parser, parse_with
-from paperlake.quality import QualityReport, validate_papers
 from paperlake.views import ParsedPaper
+
+if TYPE_CHECKING:  # the gate (pandas, Great Expectations) is imported where it runs: the parse-ahead worker runs it
+    from paperlake.quality import QualityReport
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +209,8 @@ def ingest_papers(
         prepared.append((outcome, parsed, time.perf_counter() - started))
     gated = [(outcome, parsed) for outcome, parsed, _ in prepared if parsed is not None]
     started = time.perf_counter()
+    from paperlake.quality import validate_papers
+
     reports: list[QualityReport | None]
     try:
         items = [(parsed, outcome.pages) for outcome, parsed in gated]
