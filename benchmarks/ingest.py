@@ -225,6 +225,9 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=REPO.parent / "shared" / "corpus")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "ingest.json")
     parser.add_argument("--skip-mineru", action="store_true", help="do not install or time MinerU flash")
+    parser.add_argument(
+        "--volume-repeats", type=int, default=3, help="cold ingests of the smallest volume (the median is reported)"
+    )
     args = parser.parse_args()
 
     from orchestration.run import PAPERS_PER_RUN
@@ -292,15 +295,34 @@ def main() -> None:
         if by_volume:
             volume, theirs = min(by_volume.items(), key=lambda item: item[1]["pages"])
             pdfs = [Path(pdf) for pdf in theirs["pdfs"]]
-            settings = {"home": Path(work) / "volume", "backend": "pymupdf", "embedding_cache": Path(work) / "v.sqlite"}
-            one = _timed_ingest(
-                _inbox_of(Path(work) / "inbox-volume", pdfs),
-                settings,
-                sum(pdf_page_count(pdf) for pdf in pdfs),
-                flash,
-                theirs=theirs["pages_per_second_net_of_cli"],
-            )
-            results["end_to_end_cold_one_volume"] = {"volume": volume, "pdfs": len(pdfs), **one}
+            volume_inbox = _inbox_of(Path(work) / "inbox-volume", pdfs)
+            # a ~30 s ingest varies by ~10% from run to run on these machines, about the margin it is judged by: it
+            # runs several times (each cold, in its own home and cache) and the run of median length is the figure
+            runs = []
+            for repeat in range(max(1, args.volume_repeats)):
+                settings = {
+                    "home": Path(work) / f"volume-{repeat}",
+                    "backend": "pymupdf",
+                    "embedding_cache": Path(work) / f"v-{repeat}.sqlite",
+                }
+                runs.append(
+                    _timed_ingest(
+                        volume_inbox,
+                        settings,
+                        sum(pdf_page_count(pdf) for pdf in pdfs),
+                        flash,
+                        theirs=theirs["pages_per_second_net_of_cli"],
+                    )
+                )
+            one = sorted(runs, key=lambda run: run["step_seconds"]["total"])[len(runs) // 2]
+            results["end_to_end_cold_one_volume"] = {
+                "volume": volume,
+                "pdfs": len(pdfs),
+                **one,
+                "of_runs": len(runs),
+                "run_totals": [run["step_seconds"]["total"] for run in runs],
+                "run_vs_mineru_flash": [run.get("vs_mineru_flash") for run in runs],
+            }
         settings = {"home": Path(work) / "mineru", "backend": "auto", "mineru_dir": (args.corpus / "mineru").resolve()}
         results["ingest_mineru_outputs"] = _timed_ingest([args.corpus / "inbox"], settings, pages, {})
     results["peak_rss_mb"] = peak_rss_mb()
