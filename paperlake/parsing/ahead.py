@@ -12,13 +12,19 @@ one. So the parse runs on the core the imports leave idle, then on two cores bes
   (kept for its turn), so neither side idles;
 - a paper nobody has claimed is the step's own: it parses it as it always did.
 
+The quality gate runs in the worker too (:func:`take_gate`, called by :func:`paperlake.pipeline.ingest_papers`):
+the worker imports Great Expectations while it has nothing to parse (~3 s of a core that the step, on the ingest's
+critical path, no longer spends) and runs :func:`paperlake.quality.validate_papers` on the step's batch, as the step
+would.
+
 Nothing here is a store. The worker's result is a :class:`~paperlake.views.ParsedPaper` sent over a pipe, held in
-memory until the step takes it, and used only for the very inputs it was parsed from (file, manifest row, backend,
-chunk size: :func:`parse_inputs`); the step still checks identity and integrity, runs the quality gate and
-publishes, so the lake cannot tell a paper parsed ahead from one parsed in the step. A worker that fails on a paper,
-or dies, or whose result is for other inputs, only makes the step parse that paper itself (so a parser error is
-raised where it always was, with its traceback). The worker ends when the ingest closes it, when its input pipe
-closes (the ingest died), or with the ingest's process group. At most ``lead`` results wait in memory.
+memory until the step takes it, and used only for the very inputs it was parsed from (file, manifest row, backend
+and its version, chunk size: :func:`parse_inputs`); the step still checks identity and integrity, has the gate run
+and publishes, so the lake cannot tell a paper parsed ahead from one parsed in the step. A worker that fails on a
+paper, or dies, or whose result is for other inputs, only makes the step parse that paper itself (so a parser error
+is raised where it always was, with its traceback), and a gate it cannot run is run in the step. The worker ends
+when the ingest closes it, or when its input pipe closes (the ingest died: after the paper it is on). At most
+``lead`` results wait in memory.
 """
 
 from __future__ import annotations
