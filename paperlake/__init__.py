@@ -3,6 +3,8 @@
 import os
 import sys
 
+from paperlake.config import pymupdf_layout_wanted
+
 __version__ = "0.1.0"
 
 # PyMuPDF 2.0 imports its bundled layout package (``pymupdf.layout``) whenever it can, and that import loads an ONNX
@@ -11,7 +13,7 @@ __version__ = "0.1.0"
 # regions, ``find_tables(use_layout=False)``; text extraction does not read it), so it is kept out unless
 # PAPERLAKE_PYMUPDF_LAYOUT=1. Code that wants the model calls :func:`allow_pymupdf_layout`, then imports it.
 _LAYOUT_MODULE = "pymupdf.layout"
-if os.environ.get("PAPERLAKE_PYMUPDF_LAYOUT", "0") != "1" and "pymupdf" not in sys.modules:
+if not pymupdf_layout_wanted() and "pymupdf" not in sys.modules:
     sys.modules.setdefault(_LAYOUT_MODULE, None)  # `import pymupdf.layout` then raises ImportError, which pymupdf skips
     # ... and would then print, once, on stdout, that the layout package is worth installing
     os.environ.setdefault("PYMUPDF_SUGGEST_LAYOUT_ANALYZER", "0")

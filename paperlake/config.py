@@ -35,6 +35,12 @@ def _flag(name: str) -> bool:
     return (_env(name, "1") or "1").lower() not in ("0", "false", "no", "off")
 
 
+def pymupdf_layout_wanted() -> bool:
+    """PAPERLAKE_PYMUPDF_LAYOUT (off unless 1, true, yes or on): let PyMuPDF load its layout model when imported. Read
+    when the ``paperlake`` package is imported, before anything imports pymupdf, so it is not a Settings field."""
+    return (_env("PAPERLAKE_PYMUPDF_LAYOUT", "0") or "0").lower() in ("1", "true", "yes", "on")
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path

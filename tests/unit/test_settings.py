@@ -32,6 +32,23 @@ def test_only_the_settings_read_paperlake_variables():
     assert offenders == []
 
 
+@pytest.mark.parametrize("wanted", ["", "1"])
+def test_pymupdfs_layout_model_loads_only_when_asked_for(wanted):
+    """PyMuPDF 2.0 loads its ONNX layout model when pymupdf is imported and its layout package can be: paperlake keeps
+    it out (its parser never reads it) unless PAPERLAKE_PYMUPDF_LAYOUT=1, and allow_pymupdf_layout() brings it back."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import paperlake, pymupdf; print(pymupdf._get_layout is not None); "
+        "paperlake.allow_pymupdf_layout(); import pymupdf.layout; print(pymupdf._get_layout is not None)"
+    )
+    env = {**os.environ, "PAPERLAKE_PYMUPDF_LAYOUT": wanted}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True" if wanted else "False", "True"], done.stdout + done.stderr
+
+
 def test_llm_sampling_and_prices_come_from_the_settings(tmp_path, monkeypatch):
     from paperlake.llm import ChatClient
 
