@@ -20,7 +20,7 @@ from paperlake.config import Settings
 from paperlake.ids import sha256_file
 from paperlake.inbox import PaperSource, paper_key_for, read_manifest, scan_inbox, source_for_pdf
 from paperlake.lake import Lake
-from paperlake.parsing.ahead import take_gate
+from paperlake.parsing.ahead import take_gate, take_parsed
 from paperlake.parsing.backends import PARSERS, auto_parser, parse_with
 from paperlake.views import ParsedPaper
 
@@ -89,7 +89,6 @@ def check_integrity(source: PaperSource) -> None:
 def parse_source(source: PaperSource, backend: str, settings: Settings, *, ahead: bool = True) -> ParsedPaper:
     """``source`` parsed with ``backend``: by this process's parse-ahead worker when it has this paper for these
     inputs (``ahead``; :mod:`paperlake.parsing.ahead`), else here."""
-    from paperlake.parsing.ahead import take_parsed
     from paperlake.parsing.errors import ParseError
 
     if ahead and (parsed := take_parsed(source, backend, settings)) is not None:
