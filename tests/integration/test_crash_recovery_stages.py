@@ -115,6 +115,37 @@ def test_a_failing_collection_fails_each_paper_in_one_line(tmp_path, references)
     assert all(": vectors: " in line and "8-d" in line for line in lines), lines
 
 
+def test_a_null_where_the_contract_forbids_one_fails_the_build_and_keeps_the_warehouse(tmp_path, references):
+    """The marts' NOT NULL columns are contract constraints that DuckDB enforces while the model is written (no
+    separate dbt test per column): a lake row breaking one fails the warehouse build in one line naming the model and
+    the column, the live warehouse stays as it was, and once the row is right again the next ingest converges."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    home = fresh_home(tmp_path, references["home_both"])
+    inbox = references["inbox_both"]
+    lake_file = home / "lake" / "sections" / FIRST.split("-")[0] / f"{FIRST}.parquet"
+    original = lake_file.read_bytes()
+    table = pq.read_table(lake_file)
+    index = table.schema.get_field_index("ordinal")
+    ordinals = table.column(index).to_pylist()
+    ordinals[0] = None
+    pq.write_table(table.set_column(index, table.schema.field(index), pa.array(ordinals, pa.int32())), lake_file)
+    live = (home / "warehouse.duckdb").read_bytes()
+
+    code, output = run_ingest(home, inbox)
+    assert code == 1, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    (line,) = failure_lines(output)
+    assert line.startswith("failed warehouse: ") and "model sections" in line, line
+    assert "NOT NULL constraint failed" in line and ".ordinal" in line and "previous warehouse is still live" in line
+    assert (home / "warehouse.duckdb").read_bytes() == live
+
+    lake_file.write_bytes(original)
+    must_ingest(home, inbox)
+    assert_same_stores(home, references["both"])
+
+
 MATRIX = [
     "lake.view_written@3",
     "warehouse.dbt_event@2",
@@ -304,7 +335,7 @@ def _built_incrementally(home) -> bool:
     (dbt's file log at debug, DBT_LOG_LEVEL_FILE, holds the SQL it ran)."""
     target = home / "dbt-target" / "warehouse"
     compiled = target / "compiled" / "paperlake" / "models" / "marts" / "chunks.yml"
-    scoped = any("_paperlake.build_delta" in path.read_text() for path in compiled.glob("not_null_chunks_*.sql"))
+    scoped = any("_paperlake.build_delta" in path.read_text() for path in compiled.glob("unique_chunks_*.sql"))
     statements = [json.loads(line)["data"].get("sql") or "" for line in (target / "dbt.log").read_text().splitlines()]
     narrowed = any('create or replace view _lake."chunks" as select * from read_parquet([' in sql for sql in statements)
     return scoped and narrowed
