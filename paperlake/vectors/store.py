@@ -83,6 +83,7 @@ class CollectionSyncStats:
     cache_hits: int = 0
     encode_seconds: float = 0.0
     write_seconds: float = 0.0
+    unflushed: bool = False  # written or deleted, and the caller flushes (``sync_paper(..., flush=False)``)
     notes: list[str] = field(default_factory=list)
 
 
@@ -467,14 +468,16 @@ class VectorStore:
         collections: Iterable[CollectionSpec | str] | None = None,
         *,
         known: dict[str, dict[str, str]] | None = None,
+        flush: bool = True,
     ) -> SyncReport:
         """Make the paper's entities in each collection exactly ``cells``.
 
         Writes new and changed cells (changed = a different ``text_hash``), skips unchanged ones without encoding,
-        deletes the paper's entities whose ids are no longer present, and flushes. ``known``: per collection, the
-        paper's entities (id → text_hash) as the caller's records vouch for them (``{}``: none), so the collection
-        is not queried for them (a filtered query scans every entity in Milvus Lite); collections not named there
-        are queried.
+        deletes the paper's entities whose ids are no longer present, and flushes (``flush=False``: the caller
+        flushes the collections whose stats say ``unflushed``, once for several papers). ``known``: per collection,
+        the paper's entities (id → text_hash) as the caller's records vouch for them (``{}``: none), so the
+        collection is not queried for them (a filtered query scans every entity in Milvus Lite); collections not
+        named there are queried.
         """
         started = time.perf_counter()
         report = SyncReport(paper_id)
@@ -485,7 +488,7 @@ class VectorStore:
             try:
                 self._load_or_create(spec)
                 report.collections[spec.name] = self._sync_collection(
-                    spec, paper_id, cells, (known or {}).get(spec.name)
+                    spec, paper_id, cells, (known or {}).get(spec.name), flush
                 )
             except VectorSyncError:
                 raise
@@ -516,7 +519,12 @@ class VectorStore:
         return {row["id"]: row["text_hash"] for row in rows}
 
     def _sync_collection(
-        self, spec: CollectionSpec, paper_id: str, cells: Sequence[Cell], known: dict[str, str] | None = None
+        self,
+        spec: CollectionSpec,
+        paper_id: str,
+        cells: Sequence[Cell],
+        known: dict[str, str] | None = None,
+        flush: bool = True,
     ) -> CollectionSyncStats:
         stats = CollectionSyncStats(spec.name)
         fingerprint = self.fingerprint(spec)
@@ -545,8 +553,9 @@ class VectorStore:
         fault_point("vectors.upserted")
         for start in range(0, len(stale), _WRITE_BATCH):
             self.client.delete(spec.name, ids=stale[start : start + _WRITE_BATCH])
-        if rows or stale:
+        if (rows or stale) and flush:
             self.client.flush(spec.name)
+        stats.unflushed = bool(rows or stale) and not flush
         stats.upserted = len(rows)
         stats.deleted = len(stale)
         stats.write_seconds = time.perf_counter() - started
