@@ -52,6 +52,10 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
 
 
 _WINDOW_MEMO = 50_000  # texts whose windows a TextEncoder remembers (a batch of papers holds ~10k)
+# texts whose token spans a TextEncoder remembers: the hosts of the pieces it reads from their windows (a paper's
+# references and equations lie in a few of its chunks, each piece asks its host's spans) and the texts it cuts heads
+# of; a few thousand host texts of ~300 tokens are a few MB
+_SPAN_MEMO = 2_048
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,8 @@ class TextEncoder:
         self._lock = threading.Lock()
         # text → its windows: the two dense collections of one sync (MiniLM's and the hybrid one) cut the same texts
         self._windows: dict[str, list[tuple[str, int]]] = {}
+        # text → its tokens' character spans (every reference in a chunk asked the tokenizer for the whole chunk)
+        self._spans: dict[str, list[tuple[int, int]]] = {}
         self._mean_pooling: bool | None = None  # supports_spans, read once
 
     @property
@@ -165,22 +171,33 @@ class TextEncoder:
             self._windows.update(zip(missing, self._cut_windows(missing)))
         return [self._windows[t] for t in texts]
 
-    def _token_spans(self, texts: Sequence[str]) -> tuple[int, list[list[tuple[int, int]]]]:
-        """(tokens a window holds besides the special tokens, each text's token character spans)."""
+    def _token_spans(self, texts: Sequence[str], remember: bool = True) -> tuple[int, list[list[tuple[int, int]]]]:
+        """(tokens a window holds besides the special tokens, each text's token character spans); remembered for
+        the next call unless ``remember`` is false (texts cut into windows once, whose windows are remembered)."""
         model = self._load()
-        if isinstance(model, OnnxTextModel):
-            size = model.tokenizer.truncation["max_length"] - 2
-            offsets = [e.offsets for e in model.full_tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+        isonnx = isinstance(model, OnnxTextModel)
+        size = (model.tokenizer.truncation["max_length"] if isonnx else model.max_seq_length) - 2
+        memo = self._spans if remember else {}
+        missing = list(dict.fromkeys(t for t in texts if t not in memo))
+        if not missing:
+            return size, [memo[t] for t in texts]
+        if isonnx:
+            offsets = [e.offsets for e in model.full_tokenizer.encode_batch(missing, add_special_tokens=False)]
         else:
-            size = model.max_seq_length - 2
-            encoded = model.tokenizer(
-                list(texts), add_special_tokens=False, truncation=False, return_offsets_mapping=True
-            )
+            encoded = model.tokenizer(missing, add_special_tokens=False, truncation=False, return_offsets_mapping=True)
             offsets = [list(map(tuple, o)) for o in encoded["offset_mapping"]]
-        return size, offsets
+        fresh = dict(zip(missing, offsets))
+        result = [fresh[t] if t in fresh else memo[t] for t in texts]
+        if not remember:
+            return size, result
+        if len(memo) + len(fresh) > _SPAN_MEMO:
+            self._spans = memo = {}  # a new dict: a thread reading the old one still finds what it asked
+        if len(fresh) <= _SPAN_MEMO:
+            memo.update(fresh)
+        return size, result
 
     def _cut_windows(self, texts: Sequence[str]) -> list[list[tuple[str, int]]]:
-        size, offsets = self._token_spans(texts)
+        size, offsets = self._token_spans(texts, remember=False)
         result = []
         for text, spans in zip(texts, offsets):
             if len(spans) <= size:

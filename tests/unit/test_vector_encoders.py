@@ -385,3 +385,36 @@ def test_torch_and_onnx_give_the_same_piece_vectors(real_texts, onnx_dir):
     torch_vectors, torch_pieces = torch_encoder.encode_spans([host], spans)
     assert float(onnx_vectors[0] @ torch_vectors[0]) > 0.9999
     assert all(float(a @ b) > 0.9999 for a, b in zip(onnx_pieces[0], torch_pieces[0]))
+
+
+def test_a_hosts_token_spans_are_read_once_and_the_memo_is_bounded(real_texts, onnx_dir, monkeypatch):
+    """Every piece of a chunk asks for the chunk's token spans: the tokenizer reads each host text once, the pieces
+    (and heads) are the ones it gives without the memo, and the memo forgets everything past its bound."""
+    from paperlake.vectors import encoders
+
+    encoder = minilm("onnx", onnx_dir, None)
+    host = " ".join(real_texts)
+    fresh = minilm("onnx", onnx_dir, None)
+    expected = [fresh.span_windows(host, start, start + 40) for start in range(0, 2000, 97)]
+    expected_head = fresh.head(host, 100)
+    model = encoder._load()
+    calls: list[int] = []
+    tokenizer = model.full_tokenizer
+    original = tokenizer.encode_batch
+
+    class Counting:
+        def encode_batch(self, texts, **kwargs):
+            calls.append(len(texts))
+            return original(texts, **kwargs)
+
+    monkeypatch.setattr(model, "full_tokenizer", Counting())
+    assert [encoder.span_windows(host, start, start + 40) for start in range(0, 2000, 97)] == expected
+    assert encoder.head(host, 100) == expected_head
+    assert calls == [1]
+    encoder.windows([host + " more"])  # texts cut into windows are remembered as windows, not as spans
+    assert host + " more" not in encoder._spans
+    monkeypatch.setattr(encoders, "_SPAN_MEMO", 3)
+    for i in range(5):
+        encoder.span_windows(f"{host} {i}", 0, 10)
+    assert 0 < len(encoder._spans) <= 3
+    assert encoder.span_windows(host, 0, 40) == fresh.span_windows(host, 0, 40)
