@@ -20,7 +20,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -56,6 +56,39 @@ _WINDOW_MEMO = 50_000  # texts whose windows a TextEncoder remembers (a batch of
 # references and equations lie in a few of its chunks, each piece asks its host's spans) and the texts it cuts heads
 # of; a few thousand host texts of ~300 tokens are a few MB
 _SPAN_MEMO = 2_048
+
+
+class _TextMemo:
+    """Text → what the tokenizer of one model made of it, shared by that model's encoders in this process (the
+    encode-ahead thread's and the vector stage's cut the same texts), and bounded: past ``limit`` texts it starts
+    afresh. A reader keeps the dict it looked in, so a thread that starts afresh never takes from another thread
+    what that one found."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.data: dict[str, Any] = {}
+
+    def get_many(self, texts: Sequence[str], compute: Callable[[list[str]], Sequence[Any]]) -> list[Any]:
+        data = self.data
+        missing = list(dict.fromkeys(t for t in texts if t not in data))
+        if not missing:
+            return [data[t] for t in texts]
+        fresh = dict(zip(missing, compute(missing)))
+        result = [fresh[t] if t in fresh else data[t] for t in texts]
+        if len(data) + len(fresh) > self.limit:
+            self.data = data = {}
+        if len(fresh) <= self.limit:
+            data.update(fresh)
+        return result
+
+
+_MEMOS: dict[tuple, _TextMemo] = {}
+_MEMOS_LOCK = threading.Lock()
+
+
+def _text_memo(kind: str, model: tuple, limit: int) -> _TextMemo:
+    with _MEMOS_LOCK:
+        return _MEMOS.setdefault((kind, *model), _TextMemo(limit))
 
 
 @dataclass(frozen=True)
@@ -130,10 +163,12 @@ class TextEncoder:
         self.onnx_dir = None if onnx_dir is None else Path(onnx_dir)
         self._model = None
         self._lock = threading.Lock()
-        # text → its windows: the two dense collections of one sync (MiniLM's and the hybrid one) cut the same texts
-        self._windows: dict[str, list[tuple[str, int]]] = {}
+        # text → its windows: the two dense collections of one sync (MiniLM's and the hybrid one) and the
+        # encode-ahead thread cut the same texts
+        model = (self.path, backend, max_seq_length)
+        self._windows = _text_memo("windows", model, _WINDOW_MEMO)
         # text → its tokens' character spans (every reference in a chunk asked the tokenizer for the whole chunk)
-        self._spans: dict[str, list[tuple[int, int]]] = {}
+        self._spans = _text_memo("spans", model, _SPAN_MEMO)
         self._mean_pooling: bool | None = None  # supports_spans, read once
 
     @property
@@ -164,12 +199,7 @@ class TextEncoder:
         window, itself, so its vector is the plain encoding (and the same cache entry). Longer texts are cut every
         ``window - 2`` tokens (room for the special tokens), backing off to the start of a word when one begins in
         the window's last 32 tokens; the windows cover every token once."""
-        missing = list(dict.fromkeys(t for t in texts if t not in self._windows))
-        if missing:
-            if len(self._windows) > _WINDOW_MEMO:
-                self._windows.clear()
-            self._windows.update(zip(missing, self._cut_windows(missing)))
-        return [self._windows[t] for t in texts]
+        return self._windows.get_many(texts, self._cut_windows)
 
     def _token_spans(self, texts: Sequence[str], remember: bool = True) -> tuple[int, list[list[tuple[int, int]]]]:
         """(tokens a window holds besides the special tokens, each text's token character spans); remembered for
@@ -177,24 +207,14 @@ class TextEncoder:
         model = self._load()
         isonnx = isinstance(model, OnnxTextModel)
         size = (model.tokenizer.truncation["max_length"] if isonnx else model.max_seq_length) - 2
-        memo = self._spans if remember else {}
-        missing = list(dict.fromkeys(t for t in texts if t not in memo))
-        if not missing:
-            return size, [memo[t] for t in texts]
-        if isonnx:
-            offsets = [e.offsets for e in model.full_tokenizer.encode_batch(missing, add_special_tokens=False)]
-        else:
+
+        def read(missing: list[str]) -> list[list[tuple[int, int]]]:
+            if isonnx:
+                return [e.offsets for e in model.full_tokenizer.encode_batch(missing, add_special_tokens=False)]
             encoded = model.tokenizer(missing, add_special_tokens=False, truncation=False, return_offsets_mapping=True)
-            offsets = [list(map(tuple, o)) for o in encoded["offset_mapping"]]
-        fresh = dict(zip(missing, offsets))
-        result = [fresh[t] if t in fresh else memo[t] for t in texts]
-        if not remember:
-            return size, result
-        if len(memo) + len(fresh) > _SPAN_MEMO:
-            self._spans = memo = {}  # a new dict: a thread reading the old one still finds what it asked
-        if len(fresh) <= _SPAN_MEMO:
-            memo.update(fresh)
-        return size, result
+            return [list(map(tuple, o)) for o in encoded["offset_mapping"]]
+
+        return size, self._spans.get_many(texts, read) if remember else read(list(texts))
 
     def _cut_windows(self, texts: Sequence[str]) -> list[list[tuple[str, int]]]:
         size, offsets = self._token_spans(texts, remember=False)

@@ -388,33 +388,35 @@ def test_torch_and_onnx_give_the_same_piece_vectors(real_texts, onnx_dir):
 
 
 def test_a_hosts_token_spans_are_read_once_and_the_memo_is_bounded(real_texts, onnx_dir, monkeypatch):
-    """Every piece of a chunk asks for the chunk's token spans: the tokenizer reads each host text once, the pieces
-    (and heads) are the ones it gives without the memo, and the memo forgets everything past its bound."""
+    """Every piece of a chunk asks for the chunk's token spans: the tokenizer reads each host text once, for every
+    encoder of the model in this process (the encode-ahead thread's and the vector stage's), the pieces (and heads)
+    are the ones it gives without the memo, and the memo starts afresh past its bound."""
     from paperlake.vectors import encoders
 
-    encoder = minilm("onnx", onnx_dir, None)
     host = " ".join(real_texts)
-    fresh = minilm("onnx", onnx_dir, None)
-    expected = [fresh.span_windows(host, start, start + 40) for start in range(0, 2000, 97)]
-    expected_head = fresh.head(host, 100)
-    model = encoder._load()
+    monkeypatch.setattr(encoders, "_MEMOS", {})
+    expected = [minilm("onnx", onnx_dir, None).span_windows(host, start, start + 40) for start in range(0, 2000, 97)]
+    expected_head = minilm("onnx", onnx_dir, None).head(host, 100)
+    monkeypatch.setattr(encoders, "_MEMOS", {})
+    encoder, other = minilm("onnx", onnx_dir, None), minilm("onnx", onnx_dir, None)
     calls: list[int] = []
-    tokenizer = model.full_tokenizer
-    original = tokenizer.encode_batch
+    for one in (encoder, other):
+        model = one._load()
+        original = model.full_tokenizer.encode_batch
 
-    class Counting:
-        def encode_batch(self, texts, **kwargs):
-            calls.append(len(texts))
-            return original(texts, **kwargs)
+        class Counting:
+            def encode_batch(self, texts, _original=original, **kwargs):
+                calls.append(len(texts))
+                return _original(texts, **kwargs)
 
-    monkeypatch.setattr(model, "full_tokenizer", Counting())
+        monkeypatch.setattr(model, "full_tokenizer", Counting())
     assert [encoder.span_windows(host, start, start + 40) for start in range(0, 2000, 97)] == expected
-    assert encoder.head(host, 100) == expected_head
+    assert other.head(host, 100) == expected_head
     assert calls == [1]
-    encoder.windows([host + " more"])  # texts cut into windows are remembered as windows, not as spans
-    assert host + " more" not in encoder._spans
-    monkeypatch.setattr(encoders, "_SPAN_MEMO", 3)
+    other.windows([host + " more"])  # texts cut into windows are remembered as windows, not as spans
+    assert host + " more" not in encoder._spans.data and host + " more" in encoder._windows.data
+    monkeypatch.setattr(encoder._spans, "limit", 3)
     for i in range(5):
         encoder.span_windows(f"{host} {i}", 0, 10)
-    assert 0 < len(encoder._spans) <= 3
-    assert encoder.span_windows(host, 0, 40) == fresh.span_windows(host, 0, 40)
+    assert 0 < len(encoder._spans.data) <= 3
+    assert encoder.span_windows(host, 0, 40) == expected[0]
