@@ -183,7 +183,7 @@ def pid_alive(pid: int) -> bool:
 
 def _run_dbt_child(request: dict, fds: list[int], listener: socket.socket, connection: socket.socket) -> int:
     """In the forked child: take the launcher's streams, environment and directory, run dbt's CLI; its exit status.
-    The caller exits the process with it (a normal exit: dbt's multiprocessing locks are released)."""
+    The caller ends the process with it (:func:`_leave`)."""
     listener.close()
     connection.close()
     for target, fd in enumerate(fds[:3]):
@@ -217,6 +217,27 @@ def _run_dbt_child(request: dict, fds: list[int], listener: socket.socket, conne
         return 1
 
 
+def _leave(status: int) -> None:
+    """End a dbt child: the exit handlers run (dbt-duckdb closes its database, which checkpoints it, so no WAL is
+    left for the publish to replay; multiprocessing releases dbt's semaphores), logs and streams are flushed, and
+    the process exits without the interpreter's teardown of dbt's objects (~0.55 s of every command, measured)."""
+    import atexit
+    import logging
+
+    try:
+        atexit._run_exitfuncs()
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+    except BaseException as error:  # the child must end, whatever happened
+        try:
+            print(f"paperlake-dbt: at exit: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+        except BaseException:
+            pass
+        status = status or 1
+    os._exit(status)
+
+
 def _fork_command(connection: socket.socket, listener: socket.socket, log: Path) -> None:
     """Read one command and fork its child, in the zygote's main thread (no fork from a helper thread); a thread
     then reports the child's pid and, when it ends, its exit status."""
@@ -228,8 +249,8 @@ def _fork_command(connection: socket.socket, listener: socket.socket, log: Path)
             connection.close()
             return
         pid = os.fork()
-        if pid == 0:  # the child leaves the zygote's loop here, by a normal interpreter exit
-            raise SystemExit(_run_dbt_child(request, fds, listener, connection))
+        if pid == 0:  # the child never returns to the zygote's loop
+            _leave(_run_dbt_child(request, fds, listener, connection))
     except (OSError, ValueError, ConnectionError) as error:  # not forked: the launcher runs plain dbt
         try:
             _send_message(connection, {"refused": f"{type(error).__name__}: {error}"})

@@ -212,3 +212,39 @@ def test_a_parse_ahead_leaves_the_state_a_build_reads_and_a_failed_or_late_one_l
         late = tmp_path / "late-target"
         warm.parse_ahead(late, env)
         assert not warm.wait_parse_ahead(timeout=0) and not (late / "partial_parse.msgpack").exists()
+
+
+def test_a_forked_build_ends_with_its_database_closed_and_nothing_leaked(tmp_path: Path) -> None:
+    """A dbt child ends without the interpreter's teardown (paperlake.dbt_warm._leave), but after the exit handlers:
+    dbt-duckdb has closed (and checkpointed) its database, so no WAL is left; multiprocessing has released dbt's
+    semaphores, so its resource tracker reports no leak; the results and logs are written; the status is dbt's."""
+    import duckdb
+
+    failing = _tiny_project(tmp_path / "failing", "select * from no_such_table")
+    with WarmDbt() as warm:
+        assert warm.start().wait_ready(), "the zygote did not start"
+        env = {**os.environ, **_tiny_project(tmp_path / "project")}  # names the zygote now
+        env["DBT_TARGET_PATH"] = env["DBT_LOG_PATH"] = str(tmp_path / "target")
+        build = subprocess.run(
+            [LAUNCHER, "build"], cwd=env["DBT_PROJECT_DIR"], capture_output=True, text=True, timeout=120, env=env
+        )
+        failed = subprocess.run(
+            [LAUNCHER, "build"],
+            cwd=failing["DBT_PROJECT_DIR"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**env, **failing, "DBT_TARGET_PATH": str(tmp_path / "failing-target")},
+        )
+    assert build.returncode == 0, build.stdout[-2000:]
+    assert "Completed successfully" in build.stdout and "leaked" not in build.stdout + build.stderr
+    database = tmp_path / "project" / "tiny.duckdb"
+    assert database.exists() and not Path(f"{database}.wal").exists()
+    with duckdb.connect(str(database), read_only=True) as con:
+        assert con.execute("select one from m").fetchall() == [(1,)]
+    results = json.loads((tmp_path / "target" / "run_results.json").read_text())
+    assert [r["status"] for r in results["results"]] == ["success"]
+    assert "Completed successfully" in (tmp_path / "target" / "dbt.log").read_text()
+    assert failed.returncode == 1 and "no_such_table" in failed.stdout, failed.stdout[-2000:]
+    assert "leaked" not in failed.stdout + failed.stderr
+    assert [c["exit"] for c in warm.commands] == [0, 1]
