@@ -176,6 +176,19 @@ def _tiny_project(root: Path, model: str = "select 1 as one") -> dict[str, str]:
     return {"DBT_PROJECT_DIR": str(root), "DBT_PROFILES_DIR": str(root), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
 
 
+def _build(env: dict[str, str], target: Path) -> subprocess.CompletedProcess:
+    """`paperlake-dbt build` of the project ``env`` names, into ``target`` (results and logs), from this environment
+    (so through the zygote it names, if any)."""
+    return subprocess.run(
+        [LAUNCHER, "build"],
+        cwd=env["DBT_PROJECT_DIR"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env, "DBT_TARGET_PATH": str(target), "DBT_LOG_PATH": str(target)},
+    )
+
+
 def test_a_parse_ahead_leaves_the_state_a_build_reads_and_a_failed_or_late_one_leaves_none(tmp_path: Path) -> None:
     """`parse_ahead` parses a project into a build stage's target folder in the background (a fork of the zygote),
     once: the build then reads that partial-parse state. A parse that fails, or is still running when the build
@@ -190,14 +203,7 @@ def test_a_parse_ahead_leaves_the_state_a_build_reads_and_a_failed_or_late_one_l
         assert warm.wait_parse_ahead(), "the parse left no partial-parse state"
         warm.parse_ahead(target, env)  # the state is there: no second parse
         assert not warm.wait_parse_ahead()
-        build = subprocess.run(
-            [LAUNCHER, "build"],
-            cwd=env["DBT_PROJECT_DIR"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, **env, "DBT_TARGET_PATH": str(target), "DBT_LOG_PATH": str(target)},
-        )
+        build = _build(env, target)
         assert build.returncode == 0, build.stdout[-2000:]
         assert "Unable to do partial parsing" not in build.stdout, build.stdout[-2000:]
 
@@ -220,22 +226,10 @@ def test_a_forked_build_ends_with_its_database_closed_and_nothing_leaked(tmp_pat
     semaphores, so its resource tracker reports no leak; the results and logs are written; the status is dbt's."""
     import duckdb
 
-    failing = _tiny_project(tmp_path / "failing", "select * from no_such_table")
     with WarmDbt() as warm:
         assert warm.start().wait_ready(), "the zygote did not start"
-        env = {**os.environ, **_tiny_project(tmp_path / "project")}  # names the zygote now
-        env["DBT_TARGET_PATH"] = env["DBT_LOG_PATH"] = str(tmp_path / "target")
-        build = subprocess.run(
-            [LAUNCHER, "build"], cwd=env["DBT_PROJECT_DIR"], capture_output=True, text=True, timeout=120, env=env
-        )
-        failed = subprocess.run(
-            [LAUNCHER, "build"],
-            cwd=failing["DBT_PROJECT_DIR"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**env, **failing, "DBT_TARGET_PATH": str(tmp_path / "failing-target")},
-        )
+        build = _build(_tiny_project(tmp_path / "project"), tmp_path / "target")
+        failed = _build(_tiny_project(tmp_path / "failing", "select * from no_such_table"), tmp_path / "failing-target")
     assert build.returncode == 0, build.stdout[-2000:]
     assert "Completed successfully" in build.stdout and "leaked" not in build.stdout + build.stderr
     database = tmp_path / "project" / "tiny.duckdb"
