@@ -83,7 +83,7 @@ class CollectionSyncStats:
     cache_hits: int = 0
     encode_seconds: float = 0.0
     write_seconds: float = 0.0
-    unflushed: bool = False  # written or deleted, and the caller flushes (``sync_paper(..., flush=False)``)
+    unflushed: bool = False  # left to the caller's flush_collection (``sync_paper(..., flush=False)``)
     notes: list[str] = field(default_factory=list)
 
 
@@ -229,6 +229,8 @@ class VectorStore:
         self._loaded: set[str] = set()
         self._partitions: dict[str, set[str]] = {}
         self._query_vectors: dict[tuple[str, str], list[float]] = {}  # (encoder, query) → vector, bounded
+        # collection → (partition, replacing) → rows that syncs with flush=False left for flush_collection to write
+        self._unwritten: dict[str, dict[tuple[str, bool], list[dict]]] = {}
 
     # ── lifecycle ────────────────────────────────────────────────────────────────────────────────────────────────
 
@@ -473,8 +475,9 @@ class VectorStore:
         """Make the paper's entities in each collection exactly ``cells``.
 
         Writes new and changed cells (changed = a different ``text_hash``), skips unchanged ones without encoding,
-        deletes the paper's entities whose ids are no longer present, and flushes (``flush=False``: the caller
-        flushes the collections whose stats say ``unflushed``, once for several papers). ``known``: per collection,
+        deletes the paper's entities whose ids are no longer present, and flushes (``flush=False``: the rows are
+        kept, and the caller writes them and flushes with :meth:`flush_collection` for the collections whose stats
+        say ``unflushed``, once for several papers). ``known``: per collection,
         the paper's entities (id → text_hash) as the caller's records vouch for them (``{}``: none), so the
         collection is not queried for them (a filtered query scans every entity in Milvus Lite); collections not
         named there are queried.
@@ -544,14 +547,13 @@ class VectorStore:
         for row in rows:
             partition = self.view_partition(spec.name, row["table_name"], row["column_name"], create=True)
             by_partition[(partition, row["id"] in existing)].append(row)
-        for (partition, replacing), part_rows in by_partition.items():
-            # an id the collection does not hold is inserted: an upsert first looks each id up (Milvus Lite: in
-            # every segment), which is what made a new paper's sync grow with the collection
-            write = self.client.upsert if replacing else self.client.insert
-            for start in range(0, len(part_rows), _WRITE_BATCH):
-                write(spec.name, part_rows[start : start + _WRITE_BATCH], partition_name=partition)
-        fault_point("vectors.upserted")
-        for start in range(0, len(stale), _WRITE_BATCH):
+        if flush:
+            self._write(spec.name, by_partition)
+        else:  # written with the other papers' rows (one insert per partition, not one per paper and partition)
+            unwritten = self._unwritten.setdefault(spec.name, {})
+            for key, part_rows in by_partition.items():
+                unwritten.setdefault(key, []).extend(part_rows)
+        for start in range(0, len(stale), _WRITE_BATCH):  # ids of this paper only: disjoint from any row written
             self.client.delete(spec.name, ids=stale[start : start + _WRITE_BATCH])
         if (rows or stale) and flush:
             self.client.flush(spec.name)
@@ -560,6 +562,21 @@ class VectorStore:
         stats.deleted = len(stale)
         stats.write_seconds = time.perf_counter() - started
         return stats
+
+    def _write(self, collection: str, by_partition: dict[tuple[str, bool], list[dict]]) -> None:
+        for (partition, replacing), part_rows in by_partition.items():
+            # an id the collection does not hold is inserted: an upsert first looks each id up (Milvus Lite: in
+            # every segment), which is what made a new paper's sync grow with the collection
+            write = self.client.upsert if replacing else self.client.insert
+            for start in range(0, len(part_rows), _WRITE_BATCH):
+                write(collection, part_rows[start : start + _WRITE_BATCH], partition_name=partition)
+        fault_point("vectors.upserted")
+
+    def flush_collection(self, collection: str) -> None:
+        """Write the rows that syncs with ``flush=False`` left for ``collection`` (several papers' rows in one insert
+        per partition: Milvus Lite's cost is mostly per call), then flush it."""
+        self._write(collection, self._unwritten.pop(collection, {}))
+        self.client.flush(collection)
 
     def _rows(self, spec: CollectionSpec, changed: list[tuple[Cell, str]], stats: CollectionSyncStats) -> list[dict]:
         """Entity rows for the changed cells, with dense vectors from the encoders (through the cache)."""

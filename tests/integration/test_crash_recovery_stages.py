@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 
 import duckdb
@@ -327,6 +328,65 @@ def test_a_new_papers_sync_writes_without_looking_up(tmp_path, references, monke
         store.load(collection)
         assert _paper_entities(store, collection, paper_id) == before
         assert ledger.known_entities(home, collection, key, store.incarnation(collection)) == before
+
+
+def test_a_batchs_papers_are_written_together_flushed_once_and_read_once(tmp_path, references, monkeypatch):
+    """A run syncs its papers together: each collection gets one insert per partition for all of them (Milvus
+    Lite's cost is mostly per call) and one flush, the warehouse cells are read once for all the collections, and
+    every paper ends with exactly its entities and its record; a warehouse swapped in makes the cells read again."""
+    from paperlake.config import Settings
+    from paperlake.vectors import ledger
+    from paperlake.vectors.pymilvus_names import MilvusClient
+    from paperlake.vectors.store import VectorStore
+
+    home = fresh_home(tmp_path, references["home_both"])
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        papers = dict(con.execute("select paper_key, paper_id::varchar from metadata order by paper_key").fetchall())
+    collections = ["text_sentence_transformers_all_minilm_l6_v2", "text_bm25_en"]
+    settings = Settings.from_env(home=home, milvus_uri=str(home / "milvus.db"))
+    before: dict[tuple[str, str], dict[str, str]] = {}
+    with VectorStore(settings.milvus_uri, cache_path=settings.embeddings) as store:
+        for collection in collections:
+            store.load(collection)
+            for key, paper_id in papers.items():
+                before[collection, key] = _paper_entities(store, collection, paper_id)
+                store.delete_paper(paper_id, [collection])
+                ledger.forget_sync(home, collection, key)
+    calls: list[tuple[str, str | None]] = []
+    for name in ("insert", "upsert", "flush"):
+        original = getattr(MilvusClient, name)
+
+        def spy(self, collection, *args, _name=name, _original=original, **kwargs):
+            calls.append((_name, kwargs.get("partition_name")))
+            return _original(self, collection, *args, **kwargs)
+
+        monkeypatch.setattr(MilvusClient, name, spy)
+    reads: list[list[str]] = []
+    original_read = ledger._cells_by_paper
+    monkeypatch.setattr(ledger, "_cells_by_paper", lambda con, ids: reads.append(list(ids)) or original_read(con, ids))
+    monkeypatch.setattr(ledger, "_BATCH_CELLS", [])
+    for collection in collections:
+        calls.clear()
+        results = ledger.sync_paper_keys(settings, collection, list(papers))
+        assert {r["status"] for r in results.values()} == {"synced"}
+        partitions = [partition for name, partition in calls if name == "insert"]
+        assert calls.count(("flush", None)) == 1 and not any(name == "upsert" for name, _ in calls), calls
+        assert len(partitions) == len(set(partitions)), partitions  # both papers' rows in one insert per partition
+    assert reads == [list(papers.values())]
+    with VectorStore(settings.milvus_uri, cache_path=settings.embeddings) as store:
+        for collection in collections:
+            store.load(collection)
+            for key, paper_id in papers.items():
+                assert _paper_entities(store, collection, paper_id) == before[collection, key]
+                assert (
+                    ledger.known_entities(home, collection, key, store.incarnation(collection))
+                    == before[collection, key]
+                )
+    replaced = home / "warehouse.copy.duckdb"
+    shutil.copyfile(home / "warehouse.duckdb", replaced)
+    os.replace(replaced, home / "warehouse.duckdb")  # as a build is swapped in
+    ledger.sync_paper_keys(settings, collections[0], list(papers))
+    assert len(reads) == 2
 
 
 def _built_incrementally(home) -> bool:
