@@ -477,10 +477,9 @@ class VectorStore:
         Writes new and changed cells (changed = a different ``text_hash``), skips unchanged ones without encoding,
         deletes the paper's entities whose ids are no longer present, and flushes (``flush=False``: the rows are
         kept, and the caller writes them and flushes with :meth:`flush_collection` for the collections whose stats
-        say ``unflushed``, once for several papers). ``known``: per collection,
-        the paper's entities (id → text_hash) as the caller's records vouch for them (``{}``: none), so the
-        collection is not queried for them (a filtered query scans every entity in Milvus Lite); collections not
-        named there are queried.
+        say ``unflushed``, once for several papers). ``known``: per collection, the paper's entities (id →
+        text_hash) as the caller's records vouch for them (``{}``: none), so the collection is not queried for them
+        (a filtered query scans every entity in Milvus Lite); collections not named there are queried.
         """
         started = time.perf_counter()
         report = SyncReport(paper_id)
@@ -553,7 +552,9 @@ class VectorStore:
             unwritten = self._unwritten.setdefault(spec.name, {})
             for key, part_rows in by_partition.items():
                 unwritten.setdefault(key, []).extend(part_rows)
-        for start in range(0, len(stale), _WRITE_BATCH):  # ids of this paper only: disjoint from any row written
+        # this paper's ids only (every element id is named after its paper: paperlake.ids), so these deletes and the
+        # other papers' rows written later touch different entities
+        for start in range(0, len(stale), _WRITE_BATCH):
             self.client.delete(spec.name, ids=stale[start : start + _WRITE_BATCH])
         if (rows or stale) and flush:
             self.client.flush(spec.name)
