@@ -9,8 +9,12 @@ These are plain functions so unit tests can call them; Dagster reports their res
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import logging
 import re
+import sys
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -76,10 +80,57 @@ class QualityReport:
         )
 
 
+# Great Expectations imports these when it is imported: scipy.stats for its KL-divergence expectation, altair for its
+# charts. The gate uses neither, and they are ~1.5 s of the ~3.5 s its import takes on these machines, paid by every
+# ingest's gate: they are made lazy for that import (importlib.util.LazyLoader), so each loads on its first attribute
+# access, whoever makes it; nothing changes but when they load.
+_LAZY_FOR_GX = frozenset({"scipy.stats", "altair"})
+_GX_IMPORT = threading.Lock()
+
+
+class _LazyFinder:
+    """A meta-path finder giving ``names`` lazily loaded modules (their spec found by the other finders)."""
+
+    def __init__(self, names: frozenset[str]):
+        self.names = names
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name not in self.names:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = importlib.util.LazyLoader(spec.loader)
+                return spec
+        return None
+
+
+@contextlib.contextmanager
+def _lazily(names: frozenset[str]):
+    finder = _LazyFinder(names)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+
+
+def import_gx() -> Any:
+    """``great_expectations`` with its expectations, imported once per process with :data:`_LAZY_FOR_GX` lazy."""
+    with _GX_IMPORT:
+        if "great_expectations.expectations" not in sys.modules:
+            with _lazily(_LAZY_FOR_GX - set(sys.modules)):
+                import great_expectations.expectations  # noqa: F401
+    return sys.modules["great_expectations"]
+
+
 @lru_cache(maxsize=1)
 def _context() -> Any:
     logging.getLogger("great_expectations").setLevel(logging.ERROR)
-    import great_expectations as gx
+    gx = import_gx()
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context = gx.get_context(mode="ephemeral")
@@ -90,8 +141,7 @@ def _context() -> Any:
 def prepare_gate() -> None:
     """Import Great Expectations and register the gate's data sources (~3 s, most of it the import) before the
     first paper comes: what :mod:`paperlake.parsing.ahead`'s worker does while it has nothing to parse."""
-    import great_expectations.expectations  # noqa: F401
-
+    import_gx()
     for view in (*VIEWS, "paper_counts", "bounding_boxes", "papers"):
         _batch_definition(view)
 
@@ -106,7 +156,7 @@ def _batch_definition(view: str) -> Any:
 
 
 def _validate(view: str, frame: pd.DataFrame, expectations: list[Any]) -> list[ExpectationOutcome]:
-    import great_expectations as gx
+    gx = import_gx()
 
     # The suite is validated as a value, not saved: nothing accumulates in the context from paper to paper.
     suite = gx.ExpectationSuite(name=f"{view}_checks", expectations=expectations)
@@ -282,8 +332,8 @@ def _suspicions(frames: dict[str, pd.DataFrame]) -> dict[str, Any]:
 def _warnings(papers: list[dict[str, Any]]) -> list[list[ExpectationOutcome]]:
     """Each paper's warning outcomes, from one Great Expectations validation over a frame of one row per paper
     (:func:`_suspicions`); a row the expectation lists as unexpected is that paper's warning."""
-    import great_expectations as gx
-    import great_expectations.expectations as gxe
+    gx = import_gx()
+    gxe = gx.expectations
 
     frame = pd.DataFrame(papers)
     expectations = {
@@ -347,7 +397,7 @@ def validate_papers(items: list[tuple[ParsedPaper, int]], *, max_chunk_tokens: i
     validation's fixed cost is most of a small paper's gate). When every expectation holds, every paper passed;
     when one fails, each paper is validated on its own (:func:`validate_paper`), so a failure is its paper's and
     the others pass as they would alone. The warnings are one validation for all the papers, per paper."""
-    import great_expectations.expectations as gxe
+    gxe = import_gx().expectations
 
     if len(items) <= 1:
         return [
@@ -384,7 +434,7 @@ def validate_papers(items: list[tuple[ParsedPaper, int]], *, max_chunk_tokens: i
 
 
 def validate_paper(parsed: ParsedPaper, *, pdf_page_count: int, max_chunk_tokens: int) -> QualityReport:
-    import great_expectations.expectations as gxe
+    gxe = import_gx().expectations
 
     frames = _frames(parsed)
     report = QualityReport()

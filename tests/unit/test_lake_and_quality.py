@@ -225,3 +225,44 @@ def test_an_error_replaces_the_papers_views(tmp_path, parsed):
     assert not any(lake.view_path(view, source.paper_key).exists() for view in VIEWS)
     assert lake.error(source.paper_key)["stage"] == "quality"
     assert lake.paper_keys() == {source.paper_key}
+
+
+def test_the_gate_imports_great_expectations_without_loading_what_it_never_uses(corpus):
+    """scipy.stats and altair (imported by Great Expectations, unused by the gate) stay unloaded through a whole
+    validation, and load in full on their first use: a lazy module is the same module, later."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = (
+        textwrap.dedent(
+            """
+        import sys
+        from pathlib import Path
+
+        from paperlake.inbox import scan_inbox
+        from paperlake.parsing import pymupdf_backend
+        from paperlake.pipeline import pdf_page_count
+        from paperlake.quality import import_gx, validate_papers
+
+        gx = import_gx()
+        assert gx.expectations.ExpectTableRowCountToEqual
+        sources = [s for s in scan_inbox([Path(sys.argv[1])]) if s.paper_key.endswith((STEM, PANELLED))]
+        items = [(pymupdf_backend.parse(s), pdf_page_count(s.pdf_path)) for s in sources]
+        reports = validate_papers(items, max_chunk_tokens=512)
+        assert [r.failures for r in reports] == [[], []], [r.summary() for r in reports]
+        lazy = {name: type(sys.modules[name]).__name__ for name in ("scipy.stats", "altair")}
+        assert lazy == {"scipy.stats": "_LazyModule", "altair": "_LazyModule"}, lazy
+        import scipy.stats
+        assert scipy.stats.norm.cdf(0.0) == 0.5 and type(scipy.stats).__name__ == "module"
+        assert import_gx() is gx
+        print("ok")
+        """
+        )
+        .replace("STEM", repr(STEM))
+        .replace("PANELLED", repr(PANELLED))
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(corpus / "inbox")], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
