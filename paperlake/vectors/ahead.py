@@ -20,6 +20,7 @@ failure is recorded and ends the thread; the stage encodes what is missing.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -64,6 +65,11 @@ LAKE_AS_WAREHOUSE: dict[str, tuple[str, str]] = {
     ),
 }
 _BATCH = 32  # windows per encode call: what the thread finishes after it is asked to stop
+# how much nicer the thread is than the ingest (Linux: per thread): the stages on the ingest's way to a queryable
+# warehouse (the parse and its gate, dbt, the formula graph) get the cores first, the encoder what they leave; what it
+# has not encoded when the vector stage starts, that stage encodes on every core. Measured on a 5-PDF volume, four
+# alternated pairs of cold ingests: the warehouse stage 8.7 -> 6.9 s (median), the ingest 31.4 -> 29.1 s.
+_NICENESS = 10
 _IN_MEMORY = 4  # parsed papers waiting in memory at most (a paper's views: a few MB to a few tens of MB)
 
 
@@ -190,6 +196,11 @@ class EncodeAhead:
         return self.stats
 
     def _run(self) -> None:
+        try:  # relative to the ingest's own niceness (one started with `nice` stays below the rest of the machine)
+            thread = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, thread, min(os.getpriority(os.PRIO_PROCESS, thread) + _NICENESS, 19))
+        except (AttributeError, OSError):  # no per-thread priority here: the thread competes as an equal
+            pass
         while not self._stop.is_set():
             item = self._queue.get()
             if item is None:

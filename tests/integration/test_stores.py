@@ -687,6 +687,31 @@ def test_encode_ahead_takes_a_parsed_paper_from_memory_as_from_the_lake(built, t
     assert_windows_cached(from_lake, cache_path)
 
 
+def test_encode_ahead_yields_the_cores_to_the_stages_before_the_vector_stage(tmp_path, monkeypatch):
+    """The encoder thread runs nicer than the ingest's other threads by _NICENESS (Linux: per thread): the parse,
+    its gate and dbt get the cores first. The thread that made it keeps its priority."""
+    import os
+    import threading
+
+    from paperlake.vectors import ahead as ahead_module
+    from paperlake.views import ParsedPaper
+
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen = []
+
+    def cells(parsed):
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return []
+
+    monkeypatch.setattr(ahead_module, "parsed_cells", cells)
+    ahead = ahead_module.EncodeAhead(tmp_path / "lake", tmp_path / "cache.sqlite")
+    ahead_module.offer_parsed(ParsedPaper("id-0", "v/p0", "pymupdf"))
+    stats = ahead.close(finish=True)
+    assert stats.papers == 1 and not stats.errors, stats
+    assert seen == [min(before + ahead_module._NICENESS, 19)] and ahead_module._NICENESS > 0
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
+
+
 def test_encode_ahead_holds_few_parsed_papers_in_memory_and_reads_the_others_from_the_lake(tmp_path, monkeypatch):
     """A parse that outruns the encoder does not pile parsed papers up in memory: past the bound, an offered paper
     is not taken (its cells are read from the lake once it is published), and a failed thread takes no more."""
