@@ -196,14 +196,15 @@ class FlashServer:
         return tuple(newest.values())
 
 
-def time_flash(pdfs: list[Path], server: FlashServer) -> dict:
-    """Pages/s of the flash tier over ``pdfs`` (warm server: one untimed parse first). A PDF MinerU cannot parse
-    offline is listed under ``failed`` with its error and left out of the speed; none parsed is an error."""
+def time_flash(pdfs: list[Path], server: FlashServer, *, warm_up: bool = True) -> dict:
+    """Pages/s of the flash tier over ``pdfs`` (warm server: one untimed parse first, unless ``warm_up`` is false for
+    a server that has parsed before). A PDF MinerU cannot parse offline is listed under ``failed`` with its error and
+    left out of the speed; none parsed is an error."""
     overhead = server.overhead_seconds()
     results, failed = [], {}
     for index, pdf in enumerate(pdfs):
         try:
-            if index == len(failed) and not results:
+            if warm_up and index == len(failed) and not results:
                 server.parse(pdf)  # warm-up on the first PDF it can parse
             results.append(server.parse(pdf))
         except MineruUnavailable as error:
