@@ -294,11 +294,74 @@ def _report(connection: socket.socket, pid: int, argv: list[str], cwd: str, log:
             handle.write(json.dumps(entry) + "\n")
 
 
+# What every dbt build loads after dbt's own imports, on first use, in each forked command unless the zygote has:
+# these modules (the build's tasks and runners; mashumaro compiles their dataclasses' serialisers as they load) and
+# the JSON schemas of these classes (dbt validates the project, the profile, the selectors, the hooks, the contracts'
+# constraints and the test results against them, building each schema on first use: ~0.35 s of a core per command,
+# ~0.5 s of a build's wall time here). Read from a traced build of this project that starts from a parse's state, as
+# every home's builds do; a full parse also needs the parsed nodes' schemas (~0.9 s more), left to it.
+# tests/unit/test_dbt_warm.py checks that such a build after the warm-up loads none of these, or anything else of
+# dbt's, again. A name this dbt lacks is skipped.
+WARM_MODULES = (
+    "dbt.adapters.__about__",
+    "dbt.adapters.duckdb.__version__",
+    "dbt.adapters.duckdb.environments.local",
+    "dbt.compilation",
+    "dbt.graph.thread_pool",
+    "dbt.parser.sql",
+    "dbt.runners",
+    "dbt.task.build",
+    "dbt.task.compile",
+    "dbt.task.function",
+    "dbt.task.group_lookup",
+    "dbt.task.printer",
+    "dbt.task.run",
+    "dbt.task.runnable",
+    "dbt.task.seed",
+    "dbt.task.snapshot",
+    "dbt.task.test",
+    "dbt_common.clients.agate_helper",
+)
+WARM_SCHEMAS = (
+    ("dbt.adapters.duckdb.credentials", "DuckDBCredentials"),
+    ("dbt.artifacts.resources.v1.config", "Hook"),
+    ("dbt.contracts.project", "Configuration"),
+    ("dbt.contracts.project", "PackageConfig"),
+    ("dbt.contracts.project", "ProfileConfig"),
+    ("dbt.contracts.project", "Project"),
+    ("dbt.contracts.project", "ProjectFlags"),
+    ("dbt.contracts.selection", "SelectorFile"),
+    ("dbt.task.test", "TestResultData"),
+    ("dbt_common.contracts.constraints", "ColumnLevelConstraint"),
+)
+
+
+def warm_up() -> list[str]:
+    """Load :data:`WARM_MODULES` and build :data:`WARM_SCHEMAS` in this process (the zygote, before it forks any
+    command). Returns what this dbt does not have (skipped)."""
+    import importlib
+
+    missing = []
+    for name in WARM_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    for module, name in WARM_SCHEMAS:
+        try:
+            getattr(importlib.import_module(module), name).json_schema()
+        except (ImportError, AttributeError):
+            missing.append(f"{module}.{name}")
+    return missing
+
+
 def zygote_main(address: str, parent: int) -> None:
-    """Import dbt, then fork a dbt child per connection on the socket ``address`` until ``parent`` is gone or the
-    socket file is removed."""
+    """Import dbt and warm it up (:func:`warm_up`), then fork a dbt child per connection on the socket ``address``
+    until ``parent`` is gone or the socket file is removed."""
     import dbt.adapters.duckdb  # imported here once, for every command forked after
     import dbt.cli.main  # noqa: F401
+
+    warm_up()
 
     log = Path(address).with_name(COMMAND_LOG)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

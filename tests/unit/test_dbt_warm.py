@@ -242,3 +242,54 @@ def test_a_forked_build_ends_with_its_database_closed_and_nothing_leaked(tmp_pat
     assert failed.returncode == 1 and "no_such_table" in failed.stdout, failed.stdout[-2000:]
     assert "leaked" not in failed.stdout + failed.stderr
     assert [c["exit"] for c in warm.commands] == [0, 1]
+
+
+def test_after_the_warm_up_a_build_of_the_project_loads_nothing_more_of_dbt(tmp_path: Path) -> None:
+    """What the zygote loads before it forks (paperlake.dbt_warm.warm_up) is all an ingest's build needs beyond dbt's
+    imports: a build of this project (on an empty lake, from the partial-parse state a parse left, as every home's
+    builds start) after it builds no JSON schema and imports no module of dbt's. A dbt upgrade that moves either
+    fails here, not silently in every ingest's two builds."""
+    script = textwrap.dedent(
+        """
+        import json, os, sys
+        from pathlib import Path
+
+        import dbt.adapters.duckdb, dbt.cli.main
+        import dbt_common.dataclass_schema as schemas
+
+        from paperlake.dbt_warm import warm_up
+        from paperlake.formulas.store import ensure_formula_contract
+        from paperlake.lake import Lake
+        from paperlake.warehouse import DBT_PROJECT_DIR, dbt_env
+
+        root, command = Path(sys.argv[1]), sys.argv[2:]
+        Lake(root / "lake").ensure_contract()
+        ensure_formula_contract(root / "lake" / "formulas")
+        os.environ.update(dbt_env(root / "lake", root / "warehouse.duckdb", relative=False))
+        missing = warm_up()
+        built, real = [], schemas.build_json_schema
+        schemas.build_json_schema = lambda cls, *a, **k: built.append(cls.__qualname__) or real(cls, *a, **k)
+        loaded = {name for name in sys.modules if name.startswith("dbt")}
+        os.chdir(DBT_PROJECT_DIR)
+        common = ["--target-path", str(root / "target"), "--log-path", str(root / "target"), "--quiet"]
+        ok = dbt.cli.main.dbtRunner().invoke(command + common).success
+        new = sorted({name for name in sys.modules if name.startswith("dbt")} - loaded)
+        print(json.dumps({"missing": missing, "ok": ok, "schemas": built, "modules": new}))
+        """
+    )
+
+    def run(*command: str) -> dict:
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path), *command],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    parsed = run("parse")  # a full parse needs more (the parsed nodes' schemas): the warm-up leaves it to the parse
+    assert parsed["ok"] and parsed["schemas"], parsed
+    report = run("build", "--exclude-resource-type", "unit_test")
+    assert report == {"missing": [], "ok": True, "schemas": [], "modules": []}, report
