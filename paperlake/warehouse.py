@@ -184,9 +184,9 @@ def seed_parse_state(target: Path, env: dict[str, str], shared: Path | None = No
     full at most once, not once per stage. Else the project's shared parse (:data:`SHARED_PARSE_ENV`), when it was
     made under the same profile: dbt runs in the warehouse's folder with the side file named relative to it
     (:func:`dbt_env`), so every home of the default layout renders the same profile and the shared state holds for
-    all of them (dbt then re-parses only the files whose environment variables differ: the formula sources, which
-    name the lake). A home with another side-file name gets nothing here (its profile differs, which dbt counts as a
-    change: a full parse)."""
+    all of them: nothing the parse renders names the home (the lake's and the formula graph's files are named by
+    views made at run time, macros/lake_views.sql), so dbt re-parses nothing. A home with another side-file name gets
+    nothing here (its profile differs, which dbt counts as a change: a full parse)."""
     if (target / "partial_parse.msgpack").is_file():
         return True
     state = _starting_state(target, env, shared)

@@ -81,13 +81,14 @@ class TestIncremental:
         state["paper_ids"] = {k: v for k, v in query(settings, "select paper_key, paper_id::varchar from metadata")}
         # a fresh home of the default layout never parses the dbt project in full: its profile is the shared
         # parse's (the side file named relative to the warehouse's folder), so the warehouse build starts from the
-        # project's partial-parse state (re-parsing only the formula sources, which name this home's lake) and the
-        # formula stage's first build from the warehouse stage's
+        # project's partial-parse state, re-parsing nothing (no file the parse renders names this home's lake), and
+        # the formula stage's first build from the warehouse stage's
         assert summary.formulas_built, summary.stale
         warehouse_log = (settings.home / "logs" / "dbt-build.log").read_text()
         assert "Unable to do partial parsing" not in warehouse_log, warehouse_log[:2000]
         debug_log = (settings.home / "dbt-target" / "warehouse" / "dbt.log").read_text()  # dbt's own, at debug here
         assert "Partial parsing enabled" in debug_log and "Unable to do partial parsing" not in debug_log
+        assert "Nothing changed, skipping partial parsing" in debug_log, debug_log[:3000]
         formulas_log = (settings.home / "logs" / "formulas-build.log").read_text()
         assert "Unable to do partial parsing" not in formulas_log, formulas_log[:2000]
         # both dbt builds were forks of the ingest's warm dbt (paperlake.dbt_warm), run in the home, and succeeded;
