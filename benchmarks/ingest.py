@@ -12,10 +12,10 @@ ingest in a new process as `paperlake ingest` runs it, with the PyMuPDF backend,
 elsewhere would), both with the configured encoders (the int8 graph, `backend: onnx-int8`), and *cold float* (the
 float graph, `backend: onnx`, with its own empty cache), plus the MinerU-outputs build of the whole sample (what
 `./run demo` does), and the smallest volume alone, cold, against MinerU flash on exactly its PDFs (a small volume
-pays the same per-ingest fixed costs as the sample), in rounds that interleave MinerU's parse and our ingest. Every ratio compares speeds measured here and now on the same
-PDFs (never a number from another machine): the parse stage against MinerU flash (target 5x), and the end-to-end
-ingest against MinerU flash, which only parses (target 1x; "queryable" is the ingest without the self-evaluation
-that follows it).
+pays the same per-ingest fixed costs as the sample), in rounds that interleave MinerU's parse and our ingest. Every
+ratio compares speeds measured here and now on the same PDFs (never a number from another machine): the parse stage
+against MinerU flash (target 5x), and the end-to-end ingest against MinerU flash, which only parses (target 1x;
+"queryable" is the ingest without the self-evaluation that follows it).
 """
 
 from __future__ import annotations
