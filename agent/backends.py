@@ -152,7 +152,8 @@ class MilvusVectors:
 
     def collections(self) -> list[CollectionInfo]:
         infos = []
-        for item in self._describe(self._store):
+        # no counts: a collection's description here is its name, fields and views (~60 count queries otherwise)
+        for item in self._describe(self._store, with_counts=False):
             if not item["active"]:
                 continue
             dense = [v for v in item["vectors"] if v["kind"] != "bm25"]

@@ -137,7 +137,7 @@ def _search(
         raise ValueError(f"fusion must be one of {FUSIONS}, got {fusion!r}")
 
     clauses = [f"({validated})"] if (validated := validate_filter(filter)) else []
-    if not store.client.has_collection(spec.name):
+    if not store.exists(spec.name):
         return []
     store.load(spec.name)
     partitions = None

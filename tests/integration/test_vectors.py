@@ -475,6 +475,35 @@ def test_reopen_loads_collections_and_searches(tmp_path, sample, cache_path, syn
         assert hits and hits[0].pdf_id == pid
 
 
+def test_a_search_asks_milvus_whether_its_collection_exists_until_the_store_has_loaded_it(
+    tmp_path, sample, cache_path, monkeypatch
+):
+    """Once a store has loaded a collection, its searches do not ask Milvus whether the collection exists (a call as
+    long as the search); a collection this file does not have still gives no hits, and one the store drops and makes
+    again is searched as it now is (empty). The agent lists the collections without counting their entities."""
+    warehouse, ids = sample
+    pid = ids[INVERSION]
+    with open_store(tmp_path / "vectors.db", cache_path) as store:
+        store.sync_paper(pid, cells_of(warehouse, [pid]), ["text_bm25_en"])
+        asked = []
+        real = store.client.has_collection
+        monkeypatch.setattr(store.client, "has_collection", lambda name, **kw: asked.append(name) or real(name, **kw))
+        for _ in range(3):
+            assert search(store, "obfuscated embedding matrix", "text_bm25_en", "chunks", "text_content", limit=3)
+        assert asked.count("text_bm25_en") <= 1, asked
+        dense = "text_sentence_transformers_all_minilm_l6_v2"
+        assert search(store, "obfuscated embedding matrix", dense, "chunks", "text_content", limit=3) == []
+        assert dense in asked
+        # the agent's list of collections (names, fields, views) counts no entities: ~60 queries it never showed
+        from agent.backends import MilvusVectors
+
+        monkeypatch.setattr(store, "count", lambda *a, **k: pytest.fail("counted entities to list the collections"))
+        listed = MilvusVectors(store).collections()
+        assert "text_bm25_en" in [c.name for c in listed] and all(c.views for c in listed)
+        store.ensure_collections(["text_bm25_en"], recreate=True)  # dropped and made again, empty
+        assert search(store, "obfuscated embedding matrix", "text_bm25_en", "chunks", "text_content", limit=3) == []
+
+
 # ── CLIP path (random model, explicit test flag) ─────────────────────────────────────────────────────────────────
 
 
