@@ -98,6 +98,9 @@ class TestIncremental:
         assert {c["cwd"] for c in summary.warm_dbt_commands} == {str(settings.warehouse.parent)}
         assert all(c["exit"] == 0 for c in summary.warm_dbt_commands), summary.warm_dbt_commands
         assert any("tag:formulas" in c["argv"] for c in summary.warm_dbt_commands)
+        # without dbt's JSON artifacts, which nothing reads (DBT_WRITE_JSON=true writes them)
+        assert all("--no-write-json" in c["argv"] for c in summary.warm_dbt_commands)
+        assert not (settings.home / "dbt-target" / "warehouse" / "run_results.json").exists()
         # the two new papers of one volume were parsed, synced and probed in one run per job (a partition range),
         # and each paper's partition still got its own materialization
         from orchestration.run import dagster_instance
