@@ -338,19 +338,20 @@ WARM_SCHEMAS = (
 
 def warm_up() -> list[str]:
     """Load :data:`WARM_MODULES` and build :data:`WARM_SCHEMAS` in this process (the zygote, before it forks any
-    command). Returns what this dbt does not have (skipped)."""
+    command). Returns what could not be loaded (skipped): the warm-up only saves time, so whatever a dbt it was not
+    written for does with a name, the zygote still starts and its commands load what they need themselves."""
     import importlib
 
     missing = []
     for name in WARM_MODULES:
         try:
             importlib.import_module(name)
-        except ImportError:
+        except Exception:
             missing.append(name)
     for module, name in WARM_SCHEMAS:
         try:
             getattr(importlib.import_module(module), name).json_schema()
-        except (ImportError, AttributeError):
+        except Exception:
             missing.append(f"{module}.{name}")
     return missing
 

@@ -289,6 +289,13 @@ def test_after_the_warm_up_a_build_of_the_project_loads_nothing_more_of_dbt(tmp_
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
+    from paperlake import dbt_warm
+
+    with pytest.MonkeyPatch.context() as patch:  # a name this dbt lacks, or one that fails to build: skipped, said
+        patch.setattr(dbt_warm, "WARM_MODULES", ("dbt.no_such_module",))
+        patch.setattr(dbt_warm, "WARM_SCHEMAS", (("dbt.contracts.project", "NoSuchClass"), ("json", "dumps")))
+        assert dbt_warm.warm_up() == ["dbt.no_such_module", "dbt.contracts.project.NoSuchClass", "json.dumps"]
+
     parsed = run("parse")  # a full parse needs more (the parsed nodes' schemas): the warm-up leaves it to the parse
     assert parsed["ok"] and parsed["schemas"], parsed
     report = run("build", "--exclude-resource-type", "unit_test")
