@@ -502,7 +502,10 @@ class WarmDbt:
                 os.environ.pop(ENV_VAR, None)
             else:
                 os.environ[ENV_VAR] = self._saved
-            Path(self.address).unlink(missing_ok=True)  # the zygote sees its socket gone and exits
+            Path(self.address).unlink(missing_ok=True)  # a zygote that misses the signal sees its socket gone
+            # and ends: at once, not at its next look at the socket (every 0.5 s) nor through the interpreter's
+            # shutdown of dbt's modules; it holds nothing to clean up (its commands are processes of their own)
+            self.process.terminate()
             try:
                 self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:

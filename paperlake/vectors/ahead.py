@@ -64,7 +64,11 @@ LAKE_AS_WAREHOUSE: dict[str, tuple[str, str]] = {
         "null::varchar as column_summary, array_to_string(column_header_path, ' > ') as column_header",
     ),
 }
-_BATCH = 32  # windows per encode call: what the thread finishes after it is asked to stop
+# windows per encode call, which is what the thread finishes after it is asked to stop: the vector stage waits for
+# it (one core idle). At 32 a stop waited ~1.3 s for the batch under way (a 5-PDF volume); at 8, at most ~0.5 s. The
+# single-threaded encoder is no slower for it: 200 chunk windows, one thread, took 12.7-12.9 s at batches of 8 and
+# 13.7-14.1 s at 16 (a smaller batch's attention scores stay in cache).
+_BATCH = 8
 # how much nicer the thread is than the ingest (Linux: per thread): the stages on the ingest's way to a queryable
 # warehouse (the parse and its gate, dbt, the formula graph) get the cores first, the encoder what they leave; what it
 # has not encoded when the vector stage starts, that stage encodes on every core. Measured on a 5-PDF volume, four
