@@ -411,9 +411,26 @@ def _model_max_seq_length(path: str | Path) -> int:
     return 256
 
 
+# Sessions that run batches side by side on a CPU (lanes), each with a share of the cores. ONNX Runtime's own
+# threads split one batch's matrix products and scale poorly on a model this small: on 2 cores, 206 chunk windows
+# (~62k tokens) took 7.9-8.6 s on one 2-thread session and 6.4-7.8 s on two 1-thread sessions side by side (~8% less
+# CPU time). A lane costs a session (~25 MB for MiniLM int8), made the first time a call has batches for it.
+MAX_LANES = 4
+
+
+def cpu_cores() -> int:
+    """The cores this process may run on (its affinity, where the system has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
 class OnnxTextModel:
     """Mean-pooled, normalised sentence embeddings from an exported BERT-style graph (the MiniLM pipeline:
-    Transformer → mean pooling → normalise). Texts are sorted by length and batched, so padding stays small."""
+    Transformer → mean pooling → normalise). Texts are sorted by length and batched, so padding stays small; on a CPU
+    with ``threads`` unset, the batches of a call run on :data:`MAX_LANES` sessions at most, side by side, each with
+    its share of the cores (a text's vector is the same on any lane and in any batch)."""
 
     def __init__(
         self,
@@ -435,22 +452,63 @@ class OnnxTextModel:
         self.full_tokenizer = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))  # for cutting windows
         self.full_tokenizer.no_padding()
         self.full_tokenizer.no_truncation()
-        options = onnxruntime.SessionOptions()
-        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # idle threads sleep instead of spinning: our cores are shared (ingest, tests), and spinning workers that
-        # lose their core stall every call; measured cost when idle: ~0.3 ms on a one-query encode
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        if threads:  # several encoding processes on one machine share its cores instead of each taking them all
-            options.intra_op_num_threads = threads
         providers = ["CPUExecutionProvider"]
         if device == "cuda" and "CUDAExecutionProvider" in onnxruntime.get_available_providers():
             providers.insert(0, "CUDAExecutionProvider")
-        self.session = onnxruntime.InferenceSession(str(onnx_path), options, providers=providers)
-        self.inputs = {i.name for i in self.session.get_inputs()}
+        cores = cpu_cores()
+        if threads or providers[0] != "CPUExecutionProvider" or cores < 2:
+            # one session; `threads` given: several encoding processes on one machine share its cores instead of
+            # each taking them all
+            self.lanes, lane_threads = 1, threads
+        else:
+            self.lanes = min(cores, MAX_LANES)
+            lane_threads = cores // self.lanes
 
-    def _hidden(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        def session() -> Any:
+            options = onnxruntime.SessionOptions()
+            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+            # idle threads sleep instead of spinning: our cores are shared (ingest, tests), and spinning workers
+            # that lose their core stall every call; measured cost when idle: ~0.3 ms on a one-query encode
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            if lane_threads:
+                options.intra_op_num_threads = lane_threads
+            return onnxruntime.InferenceSession(str(onnx_path), options, providers=providers)
+
+        self._new_session = session
+        self.session = session()  # lane 0: a single batch, a query, token states
+        self.inputs = {i.name for i in self.session.get_inputs()}
+        self._free = [self.session]  # sessions no lane is running (the others are made on first use)
+        self._free_lock = threading.Lock()
+        self._pool: Any = None
+        self._pool_pid = 0
+
+    def _hidden(self, ids: np.ndarray, mask: np.ndarray, session: Any = None) -> np.ndarray:
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        return self.session.run(None, {k: v for k, v in feed.items() if k in self.inputs})[0]
+        return (session or self.session).run(None, {k: v for k, v in feed.items() if k in self.inputs})[0]
+
+    def _lanes(self) -> Any:
+        """The thread pool that runs batches on :attr:`lanes` sessions at once (made again in a forked child, where
+        the parent's threads are gone)."""
+        with self._free_lock:
+            if self._pool is None or self._pool_pid != os.getpid():
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(self.lanes, thread_name_prefix="paperlake-encoder")
+                self._pool_pid = os.getpid()
+            return self._pool
+
+    def _on_a_lane(self, work: Callable[[Any], Any]) -> Any:
+        """``work(session)`` with a session no other batch is running (one is made when none is free: at most one
+        per lane, since the pool runs that many batches at once)."""
+        with self._free_lock:
+            session = self._free.pop() if self._free else None
+        if session is None:
+            session = self._new_session()
+        try:
+            return work(session)
+        finally:
+            with self._free_lock:
+                self._free.append(session)
 
     def token_states(self, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
         encoding = self.tokenizer.encode(text)
@@ -467,24 +525,40 @@ class OnnxTextModel:
         (:meth:`TextEncoder.encode_spans`; none without ``spans``)."""
         encodings = self.tokenizer.encode_batch(texts)
         order = np.argsort([len(e.ids) for e in encodings], kind="stable")
-        out: np.ndarray | None = None
-        pieces: list[list[np.ndarray]] = [[] for _ in texts]
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
+        # a call with fewer texts than the lanes' batches would fill is cut so that every lane gets some
+        size = max(1, min(batch_size, -(-len(order) // self.lanes)))
+        batches = [order[start : start + size] for start in range(0, len(order), size)]
+
+        def run(rows: np.ndarray, session: Any = None) -> tuple[np.ndarray, np.ndarray, list]:
             width = max(len(encodings[i].ids) for i in rows)
             ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros_like(ids)
             for r, i in enumerate(rows):
                 ids[r, : len(encodings[i].ids)] = encodings[i].ids
                 mask[r, : len(encodings[i].ids)] = 1
-            hidden = self._hidden(ids, mask)
+            hidden = self._hidden(ids, mask, session)
             pooled = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+            spanned = [
+                _span_means(hidden[r], encodings[i].offsets, spans[i], pooled[r])
+                if spans is not None and spans[i]
+                else []
+                for r, i in enumerate(rows)
+            ]
+            return rows, pooled, spanned
+
+        if self.lanes > 1 and len(batches) > 1:  # batches on the lanes at once; the vectors do not depend on which
+            pool = self._lanes()
+            done = list(pool.map(lambda rows: self._on_a_lane(lambda session: run(rows, session)), batches))
+        else:
+            done = [run(rows) for rows in batches]
+        out: np.ndarray | None = None
+        pieces: list[list[np.ndarray]] = [[] for _ in texts]
+        for rows, pooled, spanned in done:
             if out is None:
                 out = np.zeros((len(texts), pooled.shape[1]), dtype=np.float32)
             out[rows] = pooled
             for r, i in enumerate(rows):
-                if spans is not None and spans[i]:
-                    pieces[i] = _span_means(hidden[r], encodings[i].offsets, spans[i], pooled[r])
+                pieces[i] = spanned[r]
         return _normalise(out), pieces
 
 
@@ -505,8 +579,8 @@ ONNX_EXPORT_VERSION = 1
 # How ``onnx-int8`` quantises (_quantise_int8): part of its graph's file name and of its encoders' cache keys, so a
 # new scheme never reuses another's graph or cached vectors. 1: dynamic per-tensor activations, FFN outputs float.
 # 3: per-token activations for every projection, the attention as MultiHeadAttention (2, QKV in QAttention, was a
-# trial that no release wrote).
-INT8_SCHEME = 3
+# trial that no release wrote). 4: as 3 with 7-bit weights (:data:`WEIGHT_STEPS`), the same on every CPU.
+INT8_SCHEME = 4
 
 
 def text_cache_key(model_id: str, backend: str, max_seq_length: int | None) -> str:
@@ -643,6 +717,14 @@ def _quantise_int8(source: Path, target: Path) -> Path:
     return target
 
 
+# Weight steps per sign: 63 (7 bits), not 127. On x86 CPUs without VNNI (AVX2, AVX-512 before VNNI: AMD Zen 3, for
+# one) ONNX Runtime's u8·s8 kernel adds pairs of uint8 x int8 products in int16 with saturation (VPMADDUBSW): with
+# 127, two products of a large activation step (up to 255) overflow 32,767 and the sum is clipped, so the result
+# depends on the CPU. With 63 a pair is at most 255 * 63 * 2 = 32,130: exact on every CPU. Measured on an AMD EPYC
+# (Zen 3, no VNNI): a token with an outlier came out 4.7% off with 127, within int8 error with 63.
+WEIGHT_STEPS = 63
+
+
 def _per_token_int8_matmul(graph, node, weight: np.ndarray) -> None:
     """Replace ``Y = X @ W`` (X [..., K], constant W [K, N]) in place by: X as rows [M, K]; per row s = max|x|/127;
     x_q = round(x / s) + 128 (uint8); Y = (x_q - 128) @ W_q · w_scale · s, back to [..., N]. W_q is W per output
@@ -650,8 +732,8 @@ def _per_token_int8_matmul(graph, node, weight: np.ndarray) -> None:
     from onnx import helper, numpy_helper
 
     k, n = weight.shape
-    w_scale = (np.maximum(np.abs(weight).max(axis=0), 1e-8) / 127.0).astype(np.float32)
-    w_q = np.clip(np.round(weight / w_scale), -127, 127).astype(np.int8)
+    w_scale = (np.maximum(np.abs(weight).max(axis=0), 1e-8) / WEIGHT_STEPS).astype(np.float32)
+    w_q = np.clip(np.round(weight / w_scale), -WEIGHT_STEPS, WEIGHT_STEPS).astype(np.int8)
     p = "pt8" + node.name.replace("/", "_")
     constants = {
         "w_q": w_q,

@@ -119,6 +119,56 @@ def test_onnx_batches_by_length_without_changing_vectors(real_texts, onnx_dir, b
     assert np.allclose(together[:8], one_by_one, atol=1e-4)
 
 
+def test_lanes_run_a_calls_batches_side_by_side_with_the_same_vectors(real_texts, onnx_dir, monkeypatch):
+    """On a CPU with the threads unset, a call's batches run on one session per lane at once (cores split between
+    them); the vectors and the late-chunked pieces are those of one session running the batches in turn, a call of
+    a few texts is cut so that every lane gets some, and a forked child runs its lanes on a pool of its own."""
+    import os
+
+    from paperlake.vectors import encoders
+
+    monkeypatch.setattr(encoders, "cpu_cores", lambda: 2)
+    laned = minilm("onnx-int8", onnx_dir)._load()
+    assert laned.lanes == 2
+    spans = [[(0, min(30, len(text)))] for text in real_texts]
+    vectors, pieces = laned.encode_spans(real_texts, 8, spans)
+    assert len(laned._free) == 2  # a second session was made for the second lane, and both are free again
+    single = encoders.OnnxTextModel(
+        onnx_model_path(load_config().encoders["all_minilm_l6_v2"].weights_path(), "m", "onnx-int8", onnx_dir),
+        load_config().encoders["all_minilm_l6_v2"].weights_path(),
+        128,
+        threads=1,
+    )
+    assert single.lanes == 1
+    alone, alone_pieces = single.encode_spans(real_texts, 8, spans)
+    assert np.array_equal(vectors, alone)
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(pieces, alone_pieces))
+
+    used = []
+    real_run = encoders.OnnxTextModel._hidden
+
+    def counting(self, ids, mask, session=None):
+        used.append((len(ids), session))
+        return real_run(self, ids, mask, session)
+
+    monkeypatch.setattr(encoders.OnnxTextModel, "_hidden", counting)
+    laned.encode(real_texts[:6], 32)
+    assert sorted(size for size, _ in used) == [3, 3] and len({id(s) for _, s in used}) == 2
+
+    pool = laned._lanes()
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the parent's pool threads are gone here: the child must make its own, and finish
+        try:
+            same = np.array_equal(laned.encode(real_texts[:6], 2), vectors[:6]) and laned._lanes() is not pool
+            os.write(write, b"1" if same else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)
+    assert os.read(read, 1) == b"1"
+    os.waitpid(child, 0)
+
+
 def test_exported_graphs_are_cached_per_backend(onnx_dir):
     spec = load_config().encoders["all_minilm_l6_v2"]
     path = spec.weights_path()
