@@ -219,8 +219,10 @@ class _Runner:
 
             import dagster as dg
 
-            from orchestration.executors import execution_config, reconstructable_job
+            from orchestration.executors import execution_config, forkserver_for_this_environment, reconstructable_job
 
+            if self.settings.executor == "multiprocess":
+                forkserver_for_this_environment()
             if partition_key:
                 tags["dagster/partition"] = partition_key
             # dagster-celery registers its task again for every run of this process: the same callable, said loudly
