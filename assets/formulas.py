@@ -55,6 +55,7 @@ def formula_graph(context: dg.AssetExecutionContext, paperlake: PaperlakeResourc
             turtle_path(settings),
             embed=minilm_embedder(settings.embeddings),
             assistant=assistant,
+            parse_cache=settings.embeddings,  # content-addressed, like the vectors beside it
         )
     for error in report.errors[:20]:
         context.log.warning(error)
@@ -66,6 +67,8 @@ def formula_graph(context: dg.AssetExecutionContext, paperlake: PaperlakeResourc
         "papers_unchanged": report.papers_unchanged,
         "errors": len(report.errors),
         "seconds": round(report.seconds, 2),
+        "latex_parses_cached": report.parses_cached,
+        "latex_parses_new": report.parses_new,
     }
     if assistant is not None:
         summary.update(assistant.metadata())

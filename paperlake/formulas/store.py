@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from paperlake.failpoints import fault_point
 from paperlake.formulas.graph import FormulaGraph
+from paperlake.formulas.latex.parse_cache import latex_parse_cache
 from paperlake.formulas.rdf import to_turtle
 from paperlake.lake import atomic_write_bytes, write_table_atomic
 
@@ -121,6 +122,8 @@ class FormulaBuildReport:
     counts: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    parses_cached: int = 0  # sympy LaTeX parses read from the parse cache
+    parses_new: int = 0  # parses the cache did not have (each parsed, and stored when it round-trips)
 
 
 def _read_tables(out_dir: Path) -> dict[str, list[dict[str, Any]]]:
@@ -229,8 +232,12 @@ def update_formula_graph(
     embed: Callable[[list[str]], np.ndarray] | None = None,
     judge: Callable[[Any, Any], bool] | None = None,
     assistant: Any = None,
+    parse_cache: Path | None = None,
 ) -> FormulaBuildReport:
     """Bring the formula tables up to date with the warehouse's equations (see the module docstring).
+
+    ``parse_cache``: the file that keeps sympy's LaTeX parses across processes
+    (:mod:`paperlake.formulas.latex.parse_cache`; None: parsed in this process only).
 
     ``assistant`` (a :class:`~paperlake.formulas.llm.FormulaAssistant`, when an LLM is configured) describes
     undescribed parameters, proposes templates for LaTeX the rules reject, and is the gray-zone judge unless
@@ -252,10 +259,13 @@ def update_formula_graph(
     report.papers_removed = sorted(p for p in built if p not in fingerprints)
     report.papers_unchanged = len(fingerprints) - len(changed)
     graph.remove_papers([*report.papers_removed, *changed])
-    for paper in changed:  # one paper at a time: each is compared only against what is already there
-        added = graph.add_equations(by_paper[paper], embed=embed, judge=judge)
-        report.errors += [f"{paper}: {e}" for e in added.errors]
-        report.papers_added.append(paper)
+    with latex_parse_cache(parse_cache if changed else None) as parses:
+        for paper in changed:  # one paper at a time: each is compared only against what is already there
+            added = graph.add_equations(by_paper[paper], embed=embed, judge=judge)
+            report.errors += [f"{paper}: {e}" for e in added.errors]
+            report.papers_added.append(paper)
+    if parses is not None:
+        report.parses_cached, report.parses_new = parses.hits, parses.misses
     tables = graph.to_rows()
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, schema in FORMULA_SCHEMAS.items():

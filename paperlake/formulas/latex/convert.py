@@ -335,7 +335,20 @@ PARSERS = ("antlr",)
 @lru_cache(maxsize=8192)
 def _parse(latex: str, backend: str) -> tuple[sympy.Basic | None, str | None]:
     """sympy's LaTeX parser, memoised: most of the formula stage's time, and a pure function of the text (the same
-    LaTeX recurs within a paper, across the rewrite steps and across papers, and sympy's trees are immutable)."""
+    LaTeX recurs within a paper, across the rewrite steps and across papers, and sympy's trees are immutable). In a
+    stage that opened a parse cache (:mod:`paperlake.formulas.latex.parse_cache`), also across processes."""
+    from paperlake.formulas.latex.parse_cache import active_cache
+
+    cache = active_cache()
+    if cache is not None and (stored := cache.get(latex, backend)) is not None:
+        return stored
+    parsed = _parse_now(latex, backend)
+    if cache is not None:
+        cache.put(latex, backend, parsed)
+    return parsed
+
+
+def _parse_now(latex: str, backend: str) -> tuple[sympy.Basic | None, str | None]:
     from sympy.parsing.latex import parse_latex
 
     try:
