@@ -27,6 +27,7 @@ and the build waits for it (:meth:`WarmDbt.wait_parse_ahead`) and reads its part
 from __future__ import annotations
 
 import array
+import contextlib
 import json
 import os
 import shutil
@@ -181,9 +182,26 @@ def pid_alive(pid: int) -> bool:
 # ── the zygote ─────────────────────────────────────────────────────────────────────────────────────────────────
 
 
-def _run_dbt_child(request: dict, fds: list[int], listener: socket.socket, connection: socket.socket) -> int:
+def _die_with_the_zygote(zygote: int) -> None:
+    """Linux: this child is killed when the zygote ends (the zygote's thread that watches it, and would end it when
+    its launcher goes, ends with it; a zygote ends while a command runs only when its ingest is ending badly)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the launcher-gone watch alone
+        return
+    if os.getppid() != zygote:  # the zygote ended before the request was made
+        os._exit(1)
+
+
+def _run_dbt_child(
+    request: dict, fds: list[int], listener: socket.socket, connection: socket.socket, zygote: int
+) -> int:
     """In the forked child: take the launcher's streams, environment and directory, run dbt's CLI; its exit status.
     The caller ends the process with it (:func:`_leave`)."""
+    _die_with_the_zygote(zygote)
     listener.close()
     connection.close()
     for target, fd in enumerate(fds[:3]):
@@ -248,9 +266,10 @@ def _fork_command(connection: socket.socket, listener: socket.socket, log: Path)
             _send_message(connection, {"refused": f"a request with {len(fds)} descriptors and no argv list"})
             connection.close()
             return
+        zygote = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child never returns to the zygote's loop
-            _leave(_run_dbt_child(request, fds, listener, connection))
+            _leave(_run_dbt_child(request, fds, listener, connection, zygote))
     except (OSError, ValueError, ConnectionError) as error:  # not forked: the launcher runs plain dbt
         try:
             _send_message(connection, {"refused": f"{type(error).__name__}: {error}"})
@@ -275,7 +294,7 @@ def _report(connection: socket.socket, pid: int, argv: list[str], cwd: str, log:
     status: int | None = None
     try:
         _send_message(connection, {"pid": pid})
-        _, wait_status = os.waitpid(pid, 0)
+        wait_status = _wait_unless_abandoned(connection, pid)
         code = os.waitstatus_to_exitcode(wait_status)
         status = 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell says
         _send_message(connection, {"exit": status})
@@ -292,6 +311,54 @@ def _report(connection: socket.socket, pid: int, argv: list[str], cwd: str, log:
         }
         with _LOG_LOCK, log.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry) + "\n")
+
+
+ABANDONED_GRACE_SECONDS = 10.0  # from SIGINT to SIGKILL for a dbt child whose launcher is gone
+
+
+def _wait_unless_abandoned(connection: socket.socket, pid: int) -> int:
+    """The dbt child's wait status. Its launcher only reads from the connection after the pid, so the connection
+    turning readable means the launcher is gone (killed: dagster-dbt's last resort, a killed run, a killed test):
+    nobody will read the command's outcome, and a dbt left running would go on writing (and locking) a side file
+    no one publishes, for ever if its query is endless. The child is then interrupted as dagster-dbt would (SIGINT:
+    dbt cancels its queries) and killed if it has not ended ``ABANDONED_GRACE_SECONDS`` later."""
+    import select
+
+    try:
+        watch = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # no pidfd here (not Linux 5.3+): the connection is polled
+        watch = None
+    try:
+        while True:
+            waiting = [connection] + ([watch] if watch is not None else [])
+            readable, _, _ = select.select(waiting, [], [], None if watch is not None else 0.2)
+            done, wait_status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return wait_status
+            if connection in readable:
+                try:
+                    gone = not connection.recv(1, socket.MSG_PEEK)
+                except OSError:
+                    gone = True
+                if gone:
+                    return _end_abandoned(pid)
+    finally:
+        if watch is not None:
+            os.close(watch)
+
+
+def _end_abandoned(pid: int) -> int:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGINT)
+    deadline = time.monotonic() + ABANDONED_GRACE_SECONDS
+    while time.monotonic() < deadline:
+        done, wait_status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return wait_status
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return os.waitpid(pid, 0)[1]
 
 
 # What every dbt build loads after dbt's own imports, on first use, in each forked command unless the zygote has:

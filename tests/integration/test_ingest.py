@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import dagster as dg
@@ -18,7 +20,7 @@ import pytest
 from paperlake.config import Settings
 from paperlake.lake import Lake
 from paperlake.views import VIEWS
-from support.fixtures import corpus_pdf, make_inbox, manifest_rows
+from support.fixtures import REPO, corpus_pdf, make_inbox, manifest_rows
 
 SMALL = ["emnlp2024-126-embedding-inversion-attack", "emnlp2024-012-numerologic"]
 ADDED = "naacl2024-116-quantum-lindblad-lm"
@@ -129,6 +131,23 @@ class TestIncremental:
         assert summary.plan.to_parse == [] and summary.plan.removed == []
         assert summary.published == [] and not summary.warehouse_built
         assert parse_materializations(state["settings"]) == before
+        # and `paperlake ingest` with nothing to do never builds the definitions (their imports, dbt's among them,
+        # were half of its time)
+        settings = state["settings"]
+        code = (
+            "import sys\n"
+            "from cli.app import main\n"
+            f"sys.argv = ['paperlake', 'ingest', {str(state['inbox'])!r}, '--backend', 'pymupdf', "
+            f"'--home', {str(settings.home)!r}]\n"
+            "try:\n    main()\nexcept SystemExit as end:\n    assert not end.code, end.code\n"
+            "print('IMPORTED', sorted(m for m in ('dagster_dbt', 'dbt', 'orchestration.definitions') "
+            "if m in sys.modules))\n"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=REPO)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert f"0 to parse, {len(SMALL)} unchanged, 0 removed" in " ".join(done.stdout.split()), done.stdout[-2000:]
+        assert "IMPORTED []" in done.stdout, done.stdout[-2000:]
+        assert parse_materializations(settings) == before
 
     def test_adding_one_pdf_parses_only_that_paper(self, state):
         volume = state["inbox"] / "naacl2024"

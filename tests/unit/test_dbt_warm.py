@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from paperlake.dbt_warm import DISABLE_VAR, ENV_VAR, WarmDbt, launcher_path, real_dbt
+from paperlake.dbt_warm import DISABLE_VAR, ENV_VAR, WarmDbt, launcher_path, pid_alive, real_dbt
 
 LAUNCHER = launcher_path()
 pytestmark = pytest.mark.skipif(
@@ -66,8 +66,13 @@ def test_without_a_reachable_zygote_the_launcher_is_plain_dbt(tmp_path: Path) ->
     assert dbt_version() in launch("--version", env=stale).stdout
 
 
-def test_sigint_reaches_the_forked_dbt(tmp_path: Path) -> None:
-    """dagster-dbt stops a build with SIGINT: the launcher forwards it to the dbt child, which stops."""
+ENDLESS = "select count(*) from range(1000000000000) a, range(10) b"
+
+
+def _start_endless_query(tmp_path: Path) -> subprocess.Popen:
+    """`paperlake-dbt show` of a query that never ends, returned once dbt has sent it to DuckDB (its debug log
+    names the query just before): a signal sent earlier may meet dbt before the query starts, and dbt then cancels
+    nothing and runs the query anyway (seen on a loaded machine)."""
     from paperlake.warehouse import DBT_PROJECT_DIR
 
     environment = {
@@ -76,23 +81,31 @@ def test_sigint_reaches_the_forked_dbt(tmp_path: Path) -> None:
         "PAPERLAKE_LAKE": str(tmp_path / "lake"),
         "DBT_PROFILES_DIR": str(DBT_PROJECT_DIR),
         "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+        "DBT_LOG_PATH": str(tmp_path / "logs"),
+        "DBT_LOG_LEVEL_FILE": "debug",
     }
-    endless = "select count(*) from range(1000000000000) a, range(10) b"
+    process = subprocess.Popen(
+        [LAUNCHER, "show", "--target-path", str(tmp_path / "target"), "--inline", ENDLESS],
+        cwd=DBT_PROJECT_DIR,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    log = tmp_path / "logs" / "dbt.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "range(1000000000000)" in log.read_text(errors="replace")):
+        assert time.monotonic() < deadline and process.poll() is None, "dbt never sent the query"
+        time.sleep(0.1)
+    time.sleep(0.5)
+    return process
+
+
+def test_sigint_reaches_the_forked_dbt(tmp_path: Path) -> None:
+    """dagster-dbt stops a build with SIGINT: the launcher forwards it to the dbt child, which stops."""
     with WarmDbt() as warm:
         assert warm.start().wait_ready()
-        environment[ENV_VAR] = os.environ[ENV_VAR]
-        process = subprocess.Popen(
-            [LAUNCHER, "show", "--target-path", str(tmp_path / "target"), "--inline", endless],
-            cwd=DBT_PROJECT_DIR,
-            env=environment,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        deadline = time.monotonic() + 120
-        while not (tmp_path / "target").exists() and time.monotonic() < deadline:  # dbt has started on the project
-            time.sleep(0.1)
-        time.sleep(1)
+        process = _start_endless_query(tmp_path)
         process.send_signal(signal.SIGINT)
         try:
             output, _ = process.communicate(timeout=60)
@@ -100,6 +113,54 @@ def test_sigint_reaches_the_forked_dbt(tmp_path: Path) -> None:
             process.kill()
     assert process.returncode != 0 and "KeyboardInterrupt" in output, output[-2000:]
     assert [c["exit"] for c in warm.commands] == [process.returncode]
+
+
+def test_a_dbt_whose_launcher_is_killed_is_ended(tmp_path: Path) -> None:
+    """A launcher killed outright (dagster-dbt's last resort, a killed run) leaves nobody to read the outcome: the
+    zygote interrupts its dbt, and kills it if need be, instead of letting it run (here: for ever)."""
+    from paperlake.dbt_warm import ABANDONED_GRACE_SECONDS
+
+    with WarmDbt() as warm:
+        assert warm.start().wait_ready()
+        log = Path(os.environ[ENV_VAR].partition(":")[2]).with_name("commands.jsonl")
+        process = _start_endless_query(tmp_path)
+        process.kill()
+        process.communicate()
+        deadline = time.monotonic() + ABANDONED_GRACE_SECONDS + 30
+        while not (log.exists() and log.read_text().strip()):  # the zygote notes a command when its dbt has ended
+            assert time.monotonic() < deadline, "the abandoned dbt is still running"
+            time.sleep(0.2)
+    (command,) = warm.commands
+    # ended by the interrupt (dbt's own status for it, its output pipe gone with the launcher) or by the kill
+    assert command["argv"][0] == "show" and command["exit"] not in (None, 0), command
+    assert command["seconds"] < ABANDONED_GRACE_SECONDS + 20, command
+    assert not pid_alive(command["pid"])
+
+
+def test_the_zygotes_commands_end_with_it(tmp_path: Path) -> None:
+    """A zygote that ends while a command runs (its ingest ending badly) takes the command's dbt with it."""
+    with WarmDbt() as warm:
+        assert warm.start().wait_ready()
+        zygote = warm.process.pid
+        process = _start_endless_query(tmp_path)
+        children = [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and _parent_of(int(pid)) == zygote]
+        assert len(children) == 1
+        os.kill(zygote, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while pid_alive(children[0]) and _parent_of(children[0]) is not None:
+            assert time.monotonic() < deadline, "the command's dbt outlived its zygote"
+            time.sleep(0.1)
+        process.communicate(timeout=60)
+    assert process.returncode != 0
+
+
+def _parent_of(pid: int) -> int | None:
+    """The parent of a live (not zombie) process, else None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else int(fields[1])
 
 
 def test_the_zygote_ends_with_a_killed_ingest_and_its_directory_is_swept(monkeypatch: pytest.MonkeyPatch) -> None:
