@@ -576,7 +576,7 @@ def test_the_fuzz_benchmark_reports_counts() -> None:
     report = hostile.run_fuzz(1.0, seed=1)
     assert report["tried"] > 50 and report["refused"] > 0 and report["action"] > 0
     assert report["error"] == 0, report["errors"]
-    assert 0 < report["max_seconds"] < 3 and 0 < report["peak_bytes"] < 64_000_000
+    assert 0 < report["max_seconds"] < HANG_GUARD_SECONDS and 0 < report["peak_bytes"] < 64_000_000
 
 
 def test_a_formula_tool_called_outside_the_agent_refuses_huge_integers() -> None:

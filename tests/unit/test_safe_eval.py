@@ -75,7 +75,7 @@ def test_huge_powers_are_refused_before_they_are_computed():
         safe_eval("2**9999 * 2**9999")
     with pytest.raises(SafeEvalError):
         safe_eval("9**9**9")
-    assert time.perf_counter() - started < 0.5
+    assert time.perf_counter() - started < 5  # a hang guard: computing 9**9**9 takes minutes, a refusal microseconds
 
 
 @pytest.mark.parametrize(
