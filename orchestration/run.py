@@ -83,6 +83,8 @@ class IngestSummary:
     probed: list[str] = field(default_factory=list)  # papers whose probes were (re)generated
     quality: dict[str, dict] = field(default_factory=dict)  # volume -> its retrieval-quality report
     warm_dbt_commands: list[dict] = field(default_factory=list)  # dbt commands forked from the warm dbt (argv, exit)
+    # the helper processes this ingest took from the previous ingest of this process (paperlake.kept_helpers)
+    helpers_reused: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -382,12 +384,14 @@ def ingest(
     run killed at any point is repaired by the next one. Never raises for a failed paper or stage: each becomes a
     :class:`StageFailure` of the summary."""
     # dbt's imports (~2 s a command) happen once, in a zygote started as soon as a dbt build is known to come
-    # and the parse starts in a second process as soon as the papers to parse are known (paperlake.parsing.ahead)
-    with WarmDbt() as warm, _ParseAheadSlot() as parse_ahead:
+    # and the parse starts in a second process as soon as the papers to parse are known (paperlake.parsing.ahead);
+    # both helpers are kept for this process's next ingest (paperlake.kept_helpers), which then imports neither
+    with WarmDbt(keep=True) as warm, _ParseAheadSlot() as parse_ahead:
         summary = _ingest(
             inboxes, settings, progress, rebuild_warehouse, enrich_kinds, enrich_limit, retry_errors, warm, parse_ahead
         )
     summary.warm_dbt_commands = warm.commands
+    summary.helpers_reused = sorted({*([WarmDbt.KIND] if warm.reused else []), *parse_ahead.reused})
     return summary
 
 
@@ -543,6 +547,7 @@ class _ParseAheadSlot:
 
     def __init__(self) -> None:
         self.ahead = None
+        self.reused: list[str] = []  # ["parse-ahead"] when the worker was kept from an earlier ingest
 
     def __enter__(self) -> "_ParseAheadSlot":
         return self
@@ -554,10 +559,11 @@ class _ParseAheadSlot:
 
         try:
             backends = {source.paper_key: resolve_backend(source, settings.backend) for source in plan.to_parse}
-            self.ahead = ParseAhead(plan.to_parse, backends, settings)
+            self.ahead = ParseAhead(plan.to_parse, backends, settings, keep=True)
         except (OSError, ValueError) as error:  # no worker: the step parses every paper, as without one
             log.warning("no parse-ahead worker: %s: %s", type(error).__name__, error)
             return
+        self.reused = [ParseAhead.KIND] if self.ahead.reused else []
         activate(self.ahead)
 
     def close(self, summary: IngestSummary | None = None) -> None:

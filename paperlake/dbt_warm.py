@@ -289,19 +289,13 @@ _LOG_LOCK = threading.Lock()
 
 
 def _report(connection: socket.socket, pid: int, argv: list[str], cwd: str, log: Path) -> None:
-    """Tell the launcher the child's pid, then its exit status; note the command in the zygote's log."""
+    """Tell the launcher the child's pid, then its exit status; the command is noted in the zygote's log before its
+    exit is told, so an ingest whose dbt commands have returned finds them all in the log."""
     started = time.perf_counter()
     status: int | None = None
-    try:
-        _send_message(connection, {"pid": pid})
-        wait_status = _wait_unless_abandoned(connection, pid)
-        code = os.waitstatus_to_exitcode(wait_status)
-        status = 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell says
-        _send_message(connection, {"exit": status})
-    except (OSError, ConnectionError):
-        pass
-    finally:
-        connection.close()
+    noted = False
+
+    def note() -> None:
         entry = {
             "argv": argv,
             "cwd": cwd,
@@ -311,6 +305,21 @@ def _report(connection: socket.socket, pid: int, argv: list[str], cwd: str, log:
         }
         with _LOG_LOCK, log.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry) + "\n")
+
+    try:
+        _send_message(connection, {"pid": pid})
+        wait_status = _wait_unless_abandoned(connection, pid)
+        code = os.waitstatus_to_exitcode(wait_status)
+        status = 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell says
+        note()
+        noted = True
+        _send_message(connection, {"exit": status})
+    except (OSError, ConnectionError):
+        pass
+    finally:
+        connection.close()
+        if not noted:
+            note()
 
 
 ABANDONED_GRACE_SECONDS = 10.0  # from SIGINT to SIGKILL for a dbt child whose launcher is gone
@@ -465,17 +474,85 @@ def _sweep_stale_directories() -> None:
             shutil.rmtree(directory, ignore_errors=True)
 
 
+class _Zygote:
+    """A running zygote: its process, private directory (socket and command log) and socket address."""
+
+    def __init__(self, process: subprocess.Popen, directory: Path, address: str) -> None:
+        self.process, self.directory, self.address = process, directory, address
+
+    @classmethod
+    def start(cls) -> "_Zygote | None":
+        _sweep_stale_directories()
+        directory = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
+        address = str(directory / "zygote.sock")
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "paperlake.dbt_warm", address, str(os.getpid())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError:
+            shutil.rmtree(directory, ignore_errors=True)
+            return None
+        return cls(process, directory, address)
+
+    def alive(self) -> bool:
+        """Running, and its socket still there (once it listens: one still importing has none yet, and is alive)."""
+        return self.process.poll() is None and self.directory.exists()
+
+    def commands_since(self, offset: int) -> list[dict]:
+        log = self.directory / COMMAND_LOG
+        try:
+            with log.open("rb") as handle:
+                handle.seek(offset)
+                lines = handle.read().decode("utf-8").splitlines()
+        except OSError:
+            return []
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def log_size(self) -> int:
+        try:
+            return (self.directory / COMMAND_LOG).stat().st_size
+        except OSError:
+            return 0
+
+    def stop(self) -> None:
+        Path(self.address).unlink(missing_ok=True)  # a zygote that misses the signal sees its socket gone
+        # and ends: at once, not at its next look at the socket (every 0.5 s) nor through the interpreter's
+        # shutdown of dbt's modules; it holds nothing to clean up (its commands are processes of their own)
+        if self.process.poll() is None:
+            self.process.terminate()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
 class WarmDbt:
     """The zygote for one ingest: inside ``with WarmDbt() as warm:``, ``warm.start()`` starts it (at once, in the
     background) and sets ``PAPERLAKE_DBT_ZYGOTE`` for the dbt commands run after; leaving the block stops it and
     keeps the log of the commands it ran (:attr:`commands`). A launcher that comes while the zygote is still
-    importing waits for it. A zygote that cannot start costs nothing but the warm start."""
+    importing waits for it. A zygote that cannot start costs nothing but the warm start.
 
-    def __init__(self) -> None:
+    With ``keep=True`` (what an ingest uses) the zygote is not stopped but kept for this process's next ingest
+    (:mod:`paperlake.kept_helpers`: for a few minutes, in the same process context), and ``start`` takes a kept one
+    when there is one: a process that ingests again does not import dbt again."""
+
+    KIND = "dbt-zygote"
+
+    def __init__(self, *, keep: bool = False) -> None:
+        self.keep = keep
         self.directory: Path | None = None  # made by start(): a private directory for the socket and the log
         self.address = ""
         self.process: subprocess.Popen | None = None
         self.commands: list[dict] = []  # after close: the commands the zygote ran (argv, pid, exit, seconds)
+        self.reused = False  # whether start() took a zygote kept by an earlier ingest of this process
+        self._zygote: _Zygote | None = None
+        self._context: tuple | None = None
+        self._log_offset = 0
         self._saved: str | None = None
         self._started = False
         self._parse_ahead: tuple[subprocess.Popen, Path] | None = None  # (`dbt parse`, its target folder)
@@ -489,19 +566,21 @@ class WarmDbt:
         if self.process is not None or self._started or os.environ.get(DISABLE_VAR, "1") == "0":
             return self
         self._started = True
-        _sweep_stale_directories()
-        self.directory = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
-        self.address = str(self.directory / "zygote.sock")
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "paperlake.dbt_warm", self.address, str(os.getpid())],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        except OSError:
-            self.process = None
+        from paperlake import kept_helpers
+
+        self._context = kept_helpers.context_key()
+        zygote = kept_helpers.take(self.KIND, self._context) if self.keep else None
+        self.reused = zygote is not None
+        zygote = zygote or _Zygote.start()
+        if zygote is None:
             return self
+        self._zygote, self.process, self.directory, self.address = (
+            zygote,
+            zygote.process,
+            zygote.directory,
+            zygote.address,
+        )
+        self._log_offset = zygote.log_size()
         self._saved = os.environ.get(ENV_VAR)
         os.environ[ENV_VAR] = f"{self.process.pid}:{self.address}"
         return self
@@ -564,27 +643,21 @@ class WarmDbt:
     def close(self) -> None:
         if self._parse_ahead is not None:
             self.wait_parse_ahead(timeout=0)
-        if self.process is not None:
-            if self._saved is None:
-                os.environ.pop(ENV_VAR, None)
-            else:
-                os.environ[ENV_VAR] = self._saved
-            Path(self.address).unlink(missing_ok=True)  # a zygote that misses the signal sees its socket gone
-            # and ends: at once, not at its next look at the socket (every 0.5 s) nor through the interpreter's
-            # shutdown of dbt's modules; it holds nothing to clean up (its commands are processes of their own)
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-            self.process = None
-        if self.directory is not None:
-            log = self.directory / COMMAND_LOG
-            if log.exists():
-                self.commands = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
-            shutil.rmtree(self.directory, ignore_errors=True)
-            self.directory = None
+        zygote, self._zygote = self._zygote, None
+        if zygote is None:
+            return
+        if self._saved is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = self._saved
+        self.commands = zygote.commands_since(self._log_offset)
+        if self.keep:
+            from paperlake import kept_helpers
+
+            kept_helpers.keep(self.KIND, self._context, zygote)  # stopped instead when it cannot be kept
+        else:
+            zygote.stop()
+        self.process, self.directory = None, None
 
 
 if __name__ == "__main__":

@@ -82,26 +82,13 @@ class AheadParseStats:
     errors: list[str] = field(default_factory=list)
 
 
-class ParseAhead:
-    """The worker process and the bookkeeping for one ingest's papers (``sources``, in the order the parse step
-    will ask for them), each parsed with the backend it will be parsed with (``backends``, by paper key)."""
+class _Worker:
+    """The worker process and its two pipes. One :class:`ParseAhead` uses it at a time; an idle, healthy one can be
+    handed to the next ingest of this process (:mod:`paperlake.kept_helpers`)."""
 
-    def __init__(
-        self, sources: list["PaperSource"], backends: dict[str, str], settings: "Settings", *, lead: int = LEAD
-    ):
-        self.settings, self.lead = settings, max(1, lead)
-        self.sources = list(sources)
-        self.backends = dict(backends)
-        self._index = {source.paper_key: i for i, source in enumerate(self.sources)}
-        self._state = [_PENDING] * len(self.sources)
-        self._results: dict[int, tuple[tuple, "ParsedPaper"]] = {}  # index -> (its parse inputs, its parse)
-        self._position = 0  # the step's current paper: every paper before it is passed
-        self._closed = False
-        self._cond = threading.Condition()
-        self._pipe = threading.Lock()  # one request at a time on the worker's pipe (a parse, or a gate)
-        self.stats = AheadParseStats()
-        to_child, self._send = os.pipe()
-        self._receive, from_child = os.pipe()
+    def __init__(self) -> None:
+        to_child, send = os.pipe()
+        receive, from_child = os.pipe()
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "paperlake.parsing.ahead", str(to_child), str(from_child)],
@@ -110,11 +97,70 @@ class ParseAhead:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
+        except BaseException:
+            os.close(send)
+            os.close(receive)
+            raise
         finally:
             os.close(to_child)
             os.close(from_child)
-        self._requests = Connection(self._send, readable=False)
-        self._replies = Connection(self._receive, writable=False)
+        self.requests = Connection(send, readable=False)
+        self.replies = Connection(receive, writable=False)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None and not self.requests.closed
+
+    def stop(self) -> None:
+        """Close its pipes (it ends after the request it is on) and wait; killed if it has not ended in 5 s."""
+        for connection in (self.requests, self.replies):
+            try:
+                connection.close()
+            except OSError:
+                pass
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class ParseAhead:
+    """The worker process and the bookkeeping for one ingest's papers (``sources``, in the order the parse step
+    will ask for them), each parsed with the backend it will be parsed with (``backends``, by paper key). With
+    ``keep=True`` the worker is taken from, and left for, this process's next ingest when it is idle at the end
+    (:mod:`paperlake.kept_helpers`): its Great Expectations import and gate are then paid once per process."""
+
+    KIND = "parse-ahead"
+
+    def __init__(
+        self,
+        sources: list["PaperSource"],
+        backends: dict[str, str],
+        settings: "Settings",
+        *,
+        lead: int = LEAD,
+        keep: bool = False,
+    ):
+        from paperlake import kept_helpers
+
+        self.settings, self.lead, self.keep = settings, max(1, lead), keep
+        self.sources = list(sources)
+        self.backends = dict(backends)
+        self._index = {source.paper_key: i for i, source in enumerate(self.sources)}
+        self._state = [_PENDING] * len(self.sources)
+        self._results: dict[int, tuple[tuple, "ParsedPaper"]] = {}  # index -> (its parse inputs, its parse)
+        self._position = 0  # the step's current paper: every paper before it is passed
+        self._closed = False
+        self._tainted = False  # a request failed on the pipe: what the worker will send next is unknown
+        self._cond = threading.Condition()
+        self._pipe = threading.Lock()  # one request at a time on the worker's pipe (a parse, or a gate)
+        self.stats = AheadParseStats()
+        self._context = kept_helpers.context_key()
+        worker = kept_helpers.take(self.KIND, self._context) if keep else None
+        self.reused = worker is not None
+        self.worker = worker or _Worker()
+        self.process = self.worker.process
+        self._requests, self._replies = self.worker.requests, self.worker.replies
         self._feeder = threading.Thread(target=self._feed, name="paperlake-parse-ahead", daemon=True)
         self._feeder.start()
 
@@ -199,8 +245,12 @@ class ParseAhead:
             with self._pipe:
                 if self._closed or self.process.poll() is not None:
                     return None
-                self._requests.send(("gate", items, max_chunk_tokens))
-                status, payload = self._replies.recv()
+                try:
+                    self._requests.send(("gate", items, max_chunk_tokens))
+                    status, payload = self._replies.recv()
+                except BaseException:
+                    self._tainted = True
+                    raise
         except Exception as error:
             self.stats.errors.append(f"the gate in the parse-ahead worker failed: {type(error).__name__}: {error}")
             return None
@@ -229,8 +279,14 @@ class ParseAhead:
                         break
                 source = self.sources[index]
                 with self._pipe:
-                    self._requests.send(("parse", source, self.backends[source.paper_key], self.settings))
-                    status, payload = self._replies.recv()
+                    if self._closed:  # closed since the claim: nothing more is sent to the worker
+                        break
+                    try:
+                        self._requests.send(("parse", source, self.backends[source.paper_key], self.settings))
+                        status, payload = self._replies.recv()
+                    except BaseException:
+                        self._tainted = True
+                        raise
                 with self._cond:
                     if status == "ok" and self._state[index] == _WORKER and index >= self._position:
                         self._results[index] = payload  # (the inputs as the worker saw them, the parse)
@@ -256,29 +312,26 @@ class ParseAhead:
                 return candidate
         return None
 
-    def _stop_worker(self) -> None:
-        for connection in (self._requests, self._replies):
-            try:
-                connection.close()
-            except OSError:
-                pass
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
     def close(self) -> AheadParseStats:
-        """Stop the worker, on a paper or not (what it was parsing is nobody's now), and drop the results not
-        taken."""
+        """Stop using the worker and drop the results not taken. A worker on a request (a paper parsing, a gate) is
+        stopped, since what it is doing is nobody's now; an idle one is kept for the next ingest (``keep``) or
+        stopped."""
+        from paperlake import kept_helpers
+
         with self._cond:
             self._closed = True
             self._results.clear()
             self._cond.notify_all()
-        if self.process.poll() is None:
+        idle = self._pipe.acquire(blocking=False)  # taken: no request in flight, and none is sent after _closed
+        if idle:
+            self._pipe.release()
+        elif self.process.poll() is None:
             self.process.terminate()
         self._feeder.join()
-        self._stop_worker()
+        if idle and self.keep and not self._tainted:
+            kept_helpers.keep(self.KIND, self._context, self.worker)  # stopped instead when it cannot be kept
+        else:
+            self.worker.stop()
         return self.stats
 
 

@@ -188,6 +188,8 @@ class TestIncremental:
         )
         summary = run(state)
         assert summary.published == [key]
+        # the refused run's helpers (dbt's zygote, the parse-ahead worker) were kept for this one, in this process
+        assert summary.helpers_reused == ["dbt-zygote", "parse-ahead"]
         settings = state["settings"]
         paper = state["paper_ids"][key]
         assert query(settings, "select num_pages from metadata where paper_id = ?", paper) == [(6,)]
