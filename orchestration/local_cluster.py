@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from paperlake.processes import stop_process
 from paperlake.vectors.server import free_port, launched
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,13 +32,7 @@ class BrokerUnavailable(RuntimeError):
 
 
 def stop(process: subprocess.Popen, timeout: float = 30) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+    stop_process(process, grace=timeout)
 
 
 @contextlib.contextmanager

@@ -41,6 +41,8 @@ import threading
 import time
 from pathlib import Path
 
+from paperlake.processes import stop_process
+
 ENV_VAR = "PAPERLAKE_DBT_ZYGOTE"
 DISABLE_VAR = "PAPERLAKE_DBT_WARM"  # "0": no zygote
 # The folder dbt runs in (the warehouse's: the profile names the side file relative to it, so that every home's
@@ -521,13 +523,7 @@ class _Zygote:
         Path(self.address).unlink(missing_ok=True)  # a zygote that misses the signal sees its socket gone
         # and ends: at once, not at its next look at the socket (every 0.5 s) nor through the interpreter's
         # shutdown of dbt's modules; it holds nothing to clean up (its commands are processes of their own)
-        if self.process.poll() is None:
-            self.process.terminate()
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process)
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -620,12 +616,7 @@ class WarmDbt:
         try:
             code = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_process(process, grace=10)
             code = -1
         if code != 0:
             (target / "partial_parse.msgpack").unlink(missing_ok=True)

@@ -28,6 +28,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from paperlake.processes import stop_process
+
 
 def _serve(script_path: Path, record_path: Path, idle: float) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -158,13 +160,7 @@ class StubServer:
         return [json.loads(line)["body"] for line in lines if line.strip()]
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
+        stop_process(self.process)
         if self.process.stdout:
             self.process.stdout.close()
 
