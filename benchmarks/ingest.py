@@ -252,7 +252,7 @@ def _child_ingest(request: str) -> None:
     spec = json.loads(request)
     paths = ("home", "embedding_cache", "mineru_dir")
     settings = Settings.from_env(**{k: Path(v) if k in paths else v for k, v in spec["settings"].items()})
-    summary = ingest([Path(p) for p in spec["inboxes"]], settings)
+    summary = ingest([Path(p) for p in spec["inboxes"]], settings, keep_helpers=False)  # one-shot, as the CLI
     print(
         CHILD_MARK
         + json.dumps(

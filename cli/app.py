@@ -87,7 +87,9 @@ def _run_ingest(inboxes: list[Path], settings: Settings, rebuild_warehouse: bool
 
         plan = plan_ingest(scan_inbox(inboxes, settings.mineru_dir), Lake(settings.lake), settings)
         progress.update(task, total=len(plan.to_parse) + len(plan.removed), last=plan.summary())
-        summary = run_ingest(inboxes, settings, progress=notify, rebuild_warehouse=rebuild_warehouse, **enrich)
+        summary = run_ingest(  # one ingest per process: its helper processes are not kept for another
+            inboxes, settings, progress=notify, rebuild_warehouse=rebuild_warehouse, keep_helpers=False, **enrich
+        )
     console.print(f"[bold]plan:[/] {summary.plan.summary()}")
     console.print(
         f"parsed {len(summary.published)}, removed {len(summary.removed)}; "

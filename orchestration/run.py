@@ -378,15 +378,18 @@ def ingest(
     enrich_kinds: tuple[str, ...] | None = None,
     enrich_limit: int | None = None,
     retry_errors: bool = False,
+    keep_helpers: bool = True,
 ) -> IngestSummary:
     """Bring every store up to date with the inbox: parse what changed, then rebuild exactly the stores that are
     stale by :mod:`paperlake.freshness` (which reads each store's own record of what it was built from), so a
     run killed at any point is repaired by the next one. Never raises for a failed paper or stage: each becomes a
-    :class:`StageFailure` of the summary."""
+    :class:`StageFailure` of the summary. ``keep_helpers``: leave the helper processes for this process's next
+    ingest (:mod:`paperlake.kept_helpers`); a one-shot caller (the CLI) says False, and each is stopped as soon as
+    its ingest is done with it (the parse-ahead worker, ~200 MB, after the parse stage)."""
     # dbt's imports (~2 s a command) happen once, in a zygote started as soon as a dbt build is known to come
     # and the parse starts in a second process as soon as the papers to parse are known (paperlake.parsing.ahead);
     # both helpers are kept for this process's next ingest (paperlake.kept_helpers), which then imports neither
-    with WarmDbt(keep=True) as warm, _ParseAheadSlot() as parse_ahead:
+    with WarmDbt(keep=keep_helpers) as warm, _ParseAheadSlot(keep=keep_helpers) as parse_ahead:
         summary = _ingest(
             inboxes, settings, progress, rebuild_warehouse, enrich_kinds, enrich_limit, retry_errors, warm, parse_ahead
         )
@@ -545,8 +548,9 @@ class _ParseAheadSlot:
     to be parsed in this process (the in-process executor: the parse step asks this process for them), closed after
     the parse stage, or when the ingest ends before it."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: bool = False) -> None:
         self.ahead = None
+        self.keep = keep
         self.reused: list[str] = []  # ["parse-ahead"] when the worker was kept from an earlier ingest
 
     def __enter__(self) -> "_ParseAheadSlot":
@@ -559,7 +563,7 @@ class _ParseAheadSlot:
 
         try:
             backends = {source.paper_key: resolve_backend(source, settings.backend) for source in plan.to_parse}
-            self.ahead = ParseAhead(plan.to_parse, backends, settings, keep=True)
+            self.ahead = ParseAhead(plan.to_parse, backends, settings, keep=self.keep)
         except (OSError, ValueError) as error:  # no worker: the step parses every paper, as without one
             log.warning("no parse-ahead worker: %s: %s", type(error).__name__, error)
             return

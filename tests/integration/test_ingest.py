@@ -202,8 +202,15 @@ class TestIncremental:
         settings = state["settings"]
         assert query(settings, "select count(*) from chunks where ref_paper_id = ?", paper)[0][0] > 0
         (state["inbox"] / f"{key}.pdf").unlink()
-        summary = run(state)
+        from orchestration.run import ingest
+        from paperlake import kept_helpers
+
+        kept = [kept_helpers.kept(kind) for kind in ("dbt-zygote", "parse-ahead")]
+        summary = ingest([state["inbox"]], settings, keep_helpers=False)  # as the CLI runs it
         assert summary.removed == [key]
+        # a one-shot ingest neither took the helpers kept by the last one nor left its own (its zygote was stopped)
+        assert summary.helpers_reused == [] and summary.warm_dbt_commands
+        assert [kept_helpers.kept(kind) for kind in ("dbt-zygote", "parse-ahead")] == kept
         for table, column in TABLES_WITH_PAPER.items():
             assert query(settings, f'select count(*) from "{table}" where {column} = ?', paper) == [(0,)], table
         lake = Lake(settings.lake)
