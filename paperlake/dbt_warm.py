@@ -500,7 +500,7 @@ class _Zygote:
         return cls(process, directory, address)
 
     def alive(self) -> bool:
-        """Running, and its socket still there (once it listens: one still importing has none yet, and is alive)."""
+        """Running, and its directory (socket and log) not removed; one still importing dbt counts as alive."""
         return self.process.poll() is None and self.directory.exists()
 
     def commands_since(self, offset: int) -> list[dict]:
@@ -533,9 +533,10 @@ class WarmDbt:
     keeps the log of the commands it ran (:attr:`commands`). A launcher that comes while the zygote is still
     importing waits for it. A zygote that cannot start costs nothing but the warm start.
 
-    With ``keep=True`` (what an ingest uses) the zygote is not stopped but kept for this process's next ingest
-    (:mod:`paperlake.kept_helpers`: for a few minutes, in the same process context), and ``start`` takes a kept one
-    when there is one: a process that ingests again does not import dbt again."""
+    With ``keep=True`` (what ``orchestration.run.ingest`` uses unless its caller is one-shot) the zygote is not
+    stopped but kept for this process's next ingest (:mod:`paperlake.kept_helpers`: for a few minutes, in the same
+    process context), and ``start`` takes a kept one when there is one: a process that ingests again does not
+    import dbt again."""
 
     KIND = "dbt-zygote"
 
