@@ -509,6 +509,12 @@ def _ingest(
             summary.step_seconds["total"] = time.perf_counter() - started
             return summary
 
+        # the probes read the warehouse only: made now, on one core, while the encode-ahead thread has the other
+        stage_started = time.perf_counter()
+        if settings.evaluate:
+            _probe(runner, instance, settings, summary)
+        summary.step_seconds["probes"] = time.perf_counter() - stage_started
+
         stage_started = time.perf_counter()
         collections = [definition.key.path[-1] for definition in vector_assets]
         # The store opened for the check stays open through the stages that use it: in process, the steps' own stores
@@ -633,7 +639,7 @@ def _downstream(
     ahead=None,
     warm: WarmDbt | None = None,
 ) -> None:
-    """The formula graph, the vector sync and the self-evaluation, for what the check found stale. The encode-ahead
+    """The formula graph, the vector sync and the volumes' self-evaluation, for what the check found stale. The encode-ahead
     thread (``ahead``) stops before the vector sync, whose encoder takes every core."""
     import dagster as dg
 
@@ -678,18 +684,12 @@ def _downstream(
     summary.step_seconds["evaluation"] = time.perf_counter() - stage_started
 
 
-def _evaluate(runner: "_Runner", instance, settings: Settings, summary: IngestSummary) -> None:
-    """Probes for the papers whose warehouse rows changed, then each volume whose probe set or vector collections
-    changed: its set and its retrieval_quality check (one `evaluate_volume` run). An unchanged ingest runs none."""
-    from assets.partitions import papers, volumes
-    from paperlake.evaluation.sets import (
-        orphan_probe_files,
-        read_quality,
-        remove_probes,
-        stale_probe_papers,
-        stale_volumes,
-        volume_set_path,
-    )
+def _probe(runner: "_Runner", instance, settings: Settings, summary: IngestSummary) -> None:
+    """Probes for the papers whose warehouse rows changed (`probe_paper` runs), as soon as the warehouse is built;
+    the files of papers and volumes gone from it go. Their volumes are scored by :func:`_evaluate` once the vectors
+    are synced (a volume's staleness sees its papers' new probes, :func:`paperlake.evaluation.sets.stale_volumes`)."""
+    from assets.partitions import papers
+    from paperlake.evaluation.sets import orphan_probe_files, remove_probes, stale_probe_papers
     from paperlake.evaluation.sets import volumes as warehouse_volumes
 
     for key in orphan_probe_files(settings):
@@ -709,6 +709,14 @@ def _evaluate(runner: "_Runner", instance, settings: Settings, summary: IngestSu
                 summary.probed.append(key)
             else:
                 summary.failures.append(StageFailure("evaluation", failure_reason(result), key))
+
+
+def _evaluate(runner: "_Runner", instance, settings: Settings, summary: IngestSummary) -> None:
+    """Each volume whose probes or vector collections changed: its set and its retrieval_quality check (one
+    `evaluate_volume` run). An unchanged ingest runs none."""
+    from assets.partitions import volumes
+    from paperlake.evaluation.sets import read_quality, stale_volumes, volume_set_path
+
     targets = stale_volumes(settings)
     _add_partitions(instance, volumes.name, list(targets))
     for volume in sorted(targets):

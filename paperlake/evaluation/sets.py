@@ -10,7 +10,8 @@
 
 Every file is replaced atomically, so a run killed at any line leaves the previous file or the new one. A paper's
 probes are stale when its digest changes: the generator's code (``probes.py`` and :data:`PROBES_VERSION`), the
-paper's PDF and parser version, or the dbt project. A volume's quality report is stale when its probe set, the vector
+paper's PDF and parser version, or the dbt project. A volume's quality report is stale when the probes its set is made
+of (its papers' probe files, whatever made them change: a set built from older ones is stale too), the vector
 stage's fingerprint, the records of what each collection holds for the volume's papers, the methods or the threshold
 change: a parser or encoder change re-runs the check, an unchanged ingest does not.
 """
@@ -200,15 +201,26 @@ def quality_fingerprint(settings: Settings, volume: str) -> str:
     for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []:
         ledger = read_ledger(settings.home, folder.name)
         synced[folder.name] = {k: ledger[k] for k in sorted(keys & set(ledger))}
-    path = volume_set_path(settings, volume)
     parts = {
-        "set": hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "none",
+        "set": _probes_digest(settings, sorted(keys)),
         "vectors": stage_fingerprint(),
         "synced": synced,
         "methods": settings.eval_methods,
         "threshold": settings.eval_min_answer_at_5,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _probes_digest(settings: Settings, keys: list[str]) -> str:
+    """The content of the probe files a volume's set is made of (:func:`write_volume_set`): a paper's probes
+    regenerated with other rows change it even where nothing else did (a generator change, lost probe files), so the
+    set is rebuilt and scored again; the set file itself is what the check scored, not what it should score."""
+    digest = hashlib.sha256()
+    for key in keys:
+        path = probes_path(settings, key)
+        content = path.read_bytes() if path.exists() else None
+        digest.update(f"{key}\0{-1 if content is None else len(content)}\0".encode() + (content or b""))
+    return digest.hexdigest()
 
 
 def stale_volumes(settings: Settings) -> dict[str, str]:

@@ -154,6 +154,34 @@ def test_an_unchanged_ingest_evaluates_nothing(built):
     assert summary.ok and summary.probed == [] and summary.quality == {}
 
 
+def test_new_probes_of_a_paper_rescore_its_volume_though_no_vector_changed(built, monkeypatch):
+    """A paper's probes regenerated with other content (a generator change, or its probe files lost) while its
+    vectors stay as they are: its volume's set is rebuilt from the new probes and scored again, in the same ingest
+    (the volume's staleness is judged on the probes the set is made of, not on the set file). Then back."""
+    from orchestration.run import ingest
+    from paperlake.evaluation import sets
+
+    settings = built["settings"]
+    key = "naacl2024/naacl2024-174-loretta"
+    original = read_jsonl(probes_path(settings, key))
+    real = sets.paper_probes
+    monkeypatch.setattr(sets, "paper_probes", lambda con, paper_id: real(con, paper_id)[:-1])
+    probes_path(settings, key).with_suffix(".json").unlink()  # the paper's probes must be made again
+    summary = ingest([built["inbox"]], settings)
+    assert summary.ok and summary.probed == [key] and set(summary.quality) == {"naacl2024"}, summary.failures
+    rows = [r for r in read_jsonl(volume_set_path(settings, "naacl2024")) if r["paper_key"] == key]
+    assert [r["uuid"] for r in rows] == [r["uuid"] for r in original[:-1]]
+    assert summary.quality["naacl2024"]["probes"] == len(read_jsonl(volume_set_path(settings, "naacl2024")))
+    assert stale_volumes(settings) == {}
+
+    monkeypatch.setattr(sets, "paper_probes", real)  # back to the real generator: the next tests' home
+    probes_path(settings, key).with_suffix(".json").unlink()
+    summary = ingest([built["inbox"]], settings)
+    assert summary.ok and summary.probed == [key] and set(summary.quality) == {"naacl2024"}, summary.failures
+    assert [r["uuid"] for r in read_jsonl(probes_path(settings, key))] == [r["uuid"] for r in original]
+    assert stale_volumes(settings) == {}
+
+
 def _run_check(built, volume: str):
     from assets.resources import PaperlakeResource
     from orchestration.definitions import build_definitions
