@@ -639,8 +639,8 @@ def _downstream(
     ahead=None,
     warm: WarmDbt | None = None,
 ) -> None:
-    """The formula graph, the vector sync and the volumes' self-evaluation, for what the check found stale. The encode-ahead
-    thread (``ahead``) stops before the vector sync, whose encoder takes every core."""
+    """The formula graph, the vector sync and the volumes' self-evaluation, for what the check found stale. The
+    encode-ahead thread (``ahead``) stops before the vector sync, whose encoder takes every core."""
     import dagster as dg
 
     from assets.partitions import papers
