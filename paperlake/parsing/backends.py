@@ -14,6 +14,7 @@ from typing import Protocol
 
 from paperlake.config import Settings
 from paperlake.inbox import PaperSource
+from paperlake.parsing import versions
 from paperlake.parsing.blocks import DocumentLayout
 from paperlake.views import ParsedPaper
 
@@ -34,9 +35,7 @@ class PyMuPDFParser:
 
     @property
     def version(self) -> str:
-        from paperlake.parsing import pymupdf_backend
-
-        return pymupdf_backend.PARSER_VERSION
+        return versions.PYMUPDF
 
     def read_layout(self, source: PaperSource, settings: Settings) -> DocumentLayout:
         from paperlake.parsing import pymupdf_backend
@@ -52,9 +51,7 @@ class MinerUParser:
 
     @property
     def version(self) -> str:
-        from paperlake.parsing import mineru_backend
-
-        return mineru_backend.PARSER_VERSION
+        return versions.MINERU
 
     def read_layout(self, source: PaperSource, settings: Settings) -> DocumentLayout:
         from paperlake.parsing import mineru_backend

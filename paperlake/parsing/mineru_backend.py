@@ -29,13 +29,14 @@ import pymupdf
 
 from paperlake.geometry import union as _union
 from paperlake.inbox import PaperSource
+from paperlake.parsing import versions
 from paperlake.parsing.assemble import assemble
 from paperlake.parsing.blocks import Block, DocumentLayout, PageInfo, TableCell
 from paperlake.parsing.errors import ParseError
 from paperlake.parsing.inline_math import plain_text
 from paperlake.views import ParsedPaper
 
-PARSER_VERSION = "mineru-7"
+PARSER_VERSION = versions.MINERU  # bumped there
 BACKEND = "mineru"
 STAGE = "mineru"
 DEFAULT_TIMEOUT_SECONDS = 3600

@@ -1,6 +1,7 @@
 """The default parser's original import path, kept for callers: the parser lives in :mod:`paperlake.parsing.pymupdf`.
 
-``PARSER_VERSION`` is read from here by :func:`paperlake.pipeline.parser_version` (and patched here by tests)."""
+``PARSER_VERSION`` is re-exported from :mod:`paperlake.parsing.versions`, where the pipeline reads it (and tests patch
+it)."""
 
 from paperlake.parsing.pymupdf.backend import BACKEND, PARSER_VERSION, parse, read_layout
 from paperlake.parsing.pymupdf.equations import equation_spans

@@ -218,9 +218,9 @@ class TestIncremental:
         assert not any(lake.view_path(view, key).exists() for view in VIEWS)
 
     def test_parser_version_bump_reparses(self, state, monkeypatch):
-        from paperlake.parsing import pymupdf_backend
+        from paperlake.parsing import versions
 
-        monkeypatch.setattr(pymupdf_backend, "PARSER_VERSION", pymupdf_backend.PARSER_VERSION + "-bumped")
+        monkeypatch.setattr(versions, "PYMUPDF", versions.PYMUPDF + "-bumped")
         from paperlake.inbox import scan_inbox
         from paperlake.pipeline import plan_ingest
 

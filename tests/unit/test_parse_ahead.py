@@ -84,9 +84,9 @@ def test_a_result_for_other_inputs_is_never_taken(setup, monkeypatch):
         assert ahead.take(sources[0], "pymupdf", other) is None
         assert ahead.take(sources[0], "pymupdf", settings) is None  # passed: the step parsed it itself
         # parser code that is not the worker's (here, a version bumped in the step's process only)
-        from paperlake.parsing import pymupdf_backend
+        from paperlake.parsing import versions
 
-        monkeypatch.setattr(pymupdf_backend, "PARSER_VERSION", pymupdf_backend.PARSER_VERSION + "-bumped")
+        monkeypatch.setattr(versions, "PYMUPDF", versions.PYMUPDF + "-bumped")
         assert ahead.take(sources[1], "pymupdf", settings) is None
     finally:
         ahead.close()

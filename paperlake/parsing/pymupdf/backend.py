@@ -8,6 +8,7 @@ from pathlib import Path
 import pymupdf
 
 from paperlake.inbox import PaperSource
+from paperlake.parsing import versions
 from paperlake.parsing.assemble import assemble
 from paperlake.parsing.blocks import DocumentLayout
 from paperlake.parsing.errors import ParseError
@@ -17,7 +18,7 @@ from paperlake.parsing.pymupdf.structure import _analyse_page, _build_layout
 from paperlake.parsing.pymupdf.tables import _fill_table_cells
 from paperlake.views import ParsedPaper
 
-PARSER_VERSION = "pymupdf-18"
+PARSER_VERSION = versions.PYMUPDF  # bumped there
 BACKEND = "pymupdf"
 
 _MIN_TEXT_CHARS = 50  # fewer characters than this on the first pages: a scan without a text layer
