@@ -154,31 +154,23 @@ def test_an_unchanged_ingest_evaluates_nothing(built):
     assert summary.ok and summary.probed == [] and summary.quality == {}
 
 
-def test_new_probes_of_a_paper_rescore_its_volume_though_no_vector_changed(built, monkeypatch):
-    """A paper's probes regenerated with other content (a generator change, or its probe files lost) while its
-    vectors stay as they are: its volume's set is rebuilt from the new probes and scored again, in the same ingest
-    (the volume's staleness is judged on the probes the set is made of, not on the set file). Then back."""
-    from orchestration.run import ingest
+def test_new_probes_of_a_paper_make_its_volume_stale_though_no_vector_changed(built, monkeypatch):
+    """A paper's probes regenerated with other rows (a generator change, or its probe files lost and made again) while
+    its vectors stay as they are: its volume is stale, so the ingest that made them rebuilds the set and scores it
+    (the volume's staleness is judged on the probes its set is made of, not on the set file). The same rows again:
+    nothing is stale."""
     from paperlake.evaluation import sets
 
     settings = built["settings"]
     key = "naacl2024/naacl2024-174-loretta"
-    original = read_jsonl(probes_path(settings, key))
+    assert stale_volumes(settings) == {}
     real = sets.paper_probes
     monkeypatch.setattr(sets, "paper_probes", lambda con, paper_id: real(con, paper_id)[:-1])
-    probes_path(settings, key).with_suffix(".json").unlink()  # the paper's probes must be made again
-    summary = ingest([built["inbox"]], settings)
-    assert summary.ok and summary.probed == [key] and set(summary.quality) == {"naacl2024"}, summary.failures
-    rows = [r for r in read_jsonl(volume_set_path(settings, "naacl2024")) if r["paper_key"] == key]
-    assert [r["uuid"] for r in rows] == [r["uuid"] for r in original[:-1]]
-    assert summary.quality["naacl2024"]["probes"] == len(read_jsonl(volume_set_path(settings, "naacl2024")))
-    assert stale_volumes(settings) == {}
-
-    monkeypatch.setattr(sets, "paper_probes", real)  # back to the real generator: the next tests' home
-    probes_path(settings, key).with_suffix(".json").unlink()
-    summary = ingest([built["inbox"]], settings)
-    assert summary.ok and summary.probed == [key] and set(summary.quality) == {"naacl2024"}, summary.failures
-    assert [r["uuid"] for r in read_jsonl(probes_path(settings, key))] == [r["uuid"] for r in original]
+    sets.write_probes(settings, key)  # what the ingest's probe step does for a stale paper
+    assert sets.stale_probe_papers(settings) == {}  # the paper's probes are current...
+    assert set(stale_volumes(settings)) == {"naacl2024"}  # ...and its volume's set is not
+    monkeypatch.setattr(sets, "paper_probes", real)
+    sets.write_probes(settings, key)  # the same rows as when the volume was scored
     assert stale_volumes(settings) == {}
 
 
