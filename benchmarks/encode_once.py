@@ -301,8 +301,6 @@ def main() -> None:
                 view: _ratio(after, before, (view,)) for view in before["encoded_tokens_by_view"]
             },
             "mrr_difference": _mrr_difference(after["ranks"], before["ranks"]),
-            # each mode's hybrid at the weight the fusion protocol chooses for it (_choose_fusion): on all queries,
-            # and on the held-out ones only
             # the hybrid at every convex BM25 weight of the sweep, both modes at the same weight: after minus before
             "hybrid_mrr_difference_by_weight": {
                 view: {
@@ -311,6 +309,8 @@ def main() -> None:
                 }
                 for view in before["fusion_weight_sweep_mrr"]
             },
+            # each mode's hybrid at the weight the fusion protocol chooses for it (_choose_fusion): on all queries,
+            # and on the held-out ones only
             "hybrid_at_chosen_fusion": {
                 "chosen": [
                     before["fusion_chosen_on_first_queries"]["chosen"],
