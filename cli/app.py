@@ -735,8 +735,8 @@ def search(
     hybrid: bool = typer.Option(
         False,
         "--hybrid",
-        help="Fuse BM25 and dense results (configured fusion: "
-        "convex combination of normalised scores, weights 0.8/0.2).",
+        help="Fuse BM25 and dense results (the fusion of schemas/collections.yaml's hybrid block: by default a "
+        "convex combination of normalised scores, BM25/dense weights 0.6/0.4).",
     ),
     fusion: Optional[str] = typer.Option(
         None, "--fusion", help="convex | rrf (here) | milvus-rrf | milvus-weighted (inside Milvus, hybrid_search)."
