@@ -1,0 +1,622 @@
+"""Write benchmarks/README.md from benchmarks/results/*.json: each benchmark's current figures and the machine it
+ran on, nothing else (the history of a figure is in git).
+
+    python benchmarks/make_readme.py           # rewrite benchmarks/README.md
+    python benchmarks/make_readme.py --check   # exit 1 when the committed page is not what the results give
+
+tests/test_benchmarks_readme.py runs the check, so the page cannot drift from the results files. Standard library
+only: the test imports this file directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+README = HERE / "README.md"
+COMMAND = "python benchmarks/make_readme.py"
+
+Section = Callable[[dict[str, Any]], list[str]]
+
+
+def num(value: Any) -> str:
+    """A figure as the results file holds it: integers with thousands separators, floats to six digits."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.6g}" if abs(value) >= 1000 else f"{value:.6g}"
+    return str(value)
+
+
+def table(headers: list[str], rows: Iterable[Iterable[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(num(cell) for cell in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def machine(data: dict[str, Any]) -> str:
+    """What the file records of the machine: platform, CPUs, Python, runtimes, load during the run."""
+    parts: list[str] = []
+    if "machine" not in data and "environment" not in data:  # a file of several runs (scale.json): the first's
+        runs = [value for value in data.values() if isinstance(value, dict) and "machine" in value]
+        data = runs[0] if runs else data
+    recorded = data.get("machine")
+    environment = data.get("environment") if isinstance(data.get("environment"), dict) else {}
+    if isinstance(recorded, str):
+        parts.append(f"`{recorded}`")
+    elif environment.get("machine"):
+        parts.append(f"`{environment['machine']}`")
+    details = recorded if isinstance(recorded, dict) else environment
+    cpus = data.get("cpus") or details.get("cpus")
+    if cpus:
+        parts.append(f"{cpus} CPUs")
+    if details.get("python"):
+        parts.append(f"Python {details['python']}")
+    for runtime in ("onnxruntime", "torch"):
+        if environment.get(runtime):
+            parts.append(f"{runtime} {environment[runtime]}")
+    load = environment.get("load_average_1min_during_run")
+    if isinstance(load, dict) and "mean" in load:
+        parts.append(f"1-minute load average during the run {num(load['mean'])} (max {num(load.get('max'))})")
+    return ", ".join(parts) if parts else "not recorded in the results file"
+
+
+def ingest(data: dict[str, Any]) -> list[str]:
+    lines = [f"{num(data['papers'])} papers, {num(data['pages'])} pages (the sample corpus).", ""]
+    alone = [
+        ("PyMuPDF parser, every PDF", data.get("parse_pymupdf")),
+        ("reading MinerU outputs", data.get("parse_mineru")),
+        ("quality gates", data.get("quality_gates")),
+    ]
+    lines += table(
+        ["parse alone", "seconds", "pages/s"],
+        [(name, part["seconds"], part["pages_per_second"]) for name, part in alone if part],
+    )
+    flash = data.get("pymupdf_vs_mineru_flash") or {}
+    if flash.get("measured"):
+        lines += [
+            f"MinerU's offline flash tier ({flash['mineru_version'].split(' Python')[0]}) on the {flash['pdfs']} PDFs "
+            f"it could parse offline ({num(flash['pages'])} pages): {num(flash['pages_per_second'])} pages/s, "
+            f"{num(flash['pages_per_second_net_of_cli'])} net of its CLI's per-call overhead; our parser on the same "
+            f"PDFs {num(flash['pymupdf_pages_per_second_same_pdfs'])} pages/s, **{num(flash['ratio'])}x** "
+            f"(target {num(flash['target'])}x).",
+            "",
+        ]
+    runs = [
+        ("cold (PyMuPDF, empty caches)", "end_to_end_cold"),
+        ("warm (fresh home, shared embedding cache)", "end_to_end_warm"),
+        ("cold, float encoder graph", "end_to_end_cold_float"),
+        ("cold, one volume (median of rounds)", "end_to_end_cold_one_volume"),
+        ("MinerU outputs, every paper", "ingest_mineru_outputs"),
+    ]
+    present = [(name, data[key]) for name, key in runs if key in data]
+    lines += [
+        "A full ingest (`paperlake ingest` as it runs, each in a new process); the ratios are against MinerU flash's "
+        "parse alone, timed in the same run:",
+        "",
+    ]
+    lines += table(
+        ["ingest", "papers", "pages", "seconds", "pages/s", "vs MinerU flash", "queryable vs flash", "encoder"],
+        [
+            (
+                name,
+                run["published"],
+                run["pages"],
+                run["step_seconds"]["total"],
+                run["pages_per_second"],
+                f"{num(run['vs_mineru_flash'])}x" if "vs_mineru_flash" in run else "–",
+                f"{num(run['queryable_vs_mineru_flash'])}x" if "queryable_vs_mineru_flash" in run else "–",
+                run.get("minilm_backend"),
+            )
+            for name, run in present
+        ],
+    )
+    stages = [stage for stage in present[0][1]["step_seconds"] if stage != "total"] if present else []
+    lines += ["Seconds per stage:", ""]
+    lines += table(
+        ["ingest", *stages], [(name, *(run["step_seconds"].get(s) for s in stages)) for name, run in present]
+    )
+    volume = data.get("end_to_end_cold_one_volume") or {}
+    if volume.get("run_totals"):
+        lines += [
+            f"The {volume['volume']} volume alone ({volume['pdfs']} PDFs, {volume['pages']} pages), "
+            f"{volume['of_runs']} rounds, each MinerU flash's parse of those PDFs then our cold ingest: ours "
+            + ", ".join(f"{num(total)} s" for total in volume["run_totals"])
+            + "; flash "
+            + ", ".join(num(speed) for speed in volume["mineru_flash_pages_per_second_net"])
+            + " pages/s net; each round against its flash "
+            + ", ".join(f"{num(ratio)}x" for ratio in volume["run_vs_mineru_flash"])
+            + f"; median against median **{num(volume['vs_mineru_flash'])}x**.",
+            "",
+        ]
+    if data.get("peak_rss_mb"):
+        rss = data["peak_rss_mb"]
+        lines += [f"Peak resident memory: {num(rss['self'])} MB (process), {num(rss['children'])} MB (children).", ""]
+    return lines
+
+
+def parse_fidelity(data: dict[str, Any]) -> list[str]:
+    lines = [
+        f"Gold set `tests/data/synthetic/`: {data['documents']} papers, {data['pages']} pages, positions written by "
+        "TeX. Recall / precision at IoU ≥ 0.5 on the same page:",
+        "",
+    ]
+    rows = []
+    for name, detector in data["detectors"].items():
+        grids = detector.get("table_grids", {})
+        latex = detector.get("equation_latex")
+        rows.append(
+            (
+                name,
+                f"{num(detector['tables']['recall'])} / {num(detector['tables']['precision'])}",
+                f"{num(detector['figures']['recall'])} / {num(detector['figures']['precision'])}",
+                f"{num(detector['equations']['recall'])} / {num(detector['equations']['precision'])}",
+                detector.get("captions", {}).get("right_of_gold"),
+                grids.get("exact_of_gold"),
+                round(latex["equal"] / latex["matched"], 3) if latex and latex.get("matched") else None,
+                detector.get("pages_per_second"),
+            )
+        )
+    lines += table(
+        ["detector", "tables", "figures", "equations", "captions right", "exact grids", "LaTeX equal", "pages/s"], rows
+    )
+    return lines + ["(0 captions and grids: the detector attaches no caption, or gives no cell grid.)", ""]
+
+
+def latex(data: dict[str, Any]) -> list[str]:
+    numbers = data.get("equation_numbers", {})
+    return [
+        f"Glyph-rebuilt LaTeX against MinerU's on {data['total_equations']} display equations: matched "
+        f"{num(data['matched_share'])}, identical after normalisation {num(data['identical_normalised_share'])}, "
+        f"similarity ≥ 0.9 {num(data['similarity_at_least_0.9_share'])}, "
+        f"mean similarity {num(data['similarity_mean'])}; "
+        f"equation numbers: {num(numbers.get('ours_same_number'))} of MinerU's {num(numbers.get('mineru_has_number'))} "
+        f"the same; {num(data['seconds_per_equation']['median'])} s per equation (median).",
+        "",
+    ]
+
+
+def retrieval(data: dict[str, Any]) -> list[str]:
+    warehouse = data["warehouse"]
+    fusion = data["hybrid_config"]
+    lines = [
+        f"{data['queries']['count']} labelled queries (`benchmarks/retrieval_queries.jsonl`) over a warehouse of "
+        f"{warehouse['papers']} papers, {num(warehouse['text_cells'])} text cells; hybrid = {fusion['fusion']} "
+        f"fusion, weights {'/'.join(num(w) for w in fusion['weights'])}.",
+        "",
+    ]
+    held = data.get("held_out_queries", {}).get("quality", {})
+    rows = []
+    for view, routes in data["quality"].items():
+        for route, scores in routes.items():
+            held_out = held.get(view, {}).get(route, {})
+            rows.append((view, route, scores["recall@1"], scores["recall@5"], scores["mrr"], held_out.get("mrr")))
+    lines += table(["view", "route", "recall@1", "recall@5", "MRR", "MRR, held-out queries"], rows)
+    better = data.get("hybrid_vs_better_route", {})
+    if better:
+        lines += [
+            "Hybrid minus the better single route (MRR, 95% paired-bootstrap interval): "
+            + "; ".join(
+                f"{view} {num(row['mrr_difference'])} [{num(row['ci95'][0])}, {num(row['ci95'][1])}] "
+                f"against {row['better_single_route']}"
+                for view, row in better.items()
+            )
+            + ".",
+            "",
+        ]
+    latency = []
+    for name, part in (("corpus", data.get("corpus")), ("100k entities", data.get("synthetic"))):
+        if part:
+            chunks = part["latency_chunks_view"]
+            latency.append(
+                (
+                    name,
+                    *(chunks[route]["p50_ms"] for route in ("bm25", "dense", "hybrid")),
+                    *(chunks[route]["p95_ms"] for route in ("bm25", "dense", "hybrid")),
+                )
+            )
+    lines += ["Search latency over the chunks view (ms):", ""]
+    lines += table(
+        ["collection size", "BM25 p50", "dense p50", "hybrid p50", "BM25 p95", "dense p95", "hybrid p95"], latency
+    )
+    encoding = data.get("encoding", {})
+    compute = data.get("encoding_compute", {}).get("variants", {})
+    if encoding.get("variants"):
+        lines += [f"Encoder throughput ({encoding['model']}, configured `{encoding['configured']}`):", ""]
+        lines += table(
+            ["variant", "cells/s, real mix", "tokens/s, real mix", "cells/s, ≤ 32 tokens", "cells/s, long", "GFLOP/s"],
+            [
+                (
+                    name,
+                    variant["mix_cells_per_s"],
+                    variant["mix_tokens_per_s"],
+                    variant["short_le_32_tokens_cells_per_s"],
+                    variant["long_cells_per_s"],
+                    compute.get(name, {}).get("achieved_gflops"),
+                )
+                for name, variant in encoding["variants"].items()
+            ],
+        )
+    return lines
+
+
+def encode_once(data: dict[str, Any]) -> list[str]:
+    lines = [f"The same warehouse synced once per mode, each from an empty cache ({data['queries']} queries):", ""]
+    rows = []
+    for mode, run in data["modes"].items():
+        quality = run.get("quality", {})
+        mrr = {view: {route: scores.get("mrr") for route, scores in routes.items()} for view, routes in quality.items()}
+        rows.append(
+            (
+                mode,
+                run["sync_seconds"],
+                run["encoded_inputs"],
+                run["encoded_tokens"],
+                mrr.get("chunks.text_content", {}).get("dense"),
+                mrr.get("pages.page_content", {}).get("dense"),
+                mrr.get("chunks.text_content", {}).get("hybrid"),
+                mrr.get("pages.page_content", {}).get("hybrid"),
+            )
+        )
+    lines += table(
+        ["mode", "sync s", "windows", "tokens", "dense MRR chunks", "dense MRR pages", "hybrid chunks", "hybrid pages"],
+        rows,
+    )
+    chosen = [
+        (mode, run["fusion_chosen_on_first_queries"])
+        for mode, run in data["modes"].items()
+        if "fusion_chosen_on_first_queries" in run
+    ]
+    if chosen:
+        lines += [
+            "Fusion weight chosen on the first queries, per mode: "
+            + "; ".join(f"{mode} {choice.get('chosen')}" for mode, choice in chosen)
+            + ".",
+            "",
+        ]
+    windows = data.get("int8_vs_float_windows")
+    if windows:
+        lines += [
+            f"Int8 against float window vectors ({num(windows['windows'])} windows): cosine mean "
+            f"{num(windows['cosine_mean'])}, p1 {num(windows['cosine_p1'])}, min {num(windows['cosine_min'])}.",
+            "",
+        ]
+    return lines
+
+
+def late_chunking(data: dict[str, Any]) -> list[str]:
+    lines = [
+        f"Table-row vectors on {num(data['rows'])} rows of {data['tables']} tables, dense retrieval on the "
+        f"{data['questions']} table questions (encoder `{data['encoder']['backend']}`):",
+        "",
+    ]
+    return lines + table(
+        ["variant", "tokens", "recall@1", "recall@5", "MRR"],
+        [
+            (name, v["tokens"], v["all"]["recall@1"], v["all"]["recall@5"], v["all"]["mrr"])
+            for name, v in data["variants"].items()
+        ],
+    )
+
+
+def late_views(data: dict[str, Any]) -> list[str]:
+    lines = ["Each probe's evidence cell ranked among its paper's cells of the view (hit@1 / hit@5):", ""]
+    rows = []
+    for view, part in data["views"].items():
+        rows.append(
+            (
+                view,
+                part["probes"],
+                *(f"{num(part[k]['hit_at_1'])} / {num(part[k]['hit_at_5'])}" for k in ("own", "late", "bm25")),
+            )
+        )
+    return lines + table(["view", "probes", "own vector", "late chunked", "BM25"], rows)
+
+
+def table_questions(data: dict[str, Any]) -> list[str]:
+    lines = [
+        f"{data['questions']} hand-written table questions on {data['papers']} papers, retrieval only, tables from "
+        f"{', '.join(data['table_backends'])}:",
+        "",
+    ]
+    lines += table(
+        ["method", "recall@1", "recall@5", "ms per question"],
+        [(m, r["recall_at_1"], r["recall_at_5"], r.get("ms_per_question")) for m, r in data["methods"].items()],
+    )
+    halves = data.get("hdrag_halves")
+    if halves:
+        lines += [
+            "hdrag on the halves (recall@1 / @5): "
+            + "; ".join(f"{name} {num(r['recall_at_1'])} / {num(r['recall_at_5'])}" for name, r in halves.items())
+            + ".",
+            "",
+        ]
+    return lines
+
+
+def table_lines_bm25(data: dict[str, Any]) -> list[str]:
+    lines = ["Table questions, recall@1 / @5, per table source and store scheme:", ""]
+    rows = []
+    for source, schemes in data["table_questions"].items():
+        for scheme, methods in schemes.items():
+            rows.append(
+                (
+                    source,
+                    scheme,
+                    *(
+                        f"{num(methods[m]['recall_at_1'])} / {num(methods[m]['recall_at_5'])}" if m in methods else "–"
+                        for m in ("hdrag", "recap", "neusym_rag", "classic_rag")
+                    ),
+                )
+            )
+    lines += table(["tables", "scheme", "hdrag", "recap", "neusym_rag", "classic_rag"], rows)
+    tokens = data.get("encoded_tokens")
+    if tokens:
+        lines += ["Tokens encoded on the sample: " + ", ".join(f"{k} {num(v)}" for k, v in tokens.items()) + ".", ""]
+    return lines
+
+
+def probes(data: dict[str, Any]) -> list[str]:
+    lines = [
+        f"{data['probes']} offline probes over {data['papers']} papers ("
+        + ", ".join(f"{kind} {n}" for kind, n in data["by_kind"].items())
+        + f"), generated in {num(data['generation_seconds'])} s; each method's first retrieval:",
+        "",
+    ]
+    rows = []
+    for volume, part in data["volumes"].items():
+        for method, scores in part["methods"].items():
+            rows.append(
+                (volume, part["probes"], method, scores["answer_at_1"], scores["answer_at_5"], scores["page_at_5"])
+            )
+    lines += table(["volume", "probes", "method", "answer@1", "answer@5", "page@5"], rows)
+    gate = data.get("gate")
+    if gate:
+        lines += [
+            "The suite's regression gate holds each volume within 0.05 of: "
+            + "; ".join(f"{v} {g['method']} answer@5 {num(g['answer_at_5'])}" for v, g in gate.items())
+            + ".",
+            "",
+        ]
+    return lines
+
+
+def enrichment(data: dict[str, Any]) -> list[str]:
+    first = data["first_run"]
+    stages = {k: v for k, v in first["stage_seconds"].items() if k != "total"}
+    kinds = ", ".join(f"{k} {num(v)}" for k, v in data["planned"]["by_kind"].items())
+    return [
+        f"Against the scripted OpenAI-compatible server, {data['concurrency']} calls at a time: "
+        f"{num(first['requests'])} calls ({kinds}), "
+        f"{num(first['ms_per_call'])} ms of paperlake's own time per call; {num(first['seconds'])} s in all "
+        f"({', '.join(f'{k} {num(v)} s' for k, v in stages.items() if v)}). Every planned item filled: "
+        f"{num(data['every_planned_item_filled'])}; Milvus counts equal to the warehouse's: "
+        f"{num(data['milvus_matches_warehouse'])}; a second run made {num(data['second_run']['requests'])} requests.",
+        "",
+    ]
+
+
+def distributed(data: dict[str, Any]) -> list[str]:
+    configurations = data["configurations"]
+    stages = [s for s in next(iter(configurations.values()))["step_seconds"] if s != "total"]
+    lines = [f"{len(data['papers'])} papers, {data['pages']} pages, each configuration cold in its own home:", ""]
+    lines += table(
+        ["configuration", "workers", "seconds", "pages/s", "vs in process", *stages],
+        [
+            (
+                name,
+                c["workers"],
+                c["seconds"],
+                c["pages_per_second"],
+                c["speedup_vs_in_process"],
+                *(c["step_seconds"].get(s) for s in stages),
+            )
+            for name, c in configurations.items()
+        ],
+    )
+    return lines
+
+
+def scale(data: dict[str, Any]) -> list[str]:
+    runs = [key for key in data if key.startswith("run_")]
+    name = runs[0]
+    run = data[name]
+    lines = [
+        f"Adding one paper to a home of N papers (re-keyed copies of the sample), the latest run (`{name}`), "
+        "median of the additions after the first, seconds per stage:",
+        "",
+    ]
+    rows = []
+    for backend, sizes in run["milvus"].items():
+        for size, part in sizes.items():
+            median = part["later_additions_median_seconds"]
+            first = part["additions"][0]["seconds"]["total"] if part.get("additions") else None
+            rows.append(
+                (
+                    backend,
+                    size,
+                    *(median.get(stage) for stage in ("warehouse", "formulas", "vectors", "total")),
+                    part.get("ratio_to_19_later_median", {}).get("total"),
+                    first,
+                    part.get("entities_per_collection"),
+                    part.get("warehouse_mb_after"),
+                )
+            )
+    lines += table(
+        [
+            "Milvus",
+            "N",
+            "warehouse",
+            "formulas",
+            "vectors",
+            "total",
+            "total vs N=19",
+            "first addition",
+            "entities per collection",
+            "warehouse MB",
+        ],
+        rows,
+    )
+    if len(runs) > 1:
+        lines += [
+            f"The file keeps {len(runs) - 1} earlier runs beside it: {', '.join(f'`{r}`' for r in runs[1:])}.",
+            "",
+        ]
+    return lines
+
+
+def hostile(data: dict[str, Any]) -> list[str]:
+    keys = [k for k, v in data.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return [", ".join(f"{k.replace('_', ' ')} {num(data[k])}" for k in keys) + ".", ""]
+
+
+def generic(data: dict[str, Any]) -> list[str]:
+    scalars = [(k, v) for k, v in data.items() if isinstance(v, (int, float, bool))]
+    return table(["figure", "value"], scalars) if scalars else ["(no top-level figures)", ""]
+
+
+# stem → (title, script, what it measures, renderer), in the order the page shows them
+BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
+    "ingest": ("Ingest against MinerU flash", "ingest.py", "pages/s per backend and stage, side by side", ingest),
+    "ingest_repeat": (
+        "Ingest against MinerU flash, a second run",
+        "ingest.py",
+        "the same benchmark run again on a busier machine state, kept for its spread",
+        ingest,
+    ),
+    "parse_fidelity": (
+        "Parse fidelity",
+        "parse_fidelity.py",
+        "detectors against ground truth by construction",
+        parse_fidelity,
+    ),
+    "latex": ("Glyph-rebuilt LaTeX", "latex.py", "our LaTeX against MinerU's for every display equation", latex),
+    "retrieval": ("Retrieval", "retrieval.py", "search quality, latency and encoder rates", retrieval),
+    "encode_once": ("Encode each token once", "encode_once.py", "truncation against pooled windows", encode_once),
+    "encode_once_fusion": (
+        "Encode once, fusion weight chosen per mode",
+        "encode_once.py",
+        "each mode runs the protocol that chooses the fusion weight",
+        encode_once,
+    ),
+    "encode_once_int8_scheme4": (
+        "Encode once, int8 against float",
+        "encode_once.py",
+        "the default int8 graph against the float graph",
+        encode_once,
+    ),
+    "encode_once_table_lines": (
+        "Encode once, table lines without dense vectors",
+        "encode_once.py",
+        "row and column lines BM25 only",
+        encode_once,
+    ),
+    "encode_once_late": (
+        "Encode once, late-chunked references and equations",
+        "encode_once.py",
+        "reference entries and equations pooled from their chunk's pass",
+        encode_once,
+    ),
+    "late_views_mineru": (
+        "Late-chunked views, MinerU home",
+        "late_views.py",
+        "what late chunking costs per view",
+        late_views,
+    ),
+    "late_views_pymupdf": (
+        "Late-chunked views, PyMuPDF home",
+        "late_views.py",
+        "what late chunking costs per view",
+        late_views,
+    ),
+    "late_chunking": ("Late chunking of table rows", "late_chunking.py", "tried and not kept", late_chunking),
+    "table_questions_mineru": (
+        "Table questions, MinerU tables",
+        "table_questions.py",
+        "retrieval only",
+        table_questions,
+    ),
+    "table_questions_pymupdf": (
+        "Table questions, PyMuPDF tables",
+        "table_questions.py",
+        "retrieval only",
+        table_questions,
+    ),
+    "table_lines_bm25": (
+        "Table lines with BM25 vectors only",
+        "table_questions.py",
+        "the table questions before and after the lines lost their dense vectors",
+        table_lines_bm25,
+    ),
+    "probes": ("Offline probes", "probes.py", "each volume's self-evaluation, four methods", probes),
+    "enrichment": ("Enrichment", "enrichment.py", "a whole home enriched against a scripted server", enrichment),
+    "distributed": ("Executors", "distributed.py", "in process, one and two Celery workers", distributed),
+    "scale": ("Adding a paper at scale", "scale.py", "the cost of one more paper in a home of N", scale),
+    "hostile_sql": ("Hostile SQL", "hostile_sql.py", "the SQL sandbox fuzzed", hostile),
+    "hostile_agent": ("Hostile agent actions", "hostile_agent.py", "the agent's action surface fuzzed", hostile),
+    "hostile_filters": ("Hostile filters", "hostile_filters.py", "the vector filter parser fuzzed", hostile),
+}
+
+
+def render(results: Path = RESULTS) -> str:
+    files = {path.stem: path for path in sorted(results.glob("*.json"))}
+    order = [stem for stem in BENCHMARKS if stem in files] + [stem for stem in files if stem not in BENCHMARKS]
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Generated from `benchmarks/results/*.json` by `{COMMAND}`; do not edit by hand. Each section is one "
+        "results file: what it measures, the machine it ran on (as the file records it) and its figures. The "
+        "machines are small shared VMs whose speed moves within a session, so every speed comparison is taken "
+        "inside one run (MinerU flash timed beside our ingest, modes synced one after another); compare ratios, "
+        "not seconds, across sections. How each script works: its docstring; the history of a figure: "
+        "`git log -p benchmarks/results/<file>.json`.",
+        "",
+        "## Contents",
+        "",
+    ]
+    for stem in order:
+        title = BENCHMARKS[stem][0] if stem in BENCHMARKS else stem
+        lines.append(f"- [{title}](#{anchor(title)}) (`results/{stem}.json`)")
+    lines.append("")
+    for stem in order:
+        data = json.loads(files[stem].read_text())
+        title, script, what, section = BENCHMARKS.get(stem, (stem, "", "", generic))
+        lines += [f"## {title}", ""]
+        source = f"`benchmarks/{script}`, " if script else ""
+        lines += [f"{source}`results/{stem}.json`: {what}." if what else f"`results/{stem}.json`.", ""]
+        lines += [f"Machine: {machine(data)}.", ""]
+        lines += section(data)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def anchor(title: str) -> str:
+    """GitHub's heading anchor: lowercase, punctuation dropped, spaces to hyphens."""
+    kept = "".join(ch for ch in title.lower() if ch.isalnum() or ch in " -_")
+    return kept.replace(" ", "-")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if benchmarks/README.md is out of date")
+    args = parser.parse_args(argv)
+    page = render()
+    if args.check:
+        if not README.exists() or README.read_text() != page:
+            print(f"benchmarks/README.md is out of date: run `{COMMAND}`", file=sys.stderr)
+            return 1
+        return 0
+    README.write_text(page)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
