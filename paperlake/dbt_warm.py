@@ -1,15 +1,15 @@
 """A warm dbt: dbt commands forked from a process that has already imported dbt.
 
-Every ``dbt`` command starts a new interpreter that spends ~2 s importing dbt (mashumaro compiles dbt's dataclasses'
-serialisers at import) before it reads a byte of the project; an ingest runs two (the warehouse and the formula
-models), and a one-paper ingest takes ~25 s. :class:`WarmDbt` starts one *zygote* process per ingest as soon as a dbt
-build is known to come (right after the plan when papers are to be parsed, before Dagster's definitions are
+Every ``dbt`` command starts a new interpreter that spends seconds importing dbt (mashumaro compiles dbt's dataclasses'
+serialisers at import) before it reads a byte of the project; an ingest runs two (the warehouse and the formula models),
+and those imports are a large share of a small ingest. :class:`WarmDbt` starts one *zygote* process per ingest as soon
+as a dbt build is known to come (right after the plan when papers are to be parsed, before Dagster's definitions are
 imported, so its imports overlap those and the parse); the dbt commands are then forks of it. An ingest that builds
-nothing starts none. dbt runs in the warehouse's folder, whose side file the profile names relative to it, so a new
-home of the default layout starts from the project's shared partial-parse state
-(:func:`paperlake.warehouse.seed_parse_state`); a home whose profile differs would parse the whole project in its
-first build: :meth:`WarmDbt.parse_ahead` runs that ``dbt parse`` as the zygote's first command, in the background,
-and the build waits for it (:meth:`WarmDbt.wait_parse_ahead`) and reads its partial-parse state.
+nothing starts none. dbt runs in the warehouse's folder, whose side file the profile names relative to it, so a new home
+of the default layout starts from the project's shared partial-parse state
+(:func:`paperlake.warehouse.seed_parse_state`); a home whose profile differs would parse the whole project in its first
+build: :meth:`WarmDbt.parse_ahead` runs that ``dbt parse`` as the zygote's first command, in the background, and the
+build waits for it (:meth:`WarmDbt.wait_parse_ahead`) and reads its partial-parse state.
 
 - ``paperlake-dbt`` (:func:`launcher_main`) is the executable dagster-dbt runs instead of ``dbt``, with the same
   arguments, in the folder ``PAPERLAKE_DBT_WORKDIR`` names when set. With ``PAPERLAKE_DBT_ZYGOTE`` naming a live
@@ -240,7 +240,7 @@ def _run_dbt_child(
 def _leave(status: int) -> None:
     """End a dbt child: the exit handlers run (dbt-duckdb closes its database, which checkpoints it, so no WAL is
     left for the publish to replay; multiprocessing releases dbt's semaphores), logs and streams are flushed, and
-    the process exits without the interpreter's teardown of dbt's objects (~0.55 s of every command, measured)."""
+    the process exits without the interpreter's teardown of dbt's objects, a measurable share of every command."""
     import atexit
     import logging
 
@@ -375,9 +375,9 @@ def _end_abandoned(pid: int) -> int:
 # What every dbt build loads after dbt's own imports, on first use, in each forked command unless the zygote has:
 # these modules (the build's tasks and runners; mashumaro compiles their dataclasses' serialisers as they load) and
 # the JSON schemas of these classes (dbt validates the project, the profile, the selectors, the hooks, the contracts'
-# constraints and the test results against them, building each schema on first use: ~0.35 s of a core per command,
-# ~0.5 s of a build's wall time here). Read from a traced build of this project that starts from a parse's state, as
-# every home's builds do; a full parse also needs the parsed nodes' schemas (~0.9 s more), left to it.
+# constraints and the test results against them, building each schema on first use, in every command). Read from a
+# traced build of this project that starts from a parse's state, as every home's builds do; a full parse also needs
+# the parsed nodes' schemas, left to it.
 # tests/unit/test_dbt_warm.py checks that such a build after the warm-up loads none of these, or anything else of
 # dbt's, again. A name this dbt lacks is skipped.
 WARM_MODULES = (
@@ -559,7 +559,7 @@ class WarmDbt:
 
     def start(self) -> "WarmDbt":
         """Start the zygote (once; call it as soon as a dbt command is known to come). An ingest that runs no dbt
-        command never starts one: importing dbt costs ~2.5 s of a core."""
+        command never starts one: importing dbt costs seconds of a core."""
         if self.process is not None or self._started or os.environ.get(DISABLE_VAR, "1") == "0":
             return self
         self._started = True
@@ -589,7 +589,7 @@ class WarmDbt:
         """Start ``dbt parse`` into ``target`` in the background (a fork of the zygote, once it is ready), for a
         build stage whose folder has no partial-parse state yet and could not be given the project's shared one (a
         home whose profile differs from the shared parse's): its first build would otherwise parse the whole project
-        on the way to the warehouse (~3 s). The parse writes only ``target``, and the build must not start before
+        on the way to the warehouse. The parse writes only ``target``, and the build must not start before
         :meth:`wait_parse_ahead`."""
         if self._parse_ahead is not None or not self._started or (target / "partial_parse.msgpack").exists():
             return

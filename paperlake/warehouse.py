@@ -271,8 +271,8 @@ def dbt_env(lake: Path, warehouse: Path, *, relative: bool = True) -> dict[str, 
         "DBT_PROFILES_DIR": str(DBT_PROJECT_DIR),
         # no usage events sent from an ingest (dbt's default is to send them to dbt Labs)
         "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
-        # dbt's own file log (dbt.log in the target folder) at info, not dbt's default debug: ~4 MB per build of the
-        # project, and writing it cost a 5-PDF ingest ~2.5 s (alternated A/B, three pairs); set it to debug to see
+        # dbt's own file log (dbt.log in the target folder) at info, not dbt's default debug: megabytes per build of
+        # the project, and writing them was a measurable share of a small ingest; set it to debug to see
         # every query and dbt's parsing decisions
         "DBT_LOG_LEVEL_FILE": os.environ.get("DBT_LOG_LEVEL_FILE", "info"),
     }
@@ -311,7 +311,7 @@ def publish_build(warehouse: Path, stage: str, inputs: dict[str, str], scope: Bu
         if scope is not None:
             inputs = {**inputs, "contracts": scope.contracts}
             keys = sorted(scope.papers)
-            papers = pa.table(  # one insert of a table: row by row took 0.5 s of each build at 2,000 papers
+            papers = pa.table(  # one insert of a table: row by row grew with the number of papers
                 {
                     "paper_key": pa.array(keys, pa.string()),
                     "paper_id": pa.array([scope.papers[key][0] for key in keys], pa.string()),
@@ -366,8 +366,8 @@ def connect_read_only(warehouse: Path, *, sandboxed: bool = False) -> Iterator[d
 def paper_filter(pdf_column: str, papers: Sequence[str] | None) -> tuple[str, list]:
     """(where clause, parameters) keeping the rows of ``papers`` (all rows for None). Paper ids that are UUIDs in
     their canonical form, as the warehouse's are, go in as literals: DuckDB then skips the row groups whose min/max
-    of the column exclude them (a paper's rows are appended together), which a cast or a subquery hides from it; a
-    paper's rows of a 2,000-paper warehouse were read 3-4x faster. Other ids are compared as text."""
+    of the column exclude them (a paper's rows are appended together), which a cast or a subquery hides from it, so
+    a paper's rows of a large warehouse are read several times faster. Other ids are compared as text."""
     if papers is None:
         return "", []
     papers = list(papers)

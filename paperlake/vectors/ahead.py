@@ -66,14 +66,13 @@ LAKE_AS_WAREHOUSE: dict[str, tuple[str, str]] = {
     ),
 }
 # windows per encode call, which is what the thread finishes after it is asked to stop: the vector stage waits for
-# it (one core idle). At 32 a stop waited ~1.3 s for the batch under way (a 5-PDF volume); at 8, at most ~0.5 s. The
-# single-threaded encoder is no slower for it: 200 chunk windows, one thread, took 12.7-12.9 s at batches of 8 and
-# 13.7-14.1 s at 16 (a smaller batch's attention scores stay in cache).
+# it (one core idle), so a small batch makes a short wait (32 made it several times longer). The single-threaded
+# encoder is no slower for it: a smaller batch's attention scores stay in cache.
 _BATCH = 8
 # how much nicer the thread is than the ingest (Linux: per thread): the stages on the ingest's way to a queryable
 # warehouse (the parse and its gate, dbt, the formula graph) get the cores first, the encoder what they leave; what it
-# has not encoded when the vector stage starts, that stage encodes on every core. Measured on a 5-PDF volume, four
-# alternated pairs of cold ingests: the warehouse stage 8.7 -> 6.9 s (median), the ingest 31.4 -> 29.1 s.
+# has not encoded when the vector stage starts, that stage encodes on every core. In alternated cold ingests of a
+# small volume this shortened both the warehouse stage and the whole ingest.
 _NICENESS = 10
 _IN_MEMORY = 4  # parsed papers waiting in memory at most (a paper's views: a few MB to a few tens of MB)
 
@@ -136,8 +135,7 @@ class EncodeAhead:
     published (:meth:`submit`, from the lake) until :meth:`close`: ``lanes`` of them (default: one per core, at
     most the encoder's :data:`~paperlake.vectors.encoders.MAX_LANES`; one on a GPU), each with ``threads`` ONNX
     threads and all nicer than the ingest, so they take what the stages before the vector stage leave of the cores.
-    Measured on a 5-PDF volume, four alternated pairs of cold ingests (with the probes moved before the vectors):
-    one thread encoded 290-351 windows ahead, two 363-423, and the vector stage took 9.1-9.9 s against 8.4-9.3 s."""
+    A second thread encodes more windows ahead, and the vector stage is shorter for it (alternated cold ingests)."""
 
     def __init__(
         self, lake_root: Path, cache_path: Path, *, threads: int = 1, device: str = "cpu", lanes: int | None = None

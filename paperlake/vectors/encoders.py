@@ -412,9 +412,9 @@ def _model_max_seq_length(path: str | Path) -> int:
 
 
 # Sessions that run batches side by side on a CPU (lanes), each with a share of the cores. ONNX Runtime's own
-# threads split one batch's matrix products and scale poorly on a model this small: on 2 cores, 206 chunk windows
-# (~62k tokens) took 7.9-8.6 s on one 2-thread session and 6.4-7.8 s on two 1-thread sessions side by side (~8% less
-# CPU time). A lane costs a session (~25 MB for MiniLM int8), made the first time a call has batches for it.
+# threads split one batch's matrix products and scale poorly on a model this small: on 2 cores, two 1-thread sessions
+# side by side encoded the same windows sooner, and in less CPU time, than one 2-thread session. A lane costs a session
+# (~25 MB for MiniLM int8), made the first time a call has batches for it.
 MAX_LANES = 4
 
 
@@ -468,7 +468,7 @@ class OnnxTextModel:
             options = onnxruntime.SessionOptions()
             options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
             # idle threads sleep instead of spinning: our cores are shared (ingest, tests), and spinning workers
-            # that lose their core stall every call; measured cost when idle: ~0.3 ms on a one-query encode
+            # that lose their core stall every call; the cost when idle is negligible on a one-query encode
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             if lane_threads:
                 options.intra_op_num_threads = lane_threads
@@ -670,8 +670,8 @@ def _quantise_int8(source: Path, target: Path) -> Path:
     attention output, FFN in and out) quantises its input per token, symmetric, as uint8 around 128 (the VNNI u8·s8
     path), against per-output-channel int8 weights; the fused attention becomes its QKV projection and ONNX
     Runtime's MultiHeadAttention (the attention itself stays float). No scale depends on another token or text, so
-    a text's vector is the same in any batch. Measured on 1,750 sample cells against float, same session: 1.70x
-    faster, cosine min 0.990, mean 0.998 (scheme 1: 1.46x, min 0.985; with QKV left float: 1.44x, min 0.997)."""
+    a text's vector is the same in any batch. Its speed and its cosine to float, measured in one run against
+    float: benchmarks/README.md."""
     import onnx
     from onnx import helper, numpy_helper
 

@@ -193,7 +193,7 @@ def content_versions(con: Any, paper_ids: list[str] | None = None) -> dict[str, 
     keeps the staleness check from growing with the whole warehouse (only changed papers are read in Python).
 
     The warehouse build stores them beside its tables for the papers it built (:func:`record_content_versions`):
-    hashing every row of a 2,000-paper warehouse took 2 s of each ingest's staleness check. Papers the stored
+    hashing every row of the warehouse made each ingest's staleness check grow with it. Papers the stored
     versions lack (a warehouse built otherwise, another encodable set) are computed."""
     tables = _content_tables(con)
     stored = _stored_versions(con, tables)
@@ -261,7 +261,7 @@ def sync_paper_keys(settings: Any, collection: str, paper_keys: Iterable[str]) -
     failures: dict[str, str] = {}
     try:
         # every paper's entities are made, then written together and flushed once (Milvus Lite's cost is mostly per
-        # call: ~60 ms a flush, ~3 ms an insert), then each paper is confirmed and recorded: until then its `.pending`
+        # call, a flush far more than an insert), then each paper is confirmed and recorded: until then its `.pending`
         # marker says the sync may be cut short
         written: dict[str, _Written] = {}
         for key in keys:
@@ -476,8 +476,8 @@ def stale_papers(settings: Any, store: Any, collections: list[str]) -> VectorPla
             }
         )
         cells_by_paper = _cells_by_paper(con, unsure)
-        # Milvus Lite counts by a pass over the collection (~1 s each at 726k entities; run side by side, they took
-        # as long: its server served them one after another): a recent count that no lost record contradicts stands
+        # Milvus Lite counts by a pass over the collection (run side by side, counts take as long: its server serves
+        # them one after another): a recent count that no lost record contradicts stands
         now = time.time()
         recount_hours = float(getattr(settings, "vector_recount_hours", 0.0))
         recorded = {c: sum(int(r.get("entities") or 0) for r in records[c].values()) for c in collections}

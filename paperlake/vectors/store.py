@@ -146,8 +146,8 @@ def ensure_indexes(client: MilvusClient, name: str, index_params) -> None:
     collection and its indexes left it without them; a concurrent writer may be creating them right now).
 
     Once every index is there, the collection records the index parameters (:data:`INDEXES_PROPERTY`), and later
-    calls end at that record: listing indexes costs Milvus Lite a pass over the collection (0.9 s per collection at
-    726k entities), paid by every sync step. The record is written only after the indexes exist, so a writer killed
+    calls end at that record: listing indexes costs Milvus Lite a pass over the collection, which grows
+    with it, paid by every sync step. The record is written only after the indexes exist, so a writer killed
     before it leaves the next call to list them again."""
     wanted = hashlib.sha256("\n".join(sorted(str(index) for index in index_params)).encode()).hexdigest()[:16]
     properties = client.describe_collection(name).get("properties") or {}
@@ -168,8 +168,8 @@ def ensure_indexes(client: MilvusClient, name: str, index_params) -> None:
 
 # Milvus Lite's server (in process for a .db file, or `milvus-lite server` on loopback) is a grpcio server with gRPC's
 # default ping policy: at most one ping per 5 minutes on a connection sending no data, GOAWAY "too many pings" at the
-# third. pymilvus pings every 10 s even when idle, so a store left idle for ~30 s (an ingest's vector store while parse,
-# dbt and formulas run) is cut off, and pymilvus's recovery then fails on the same channel ("Fail connecting to
+# third. pymilvus pings every 10 s even when idle, so a store left idle for ~30 s (an ingest's vector store while
+# parse, dbt and formulas run) is cut off, and pymilvus's recovery then fails on the same channel ("Fail connecting to
 # server"): the formula stage of a first `./run demo` failed that way. On loopback there is no NAT to keep open: ping
 # only during calls, less often than the policy allows.
 LOOPBACK_GRPC_OPTIONS = {"grpc.keepalive_time_ms": 330_000, "grpc.keepalive_permit_without_calls": False}
@@ -415,7 +415,7 @@ class VectorStore:
     def exists(self, name: str) -> bool:
         """Whether collection ``name`` exists: asked of Milvus until this store has loaded it (a loaded collection
         stays, but for this store's own drop, which forgets the load; one dropped by another process fails the next
-        call on it, saying so). A search asked it every time: ~5 ms of Milvus Lite, as much as the search."""
+        call on it, saying so). A search asked it every time, which cost Milvus Lite as much as the search."""
         return name in self._loaded or self.client.has_collection(name)
 
     def load(self, name: str) -> None:
