@@ -1,11 +1,11 @@
 """Helper processes kept from one ingest to the next ingest of the same process.
 
-An ingest starts two helper processes: the warm dbt's zygote (:mod:`paperlake.dbt_warm`, ~4 s of a core importing
-dbt) and the parse-ahead worker (:mod:`paperlake.parsing.ahead`, ~6 s importing Great Expectations and preparing the
-gate). A process that ingests again (the Python API called in a loop, a notebook, a sensor's host, the test suite)
-paid those imports already: the helpers are kept for :data:`KEEP_VAR` seconds after the ingest that used them
-(default :data:`DEFAULT_KEEP_SECONDS`; ``0`` stops them with each ingest, as a one-shot ``paperlake ingest`` does in
-effect), and the next ingest takes them instead of starting new ones.
+An ingest starts two helper processes: the warm dbt's zygote (:mod:`paperlake.dbt_warm`, which imports dbt) and the
+parse-ahead worker (:mod:`paperlake.parsing.ahead`, which imports Great Expectations and prepares the gate), seconds of
+a core each. A process that ingests again (the Python API called in a loop, a notebook, a sensor's host, the test suite)
+paid those imports already: the helpers are kept for :data:`KEEP_VAR` seconds after the ingest that used them (default
+:data:`DEFAULT_KEEP_SECONDS`; ``0`` stops them with each ingest, as a one-shot ``paperlake ingest`` does in effect), and
+the next ingest takes them instead of starting new ones.
 
 What makes a kept helper safe to hand on:
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from paperlake.config import Settings
 
-if TYPE_CHECKING:  # imported where a client is made: ~1 s of a core that an ingest without an LLM never spends
+if TYPE_CHECKING:  # imported where a client is made: an import an ingest without an LLM never pays for
     import openai
 
 DEFAULT_MODEL = "gpt-4o-mini"

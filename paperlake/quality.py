@@ -81,9 +81,9 @@ class QualityReport:
 
 
 # Great Expectations imports these when it is imported: scipy.stats for its KL-divergence expectation, altair for its
-# charts. The gate uses neither, and they are ~1.5 s of the ~3.5 s its import takes on these machines, paid by every
-# ingest's gate: they are made lazy for that import (importlib.util.LazyLoader), so each loads on its first attribute
-# access, whoever makes it; nothing changes but when they load.
+# charts. The gate uses neither, and they are a large share of its import, paid by every ingest's gate: they are made
+# lazy for that import (importlib.util.LazyLoader), so each loads on its first attribute access, whoever makes it;
+# nothing changes but when they load.
 _LAZY_FOR_GX = frozenset({"scipy.stats", "altair"})
 _GX_IMPORT = threading.Lock()
 
@@ -139,7 +139,7 @@ def _context() -> Any:
 
 
 def prepare_gate() -> None:
-    """Import Great Expectations and register the gate's data sources (~3 s, most of it the import) before the
+    """Import Great Expectations and register the gate's data sources (seconds, most of them the import) before the
     first paper comes: what :mod:`paperlake.parsing.ahead`'s worker does while it has nothing to parse."""
     import_gx()
     for view in (*VIEWS, "paper_counts", "bounding_boxes", "papers"):

@@ -103,8 +103,8 @@ _EQUATION_COLUMNS = """e.equation_id::varchar as equation_id, e.ref_paper_id::va
 EQUATIONS_SQL = (
     f"select {_EQUATION_COLUMNS} from equations e {{where}} order by e.ref_paper_id, e.page_number, e.ordinal"
 )
-# Each paper's equation rows, fingerprinted by DuckDB: hashing every paper's rows in Python took ~1.2 s of each check
-# and each build at 2,000 papers, where the build then reads only the changed papers' rows.
+# Each paper's equation rows, fingerprinted by DuckDB: hashing every paper's rows in Python made each check and each
+# build grow with the number of papers, where the build then reads only the changed papers' rows.
 FINGERPRINTS_SQL = f"""
     select paper_id, count(*) as equations,
            md5(string_agg(to_json(r)::varchar, chr(10) order by r.page_number, r.ordinal, r.equation_id)) as fingerprint

@@ -1,19 +1,19 @@
 """Parse ahead: the papers an ingest will parse, parsed in a second process from the moment the plan is known.
 
 An ingest knows which PDFs it will parse as soon as it has hashed the inbox, but the parse step cannot start before
-Dagster is imported and its instance opened (~5 s of one core); a 5-PDF volume's whole parse takes ~7 s of one core.
+Dagster is imported and its instance opened, which takes about as long as a small volume's whole parse.
 :class:`ParseAhead` starts a worker process (``python -m paperlake.parsing.ahead``) at that moment and feeds it the
 papers in the ingest's order; the parse step, in the ingest's process, asks for each paper before parsing it
-(:func:`take_parsed`, called by :func:`paperlake.pipeline.parse_source`) and takes the worker's result when it has
-one. So the parse runs on the core the imports leave idle, then on two cores beside the step:
+(:func:`take_parsed`, called by :func:`paperlake.pipeline.parse_source`) and takes the worker's result when it has one.
+So the parse runs on the core the imports leave idle, then on two cores beside the step:
 
 - a paper the worker has parsed is taken (the step never parses it);
 - a paper the worker is parsing is waited for, and while it waits the step parses the next paper nobody has claimed
   (kept for its turn), so neither side idles;
 - a paper nobody has claimed is the step's own: it parses it as it always did.
 
-The quality gate runs in the worker too (:func:`take_gate`, called by :func:`paperlake.pipeline.ingest_papers`):
-the worker imports Great Expectations while it has nothing to parse (~3 s of a core that the step, on the ingest's
+The quality gate runs in the worker too (:func:`take_gate`, called by :func:`paperlake.pipeline.ingest_papers`): the
+worker imports Great Expectations while it has nothing to parse (seconds of a core that the step, on the ingest's
 critical path, no longer spends) and runs :func:`paperlake.quality.validate_papers` on the step's batch, as the step
 would.
 
@@ -239,7 +239,7 @@ class ParseAhead:
 
     def validate(self, items: list[tuple["ParsedPaper", int]], max_chunk_tokens: int) -> list | None:
         """:func:`paperlake.quality.validate_papers` run by the worker, which imported Great Expectations while it
-        had nothing to parse (~3 s of a core the step does not then spend), after the paper it is on; None when the
+        had nothing to parse (an import the step does not then pay for), after the paper it is on; None when the
         worker is gone (the caller validates here)."""
         try:
             with self._pipe:

@@ -28,7 +28,7 @@ FUSIONS = ("convex", "rrf", "milvus-rrf", "milvus-weighted")  # milvus-*: fused 
 def model_cache_dir() -> Path:
     """Where derived model files (ONNX exports of the configured encoders) are kept: ``$PAPERLAKE_MODEL_CACHE``,
     default ``~/.cache/paperlake`` (``$XDG_CACHE_HOME/paperlake``). They are keyed by the weights' digest, so every
-    PAPERLAKE_HOME on the machine shares one export instead of paying ~15 s per home."""
+    PAPERLAKE_HOME on the machine shares one export instead of exporting again for each home."""
     from paperlake.config import Settings
 
     return Settings.from_env().model_cache or Path.home() / ".cache" / "paperlake"

@@ -320,14 +320,14 @@ def _convert_side(
     return None
 
 
-# The longest equation (tokens after normalising) converted. sympy's LaTeX parser slows down faster than the length:
-# a sum of 100 products (1.4k tokens) converts in 1.5 s, of 300 in 4 s, of 600 in minutes; the sample's longest
-# display has 410. Longer ones fail, saying so, instead of holding the formula stage (a size, not a clock: the same
-# equation gives the same graph on every machine).
+# The longest equation (tokens after normalising) converted. sympy's LaTeX parser slows down faster than the length: a
+# sum of a few hundred products took minutes; the sample's longest display has 410 tokens. Longer
+# ones fail, saying so, instead of holding the formula stage (a size, not a clock: the same equation gives the same
+# graph on every machine).
 MAX_CONVERT_TOKENS = 1500
 
 # sympy's LaTeX parsers tried in turn. Not lark: on the sample's 451 equations (both backends) it was tried 33 times,
-# after antlr had refused, at ~0.2 s each (an Earley parser: a fifth of the cold formula stage), and gave one formula,
+# after antlr had refused, slowly each time (an Earley parser: a fifth of the cold formula stage), and gave one formula,
 # a section heading misread as an equation ("B Details of Models and Data"). ``_parse`` still reads "lark".
 PARSERS = ("antlr",)
 
