@@ -9,7 +9,8 @@ Fences, each enough on its own for the common attacks and together for the rest:
   autoloading off and the configuration locked (no ``read_csv``/``read_text``/``glob`` of host files, no
   ``ATTACH``/``INSTALL``/``LOAD``, no ``SET`` to undo any of it);
 - **bounded cost, in a separate process**: queries run in a worker process (``python -m paperlake.sql_sandbox``)
-  whose address space is capped (``RLIMIT_AS``) above DuckDB's own ``memory_limit``, because some work is not
+  whose address space the parent caps (``RLIMIT_AS``, before the worker opens anything) above DuckDB's own
+  ``memory_limit``, because some work is not
   accounted by DuckDB's buffer manager (``repeat('x', 1500000000)`` builds a 1.5 GB string whatever
   ``memory_limit`` says, and is not interruptible while it does). The worker interrupts its query at the time limit;
   the parent kills the worker if it has not answered shortly after, and starts a new one for the next query. The
@@ -18,7 +19,8 @@ Fences, each enough on its own for the common attacks and together for the rest:
   neither process ever holds more than the cap of result data, and formatting downstream works on bounded values.
 
 The worker answers over its stdin/stdout pipes (length-prefixed pickles: the two ends are the same program) and
-exits when its stdin closes, so a parent that dies takes its worker with it.
+exits when its stdin closes, so a parent that dies takes its worker with it. Every fence is decided in the parent
+(:class:`Fences`); the worker only opens the file with the settings it is sent, and runs queries.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import resource
 import select
 import signal
 import struct
@@ -123,12 +126,27 @@ _GRACE = 3.0  # how long past the time limit the parent waits for the worker's o
 _FETCH_BATCH = 64
 
 
+@dataclass(frozen=True)
+class Fences:
+    """Which of the sandbox's fences are up: all of them unless a test lowers the others to show that one holds
+    alone (tests/unit/test_sandbox_fences.py). Nothing outside tests should lower any."""
+
+    statement_whitelist: bool = True  # check_statement, before the worker sees the SQL
+    address_space_limit: bool = True  # RLIMIT_AS on the worker: allocations DuckDB does not account for
+    read_only: bool = True  # the warehouse file cannot be written
+    no_external_access: bool = True  # no file but the warehouse, no network
+    no_extension_autoload: bool = True  # no extension installed or loaded behind a query's back
+    locked_configuration: bool = True  # no SET to undo the others
+    memory_limit: bool = True  # DuckDB's own memory_limit
+
+
 @dataclass
 class ReadOnlyWarehouse:
     """The warehouse file opened for reading by untrusted SQL. Use as a context manager or call :meth:`close`.
 
     ``timeout`` bounds execution and fetching; ``max_rows`` and ``max_bytes`` bound what comes back (per query,
-    ``max_rows`` may be given to :meth:`query`); ``memory_limit`` is DuckDB's, ``address_space`` the worker's."""
+    ``max_rows`` may be given to :meth:`query`); ``memory_limit`` is DuckDB's, ``address_space`` the worker's;
+    ``fences`` are all up unless a test lowers some."""
 
     path: Path
     timeout: float = TIMEOUT
@@ -137,6 +155,7 @@ class ReadOnlyWarehouse:
     memory_limit: str = MEMORY_LIMIT
     address_space: int = ADDRESS_SPACE
     threads: int = 2
+    fences: Fences = Fences()
     _worker: subprocess.Popen | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -146,7 +165,8 @@ class ReadOnlyWarehouse:
     def query(self, sql: str, params: Sequence[Any] | None = None, max_rows: int | None = None) -> QueryResult:
         """Run one checked reading statement; at most ``max_rows`` rows and ``max_bytes`` of data come back
         (``truncated`` and ``note`` say what was cut)."""
-        check_statement(sql)
+        if self.fences.statement_whitelist:
+            check_statement(sql)
         request = {
             "sql": sql,
             "params": list(params) if params is not None else None,
@@ -184,12 +204,6 @@ class ReadOnlyWarehouse:
             return self._worker
         if not self.path.exists():
             raise FileNotFoundError(f"warehouse {self.path.name} does not exist; run the ingest first")
-        config = {
-            "path": str(self.path),
-            "memory_limit": self.memory_limit,
-            "threads": self.threads,
-            "address_space": self.address_space,
-        }
         env = {key: value for key, value in os.environ.items() if key != "MILVUS_URI"}  # (paperlake's __init__)
         worker = subprocess.Popen(
             [sys.executable, "-m", "paperlake.sql_sandbox"],
@@ -200,7 +214,9 @@ class ReadOnlyWarehouse:
             close_fds=True,
         )
         try:
-            _send(worker.stdin, config)
+            if self.fences.address_space_limit:  # before the worker has been sent anything to open or run
+                resource.prlimit(worker.pid, resource.RLIMIT_AS, (self.address_space, self.address_space))
+            _send(worker.stdin, self._opening())
             opened = _receive(worker.stdout, deadline=time.monotonic() + 60)
         except (TimeoutError, EOFError, BrokenPipeError, OSError) as error:
             _kill(worker)
@@ -210,6 +226,20 @@ class ReadOnlyWarehouse:
             raise RuntimeError(opened["message"])
         self._worker = worker
         return worker
+
+    def _opening(self) -> dict:
+        """What the worker opens, and with which of DuckDB's settings: the fences that are down are opened wide
+        explicitly, whatever DuckDB's defaults."""
+        settings: dict[str, Any] = {
+            "enable_external_access": not self.fences.no_external_access,
+            "autoinstall_known_extensions": not self.fences.no_extension_autoload,
+            "autoload_known_extensions": not self.fences.no_extension_autoload,
+            "threads": self.threads,
+        }
+        if self.fences.memory_limit:
+            settings["memory_limit"] = self.memory_limit
+        settings["lock_configuration"] = self.fences.locked_configuration  # last: it locks what comes before
+        return {"path": str(self.path), "read_only": self.fences.read_only, "settings": settings}
 
     def _stop(self, kill: bool = False) -> int | None:
         worker, self._worker = self._worker, None
@@ -292,25 +322,11 @@ def _read_exactly(pipe, size: int, deadline: float | None) -> bytes:
 
 
 def _serve(stdin, stdout) -> None:
-    """Open the warehouse under the configured limits, then answer queries until stdin closes."""
-    import resource
-
+    """Open the warehouse as the parent says (:meth:`ReadOnlyWarehouse._opening`), then answer queries until stdin
+    closes."""
     config = _receive(stdin)
     try:
-        limit = int(config["address_space"])
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        connection = duckdb.connect(
-            config["path"],
-            read_only=True,
-            config={
-                "enable_external_access": False,
-                "autoinstall_known_extensions": False,
-                "autoload_known_extensions": False,
-                "memory_limit": config["memory_limit"],
-                "threads": int(config["threads"]),
-                "lock_configuration": True,
-            },
-        )
+        connection = duckdb.connect(config["path"], read_only=config["read_only"], config=config["settings"])
     except duckdb.IOException as error:
         _send(
             stdout,
