@@ -15,11 +15,11 @@ Model text is hostile until read, so parsing is bounded before anything grows wi
   many values in all (deeper JSON is stopped by the decoder's own recursion check, deeper YAML while composing);
 - YAML anchors and aliases are refused: seven levels of aliases in 481 characters expand to 9**7 values.
 
-Observations (tabular results) come in four formats too. They are bounded in characters before they are token
-counted (tokenizing 30M characters takes 17 s and 1.6 GB): at most ``MAX_COLUMNS`` columns, each value cut to
-``MAX_CELL_CHARS`` (lists and structs are walked no further than that budget), the whole text cut to
-``MAX_OBSERVATION_CHARS``; then rows are dropped to a token limit (tiktoken). A note always says what was cut and
-how to ask for less. :func:`count_tokens` never tokenizes more than ``MAX_TOKENIZED_CHARS`` characters.
+Observations (tabular results) come in four formats too. They are bounded in characters before they are token counted
+(tokenizing tens of millions of characters takes seconds and gigabytes): at most ``MAX_COLUMNS`` columns, each value cut
+to ``MAX_CELL_CHARS`` (lists and structs are walked no further than that budget), the whole text cut to
+``MAX_OBSERVATION_CHARS``; then rows are dropped to a token limit (tiktoken). A note always says what was cut and how to
+ask for less. :func:`count_tokens` never tokenizes more than ``MAX_TOKENIZED_CHARS`` characters.
 """
 
 from __future__ import annotations

@@ -55,8 +55,8 @@ def dbt_cli_version(executable: str) -> str:
 
 class PaperlakeDbtCli(DbtCliResource):
     """dagster-dbt's resource, asking dbt its version once per process instead of once per run: dagster-dbt runs
-    ``dbt --version`` for every new resource instance (each Dagster run makes one), 2.8 s of a new interpreter on
-    these machines, twice per ingest (the warehouse and formula-model builds), on the path to a queryable warehouse."""
+    ``dbt --version`` for every new resource instance (each Dagster run makes one), a new interpreter that imports
+    dbt, twice per ingest (the warehouse and formula-model builds), on the path to a queryable warehouse."""
 
     @functools.cached_property
     def _cli_version(self):
@@ -67,7 +67,7 @@ class PaperlakeDbtCli(DbtCliResource):
     def _initialize_dbt_core_adapter(self, args):
         """No dbt adapter in the Dagster process. dagster-dbt builds one before every dbt command (dbt's project,
         profile and runtime config, the DuckDB adapter) only for ``fetch_row_counts``/``fetch_column_metadata``,
-        which no asset here calls: 2.5 s of a one-paper ingest's 37 s, on the way to a queryable warehouse. The event
+        which no asset here calls: a visible share of a one-paper ingest, on the way to a queryable warehouse. The event
         stream is unchanged (dagster-dbt reads the adapter only on those two metadata paths)."""
         return None
 
@@ -89,7 +89,7 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: Pa
     if os.environ.get("DBT_WRITE_JSON", "").strip().lower() not in ("1", "true", "yes"):
         # dbt's JSON artifacts (manifest.json, run_results.json in the target folder): nothing reads them here (dagster-
         # dbt reads dbt's event stream; failures are in the run's events and dbt.log), and writing the manifest, twice
-        # a build, cost each build ~0.25 s on the way to a queryable warehouse. DBT_WRITE_JSON=true writes them.
+        # a build, cost each build time on the way to a queryable warehouse. DBT_WRITE_JSON=true writes them.
         args.append("--no-write-json")
     scope = None
     if stage == "warehouse":  # the per-paper marts rebuild only the papers whose lake files changed, when they can

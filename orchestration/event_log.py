@@ -1,19 +1,19 @@
 """Dagster's SQLite event log, with its connections kept open between events.
 
-Dagster's ``SqliteEventLogStorage`` creates an engine and opens and closes a SQLite connection for every write: an
-event goes to its run's database and, for asset and check events, to the index database, each in its own
-connection (three or four per event). Closing the last connection to a database in WAL mode checkpoints the log
-and deletes the ``-wal``/``-shm`` files, which the next open creates again: measured here, 9.4 ms per stored event
-with an idle machine, of which closing connections was the largest part (a run of one asset with 40 checks, five
-times). An ingest of the sample stores ~3,000 events; a small volume's ~900 took 11-17 s of its ~55 s.
+Dagster's ``SqliteEventLogStorage`` creates an engine and opens and closes a SQLite connection for every write: an event
+goes to its run's database and, for asset and check events, to the index database, each in its own connection (three or
+four per event). Closing the last connection to a database in WAL mode checkpoints the log and deletes the
+``-wal``/``-shm`` files, which the next open creates again; closing connections was the largest part of each stored
+event's cost (measured on a run of one asset with 40 checks). An ingest of the sample stores ~3,000 events, so the event
+log was a large share of a small volume's ingest.
 
-:class:`PooledSqliteEventLogStorage` keeps one engine per database with a small connection pool, so a connection
-stays open between events (2.1 ms per event on the same runs), and syncs the WAL at checkpoints rather than at
-every commit (``synchronous=NORMAL``: 1.3-1.7 ms; a process crash loses no committed event, a power cut may lose the
+:class:`PooledSqliteEventLogStorage` keeps one engine per database with a small connection pool, so a connection stays
+open between events (several times cheaper per event on the same runs), and syncs the WAL at checkpoints rather than at
+every commit (``synchronous=NORMAL``: cheaper still; a process crash loses no committed event, a power cut may lose the
 last few). Everything else is Dagster's: the same files, schema and WAL mode, the same lock around each use, so the
-Dagster UI, the daemon or another ingest using the stock class on the same files work beside it. Engines are
-bounded (the least recently used database's is disposed), dropped when the files are wiped, and never reused
-across a fork (a forked child opens its own connections; the parent's are left untouched, as SQLite requires).
+Dagster UI, the daemon or another ingest using the stock class on the same files work beside it. Engines are bounded
+(the least recently used database's is disposed), dropped when the files are wiped, and never reused across a fork (a
+forked child opens its own connections; the parent's are left untouched, as SQLite requires).
 
 :func:`orchestration.instance.dagster_instance` uses it when the home's ``dagster.yaml`` configures no storage of
 its own.

@@ -25,7 +25,7 @@ from paperlake.config import Settings
 EXECUTORS = ("in_process", "multiprocess", "celery")
 # The multiprocess executor's step processes fork from a server that imported these once (Dagster's ``forkserver``
 # start method), instead of each being a new interpreter that imports Dagster, dbt and the asset modules again (its
-# default, ``spawn``): ~5 s of a core per step on these machines, for every step of every run.
+# default, ``spawn``): seconds of a core per step, for every step of every run.
 FORKSERVER_PRELOAD = ("orchestration.definitions",)
 
 

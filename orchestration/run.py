@@ -42,8 +42,8 @@ log = logging.getLogger(__name__)
 
 # The terminal shows a progress bar and one line per failure; the full event log is in the Dagster instance (UI).
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-# Papers per run for the per-paper jobs: a run costs ~0.6 s of Dagster bookkeeping on top of the work (a third of
-# the parse stage when every paper had its own run); a batch keeps the progress bar moving and bounds what one
+# Papers per run for the per-paper jobs: a run costs Dagster bookkeeping on top of the work (a third of the parse
+# stage when every paper had its own run); a batch keeps the progress bar moving and bounds what one
 # run's failure sends back to one run per paper.
 PAPERS_PER_RUN = 8
 
@@ -188,7 +188,7 @@ class _Runner:
     @property
     def defs(self):
         """The Definitions, built on first use: an ingest that finds nothing to run never imports the asset modules
-        (dagster-dbt and dbt among them: ~4.5 s of a core, half of an unchanged ingest)."""
+        (dagster-dbt and dbt among them: half of an unchanged ingest)."""
         return self.build_definitions()
 
     def build_definitions(self):
@@ -287,8 +287,8 @@ class _Runner:
         return outcomes
 
     def _processes(self):
-        """The run processes, started once per runner (each imports Dagster and the definitions: ~5 s) and shut
-        down when the runner goes."""
+        """The run processes, started once per runner (each imports Dagster and the definitions, seconds of a core) and
+        shut down when the runner goes."""
         if self._pool is None:
             import multiprocessing
             import warnings
@@ -386,7 +386,7 @@ def ingest(
     :class:`StageFailure` of the summary. ``keep_helpers``: leave the helper processes for this process's next
     ingest (:mod:`paperlake.kept_helpers`); a one-shot caller (the CLI) says False, and each is stopped as soon as
     its ingest is done with it (the parse-ahead worker, ~200 MB, after the parse stage)."""
-    # dbt's imports (~2 s a command) happen once, in a zygote started as soon as a dbt build is known to come
+    # dbt's imports (seconds a command) happen once, in a zygote started as soon as a dbt build is known to come
     # and the parse starts in a second process as soon as the papers to parse are known (paperlake.parsing.ahead);
     # both helpers are kept for this process's next ingest (paperlake.kept_helpers), which then imports neither
     with WarmDbt(keep=keep_helpers) as warm, _ParseAheadSlot(keep=keep_helpers) as parse_ahead:
@@ -519,7 +519,7 @@ def _ingest(
         collections = [definition.key.path[-1] for definition in vector_assets]
         # The store opened for the check stays open through the stages that use it: in process, the steps' own stores
         # share its server, so a Milvus Lite file's collections are loaded once per ingest (loading is what grows with
-        # the store: ~2.6 s per collection at 500 papers) instead of once per step.
+        # the store) instead of once per step.
         held = contextlib.ExitStack()
         try:
             store = held.enter_context(_open_store(settings))
