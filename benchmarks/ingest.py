@@ -99,11 +99,11 @@ def _flash_by_volume(results: list, overhead: float) -> dict[str, dict]:
 
 def _one_volume(volume: str, pdfs: list[Path], work: Path, repeats: int, whole_run: dict) -> dict:
     """The smallest volume alone, cold, against MinerU flash on exactly its PDFs, in rounds: MinerU flash parses the
-    volume, then we ingest it (its own home and embedding cache each round). A ~30 s ingest varies by ~10% from run
-    to run on these machines, and so does MinerU on the same PDFs (2.2 to 2.8 pages/s across runs): both sides are
-    measured the same number of times, interleaved so that a slower or faster spell of the machine falls on both,
-    and the figure is our median run against MinerU's median speed. Without MinerU now (not installable), the
-    rounds are ours alone, against its speed on these PDFs in the run over all of them (``whole_run``)."""
+    volume, then we ingest it (its own home and embedding cache each round). A small volume's ingest varies by ~10% from
+    run to run on a shared machine, and so does MinerU on the same PDFs: both sides are measured the same number of
+    times, interleaved so that a slower or faster spell of the machine falls on both, and the figure is our median run
+    against MinerU's median speed. Without MinerU now (not installable), the rounds are ours alone, against its speed on
+    these PDFs in the run over all of them (``whole_run``)."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     from mineru_flash import FlashServer, MineruUnavailable, locate_or_install, time_flash
     from paperlake.pipeline import pdf_page_count

@@ -168,7 +168,7 @@ def dbt_target_path(home: Path, stage: str) -> Path:
 
 def empty_dbt_target(target: Path, env: dict[str, str] | None = None, shared: Path | None = None) -> None:
     """Empty a build's dbt target folder, keeping ``partial_parse.msgpack``, else seeding one (:func:`seed_parse_state`
-    with the build's ``env``): without partial-parse state a build parses the whole project again (~3 CPU-s). dbt
+    with the build's ``env``): without partial-parse state a build parses the whole project again. dbt
     checks the file against the project, profile and versions, and parses in full whenever it does not match or
     cannot be read."""
     state = _starting_state(target, env, shared)
