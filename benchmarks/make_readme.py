@@ -475,8 +475,10 @@ def scale(data: dict[str, Any]) -> list[str]:
 
 
 def hostile(data: dict[str, Any]) -> list[str]:
+    """The fuzzers' counters, seconds rounded to milliseconds."""
     keys = [k for k, v in data.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    return [", ".join(f"{k.replace('_', ' ')} {num(data[k])}" for k in keys) + ".", ""]
+    value = {k: round(data[k], 3) if isinstance(data[k], float) else data[k] for k in keys}
+    return [", ".join(f"{k.replace('_', ' ')} {num(value[k])}" for k in keys) + ".", ""]
 
 
 def generic(data: dict[str, Any]) -> list[str]:
