@@ -446,8 +446,8 @@ class _EvalGroup(typer.core.TyperGroup):
 eval_app = typer.Typer(
     cls=_EvalGroup,
     no_args_is_help=True,
-    help="Evaluate on AirQA-format sets (`paperlake eval FILE`), synthesise sets from a volume, "
-    "and show each volume's retrieval quality.",
+    help="Evaluate on AirQA-format sets (`paperlake eval FILE`), score a predictions file (`eval score`), "
+    "synthesise sets from a volume, and show each volume's retrieval quality.",
 )
 app.add_typer(eval_app, name="eval")
 
@@ -471,14 +471,19 @@ def evaluate_cmd(
     from agent.loop import LoopConfig
     from agent.run import answer, open_env
     from agent.run import retrieval_only as run_retrieval_only
-    from paperlake.evaluation.dataset import DatasetError, evaluate, load_examples
+    from paperlake.evaluation.dataset import evaluate, load_dataset
     from paperlake.llm import ChatClient, LLMNotConfigured
 
     settings = _settings(home)
     try:
-        examples = load_examples(data)[: limit or None]
-    except (DatasetError, FileNotFoundError) as error:
-        _fail(str(error))
+        dataset = load_dataset(data)
+    except OSError as error:
+        _fail(f"cannot read: {error}")
+    for line in dataset.warnings():
+        err.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
+    examples = dataset.examples[: limit or None]
+    if not examples:
+        _fail(f"no example of {data} could be read")
     out = out or settings.home / "eval" / method
     out.mkdir(parents=True, exist_ok=True)
     if retrieval_only:
@@ -531,6 +536,52 @@ def evaluate_cmd(
     report.to_png(out / "report.png")
     console.print(report.to_markdown())
     console.print(f"written: {out}")
+
+
+@eval_app.command("score")
+def eval_score(
+    data: Path = typer.Argument(..., help="AirQA, M3SciQA or SciDQA examples (.jsonl)."),
+    predictions: Path = typer.Argument(..., help='Predictions (.jsonl): one {"uuid": ..., "answer": ...} per line.'),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Write result.json, scores.jsonl, wrong.jsonl (gold beside predicted) and report.md here."
+    ),
+    as_json: bool = typer.Option(False, "--json", help='The authors\' result: {"all": {...}, "<tag>": {...}}.'),
+    home: Optional[Path] = HomeOption,
+) -> None:
+    """Score a predictions file (from any system) the way NeuSym-RAG does: matched by uuid, a missing prediction
+    counts as wrong. LLM-judged examples use the configured endpoint (OPENAI_BASE_URL, OPENAI_API_KEY,
+    PAPERLAKE_LLM_MODEL); without one they are reported as not scored."""
+    from paperlake.evaluation.scoring import score_file, write_outputs
+    from paperlake.llm import ChatClient
+
+    for path in (data, predictions):
+        if not path.is_file():
+            _fail(f"not a file: {path}")
+    settings = _settings(home)
+    judge = ChatClient.from_settings(settings, temperature=0.0) if settings.llm_configured else None
+    try:
+        scored = score_file(data, predictions, judge)
+    except OSError as error:
+        _fail(f"cannot read: {error}")
+    for line in scored.warnings():
+        err.print(f"[yellow]warning:[/] {escape(line)}", soft_wrap=True)
+    if not scored.dataset.examples:
+        _fail(f"no example of {data} could be read (see the warnings above)")
+    if out is not None:
+        written = write_outputs(scored, out)
+        err.print(f"written: {', '.join(str(p) for p in written)}", soft_wrap=True, markup=False, highlight=False)
+    results = scored.report.results()
+    if as_json:
+        print(json.dumps(results, ensure_ascii=False))
+        return
+    report = scored.report
+    columns = ["tag", "correct", "count", "score"] + (["not scored"] if report.not_scored else [])
+    rows = [
+        (tag, value["correct"], value["count"], report.format_score(value["score"]))
+        + ((value.get("not_scored", 0),) if report.not_scored else ())
+        for tag, value in [*list(results.items())[1:], ("all", results["all"])]
+    ]
+    _print_rows(columns, rows, False, title=f"{data.name}: {len(scored.dataset.examples)} examples")
 
 
 @eval_app.command("synthesize")

@@ -1,51 +1,68 @@
-"""The AirQA evaluation functions: one prediction against one gold answer, scored 0 or 1.
+"""The AirQA evaluation functions: one prediction against one gold answer.
 
-Names, parameters and semantics follow the AirQA evaluator (see REFERENCE.md, "Evaluation functions"), so a dataset
-line's ``{"eval_func": ..., "eval_kwargs": {...}}`` runs here unchanged: ``eval_kwargs`` names the gold answer
-``gold`` (``reference_answer``, ``scoring_points``, ``formulas`` for the LLM-judged ones).
+Names, keywords and semantics follow NeuSym-RAG's evaluator (``evaluation/`` in X-LANCE/NeuSym-RAG; REFERENCE.md,
+"Evaluation functions"), so the authors' AirQA, M3SciQA and SciDQA lines run here unchanged: ``eval_kwargs`` names
+the gold answer ``gold`` (``reference_answer``, ``scoring_points``, ``formulas`` for the LLM-judged ones).
 
-Contract: every function returns the int 0 or 1 and never raises because of the *prediction* (a malformed,
-empty or wrongly typed answer scores 0). It raises :class:`EvaluationError` only when the *evaluator* is
-misconfigured (unknown function or fuzzy method, missing judge, gold of the wrong type, bad ``count``...), so a
-broken dataset line is reported instead of silently scored.
+Contract: a function returns its score (the int 0 or 1; ``eval_m3sciqa`` 0, 0.5 or 1; ``eval_scidqa`` a mark
+from 1 to 10, 0 when the judge gives none) and never raises because of the *prediction* (a malformed, empty or
+wrongly typed answer scores 0). It raises :class:`EvaluationError` only when the *evaluator* is misconfigured
+(unknown function or fuzzy method, a required keyword missing, gold of the wrong type, bad ``count``...), and
+:class:`JudgeUnavailable` when an LLM-judged function has no judge or its judge fails: that example is not
+scored, it is not wrong. Keywords a function does not take are ignored, as the authors' ``**kwargs`` ignore them
+(real lines carry ``nidigits``, ``ignore_case``, ``ignore_order`` on string matchers); the loader counts them.
+No score depends on hash order (``PYTHONHASHSEED``) or on which packages are installed.
 
-Where the reference behaviour is visibly wrong we deliberately differ:
+Deliberate differences from the authors' functions, where theirs is visibly wrong (``authors`` -> ``here``):
 
-1. ``eval_element_list_included``: an empty prediction list scores 0. ``all([])`` made ``[]`` "included" in
-   every gold list, so answering nothing scored full marks.
-2. ``eval_conjunction`` / ``eval_disjunction``: a prediction that is not a list, or whose length differs from
-   ``eval_func_list``, scores 0 instead of raising; ``eval_func_list`` and ``eval_kwargs_list`` of different
-   lengths is a configuration error.
-3. Predictions are parsed with :func:`ast.literal_eval` (then JSON, for ``true``/``null``), never ``eval``.
-   Where a list or dict is expected (a structured gold list/dict, the element-list functions, the logical
-   combinations), a prediction that does not parse as a literal scores 0: no crash, and no wrapping of
-   arbitrary text into a one-element list. A scalar literal (``'BERT'``, ``3``) still counts as a list of one.
-4. Floats: ``ndigits`` rounds half away from zero on the decimal shown by ``repr`` (0.125 -> 0.13, 2.675 ->
-   2.68), as a reader rounds a table value; the built-in ``round`` gives 0.12 and 2.67. Closeness is
-   ``math.isclose(rel_tol=tolerance, abs_tol=tolerance)``: relative closeness alone can never accept anything
-   but an exact 0.0 against a gold 0.0, so the same tolerance also applies absolutely.
-5. Ints: a float prediction counts only when integral (``int(3.7) == 3`` made 3.7 a correct answer for 3);
-   ``"3.0"`` is accepted. Booleans are not ints here: ``True`` is no answer to "how many".
-6. Booleans inside structured answers use the boolean matcher (the reference treated them as ints, so
-   ``"True"`` never matched a gold ``true``).
-7. ``ignore_order`` sorts with a type-aware key built from the *normalised* values (lower-cased / blank-free
-   as configured), so mixed types sort without ``TypeError`` and ``["b", "A"]`` vs ``["a", "B"]`` with
-   ``lowercase`` pairs correctly; if the sorted pairing still fails (fuzzy or tolerant matches can sort
-   differently), a perfect matching between the two lists decides.
-8. ``eval_element_list_overlap`` counts distinct *gold* elements hit by distinct predicted elements (a maximum
-   matching), so ``["a", "A"]`` with ``lowercase`` overlaps ``["a", "b"]`` in one element, not two.
+=================================  ===========================================  =====================================
+case                               example                                      authors -> here
+=================================  ===========================================  =====================================
+numeric-string gold with ndigits   gold ``"2463.5"``, ndigits 1, pred 2463.5    0 (``round(str)`` raises) -> 1
+``bool("false")``                  bool gold ``"false"``, pred ``"no"``          0 (``bool("false")`` is True) -> 1
+``int()`` truncation               int gold 3, pred ``3.7``                     1 -> 0; ``"3.0"``: 0 -> 1
+empty list "included"              element_list_included, pred ``[]``           1 (``all([])``) -> 0
+JSON words in answers              ``'["LaCo", false]'`` (conjunction)          0 (``eval`` fails) -> 1
+``eval()`` of the prediction       ``"__import__('os')..."``                    evaluated -> ``ast.literal_eval``
+                                                                                then JSON, never ``eval``
+bare text where a list is due      structured gold ``["x"]``, pred ``x``        1 (wrapped) -> 0; a *literal*
+                                                                                ``'x'`` or ``3`` is a list of one
+one-element list gold, string      string_exact, gold ``["0a41...-uuid"]``,     0 (``str(gold)`` is ``"['0a...']"``)
+match                              pred ``0a41...-uuid``                        -> 1
+set literal prediction             ``"{'mCLIP', 'UC2'}"`` vs ``["UC2",          hash order (varies by
+                                   "mCLIP"]``; in a conjunction too             ``PYTHONHASHSEED``) -> any order
+the text ``None`` / ``null``       gold null, pred ``"null"``                   0 -> 1 (``"None"``: 1 -> 1)
+ndigits rounding                   ``2.675`` to 2 digits                        2.67 (binary float) -> 2.68 (half
+                                                                                up on the decimal shown)
+float closeness                    gold 0.0, pred ``1e-9``                      0 (relative only) -> 1 (the
+                                                                                tolerance is absolute too)
+booleans are not ints              int gold 1, pred ``True``                    1 -> 0
+booleans inside structures         structured gold ``[true]``, pred ``"[True]"`` int match -> boolean match
+``ignore_order`` sort              ``["b", "A"]`` vs ``["a", "B"]``, lowercase  0 (``str()`` sort pairs A with B)
+                                                                                -> 1 (normalised sort, a matching)
+list overlap count                 ``["a", "A"]`` vs ``["a", "b"]``, lowercase,  1 (two distinct strings) -> 0 (one
+                                   count 2                                      gold element hit)
+conjunction shape                  pred not a list, or of the wrong length      0, or a crash -> 0; mismatched
+                                                                                ``eval_*_list`` lengths: an error
+M3SciQA / SciDQA judges            the judge's reply                            SciDQA asks a second LLM call to
+                                                                                read the mark -> parsed from the
+                                                                                reply (the stated overall mark, or
+                                                                                the mean of the four)
+=================================  ===========================================  =====================================
 
-Compatibility notes: the element functions round floats to ``ndigits=2`` by default, as AirQA's do (the other
-matchers default to no rounding); any ``element_type`` other than str/int/float/bool is matched as a structured
-object.
+Fuzzy matching uses rapidfuzz where the authors use fuzzywuzzy 0.18 with python-Levenshtein: ``ratio`` is the same
+Indel similarity, and scores are rounded to a whole number as fuzzywuzzy rounds them (94.6 passes 95 in both).
+Two known differences remain: fuzzywuzzy's token methods fold to ASCII by *dropping* other characters ("café" and
+"caf" compare equal there) where rapidfuzz keeps them, and fuzzywuzzy's ``partial_ratio`` takes the best of its
+matching blocks where rapidfuzz's is the exact optimum, so it can be a point or two higher here. ``ratio`` and
+``partial_ratio`` compare the strings as given; the ``token_*`` methods lower-case and strip punctuation first.
 
-Fuzzy scores are rapidfuzz's (0-100, unrounded). As with fuzzywuzzy, the ``token_*`` methods lower-case and
-strip punctuation before tokenising (rapidfuzz's ``default_process``); ``ratio`` and ``partial_ratio`` compare
-the strings as given.
+The element functions round floats to ``ndigits=2`` by default, as AirQA's do (the other matchers default to no
+rounding); any ``element_type`` other than str/int/float/bool is matched as a structured object.
 
 The LLM-judged functions take ``llm``: any object with ``complete(messages) -> str`` (:class:`Judge`). The
-judge is asked to end with ``True`` or ``False`` in a fenced block; we read the last fenced block, else the last
-``true``/``false`` word. An unreachable judge raises its own error: that is not a wrong answer.
+AirQA judge is asked to end with ``True`` or ``False`` in a fenced block; we read the last fenced block, else the
+last ``true``/``false`` word. Prompts are ours; the verdicts they ask for are the authors'.
 """
 
 from __future__ import annotations
@@ -66,6 +83,10 @@ from rapidfuzz import fuzz, utils
 
 class EvaluationError(ValueError):
     """The evaluator is misconfigured (not: the prediction is wrong)."""
+
+
+class JudgeUnavailable(EvaluationError):
+    """An LLM-judged function has no judge, or the judge failed: the example is not scored (it is not wrong)."""
 
 
 @runtime_checkable
@@ -99,16 +120,25 @@ def get_eval_function(name: str) -> EvalFunction:
         raise EvaluationError(f"unknown eval_func {name!r}; known: {', '.join(sorted(EVAL_FUNCTIONS))}") from None
 
 
+def ignored_keywords(eval_func: str, eval_kwargs: Mapping[str, Any]) -> list[str]:
+    """The keywords of ``eval_kwargs`` that ``eval_func`` does not take (and ignores, as the authors' ``**kwargs``
+    do): ``nidigits``, ``ignore_order`` on a string matcher... Sorted; ``llm`` is ours to pass, never a keyword."""
+    parameters = inspect.signature(get_eval_function(eval_func)).parameters
+    return sorted(str(k) for k in eval_kwargs if k not in parameters and k != "llm")
+
+
 def run_evaluator(
     eval_func: str, pred: Any, eval_kwargs: Mapping[str, Any] | None = None, llm: Judge | None = None
-) -> int:
-    """Resolve ``eval_func`` by name and score ``pred``; the judge goes only to functions that take one."""
+) -> float:
+    """Resolve ``eval_func`` by name and score ``pred``; the judge goes only to functions that take one.
+
+    Keywords the function does not take are dropped (the loader reports them); a missing required one is a
+    configuration error."""
     func = get_eval_function(eval_func)
     if eval_kwargs is not None and not isinstance(eval_kwargs, Mapping):
         raise EvaluationError(f"{eval_func}: eval_kwargs must be an object, got {type(eval_kwargs).__name__}")
-    kwargs = dict(eval_kwargs or {})
-    kwargs.pop("llm", None)
     signature = inspect.signature(func)
+    kwargs = {k: v for k, v in (eval_kwargs or {}).items() if k in signature.parameters and k != "llm"}
     if "llm" in signature.parameters:
         kwargs["llm"] = llm
     try:
@@ -222,7 +252,8 @@ def _fuzzy_score(pred: Any, gold: Any, fuzz_method: str, lowercase: bool, ignore
     pred_text = _normalise_text(pred, lowercase, ignore_blank, " " if token_based else "")
     gold_text = _normalise_text(gold, lowercase, ignore_blank, " " if token_based else "")
     processor = utils.default_process if token_based else None
-    return getattr(fuzz, fuzz_method)(pred_text, gold_text, processor=processor)
+    # rounded to a whole number, as fuzzywuzzy reports it: 94.6 passes a threshold of 95 there, so here too
+    return float(round(getattr(fuzz, fuzz_method)(pred_text, gold_text, processor=processor)))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -251,9 +282,16 @@ def eval_float_exact_match(pred: Any, gold: Any, ndigits: int | None = None, tol
     return int(value is not None and _floats_close(value, expected, ndigits, tolerance))
 
 
+def _string_golds(gold: Any) -> list[Any]:
+    """A string matcher's gold, and for a one-element list gold (real AirQA lines have ``["BART"]``) its element
+    too: a scalar counts as a list of one."""
+    return [gold, gold[0]] if isinstance(gold, list | tuple) and len(gold) == 1 else [gold]
+
+
 @_register
 def eval_string_exact_match(pred: Any, gold: Any, lowercase: bool = False, ignore_blank: bool = False) -> int:
-    return int(_normalise_text(pred, lowercase, ignore_blank) == _normalise_text(gold, lowercase, ignore_blank))
+    text = _normalise_text(pred, lowercase, ignore_blank)
+    return int(any(text == _normalise_text(g, lowercase, ignore_blank) for g in _string_golds(gold)))
 
 
 @_register
@@ -268,7 +306,8 @@ def eval_string_fuzzy_match(
     _check_fuzzy_options(fuzz_method, threshold, "eval_string_fuzzy_match")
     if fuzz_method not in _FUZZ_METHODS:
         raise EvaluationError(f"eval_string_fuzzy_match: fuzz_method must be one of {', '.join(_FUZZ_METHODS)}")
-    return int(_fuzzy_score(pred, gold, fuzz_method, lowercase, ignore_blank) >= threshold)
+    scores = (_fuzzy_score(pred, g, fuzz_method, lowercase, ignore_blank) for g in _string_golds(gold))
+    return int(any(score >= threshold for score in scores))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -325,8 +364,10 @@ def _type_aware_key(value: Any, options: _MatchOptions = _MatchOptions()) -> tup
         return (0, float(value))
     if isinstance(value, str):
         return (2, options.text(value))
-    if isinstance(value, list | tuple | set | frozenset):
+    if isinstance(value, list | tuple):
         return (3, tuple(_type_aware_key(item, options) for item in value))
+    if isinstance(value, set | frozenset):  # sorted, so that no key depends on hash order
+        return (3, tuple(sorted(_type_aware_key(item, options) for item in value)))
     if isinstance(value, dict):
         return (4, tuple(sorted((options.text(k), _type_aware_key(v, options)) for k, v in value.items())))
     if value is None:
@@ -364,8 +405,8 @@ def _match(pred: Any, gold: Any, options: _MatchOptions) -> bool:
             score = _fuzzy_score(pred, gold, options.fuzz_method, options.lowercase, options.ignore_blank)
             return score >= options.threshold
         return options.text(pred) == options.text(gold)
-    if gold is None:
-        return pred is None
+    if gold is None:  # JSON's null; the text None or null names it too
+        return pred is None or (isinstance(pred, str) and pred.strip() in ("None", "null"))
     if isinstance(gold, list | tuple | set | frozenset):
         return _match_sequence(pred, list(gold), options)
     if isinstance(gold, dict):
@@ -374,12 +415,19 @@ def _match(pred: Any, gold: Any, options: _MatchOptions) -> bool:
 
 
 def _match_sequence(pred: Any, gold: list, options: _MatchOptions) -> bool:
-    if isinstance(pred, str):
-        pred = _parse_literal(pred)
-    if not isinstance(pred, list | tuple | set | frozenset) or len(pred) != len(gold):
+    """A set prediction has no order, so it is paired in any order; a scalar literal is a list of one."""
+    if isinstance(pred, str):  # a value inside a structure: a literal it holds, else the string itself
+        parsed = _parse_literal(pred)
+        pred = pred if parsed is _UNPARSED else parsed
+    ordered = not options.ignore_order and not isinstance(pred, set | frozenset)
+    if isinstance(pred, set | frozenset):
+        pred = sorted(pred, key=_type_aware_key)
+    elif not isinstance(pred, list | tuple):
+        pred = [pred]
+    if len(pred) != len(gold):
         return False
     pred = list(pred)
-    if not options.ignore_order:
+    if ordered:
         return all(_match(p, g, options) for p, g in zip(pred, gold))
     pred_sorted = sorted(pred, key=lambda v: _type_aware_key(v, options))
     gold_sorted = sorted(gold, key=lambda v: _type_aware_key(v, options))
@@ -401,10 +449,16 @@ def _match_mapping(pred: Any, gold: dict, options: _MatchOptions) -> bool:
 
 
 def _structured_match(pred: Any, gold: Any, options: _MatchOptions) -> int:
+    """The prediction's text is parsed here, once: where a list or dict is due, text that is no literal scores 0;
+    inside a parsed structure a string is a value (a list of one where a list is due)."""
     if isinstance(pred, str) and isinstance(gold, str):
         parsed = _parse_literal(pred)
         if isinstance(parsed, str):  # a quoted string literal: compare its content
             pred = parsed
+    elif isinstance(pred, str) and isinstance(gold, list | tuple | set | frozenset | dict):
+        pred = _parse_literal(pred)
+        if pred is _UNPARSED:
+            return 0
     try:
         return int(_match(pred, gold, options))
     except RecursionError:
@@ -548,8 +602,11 @@ def eval_element_list_overlap(pred: Any, gold_items: list, matches: Callable[[An
 
 
 @_register
-def eval_paper_relevance_with_reference_answer(pred: Any, reference_answer: Any, threshold: float = 95) -> int:
-    """The predicted title matches the reference title (or any of a list) by case-insensitive fuzzy ratio."""
+def eval_paper_relevance_with_reference_answer(
+    pred: Any, reference_answer: Any, question: str | None = None, threshold: float = 95
+) -> int:
+    """The predicted title matches the reference title (or any of a list) by case-insensitive fuzzy ratio.
+    ``question`` is taken, as every AirQA retrieval line passes it, and not used."""
     references = [reference_answer] if isinstance(reference_answer, str) else reference_answer
     if not isinstance(references, list | tuple) or not references:
         raise EvaluationError(
@@ -573,16 +630,33 @@ def _sub_evaluations(eval_func_list: Any, eval_kwargs_list: Any, func: str) -> l
     return list(zip(eval_func_list, eval_kwargs_list))
 
 
+def _parts(pred: Any, count: int) -> tuple[list | None, bool]:
+    """A combination's parts and whether they are in order: a set literal has none, so its parts may stand for
+    the sub-evaluations in any order (the authors' ``list(set)`` followed hash order)."""
+    if isinstance(pred, str):
+        parsed = _parse_literal(pred)
+        pred = parsed if isinstance(parsed, set | frozenset) else pred
+    ordered = not isinstance(pred, set | frozenset)
+    parts = _as_list(pred)
+    return (parts if parts is not None and len(parts) == count else None), ordered
+
+
 @_register
 def eval_conjunction(
     pred: Any, eval_func_list: list[str], eval_kwargs_list: list[dict], llm: Judge | None = None
 ) -> int:
     """The prediction is a list with one element per sub-evaluation, and every one passes."""
     subs = _sub_evaluations(eval_func_list, eval_kwargs_list, "eval_conjunction")
-    parts = _as_list(pred)
-    if parts is None or len(parts) != len(subs):
+    parts, ordered = _parts(pred, len(subs))
+    if parts is None:
         return 0
-    return int(all(run_evaluator(name, part, kwargs, llm) for part, (name, kwargs) in zip(parts, subs)))
+    if ordered:
+        return int(all(run_evaluator(name, part, kwargs, llm) for part, (name, kwargs) in zip(parts, subs)))
+
+    def passes(part: int, sub: int) -> bool:
+        return bool(run_evaluator(subs[sub][0], parts[part], subs[sub][1], llm))
+
+    return int(_max_matching(len(parts), len(subs), passes) == len(subs))
 
 
 @_register
@@ -591,10 +665,11 @@ def eval_disjunction(
 ) -> int:
     """The prediction is a list with one element per sub-evaluation, and at least one passes."""
     subs = _sub_evaluations(eval_func_list, eval_kwargs_list, "eval_disjunction")
-    parts = _as_list(pred)
-    if parts is None or len(parts) != len(subs):
+    parts, ordered = _parts(pred, len(subs))
+    if parts is None:
         return 0
-    return int(any(run_evaluator(name, part, kwargs, llm) for part, (name, kwargs) in zip(parts, subs)))
+    pairs = zip(parts, subs) if ordered else ((part, sub) for part in parts for sub in subs)
+    return int(any(run_evaluator(name, part, kwargs, llm) for part, (name, kwargs) in pairs))
 
 
 @_register
@@ -625,20 +700,27 @@ def parse_judgement(text: str) -> bool | None:
     return words[-1].lower() == "true" if words else None
 
 
+def _judge_reply(llm: Judge | None, func: str, messages: list[dict]) -> str:
+    """The judge's text; no judge, or a judge that fails (unreachable, refused), raises :class:`JudgeUnavailable`."""
+    if llm is None:
+        raise JudgeUnavailable(
+            f"{func} needs an LLM endpoint (set OPENAI_BASE_URL, OPENAI_API_KEY and a model, and pass a judge)"
+        )
+    try:
+        reply = llm.complete(messages)
+    except Exception as exc:  # whatever the client raises, the answer was not judged
+        raise JudgeUnavailable(f"{func}: the judge failed: {type(exc).__name__}: {exc}") from exc
+    return reply if isinstance(reply, str) else getattr(reply, "text", "")  # ChatClient returns an LLMResponse
+
+
 def _ask_judge(
     llm: Judge | None, func: str, question: str, sections: list[tuple[str, str]], pred: Any, rule: str
 ) -> int:
-    if llm is None:
-        raise EvaluationError(
-            f"{func} needs an LLM endpoint (set OPENAI_BASE_URL, OPENAI_API_KEY and a model, and pass a judge)"
-        )
     body = [f"[Question]\n{question}"]
     body += [f"[{title}]\n{content}" for title, content in sections]
     body += [f"[Predicted answer]\n{pred}", f"[Rule]\n{rule}\nThink step by step, then give the verdict."]
     messages = [{"role": "system", "content": _JUDGE_SYSTEM}, {"role": "user", "content": "\n\n".join(body)}]
-    reply = llm.complete(messages)
-    text = reply if isinstance(reply, str) else getattr(reply, "text", "")  # ChatClient returns an LLMResponse
-    return int(parse_judgement(text) is True)
+    return int(parse_judgement(_judge_reply(llm, func, messages)) is True)
 
 
 def _bullets(items: Any, func: str, name: str) -> tuple[list[str], str]:
@@ -790,3 +872,92 @@ def eval_complex_math_formula_with_llm(
         "True if and only if the predicted LaTeX is mathematically equivalent to the gold formula(s): renamed "
         f"bound variables, reordered terms and equivalent notation are fine, a different expression is not.{order}",
     )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The judges of the other two datasets NeuSym-RAG reports on. Their scores are graded, as the authors' are:
+# M3SciQA's is 0, 0.5 or 1; SciDQA's is a quality mark from 1 to 10 (a report averages it like any score).
+
+_M3SCIQA_SYSTEM = "You are an expert reader of scientific papers who grades answers to questions about them."
+_SELECTION = re.compile(r"\{[^{}]*\}")
+
+
+def parse_selection(text: str) -> float | None:
+    """M3SciQA's verdict: the first ``{"selection": ...}`` object whose value is a number from 0 to 1."""
+    for candidate in _SELECTION.findall(text or ""):
+        try:
+            value = float(json.loads(candidate)["selection"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if 0.0 <= value <= 1.0:
+            return value
+    return None
+
+
+@_register_judged
+def eval_m3sciqa(
+    pred: Any,
+    question: str,
+    reference_answer: str,
+    llm: Judge | None = None,
+    model: str | None = None,
+    temperature: float | None = None,
+) -> float:
+    """M3SciQA: 1 when the answer means the same as the reference, 0.5 when it is partly right, else 0 (a reply
+    without a readable selection scores 0, as in the authors' evaluator)."""
+    prompt = (
+        "Decide whether the candidate answer means the same as the reference answer, for this question.\n\n"
+        f"<QUESTION>\n{question}\n</QUESTION>\n\n<REFERENCE>\n{reference_answer}\n</REFERENCE>\n\n"
+        f"<CANDIDATE>\n{pred}\n</CANDIDATE>\n\n"
+        'Reply with exactly one JSON object: {"selection": "1"} if they mean the same, {"selection": "0.5"} if the '
+        'candidate is partly correct, {"selection": "0"} if it is wrong or unrelated. Nothing else.'
+    )
+    messages = [{"role": "system", "content": _M3SCIQA_SYSTEM}, {"role": "user", "content": prompt}]
+    return parse_selection(_judge_reply(llm, "eval_m3sciqa", messages)) or 0.0
+
+
+SCIDQA_DIMENSIONS = ("Relevance", "Accuracy", "Completeness", "Conciseness")
+_OVERALL = re.compile(r"overall\s+quality\s+score\s*[:=]?\s*\**\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
+
+
+def parse_quality(text: str) -> float | None:
+    """SciDQA's mark: the stated overall quality score, else the mean of the four dimension scores, from 1 to 10."""
+    text = text or ""
+    overall = _OVERALL.findall(text)
+    if overall:
+        value = float(overall[-1])
+        return round(value, 2) if 1.0 <= value <= 10.0 else None
+    marks = []
+    for name in SCIDQA_DIMENSIONS:
+        found = re.findall(rf"{name}\s*\**\s*[:=]\s*\**\s*(\d+(?:\.\d+)?)", text, re.IGNORECASE)
+        if not found or not 1.0 <= float(found[-1]) <= 10.0:
+            return None
+        marks.append(float(found[-1]))
+    return round(sum(marks) / len(marks), 2)
+
+
+@_register_judged
+def eval_scidqa(
+    pred: Any,
+    reference_answer: str = "",
+    question: str = "",
+    llm: Judge | None = None,
+    model: str | None = None,
+    temperature: float | None = None,
+) -> float:
+    """SciDQA: the judge marks relevance, accuracy, completeness and conciseness from 1 to 10 against the gold
+    answer (its leading ``A:`` removed); the score is their overall mean, and 0 when the reply has no mark."""
+    gold = str(reference_answer).strip()
+    gold = gold[2:].strip() if gold.startswith("A:") else gold
+    dimensions = "\n".join(
+        f"{i}. {name}: [score] - [why not higher, why not lower]" for i, name in enumerate(SCIDQA_DIMENSIONS, 1)
+    )
+    prompt = (
+        "You evaluate a model's answer to a long-form question against the gold answer. Mark it from 1 (poor) to "
+        "10 (excellent) on relevance (does it address the question), accuracy (is it correct and in line with the "
+        "gold answer), completeness (does it cover what the gold answer covers) and conciseness (no needless "
+        "detail), then give the mean of the four marks.\n\n"
+        f"Question: {question}\n\nModel-generated answer: {pred}\n\nGold answer: {gold}\n\n"
+        f"Answer in this form:\n\nEvaluation:\n{dimensions}\n\nOverall Quality Score: [mean of the four marks]"
+    )
+    return parse_quality(_judge_reply(llm, "eval_scidqa", [{"role": "user", "content": prompt}])) or 0.0

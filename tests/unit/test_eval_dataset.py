@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import unicodedata
+import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -23,8 +25,10 @@ from paperlake.evaluation import (
     DatasetError,
     Example,
     evaluate,
+    load_dataset,
     load_examples,
     load_predictions,
+    read_predictions,
     run_evaluator,
 )
 from paperlake.ids import paper_id
@@ -35,7 +39,9 @@ VOLUMES = ("emnlp2024", "naacl2024")
 
 @pytest.fixture(scope="module")
 def examples():
-    return load_examples(DATASET)
+    dataset = load_dataset(DATASET)
+    assert not dataset.warnings(), dataset.warnings()  # our own set: no skipped line, unknown tag or keyword
+    return dataset.examples
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +215,6 @@ def _valid_line(**overrides) -> dict:
         ({k: v for k, v in _valid_line().items() if k != "tags"}, "line 2: missing field"),
         (_valid_line(uuid="q-1"), "line 2: field 'uuid'"),
         (_valid_line(question=""), "line 2: field 'question'"),
-        (_valid_line(tags=["single", "tabel"]), "line 2: field 'tags': unknown tag"),
         (_valid_line(anchor_pdf="2bc5cd85-6e11-576a-8814-63a144001700"), "line 2: field 'anchor_pdf'"),
         (
             _valid_line(evaluator={"eval_func": "eval_nope", "eval_kwargs": {}}),
@@ -228,10 +233,44 @@ def _valid_line(**overrides) -> dict:
         (_valid_line(), "line 2: field 'uuid'.*already used on line 1"),
     ],
 )
-def test_load_examples_names_line_and_field(tmp_path, bad_line, message):
-    path = _write_lines(tmp_path / "set.jsonl", [_valid_line(), bad_line])
-    with pytest.raises(DatasetError, match=message):
-        load_examples(path)
+def test_a_bad_line_is_skipped_and_named_and_the_rest_loads(tmp_path, bad_line, message):
+    third = _valid_line(uuid="0b1c6a55-8b9e-4a0e-9d1e-3f0f6c1f2a4d")
+    path = _write_lines(tmp_path / "set.jsonl", [_valid_line(), bad_line, third])
+    dataset = load_dataset(path)
+    assert [e.uuid for e in dataset.examples] == [_valid_line()["uuid"], third["uuid"]]
+    (problem,) = dataset.problems
+    assert re.search(message, problem)
+    (warning,) = dataset.warnings()
+    assert warning.startswith(f"{path}, line 2") and warning.endswith("(skipped)")
+
+
+def test_unknown_tags_are_kept_counted_and_scored_as_their_own_tag(tmp_path):
+    lines = [_valid_line(tags=["single", "table", "figure"]), _valid_line(uuid=str(uuid.uuid4()), tags=["figure"])]
+    dataset = load_dataset(_write_lines(tmp_path / "set.jsonl", lines))
+    assert len(dataset.examples) == 2 and dataset.unknown_tags == {"figure": 2}
+    assert any("figure (2)" in line for line in dataset.warnings())
+    report = evaluate(dataset.examples, {e.uuid: 7 for e in dataset.examples})
+    by_tag = {t.tag: t for t in report.by_tag}
+    assert by_tag["figure"].group == "other" and (by_tag["figure"].count, by_tag["figure"].correct) == (2, 2)
+    assert report.results()["figure"] == {"score": 1.0, "count": 2, "correct": 2}
+
+
+def test_keywords_an_evaluator_does_not_take_are_counted_and_ignored(tmp_path):
+    line = _valid_line(
+        evaluator={
+            "eval_func": "eval_conjunction",
+            "eval_kwargs": {
+                "eval_func_list": ["eval_float_exact_match", "eval_string_exact_match"],
+                "eval_kwargs_list": [{"gold": 2.5, "nidigits": 1}, {"gold": "x", "ignore_order": True}],
+            },
+        }
+    )
+    dataset = load_dataset(_write_lines(tmp_path / "set.jsonl", [line]))
+    assert dataset.ignored_keywords == {
+        "eval_float_exact_match: nidigits": 1,
+        "eval_string_exact_match: ignore_order": 1,
+    }
+    assert evaluate(dataset.examples, {line["uuid"]: "[2.5, 'x']"}).overall == 1
 
 
 def test_load_predictions(tmp_path):
@@ -243,6 +282,16 @@ def test_load_predictions(tmp_path):
     _write_lines(path, [{"uuid": "a"}])
     with pytest.raises(DatasetError, match="line 1"):
         load_predictions(path)
+
+
+def test_read_predictions_skips_bad_lines_and_keeps_the_first_answer(tmp_path):
+    path = _write_lines(
+        tmp_path / "pred.jsonl",
+        [{"uuid": "a", "answer": 1}, "{oops", {"uuid": "a", "answer": 2}, {"answer": 3}, {"uuid": "b", "answer": None}],
+    )
+    predictions = read_predictions(path)
+    assert predictions.answers == {"a": 1, "b": None}
+    assert [p.split(":")[0] for p in predictions.problems] == ["line 2", "line 3", "line 4"]
 
 
 def test_evaluate_scores_overall_and_per_tag(examples, tmp_path):
@@ -294,9 +343,15 @@ def test_evaluate_records_failing_evaluators_and_passes_the_question_to_the_judg
     predictions = {e.uuid: "7" for e in examples}
 
     without_judge = evaluate(examples, predictions)
-    assert [q.score for q in without_judge.questions] == [1, 0]
+    assert [(q.score, q.scored) for q in without_judge.questions] == [(1, True), (0, False)]
     (error,) = without_judge.errors
-    assert "needs an LLM endpoint" in error.error and "Evaluator errors" in without_judge.to_markdown()
+    assert "needs an LLM endpoint" in error.error and "Not scored (1" in without_judge.to_markdown()
+    assert without_judge.overall == 1.0 and without_judge.results()["all"] == {
+        "score": 1.0,
+        "count": 1,
+        "correct": 1,
+        "not_scored": 1,
+    }
 
     judge = Judge()
     with_judge = evaluate(examples, predictions, judge=judge)

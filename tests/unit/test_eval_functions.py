@@ -272,8 +272,10 @@ def test_eval_function(eval_func, pred, kwargs, expected):
 
 
 def test_every_function_is_registered():
-    assert len(EVAL_FUNCTIONS) == 19
+    assert len(EVAL_FUNCTIONS) == 21
     assert LLM_EVAL_FUNCTIONS == {
+        "eval_m3sciqa",
+        "eval_scidqa",
         "eval_reference_answer_with_llm",
         "eval_candidate_reference_answer_with_llm",
         "eval_scoring_points_with_llm",
