@@ -408,7 +408,7 @@ def _fetch(cursor, cap: int, budget: int, deadline: float) -> tuple[list[tuple],
     """Rows in batches until ``cap`` rows, ``budget`` bytes or the deadline; (rows, more rows exist, bytes cut)."""
     rows: list[tuple] = []
     used = 0
-    while len(rows) <= cap:
+    while True:  # each batch asks for one row past the cap, so a full cap is known to be cut or not
         if time.monotonic() > deadline:
             raise TimeoutError
         batch = cursor.fetchmany(min(_FETCH_BATCH, cap + 1 - len(rows)))
@@ -426,7 +426,6 @@ def _fetch(cursor, cap: int, budget: int, deadline: float) -> tuple[list[tuple],
                     rows.append(tuple(cells) + (None,) * (len(row) - len(cells)))
                     return rows, False, True
             rows.append(tuple(cells))
-    return rows[:cap], True, False
 
 
 _SCALAR = 16
