@@ -349,6 +349,8 @@ class _Evaluator:
                 return arguments[0]
         try:
             return FUNCTIONS[name](*arguments)
+        except SafeEvalError:  # the bounded wrappers' own refusals name their function already
+            raise
         except OverflowError:
             raise SafeEvalError(f"{name}(): result exceeds {self.max_abs:g} in magnitude") from None
         except (ValueError, TypeError) as error:
