@@ -8,6 +8,7 @@ from dagster._core.definitions.data_version import DATA_VERSION_TAG  # the tag o
 from assets.partitions import papers, run_paper_keys
 from assets.resources import PaperlakeResource
 from paperlake.lake import ERROR_VIEW
+from paperlake.inbox import ManifestError
 from paperlake.pipeline import PaperOutcome, ingest_papers, locate_source, parse_code_version
 from paperlake.vectors.ahead import offer_parsed
 from paperlake.views import VIEWS
@@ -186,7 +187,11 @@ def parsed_views(context: dg.AssetExecutionContext, paperlake: PaperlakeResource
     outcomes: dict[str, PaperOutcome | None] = {}
     sources = []
     for key in run_paper_keys(context):
-        source = locate_source(key, paperlake.inbox_paths(), settings.mineru_dir)
+        try:
+            source = locate_source(key, paperlake.inbox_paths(), settings.mineru_dir)
+        except ManifestError as error:  # its volume is held: the paper stays as the lake has it
+            context.log.warning(f"{key}: not parsed: {error}")
+            continue
         if source is None:
             lake.remove_paper(key)
             context.log.info(f"{key}: no longer in the inbox; removed from the lake")

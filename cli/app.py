@@ -30,7 +30,7 @@ err = Console(stderr=True)
 
 def _fail(message: str, code: int = 1) -> None:
     """One line whatever the terminal's width; the message (often quoting the user's input) is never read as markup."""
-    err.print(f"[bold red]error:[/] {escape(' '.join(str(message).split()))}", soft_wrap=True)
+    _one_line(message)
     raise typer.Exit(code)
 
 
@@ -81,11 +81,12 @@ def _run_ingest(inboxes: list[Path], settings: Settings, rebuild_warehouse: bool
         def notify(key: str, status: str) -> None:
             progress.update(task, advance=1, last=f"{key}: {status}")
 
-        from paperlake.inbox import scan_inbox  # the plan's size sets the bar's total
+        from paperlake.inbox import scan_volumes  # the plan's size sets the bar's total
         from paperlake.lake import Lake
         from paperlake.pipeline import plan_ingest
 
-        plan = plan_ingest(scan_inbox(inboxes, settings.mineru_dir), Lake(settings.lake), settings)
+        scan = scan_volumes(inboxes, settings.mineru_dir)
+        plan = plan_ingest(scan.sources, Lake(settings.lake), settings, held=scan.held)
         progress.update(task, total=len(plan.to_parse) + len(plan.removed), last=plan.summary())
         summary = run_ingest(  # one ingest per process: its helper processes are not kept for another
             inboxes, settings, progress=notify, rebuild_warehouse=rebuild_warehouse, keep_helpers=False, **enrich
@@ -110,6 +111,8 @@ def _run_ingest(inboxes: list[Path], settings: Settings, rebuild_warehouse: bool
         )
         for key, why in sorted(summary.enrichment_pending.items()):
             console.print(f"  pending {key}: {escape(why)}")
+    for line in summary.healed:
+        err.print(f"[yellow]healed[/] {escape(line)}", soft_wrap=True)
     for stage, reason in summary.stale.items():
         console.print(f"  rebuilt {stage}: {reason}")
     if summary.orphans_deleted:
@@ -354,8 +357,50 @@ def sql(
 
 
 def main() -> None:  # pragma: no cover - console entry
+    """The console entry: a failure a user can act on is one line; anything else is one line too, its traceback
+    written to ``$PAPERLAKE_HOME/logs/cli-errors.log`` for a bug report."""
+    from paperlake.healing import StoreUnreadable
+
     quiet_third_party()
-    app(sys.argv[1:])
+    try:
+        code = app(sys.argv[1:], standalone_mode=False)  # click returns an Exit's code instead of exiting
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        code = 130
+    except StoreUnreadable as problem:
+        code = _one_line(str(problem))
+    except OSError as problem:  # a full disk, a read-only home, a file that cannot be opened
+        where = f" ({problem.filename})" if getattr(problem, "filename", None) else ""
+        code = _one_line(
+            f"{problem.strerror or problem}{where}: check free space, permissions or the path, then run again"
+        )
+    except Exception as problem:
+        if hasattr(problem, "show") and hasattr(problem, "exit_code"):  # click's usage errors, as click shows them
+            problem.show()
+            code = problem.exit_code
+        else:  # the last guard between a bug and the user's terminal
+            code = _one_line(f"{type(problem).__name__}: {problem} (a bug: the traceback is in {_log_traceback()})")
+    raise SystemExit(code if isinstance(code, int) else 0)
+
+
+def _one_line(message: str) -> int:
+    err.print(f"[bold red]error:[/] {escape(' '.join(str(message).split()))}", soft_wrap=True)
+    return 1
+
+
+def _log_traceback() -> str:
+    import traceback
+
+    try:
+        logs = Settings.from_env().home / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        path = logs / "cli-errors.log"
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(f"$ paperlake {' '.join(sys.argv[1:])}\n{traceback.format_exc()}\n")
+        return str(path)
+    except OSError:
+        traceback.print_exc()
+        return "the output above"
 
 
 def quiet_third_party() -> None:
@@ -735,9 +780,15 @@ def eval_quality(
     if volume:
         reports = {k: v for k, v in reports.items() if k == volume}
     if history:
-        rows = [r for name in reports for r in read_jsonl(quality_path(settings, name).with_suffix(".history.jsonl"))]
+        rows = [
+            r
+            for name in reports
+            for r in read_jsonl(quality_path(settings, name).with_suffix(".history.jsonl"), skip_damaged=True)
+        ]
     else:
         rows = list(reports.values())
+    fields = ("volume", "at", "method", "probes", "answer_at_1", "answer_at_5", "page_at_5", "threshold", "passed")
+    rows = [r for r in rows if all(field in r for field in fields)]  # a damaged record is not shown
     if as_json:
         console.print_json(json.dumps(rows, default=str))
         return

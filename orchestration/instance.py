@@ -21,6 +21,7 @@ from pathlib import Path
 
 from paperlake.config import Settings, is_server_uri
 from paperlake.dbt_warm import pid_alive
+from paperlake.healing import SetAside, heal_sqlite, set_aside
 
 SINGLE_WRITER_POOLS = ("warehouse", "formulas")
 PID_TAG = "paperlake/pid"
@@ -75,19 +76,55 @@ def run_tags(trigger: str) -> dict[str, str]:
     return {"paperlake/trigger": trigger, PID_TAG: str(os.getpid())}
 
 
-def dagster_instance(settings: Settings, home: Path | None = None):
+# The SQLite files of the default storage that every run reads (a run's own event log is read with that run only).
+SHARED_SQLITE_FILES = ("history/runs.db", "history/runs/index.db", "schedules/schedules.db")
+
+
+def heal_storage(home: Path) -> list[SetAside]:
+    """The default storage's shared SQLite files that cannot be read, set aside (paperlake.healing): Dagster makes
+    them again, empty; the run history before is in the set-aside files. A configured storage (PostgreSQL) is the
+    operator's to repair."""
+    return heal_sqlite([home / name for name in SHARED_SQLITE_FILES])
+
+
+def dagster_instance(settings: Settings, home: Path | None = None, healed: list[SetAside] | None = None):
     """The persistent instance the CLI, the tests and `dagster dev` share (telemetry off, pools configured).
 
-    ``home`` defaults to ``PAPERLAKE_HOME/dagster``."""
+    ``home`` defaults to ``PAPERLAKE_HOME/dagster``; ``healed`` collects the storage files set aside."""
     home = home or settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
+    if config.is_dir():
+        (healed if healed is not None else []).append(set_aside(config, "a directory, not a file"))
     if not config.exists():
         config.write_text("telemetry:\n  enabled: false\n")
+    moved = heal_storage(home)
+    if healed is not None:
+        healed += moved
     instance = load_instance(home)
     configure_pools(instance, settings)
     release_stale_slots(instance)
+    fail_orphaned_runs(instance)
     return instance
+
+
+ORPHAN_STATUSES = ("NOT_STARTED", "STARTING", "STARTED")
+
+
+def fail_orphaned_runs(instance) -> list[str]:
+    """Runs this machine's CLI started whose process is gone (killed) but which still read as running or not
+    started: marked failed, so the UI does not show them running for ever. Daemon-launched runs (no pid tag) are
+    Dagster's run monitoring's."""
+    import dagster as dg
+
+    statuses = [getattr(dg.DagsterRunStatus, name) for name in ORPHAN_STATUSES]
+    failed = []
+    for run in instance.get_runs(dg.RunsFilter(statuses=statuses, tags={"paperlake/trigger": "cli"})):
+        pid = run.tags.get(PID_TAG, "")
+        if pid.isdigit() and not pid_alive(int(pid)):
+            instance.report_run_failed(run, f"the process that ran it (pid {pid}) is gone")
+            failed.append(run.run_id)
+    return failed
 
 
 STORAGE_KEYS = ("storage", "run_storage", "event_log_storage", "schedule_storage")

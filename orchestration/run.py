@@ -24,9 +24,9 @@ from orchestration.instance import dagster_instance, load_instance, run_tags
 from paperlake.config import Settings
 from paperlake.dbt_warm import WORKDIR_VAR, WarmDbt
 from paperlake.freshness import formula_staleness, warehouse_staleness
-from paperlake.inbox import scan_inbox
+from paperlake.inbox import scan_volumes
 from paperlake.lake import Lake
-from paperlake.pipeline import IngestPlan, plan_ingest, resolve_backend
+from paperlake.pipeline import IngestPlan, plan_ingest, record_held_volumes, resolve_backend
 from paperlake.vectors.ledger import VectorPlan, delete_orphans, read_ledger, stale_papers
 from paperlake.warehouse import (
     DBT_PROJECT_DIR,
@@ -35,6 +35,7 @@ from paperlake.warehouse import (
     SHARED_PARSE_LOCK,
     dbt_env,
     dbt_target_path,
+    heal_warehouse,
     seed_parse_state,
 )
 
@@ -83,6 +84,7 @@ class IngestSummary:
     probed: list[str] = field(default_factory=list)  # papers whose probes were (re)generated
     quality: dict[str, dict] = field(default_factory=dict)  # volume -> its retrieval-quality report
     warm_dbt_commands: list[dict] = field(default_factory=list)  # dbt commands forked from the warm dbt (argv, exit)
+    healed: list[str] = field(default_factory=list)  # stores set aside as damaged and rebuilt (paperlake.healing)
     # the helper processes this ingest took from the previous ingest of this process (paperlake.kept_helpers)
     helpers_reused: list[str] = field(default_factory=list)
 
@@ -413,8 +415,11 @@ def _ingest(
     notify = progress or (lambda key, status: None)
     lake = Lake(settings.lake)
     lake.ensure_contract()
-    sources = scan_inbox(inboxes, settings.mineru_dir)
-    plan = plan_ingest(sources, lake, settings)
+    healed = [moved.line() for moved in heal_warehouse(settings.warehouse)]
+    scan = scan_volumes(inboxes, settings.mineru_dir)
+    sources = scan.sources
+    record_held_volumes(lake, scan)
+    plan = plan_ingest(sources, lake, settings, held=scan.held)
     building = bool(plan.to_parse or plan.removed)
     if building:  # the warehouse will be built: dbt's imports overlap Dagster's and the parse
         warm.start()
@@ -429,7 +434,10 @@ def _ingest(
     from assets.resources import LLMResource, PaperlakeResource
     from assets.vectors import vector_assets
 
-    summary = IngestSummary(plan=plan)
+    summary = IngestSummary(plan=plan, healed=healed)
+    for volume, reason in scan.held.items():
+        held_note = "its papers stay as the lake has them until the manifest reads again"
+        summary.failures.append(StageFailure("manifest", f"{reason}; {held_note}", volume))
     resource = PaperlakeResource(
         home=str(settings.home),
         inboxes=[str(p) for p in inboxes],
@@ -440,7 +448,9 @@ def _ingest(
         lake_dir=str(settings.lake),
         embedding_cache=str(settings.embedding_cache) if settings.embedding_cache else None,
     )
-    instance = dagster_instance(settings)
+    storage_set_aside: list = []
+    instance = dagster_instance(settings, healed=storage_set_aside)
+    summary.healed += [moved.line() for moved in storage_set_aside]
 
     def definitions():
         from orchestration.definitions import build_definitions

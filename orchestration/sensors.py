@@ -31,7 +31,7 @@ from orchestration.jobs import (
     probe_paper,
     sync_vectors,
 )
-from paperlake.inbox import scan_inbox
+from paperlake.inbox import InboxScan, scan_volumes
 from paperlake.pipeline import parser_version, plan_ingest, resolve_backend
 
 ingest_job = ingest_paper
@@ -46,13 +46,15 @@ IN_FLIGHT = [
 
 
 def reconcile(
-    paperlake: PaperlakeResource, existing: set[str], sources: list | None = None
+    paperlake: PaperlakeResource, existing: set[str], scan: InboxScan | None = None
 ) -> tuple[list[dg.RunRequest], list[str], list[str]]:
-    """Run requests, partitions to add, partitions to delete (``sources``: the inbox, when already scanned)."""
+    """Run requests, partitions to add, partitions to delete (``scan``: the inbox, when already scanned). A held
+    volume's partitions stay (its papers are not gone)."""
     settings = paperlake.settings()
     lake = paperlake.lake()
-    sources = scan_inbox(paperlake.inbox_paths(), settings.mineru_dir) if sources is None else sources
-    plan = plan_ingest(sources, lake, settings)
+    scan = scan_volumes(paperlake.inbox_paths(), settings.mineru_dir) if scan is None else scan
+    sources = scan.sources
+    plan = plan_ingest(sources, lake, settings, held=scan.held)
     requests = [
         dg.RunRequest(
             partition_key=source.paper_key,
@@ -69,18 +71,16 @@ def reconcile(
         )
     present = {source.paper_key for source in sources}
     to_add = sorted((present | set(plan.removed)) - existing)
-    to_delete = sorted(existing - present - set(plan.removed))
+    to_delete = sorted(key for key in existing - present - set(plan.removed) if not scan.held_key(key))
     return requests, to_add, to_delete
 
 
 @dg.sensor(job=ingest_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
 def inbox_sensor(context: dg.SensorEvaluationContext, paperlake: PaperlakeResource) -> dg.SensorResult:
     """New, changed and removed PDFs in the inbox → one parse run per affected paper."""
-    sources = scan_inbox(paperlake.inbox_paths(), paperlake.settings().mineru_dir)
-    requests, to_add, to_delete = reconcile(
-        paperlake, set(context.instance.get_dynamic_partitions(papers.name)), sources
-    )
-    events = inbox_events(context.instance, sources)  # the UI's inbox state, as `paperlake ingest` records it
+    scan = scan_volumes(paperlake.inbox_paths(), paperlake.settings().mineru_dir)
+    requests, to_add, to_delete = reconcile(paperlake, set(context.instance.get_dynamic_partitions(papers.name)), scan)
+    events = inbox_events(context.instance, scan.sources)  # the UI's inbox state, as `paperlake ingest` records it
     partition_requests = []
     if to_add:
         partition_requests.append(papers.build_add_request(to_add))

@@ -3,6 +3,14 @@
 A paper's *key* is ``<volume>/<file stem>``: stable, readable, and what the Dagster partition is named after.
 Its data version is the file's sha256. The paper id (AirQA rule) needs the title, which may only be known after
 reading page 1, so it is computed by the parser, not here.
+
+Symbolic links are papers under the *link's* name, their content read through the link, so an inbox made of
+links (to a shared drive, a download cache) ingests like a copied one. A link that cannot be followed (dangling,
+a loop), or that leads out of the inboxes to a file not named ``*.pdf`` (``p.pdf -> /etc/passwd``), is not read:
+its :attr:`PaperSource.problem` becomes the paper's ``ingest_errors`` row. A volume whose ``manifest.csv`` cannot be
+read (not UTF-8, a field over the csv module's limit, a directory) is *held*: its papers stay as the lake has them,
+none is parsed or removed, and the volume gets one ``ingest_errors`` row until the manifest reads again
+(:func:`scan_volumes`); titles are never guessed from page 1 where the manifest meant to give them.
 """
 
 from __future__ import annotations
@@ -10,6 +18,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +40,7 @@ class PaperSource:
     sha256: str
     manifest: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     mineru_dir: Path | None = None
+    problem: str | None = None  # why the file is not read (a link that cannot be followed...): its error row
 
     @property
     def venue(self) -> str:
@@ -57,7 +67,7 @@ class PaperSource:
         return title or None
 
 
-def _key_part(name: str) -> str:
+def key_part(name: str) -> str:
     """A file or folder name as a key part: itself when it is already safe (letters, digits, ``._-``, no ``..``, no
     leading dot), else a safe spelling plus ``~`` and 8 hex digits of the name's hash. ``~`` never survives the
     spelling, so two different names never share a key (``col a`` and ``col-a`` are ``col-a~…`` and ``col-a``)."""
@@ -68,20 +78,32 @@ def _key_part(name: str) -> str:
 
 
 def paper_key_for(volume: str, pdf_path: Path) -> str:
-    return f"{_key_part(volume)}/{_key_part(pdf_path.stem)}"
+    return f"{key_part(volume)}/{key_part(pdf_path.stem)}"
+
+
+class ManifestError(ValueError):
+    """A volume's manifest.csv cannot be read: the volume is held (see the module's docstring)."""
 
 
 def read_manifest(volume_dir: Path) -> dict[str, dict[str, str]]:
-    """file name → row; any subset of :data:`MANIFEST_COLUMNS`, unknown columns kept, blank cells dropped."""
+    """file name → row; any subset of :data:`MANIFEST_COLUMNS`, unknown columns kept, blank cells dropped.
+    :class:`ManifestError` when the file exists and cannot be read."""
     path = volume_dir / MANIFEST_NAME
-    if not path.exists():
+    if not os.path.lexists(path):
         return {}
     rows: dict[str, dict[str, str]] = {}
-    with open(path, newline="", encoding="utf-8-sig") as handle:
-        for row in csv.DictReader(handle):
-            name = (row.get("file") or "").strip()
-            if name:
-                rows[name] = {k.strip(): v.strip() for k, v in row.items() if k and v and v.strip()}
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            for row in csv.DictReader(handle):
+                name = (row.get("file") or "").strip()
+                if name:
+                    rows[name] = {
+                        k.strip(): v.strip()
+                        for k, v in row.items()
+                        if isinstance(k, str) and isinstance(v, str) and v.strip()
+                    }
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise ManifestError(f"{path} cannot be read: {type(error).__name__}: {error}") from None
     return rows
 
 
@@ -98,34 +120,95 @@ def find_mineru_dir(mineru_root: Path | None, pdf_path: Path) -> Path | None:
     return None
 
 
+def link_problem(pdf: Path, inboxes: list[Path]) -> str | None:
+    """Why a PDF that is a symbolic link is not read, or None (also None for a plain file)."""
+    if not pdf.is_symlink():
+        return None
+    try:
+        target = pdf.resolve(strict=True)
+    except RuntimeError:  # Python 3.11 reports a loop this way
+        return f"the symbolic link loops ({os.readlink(pdf)})"
+    except OSError as error:
+        reason = "loops" if error.errno == 40 else "points to nothing"
+        return f"the symbolic link {reason} ({os.readlink(pdf)})"
+    if not target.is_file():
+        return f"the symbolic link does not point to a file ({target})"
+    inside = any(target.is_relative_to(Path(root).resolve()) for root in inboxes)
+    if not inside and target.suffix.lower() != ".pdf":
+        return f"the symbolic link leads out of the inboxes to a file that is not a PDF ({target})"
+    return None
+
+
 def source_for_pdf(
-    pdf: Path, mineru_root: Path | None = None, manifest: dict[str, dict[str, str]] | None = None
+    pdf: Path,
+    mineru_root: Path | None = None,
+    manifest: dict[str, dict[str, str]] | None = None,
+    inboxes: list[Path] | None = None,
 ) -> PaperSource:
-    """The inbox facts of one PDF: key, volume (its folder), sha256, manifest row, MinerU outputs."""
-    pdf = Path(pdf).resolve()
+    """The inbox facts of one PDF: key (from its own name, a link's included), volume (its folder), sha256, manifest
+    row, MinerU outputs; a link that is not to be read gets its :attr:`~PaperSource.problem` and no sha256."""
+    pdf = Path(os.path.abspath(pdf))  # absolute, links kept: the key is the link's name, the content its target's
     rows = manifest if manifest is not None else read_manifest(pdf.parent)
+    problem = link_problem(pdf, inboxes if inboxes is not None else [pdf.parent.parent])
+    digest = ""
+    if problem is None:
+        try:
+            digest = sha256_file(pdf)
+        except OSError as error:
+            problem = f"the file cannot be read: {error.strerror or error}"
     return PaperSource(
         paper_key=paper_key_for(pdf.parent.name, pdf),
         volume=pdf.parent.name,
         pdf_path=pdf,
-        sha256=sha256_file(pdf),
+        sha256=digest,
         manifest=rows.get(pdf.name, {}),
-        mineru_dir=find_mineru_dir(mineru_root, pdf),
+        mineru_dir=None if problem else find_mineru_dir(mineru_root, pdf),
+        problem=problem,
     )
 
 
-def scan_inbox(inboxes: list[Path] | Path, mineru_root: Path | None = None) -> list[PaperSource]:
-    """Every ``<inbox>/<volume>/*.pdf`` (case-insensitive suffix), sorted by key; hashes each file."""
-    roots = [inboxes] if isinstance(inboxes, (str, Path)) else list(inboxes)
+def volume_dirs(root: Path) -> list[Path]:
+    """The volume folders of an inbox (links to folders included), by name."""
+    return sorted(p for p in Path(root).iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def pdf_entries(volume_dir: Path) -> list[Path]:
+    """Every ``*.pdf`` entry of a volume folder (case-insensitive suffix) that is a file or a link, whether or not
+    the link can be followed, by name."""
+    return sorted(p for p in volume_dir.iterdir() if p.suffix.lower() == ".pdf" and (p.is_symlink() or p.is_file()))
+
+
+@dataclass
+class InboxScan:
+    """What the inboxes hold: the papers, and the volumes held because their manifest cannot be read."""
+
+    sources: list[PaperSource]
+    held: dict[str, str] = field(default_factory=dict)  # volume's key part → why it is held
+
+    def held_key(self, paper_key: str) -> bool:
+        return paper_key.partition("/")[0] in self.held
+
+
+def scan_volumes(inboxes: list[Path] | Path, mineru_root: Path | None = None) -> InboxScan:
+    """Every ``<inbox>/<volume>/*.pdf``, sorted by key (each file hashed), and the held volumes."""
+    roots = [Path(inboxes)] if isinstance(inboxes, (str, Path)) else [Path(root) for root in inboxes]
     sources: dict[str, PaperSource] = {}
-    for root in map(Path, roots):
+    held: dict[str, str] = {}
+    for root in roots:
         if not root.is_dir():
             raise FileNotFoundError(f"inbox {root} is not a directory")
-        for volume_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            manifest = read_manifest(volume_dir)
-            for pdf in sorted(volume_dir.iterdir()):
-                if not pdf.is_file() or pdf.suffix.lower() != ".pdf":
-                    continue
-                source = source_for_pdf(pdf, mineru_root, manifest)
+        for volume_dir in volume_dirs(root):
+            try:
+                manifest = read_manifest(volume_dir)
+            except ManifestError as error:
+                held[key_part(volume_dir.name)] = str(error)
+                continue
+            for pdf in pdf_entries(volume_dir):
+                source = source_for_pdf(pdf, mineru_root, manifest, roots)
                 sources[source.paper_key] = source
-    return [sources[k] for k in sorted(sources)]
+    return InboxScan([sources[k] for k in sorted(sources)], held)
+
+
+def scan_inbox(inboxes: list[Path] | Path, mineru_root: Path | None = None) -> list[PaperSource]:
+    """The papers of :func:`scan_volumes` (a held volume's none)."""
+    return scan_volumes(inboxes, mineru_root).sources

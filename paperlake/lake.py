@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
@@ -65,10 +65,14 @@ class PaperRecord:
     row_counts: dict[str, int]
     published_at: str
     manifest_hash: str = ""
+    # view → [size, mtime_ns, sha256] of its file as published: how a damaged file is told (Lake.damage)
+    files: dict[str, list] = field(default_factory=dict)
 
 
 def atomic_write_bytes(path: Path, write: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir() and not path.is_symlink():  # a directory where the file belongs: the file wins
+        shutil.rmtree(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -79,6 +83,19 @@ def atomic_write_bytes(path: Path, write: Any) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _file_sha256(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _drop(path: Path) -> None:
+    """A damaged file (or a directory where a file belongs) out of the way."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def write_table_atomic(table: pa.Table, path: Path) -> None:
@@ -126,7 +143,13 @@ class Lake:
 
         for view, schema in [*VIEW_SCHEMAS.items(), (ERROR_VIEW, ERROR_SCHEMA), (ENRICHMENT_VIEW, ENRICHMENT_SCHEMA)]:
             path = self.root / view / CONTRACT_DIR / "schema.parquet"
-            if not path.exists() or pq.read_schema(path) != schema:
+            try:
+                current = pq.read_schema(path)
+            except (OSError, pa.ArrowException):  # missing, damaged, or not a file: written again
+                current = None
+                if path.is_dir():
+                    shutil.rmtree(path)
+            if current != schema:
                 write_table_atomic(schema.empty_table(), path)
 
     # -- writes ---------------------------------------------------------------------------------------------------
@@ -134,8 +157,12 @@ class Lake:
         """Write every view of the paper, then its record; clear a previous error of this paper."""
         self.ensure_contract()
         tables = {view: to_arrow(view, parsed.rows(view)) for view in VIEWS}
+        files = {}
         for view, table in tables.items():
-            write_table_atomic(table, self.view_path(view, parsed.paper_key))
+            path = self.view_path(view, parsed.paper_key)
+            write_table_atomic(table, path)
+            stat = path.stat()
+            files[view] = [stat.st_size, stat.st_mtime_ns, _file_sha256(path)]
             fault_point("lake.view_written")
         record = PaperRecord(
             paper_key=parsed.paper_key,
@@ -146,6 +173,7 @@ class Lake:
             row_counts={view: table.num_rows for view, table in tables.items()},
             published_at=datetime.now(timezone.utc).isoformat(),
             manifest_hash=manifest_hash,
+            files=files,
         )
         payload = json.dumps(asdict(record), indent=1).encode()
         atomic_write_bytes(self.record_path(parsed.paper_key), lambda handle: handle.write(payload))
@@ -208,18 +236,47 @@ class Lake:
         try:
             data = json.loads(path.read_text())
             record = PaperRecord(**data)
-        except (ValueError, TypeError):
+        except (OSError, ValueError, TypeError):  # damaged: the paper is parsed again, which writes it anew
             return None
         if not all(self.view_path(view, paper_key).exists() for view in VIEWS):
             return None
         return record
 
     def error(self, paper_key: str) -> dict[str, Any] | None:
+        """The paper's error row; a damaged error file is dropped (the paper is then parsed again, which writes its
+        row anew if it still fails)."""
         path = self.view_path(ERROR_VIEW, paper_key)
-        if not path.exists():
+        if not os.path.lexists(path):
             return None
-        rows = pq.read_table(path).to_pylist()
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except (OSError, pa.ArrowException):
+            _drop(path)
+            return None
         return rows[0] if rows else None
+
+    def damage(self, record: PaperRecord) -> str | None:
+        """Why a published paper's view files are not the ones its record describes (truncated, overwritten,
+        replaced), or None. A file whose size and mtime are the recorded ones is taken as is; another mtime is
+        checked by its sha256 (a copied home keeps its files). A record from before files were recorded is
+        checked by each file's row count."""
+        for view in VIEWS:
+            path = self.view_path(view, record.paper_key)
+            try:
+                stat = path.stat()
+                if not path.is_file():
+                    return f"{view}: not a file"
+                if view in record.files:
+                    size, mtime_ns, digest = record.files[view]
+                    if stat.st_size != size:
+                        return f"{view}: {stat.st_size} bytes, published {size}"
+                    if stat.st_mtime_ns != mtime_ns and _file_sha256(path) != digest:
+                        return f"{view}: the content differs from what was published"
+                elif pq.read_metadata(path).num_rows != record.row_counts.get(view):
+                    return f"{view}: the row count differs from the record's"
+            except (OSError, pa.ArrowException, ValueError) as error:
+                return f"{view}: {type(error).__name__}: {error}"
+        return None
 
     def _files(self, folder: str, suffix: str) -> Iterator[tuple[str, Path]]:
         """(paper key, path) of the lake's files in one folder; contract files and temporary siblings skipped."""

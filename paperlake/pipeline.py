@@ -12,13 +12,23 @@ import logging
 import os
 import time
 import traceback
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from paperlake.config import Settings
-from paperlake.ids import sha256_file
-from paperlake.inbox import PaperSource, paper_key_for, read_manifest, scan_inbox, source_for_pdf
+from paperlake.inbox import (
+    InboxScan,
+    PaperSource,
+    key_part,
+    paper_key_for,
+    pdf_entries,
+    read_manifest,
+    scan_inbox,
+    source_for_pdf,
+    volume_dirs,
+)
 from paperlake.lake import Lake
 from paperlake.parsing.ahead import take_gate, take_parsed
 from paperlake.parsing.backends import PARSERS, auto_parser, parse_with
@@ -101,7 +111,7 @@ def parse_source(source: PaperSource, backend: str, settings: Settings, *, ahead
 
 def keep_rank(source: PaperSource) -> tuple[int, int, str]:
     """Which of identical files is kept: the one the volume's manifest lists (it carries the AirQA title and venue),
-    then the older file, then the first key."""
+    then the older file, then the first key. The one rule of the plan and of the parse step."""
     return (0 if source.manifest else 1, source.pdf_path.stat().st_mtime_ns, source.paper_key)
 
 
@@ -114,28 +124,41 @@ def keep_reason(kept: PaperSource, other: PaperSource) -> str:
 
 
 def duplicate_of(source: PaperSource, inboxes: list[Path]) -> tuple[str, str] | None:
-    """(key of the identical file that is kept instead of this one, why), if any. Compares sizes first."""
+    """(key of the identical file that is kept instead of this one, why), if any: the best of the whole group of
+    identical files by :func:`keep_rank`, as :func:`duplicate_groups` chooses. Compares sizes first."""
+    if source.problem:
+        return None
     size = source.pdf_path.stat().st_size
+    group = [source]
     for root in inboxes:
-        for volume_dir in sorted(p for p in Path(root).iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for volume_dir in volume_dirs(Path(root)):
             manifest = None
-            for pdf in sorted(volume_dir.iterdir()):
-                if pdf.suffix.lower() != ".pdf" or not pdf.is_file() or pdf.resolve() == source.pdf_path:
+            for pdf in pdf_entries(volume_dir):
+                if Path(os.path.abspath(pdf)) == source.pdf_path:
                     continue
-                if pdf.stat().st_size != size or sha256_file(pdf) != source.sha256:
+                try:
+                    if pdf.stat().st_size != size:
+                        continue
+                except OSError:
                     continue
-                manifest = read_manifest(volume_dir) if manifest is None else manifest
-                other = source_for_pdf(pdf, None, manifest)
-                if keep_rank(other) < keep_rank(source):
-                    return other.paper_key, keep_reason(other, source)
-    return None
+                if manifest is None:
+                    try:
+                        manifest = read_manifest(volume_dir)
+                    except ValueError:  # a held volume's files are not in the plan: nor here
+                        break
+                other = source_for_pdf(pdf, None, manifest, inboxes)
+                if not other.problem and other.sha256 == source.sha256:
+                    group.append(other)
+    kept = min(group, key=keep_rank)
+    return None if kept is source else (kept.paper_key, keep_reason(kept, source))
 
 
 def duplicate_groups(sources: list[PaperSource]) -> dict[str, str]:
     """key of every file that an identical, preferred file (:func:`keep_rank`) replaces → the kept file's key."""
     by_hash: dict[str, list[PaperSource]] = {}
     for source in sources:
-        by_hash.setdefault(source.sha256, []).append(source)
+        if not source.problem:
+            by_hash.setdefault(source.sha256, []).append(source)
     losers = {}
     for group in by_hash.values():
         if len(group) > 1:
@@ -267,6 +290,8 @@ def _parse_one(
 ) -> ParsedPaper:
     """A paper's parse, after the checks that refuse it before the gate: a duplicate file, a broken PDF, an id
     another paper (in the lake, or earlier in this batch) already has."""
+    if source.problem:
+        raise IngestError(source.paper_key, "inbox", source.problem)
     if inboxes and (duplicate := duplicate_of(source, inboxes)):
         kept, why = duplicate
         raise IngestError(
@@ -316,6 +341,9 @@ def needs_parse(source: PaperSource, lake: Lake, settings: Settings, backend: st
     version = parser_version(chosen)
     record = lake.record(source.paper_key)
     if record is not None:
+        if (damage := lake.damage(record)) is not None:
+            log.warning("%s: the lake's files are damaged (%s): parsing it again", source.paper_key, damage)
+            return True
         return (record.sha256, record.backend, record.parser_version, record.manifest_hash) != (
             source.sha256,
             chosen,
@@ -332,11 +360,18 @@ def needs_parse(source: PaperSource, lake: Lake, settings: Settings, backend: st
     return True
 
 
-def plan_ingest(sources: list[PaperSource], lake: Lake, settings: Settings, backend: str | None = None) -> IngestPlan:
+def plan_ingest(
+    sources: list[PaperSource],
+    lake: Lake,
+    settings: Settings,
+    backend: str | None = None,
+    held: Collection[str] = (),
+) -> IngestPlan:
     """What the parse stage must do. Besides new and changed files: a kept copy of identical files whose lake
     state says otherwise (it was the duplicate, or the other copy was ingested), and a paper refused as a duplicate
     of one that is gone. Removals come first in ``to_parse``'s caller, then the files that become duplicates, so
-    a paper id is free again before its new owner is parsed."""
+    a paper id is free again before its new owner is parsed. ``held``: volumes (key parts) whose manifest cannot
+    be read: what the lake holds of them is neither parsed nor removed."""
     present = {source.paper_key for source in sources}
     losers = duplicate_groups(sources)
     to_parse, unchanged = [], []
@@ -351,20 +386,42 @@ def plan_ingest(sources: list[PaperSource], lake: Lake, settings: Settings, back
         )
         (to_parse if recheck or needs_parse(source, lake, settings, backend) else unchanged).append(source)
     to_parse.sort(key=lambda source: (source.paper_key not in losers, source.paper_key))
-    removed = sorted(lake.paper_keys() - present)
+    removed = sorted(
+        key
+        for key in lake.paper_keys() - present
+        if key.partition("/")[0] not in held and key.partition("/")[2] != HELD_VOLUME_STEM
+    )
     return IngestPlan(to_parse, unchanged, removed)
 
 
+HELD_VOLUME_STEM = "~manifest"  # a held volume's error row: "<volume>/~manifest" (no PDF's key has a leading ~)
+
+
+def record_held_volumes(lake: Lake, scan: InboxScan) -> None:
+    """One ``ingest_errors`` row per held volume (stage ``manifest``), kept while the volume is held, removed once
+    its manifest reads again."""
+    for key in lake.paper_keys():
+        volume, _, stem = key.partition("/")
+        if stem == HELD_VOLUME_STEM and volume not in scan.held:
+            lake.remove_paper(key)
+    for volume, reason in scan.held.items():
+        key = f"{volume}/{HELD_VOLUME_STEM}"
+        previous = lake.error(key)
+        if previous is None or previous.get("reason") != reason:
+            lake.record_error(key, stage="manifest", reason=reason, volume=volume, pdf_path=key, sha256=None)
+
+
 def locate_source(paper_key: str, inboxes: list[Path], mineru_dir: Path | None) -> PaperSource | None:
-    """The inbox file behind a partition key, or None if it is gone."""
-    volume, _, stem = paper_key.partition("/")
+    """The inbox file behind a partition key, or None if it is gone (:class:`~paperlake.inbox.ManifestError` when
+    its volume is held: the paper is not gone)."""
+    volume, _, _ = paper_key.partition("/")
     for root in inboxes:
-        volume_dir = Path(root) / volume
-        if not volume_dir.is_dir():
-            continue
-        for pdf in volume_dir.iterdir():
-            if pdf.is_file() and pdf.suffix.lower() == ".pdf" and paper_key_for(volume, pdf) == paper_key:
-                return source_for_pdf(pdf, mineru_dir)
+        for volume_dir in volume_dirs(Path(root)):
+            if key_part(volume_dir.name) != volume:
+                continue
+            for pdf in pdf_entries(volume_dir):
+                if paper_key_for(volume_dir.name, pdf) == paper_key:
+                    return source_for_pdf(pdf, mineru_dir, read_manifest(volume_dir), inboxes)
     return None
 
 

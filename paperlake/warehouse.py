@@ -37,6 +37,7 @@ import duckdb
 import pyarrow as pa
 
 from paperlake.dbt_warm import WORKDIR_VAR
+from paperlake.healing import SetAside, StoreUnreadable, set_aside
 
 DBT_PROJECT_DIR = Path(__file__).resolve().parents[1] / "dbt_project"
 # The project's shared parse (orchestration.run.prepare_dbt_manifest): the lock it is made under, and the record of
@@ -279,14 +280,46 @@ def dbt_env(lake: Path, warehouse: Path, *, relative: bool = True) -> dict[str, 
 
 
 def prepare_build(warehouse: Path) -> Path:
-    """Start the side file from the live one (or empty)."""
+    """Start the side file from the live one (or empty; a live one that cannot be read is set aside first)."""
     target = build_path(warehouse)
     target.parent.mkdir(parents=True, exist_ok=True)
     for stale in (target, target.with_name(target.name + ".wal")):
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale)
         stale.unlink(missing_ok=True)
+    heal_warehouse(warehouse)
     if warehouse.exists():
         shutil.copyfile(warehouse, target)
     return target
+
+
+def warehouse_problem(warehouse: Path) -> str | None:
+    """Why DuckDB cannot read the live warehouse, or None (None too when there is none)."""
+    if not os.path.lexists(warehouse):
+        return None
+    if not warehouse.is_file():
+        return "not a file"
+    try:
+        with duckdb.connect(str(warehouse), read_only=True) as con:
+            con.execute("select count(*) from duckdb_tables()").fetchone()
+    except duckdb.Error as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def heal_warehouse(warehouse: Path) -> list[SetAside]:
+    """Set aside what keeps the live warehouse from being read: a stray write-ahead log first (the warehouse is
+    built in a side file and checkpointed, so the live one never needs one), then the file itself; the next build
+    then starts from nothing (:func:`paperlake.freshness.warehouse_staleness`: "no warehouse")."""
+    moved: list[SetAside] = []
+    problem = warehouse_problem(warehouse)
+    wal = warehouse.with_name(warehouse.name + ".wal")
+    if problem and os.path.lexists(wal):
+        moved.append(set_aside(wal, f"beside a warehouse that cannot be read: {problem}"))
+        problem = warehouse_problem(warehouse)
+    if problem:
+        moved.append(set_aside(warehouse, problem))
+    return moved
 
 
 def publish_build(warehouse: Path, stage: str, inputs: dict[str, str], scope: BuildScope | None = None) -> None:
@@ -338,7 +371,7 @@ def recorded_builds(warehouse: Path) -> dict[str, dict[str, str]]:
     try:
         with connect_read_only(warehouse) as con:
             rows = con.execute(f"select stage, inputs from {BUILDS_TABLE}").fetchall()
-    except (FileNotFoundError, duckdb.Error):
+    except (FileNotFoundError, duckdb.Error, StoreUnreadable):
         return {}
     builds = {}
     for stage, inputs in rows:
@@ -356,7 +389,12 @@ def connect_read_only(warehouse: Path, *, sandboxed: bool = False) -> Iterator[d
     config = {"access_mode": "READ_ONLY"}
     if sandboxed:
         config |= {"enable_external_access": "false", "lock_configuration": "true"}
-    con = duckdb.connect(str(warehouse), read_only=True, config=config)
+    try:
+        con = duckdb.connect(str(warehouse), read_only=True, config=config)
+    except duckdb.Error as error:
+        raise StoreUnreadable("warehouse", warehouse, f"{type(error).__name__}: {error}") from None
+    except IsADirectoryError:
+        raise StoreUnreadable("warehouse", warehouse, "a directory, not a file") from None
     try:
         yield con
     finally:

@@ -27,6 +27,7 @@ from typing import Any, Iterable
 from paperlake.config import Settings
 from paperlake.evaluation import probes as probes_module
 from paperlake.evaluation.probes import PROBES_VERSION, paper_probes
+from paperlake.healing import set_aside
 from paperlake.lake import atomic_write_bytes
 from paperlake.warehouse import connect_read_only, dbt_digest
 
@@ -61,10 +62,34 @@ def _jsonl(rows: Iterable[dict[str, Any]]) -> str:
     return "".join(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n" for row in rows)
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
+def read_jsonl(path: Path, *, skip_damaged: bool = False) -> list[dict[str, Any]]:
+    """The objects of a JSON Lines file ([] when there is none). A line that is not a JSON object makes the file
+    damaged (``ValueError``: these files are derived, and the caller makes them again) unless ``skip_damaged``
+    (a history, where one bad line costs that line)."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError):
+            row = None
+        if isinstance(row, dict):
+            rows.append(row)
+        elif not skip_damaged:
+            raise ValueError(f"{path}, line {number}: not a JSON object")
+    return rows
+
+
+def damaged_jsonl(path: Path) -> str | None:
+    """Why a derived JSON Lines file cannot be read, or None (None too when it is missing)."""
+    try:
+        read_jsonl(path)
+    except (OSError, ValueError) as error:
+        return str(error)
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -100,8 +125,10 @@ def stale_probe_papers(settings: Settings) -> dict[str, str]:
     stale = {}
     for key, paper in warehouse_papers(settings).items():
         recorded = _read_json(probes_path(settings, key).with_suffix(".json"))
-        if not recorded or not probes_path(settings, key).exists():
+        if not recorded or not probes_path(settings, key).is_file():
             stale[key] = "no probes yet"
+        elif damage := damaged_jsonl(probes_path(settings, key)):
+            stale[key] = f"the probe file is damaged ({damage})"
         elif recorded.get("digest") != paper["digest"]:
             stale[key] = "the paper, its parser, the warehouse models or the probe generator changed"
     return stale
@@ -231,9 +258,11 @@ def stale_volumes(settings: Settings) -> dict[str, str]:
         report = _read_json(quality_path(settings, volume))
         if any(key in stale_papers for key in keys):
             result[volume] = "probes of changed papers"
-        elif not volume_set_path(settings, volume).exists():
+        elif not volume_set_path(settings, volume).is_file():
             result[volume] = "no probe set yet"
-        elif not {r["paper_key"] for r in read_jsonl(volume_set_path(settings, volume))} <= set(keys):
+        elif damage := damaged_jsonl(volume_set_path(settings, volume)):
+            result[volume] = f"the probe set is damaged ({damage})"
+        elif not {r.get("paper_key") for r in read_jsonl(volume_set_path(settings, volume))} <= set(keys):
             result[volume] = "papers left the volume"
         elif not report:
             result[volume] = "never evaluated"
@@ -246,7 +275,10 @@ def record_quality(settings: Settings, volume: str, report: dict[str, Any]) -> N
     """The latest report (replaced atomically) and one more line of its history."""
     path = quality_path(settings, volume)
     _write_text(path, json.dumps(report, indent=2, sort_keys=True))
-    with open(path.with_suffix(".history.jsonl"), "a", encoding="utf-8") as history:
+    history_path = path.with_suffix(".history.jsonl")
+    if history_path.is_dir():  # a directory where the history belongs: the history starts again
+        set_aside(history_path, "a directory, not a file")
+    with open(history_path, "a", encoding="utf-8") as history:
         history.write(json.dumps(report, sort_keys=True) + "\n")
 
 
@@ -254,4 +286,4 @@ def read_quality(settings: Settings) -> dict[str, dict[str, Any]]:
     root = settings.evaluation / "quality"
     if not root.exists():
         return {}
-    return {p.stem: _read_json(p) for p in sorted(root.glob("*.json"))}
+    return {p.stem: report for p in sorted(root.glob("*.json")) if (report := _read_json(p))}

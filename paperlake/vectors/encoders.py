@@ -8,6 +8,7 @@ different backends never mix.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -24,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from paperlake.healing import set_aside
 from paperlake.vectors.config import TEXT_BACKENDS, EncoderSpec, VectorConfig, model_cache_dir
 
 log = logging.getLogger(__name__)
@@ -924,11 +926,22 @@ class EmbeddingCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.stats = CacheStats()
         self._local = threading.local()
+        try:
+            self._create()
+        except (sqlite3.DatabaseError, OSError) as error:  # damaged: a cache is only a cache, it starts again
+            self.close()
+            for damaged in (self.path, *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm"))):
+                if os.path.lexists(damaged):
+                    set_aside(damaged, f"{type(error).__name__}: {error}")
+            self._create()
+
+    def _create(self) -> None:
         with self._connect() as con:
             con.execute(
                 "create table if not exists embeddings (model_id text not null, content_sha256 text not null, "
                 "dimension integer not null, vector blob not null, primary key (model_id, content_sha256))"
             )
+            con.execute("select count(*) from embeddings where rowid < 0").fetchone()
 
     def _connect(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)
@@ -940,6 +953,14 @@ class EmbeddingCache:
         return con
 
     def get_many(self, model_id: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Cached vectors; a part of the file damaged since it opened reads as misses (the vectors are computed)."""
+        try:
+            return self._get_many(model_id, hashes)
+        except sqlite3.DatabaseError as error:
+            log.warning("embedding cache %s: %s: reading as misses", self.path, error)
+            return {}
+
+    def _get_many(self, model_id: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
         con = self._connect()
         unique = list(dict.fromkeys(hashes))
@@ -960,9 +981,15 @@ class EmbeddingCache:
             return
         rows = [(model_id, sha, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for sha, v in items.items()]
         con = self._connect()
-        con.execute("begin")
-        con.executemany("insert or replace into embeddings values (?, ?, ?, ?)", rows)
-        con.execute("commit")
+        try:
+            con.execute("begin")
+            con.executemany("insert or replace into embeddings values (?, ?, ?, ?)", rows)
+            con.execute("commit")
+        except sqlite3.DatabaseError as error:  # not kept this time: the vectors are in the store all the same
+            log.warning("embedding cache %s: %s: vectors not cached", self.path, error)
+            if con.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    con.execute("rollback")
 
     def __len__(self) -> int:
         return self._connect().execute("select count(*) from embeddings").fetchone()[0]

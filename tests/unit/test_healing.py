@@ -1,0 +1,240 @@
+"""Stores that heal, piece by piece: the inbox's links and manifests, the lake's damaged files, the warehouse, the
+caches and the derived JSON Lines files (the damage harness, tests/integration/test_damage.py, runs whole ingests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from paperlake.config import Settings
+from paperlake.healing import StoreUnreadable, heal_sqlite, is_set_aside
+from paperlake.inbox import scan_volumes
+from paperlake.lake import ERROR_VIEW, Lake
+from paperlake.pipeline import (
+    HELD_VOLUME_STEM,
+    duplicate_groups,
+    duplicate_of,
+    ingest_paper,
+    needs_parse,
+    plan_ingest,
+    record_held_volumes,
+)
+from paperlake.vectors.encoders import EmbeddingCache
+from paperlake.warehouse import connect_read_only, heal_warehouse
+from support.fixtures import corpus_pdf
+
+FIRST = "emnlp2024-126-embedding-inversion-attack"
+SECOND = "emnlp2024-012-numerologic"
+
+pytestmark = pytest.mark.usefixtures("corpus")
+
+
+def _settings(tmp_path: Path) -> Settings:
+    return Settings.from_env(home=tmp_path / "home", backend="pymupdf", mineru_dir=None)
+
+
+def _damage(path: Path, how: str) -> None:
+    size = path.stat().st_size
+    if how == "truncated":
+        with open(path, "r+b") as handle:
+            handle.truncate(size // 2)
+    elif how == "random":
+        path.write_bytes(os.urandom(size))
+    elif how == "directory":
+        path.unlink()
+        path.mkdir()
+        (path / "inside").write_text("x")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The inbox: links and manifests
+
+
+def test_a_linked_pdf_is_a_paper_under_the_links_name(tmp_path):
+    volume = tmp_path / "inbox" / "vol"
+    volume.mkdir(parents=True)
+    (volume / "mine.pdf").symlink_to(corpus_pdf(FIRST))
+    (tmp_path / "inbox" / "linked-volume").symlink_to(corpus_pdf(SECOND).parent)
+    sources = {s.paper_key: s for s in scan_volumes([tmp_path / "inbox"]).sources}
+    assert sources["vol/mine"].problem is None and sources["vol/mine"].pdf_path == volume / "mine.pdf"
+    assert sources[f"linked-volume/{SECOND}"].problem is None
+    assert all(not key.startswith(("etc", "work", "shared")) for key in sources)
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda link, tmp: link.symlink_to("/etc/hostname"), "leads out of the inboxes to a file that is not a PDF"),
+        (lambda link, tmp: link.symlink_to(link), "loops"),
+        (lambda link, tmp: link.symlink_to(tmp / "gone.pdf"), "points to nothing"),
+        (lambda link, tmp: link.symlink_to(tmp), "does not point to a file"),
+    ],
+)
+def test_a_link_that_is_not_read_becomes_the_papers_error_row(tmp_path, make, reason):
+    volume = tmp_path / "inbox" / "vol"
+    volume.mkdir(parents=True)
+    make(volume / "bad.pdf", tmp_path)
+    (source,) = scan_volumes([tmp_path / "inbox"]).sources
+    assert source.paper_key == "vol/bad" and reason in source.problem
+    settings = _settings(tmp_path)
+    lake = Lake(settings.lake)
+    outcome = ingest_paper(source, lake, settings, inboxes=[tmp_path / "inbox"])
+    assert outcome.status == "failed" and outcome.stage == "inbox"
+    assert reason in lake.error("vol/bad")["reason"]
+    assert not needs_parse(source, lake, settings)  # settled: the next run does not try again
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda path: path.write_bytes(b"file,title\nx.pdf,\xff\xfe bad\n"),
+        lambda path: path.write_text("file,title\nx.pdf," + "t" * 200_000 + "\n"),
+        lambda path: path.mkdir(),
+    ],
+    ids=["not-utf8", "field-too-large", "directory"],
+)
+def test_an_unreadable_manifest_holds_its_volume_and_never_the_run(tmp_path, damage):
+    inbox = tmp_path / "inbox"
+    for volume, stem in (("good", FIRST), ("bad", SECOND)):
+        (inbox / volume).mkdir(parents=True)
+        (inbox / volume / f"{stem}.pdf").write_bytes(corpus_pdf(stem).read_bytes())
+    settings = _settings(tmp_path)
+    lake = Lake(settings.lake)
+    first = scan_volumes([inbox])
+    for source in first.sources:
+        ingest_paper(source, lake, settings, inboxes=[inbox])
+    damage(inbox / "bad" / "manifest.csv")
+    scan = scan_volumes([inbox])
+    assert [s.paper_key for s in scan.sources] == [f"good/{FIRST}"] and "manifest.csv" in scan.held["bad"]
+    plan = plan_ingest(scan.sources, lake, settings, held=scan.held)
+    assert plan.removed == [] and plan.to_parse == []  # the held volume's paper is neither removed nor parsed
+    record_held_volumes(lake, scan)
+    assert lake.error(f"bad/{HELD_VOLUME_STEM}")["stage"] == "manifest"
+    target = inbox / "bad" / "manifest.csv"
+    if target.is_dir():
+        target.rmdir()
+    else:
+        target.unlink()
+    healed = scan_volumes([inbox])
+    record_held_volumes(lake, healed)
+    assert not healed.held and lake.error(f"bad/{HELD_VOLUME_STEM}") is None
+    assert plan_ingest(healed.sources, lake, settings, held=healed.held).removed == []
+
+
+def test_three_identical_copies_settle_on_one_rule(tmp_path):
+    volume = tmp_path / "inbox" / "vol"
+    volume.mkdir(parents=True)
+    for name in ("c", "a", "b"):
+        (volume / f"{name}.pdf").write_bytes(corpus_pdf(FIRST).read_bytes())
+        os.utime(volume / f"{name}.pdf", ns=(1_000_000_000, 1_000_000_000))  # one mtime: the key decides
+    sources = scan_volumes([tmp_path / "inbox"]).sources
+    losers = duplicate_groups(sources)
+    assert losers == {"vol/b": "vol/a", "vol/c": "vol/a"}
+    for source in sources:
+        kept = duplicate_of(source, [tmp_path / "inbox"])
+        assert (kept[0] if kept else None) == losers.get(source.paper_key)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The lake
+
+
+@pytest.fixture
+def published(tmp_path):
+    volume = tmp_path / "inbox" / "vol"
+    volume.mkdir(parents=True)
+    (volume / "p.pdf").write_bytes(corpus_pdf(FIRST).read_bytes())
+    settings = _settings(tmp_path)
+    lake = Lake(settings.lake)
+    (source,) = scan_volumes([tmp_path / "inbox"]).sources
+    assert ingest_paper(source, lake, settings).status == "published"
+    return source, lake, settings
+
+
+@pytest.mark.parametrize("how", ["truncated", "random", "directory"])
+def test_a_damaged_view_file_makes_its_paper_parse_again(published, how):
+    source, lake, settings = published
+    assert lake.damage(lake.record(source.paper_key)) is None and not needs_parse(source, lake, settings)
+    _damage(lake.view_path("chunks", source.paper_key), how)
+    assert lake.damage(lake.record(source.paper_key)).startswith("chunks")
+    assert needs_parse(source, lake, settings)
+    assert ingest_paper(source, lake, settings).status == "published"
+    assert lake.damage(lake.record(source.paper_key)) is None
+
+
+def test_a_copied_lake_is_checked_by_content_and_kept(published):
+    source, lake, settings = published
+    path = lake.view_path("pages", source.paper_key)
+    os.utime(path, ns=(5, 5))  # another mtime, the same bytes: a copied home
+    assert lake.damage(lake.record(source.paper_key)) is None
+
+
+@pytest.mark.parametrize("how", ["truncated", "random", "directory"])
+def test_damaged_contract_and_error_files_are_written_again(published, how):
+    source, lake, _ = published
+    contract = lake.root / "chunks" / "_contract" / "schema.parquet"
+    _damage(contract, how)
+    lake.ensure_contract()
+    assert contract.is_file() and contract.stat().st_size > 0
+    lake.record_error("vol/q", stage="open", reason="x", volume="vol", pdf_path="q.pdf", sha256="0")
+    _damage(lake.view_path(ERROR_VIEW, "vol/q"), how)
+    assert lake.error("vol/q") is None and not os.path.lexists(lake.view_path(ERROR_VIEW, "vol/q"))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The warehouse, the caches, the derived files
+
+
+@pytest.mark.parametrize("how", ["truncated", "random", "directory"])
+def test_an_unreadable_warehouse_is_set_aside_and_readers_say_so_in_one_line(tmp_path, how):
+    warehouse = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute("create table t as select range as x from range(100000)")
+    _damage(warehouse, how)
+    with pytest.raises(StoreUnreadable, match="paperlake ingest` sets it aside"):
+        with connect_read_only(warehouse):
+            pass
+    (moved,) = heal_warehouse(warehouse)
+    assert not os.path.lexists(warehouse) and is_set_aside(moved.moved_to) and moved.moved_to.exists()
+    assert heal_warehouse(warehouse) == []
+
+
+@pytest.mark.parametrize("how", ["truncated", "random", "directory"])
+def test_a_damaged_embedding_cache_starts_again(tmp_path, how):
+    path = tmp_path / "embeddings.sqlite"
+    cache = EmbeddingCache(path)
+    cache.put_many("m", {f"k{i}": np.full(64, i, dtype=np.float32) for i in range(2000)})
+    cache.close()
+    _damage(path, how)
+    reopened = EmbeddingCache(path)
+    reopened.put_many("m", {"a": np.ones(3, dtype=np.float32)})
+    assert list(reopened.get_many("m", ["a"])) == ["a"]
+    assert any(is_set_aside(p) for p in tmp_path.iterdir())
+
+
+def test_damaged_sqlite_files_are_set_aside_with_their_journals(tmp_path):
+    good, bad = tmp_path / "good.db", tmp_path / "bad.db"
+    for path in (good, bad):
+        with sqlite3.connect(path) as con:
+            con.execute("create table t (x)")
+    _damage(bad, "random")
+    (tmp_path / "bad.db-wal").write_bytes(b"junk")
+    moved = heal_sqlite([good, bad, tmp_path / "missing.db"])
+    assert [m.path.name for m in moved] == ["bad.db", "bad.db-wal"] and good.exists()
+
+
+def test_a_damaged_probe_file_is_stale_and_a_damaged_history_line_is_skipped(tmp_path):
+    from paperlake.evaluation.sets import damaged_jsonl, read_jsonl
+
+    path = tmp_path / "probes.jsonl"
+    path.write_text(json.dumps({"a": 1}) + "\n{oops\n" + json.dumps({"b": 2}) + "\n")
+    assert "line 2" in damaged_jsonl(path)
+    assert read_jsonl(path, skip_damaged=True) == [{"a": 1}, {"b": 2}]
+    with pytest.raises(ValueError, match="line 2"):
+        read_jsonl(path)
