@@ -341,7 +341,7 @@ HDRAG_CANDIDATES = 20  # per route, and how many the reranker sees
 # in formula (weighted RRF over table lines here, min-max convex over text there) and in what they fuse, so each
 # keeps the weights measured for it. RRF's constant is 20, not the usual 60:
 # each route returns only 20 candidates, and with 60 the first and the twentieth differ by a factor of 1.3, which
-# turns the fusion into a vote count (chosen on half of tests/data/airqa_tables.jsonl; see the README's numbers
+# turns the fusion into a vote count (chosen on half of tests/data/airqa_tables.jsonl; see benchmarks/README.md
 # for the other half).
 HDRAG_WEIGHTS = {"bm25": 0.8, "dense": 0.2}
 _RRF_K = 20

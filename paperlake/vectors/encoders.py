@@ -844,7 +844,7 @@ class ClipImageEncoder:
                 except ImportError as error:  # the lean install (./run demo) has no CLIP stack
                     raise EncoderUnavailable(
                         f"{self.model_id}: open_clip is not installed ({error}); install the CLIP extra: "
-                        "pip install -e '.[clip]' (it brings the torch/torchvision pair, see the README)"
+                        "pip install -e '.[clip]' (it brings the torch/torchvision pair, see docs/install.md)"
                     ) from error
                 import torch
 
