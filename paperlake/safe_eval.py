@@ -63,14 +63,19 @@ def _factorial(n: Number) -> int:
     return math.factorial(n)
 
 
-def _combinatorial(name: str, function: Callable[[int, int], int]) -> Callable[[Number, Number], int]:
-    def bounded(n: Number, k: Number) -> int:
-        n_int, k_int = _integer_argument(name, n), _integer_argument(name, k)
-        if n_int > MAX_COMBINATORIAL_N:
-            raise SafeEvalError(f"{name}({n_int}, {k_int}) refused: n must be at most {MAX_COMBINATORIAL_N}")
-        return function(n_int, k_int)
+def _combinatorial_arguments(name: str, n: Number, k: Number) -> tuple[int, int]:
+    n_int, k_int = _integer_argument(name, n), _integer_argument(name, k)
+    if n_int > MAX_COMBINATORIAL_N:
+        raise SafeEvalError(f"{name}({n_int}, {k_int}) refused: n must be at most {MAX_COMBINATORIAL_N}")
+    return n_int, k_int
 
-    return bounded
+
+def _comb(n: Number, k: Number) -> int:
+    return math.comb(*_combinatorial_arguments("comb", n, k))
+
+
+def _perm(n: Number, k: Number) -> int:
+    return math.perm(*_combinatorial_arguments("perm", n, k))
 
 
 FUNCTIONS: dict[str, Callable[..., Number]] = {
@@ -97,8 +102,8 @@ FUNCTIONS: dict[str, Callable[..., Number]] = {
     "floor": math.floor,
     "ceil": math.ceil,
     "factorial": _factorial,
-    "comb": _combinatorial("comb", math.comb),
-    "perm": _combinatorial("perm", math.perm),
+    "comb": _comb,
+    "perm": _perm,
 }
 
 ARITY: dict[str, tuple[int, int]] = {
@@ -303,13 +308,13 @@ class _Evaluator:
         return base**exponent
 
     def _eval_BoolOp(self, node: ast.BoolOp, depth: int) -> Number:
+        """Python's values: the first operand that decides (falsy for ``and``, truthy for ``or``), else the last."""
         is_and = isinstance(node.op, ast.And)
-        result: Number = is_and
-        for value_node in node.values:
+        for value_node in node.values[:-1]:
             result = self.evaluate(value_node, depth)
             if bool(result) != is_and:
                 return result
-        return result
+        return self.evaluate(node.values[-1], depth)
 
     def _eval_Compare(self, node: ast.Compare, depth: int) -> bool:
         left = self.evaluate(node.left, depth)

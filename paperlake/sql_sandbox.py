@@ -43,7 +43,11 @@ from typing import Any, Sequence
 import duckdb
 
 _READING_TYPES = {duckdb.StatementType.SELECT}
-_EXPLAIN_PREFIX = re.compile(r"^\s*explain\s+(analyze\s+)?", re.IGNORECASE)
+# EXPLAIN [ANALYZE] [(FORMAT x, ANALYZE)]: what follows must be a SELECT (ANALYZE runs it)
+_EXPLAIN_OPTION = r"(format\s+\w+|analyze)"
+_EXPLAIN_PREFIX = re.compile(
+    rf"^\s*explain\s+(analyze\s+)?(\(\s*{_EXPLAIN_OPTION}(\s*,\s*{_EXPLAIN_OPTION})*\s*\)\s*)?", re.IGNORECASE
+)
 _PRAGMA = re.compile(r"^\s*pragma\s+([a-z_]+)", re.IGNORECASE)
 _READING_PRAGMAS = {"table_info", "show", "show_tables", "show_tables_expanded", "version", "storage_info"}
 
@@ -107,9 +111,8 @@ def check_statement(sql: str) -> str:
         if match and match.group(1).lower() in _READING_PRAGMAS:
             return sql
         raise SQLRefused(f"only the catalogue PRAGMAs are allowed ({', '.join(sorted(_READING_PRAGMAS))})")
-    name = kind.name if hasattr(kind, "name") else str(kind)
     raise SQLRefused(
-        f"{name} statements are not allowed: the warehouse is read-only "
+        f"{kind.name} statements are not allowed: the warehouse is read-only "
         "(use SELECT/WITH, DESCRIBE, SHOW, SUMMARIZE or EXPLAIN)"
     )
 
@@ -375,7 +378,7 @@ def _answer(connection: duckdb.DuckDBPyConnection, request: dict) -> dict:
     except MemoryError:
         return {"error": "memory", "message": "the query's result needs more memory than the sandbox allows"}
     except duckdb.Error as error:
-        if not timer.is_alive() and time.monotonic() - started >= timeout:
+        if not timer.is_alive():  # the timer has fired: this error is how the query took its interrupt
             return {"error": "timeout", "message": f"query interrupted after {timeout:g} s (the time limit)"}
         return {"error": "failed", "message": _first_line(error)}
     except Exception as error:  # a value Python cannot hold (a date out of range, ...)
