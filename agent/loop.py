@@ -269,6 +269,8 @@ class ReActLoop:
             if observation.is_answer:
                 status, answer = "answered", observation.answer
                 break
+        if status == "turns_exhausted":
+            failure = self._why_no_answer()
         citations = cite(self.env, self.trajectory, answer, self.config.max_citations) if status == "answered" else []
         return AgentResult(
             question=self.task.question,
@@ -282,6 +284,20 @@ class ReActLoop:
             uuid=self.task.uuid,
             transcript=self.transcript(),
         )
+
+    def _why_no_answer(self) -> str:
+        """What a run that never answered spent its turns on, in a sentence a person can act on."""
+        turns = [t for t in self.trajectory if not t.seeded]
+        unread = [t for t in turns if t.error_type == "parse_error"]
+        if turns and len(unread) == len(turns):
+            last = " ".join(unread[-1].response.split())[:120]
+            return (
+                f"{len(unread)} replies could not be parsed as an action ({self.action_format} format); "
+                f"the last began: {last!r}"
+            )
+        failed = [t for t in turns if not t.ok]
+        note = f"; {len(unread)} could not be parsed, {len(failed) - len(unread)} failed" if failed else ""
+        return f"no GenerateAnswer in {len(turns)} turns (--max-turns){note}"
 
     def transcript(self) -> list[dict[str, Any]]:
         """Every turn, none omitted, text only."""

@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from cli.render import render_rows
 from paperlake.config import Settings
 from paperlake.warehouse import connect_read_only
 
@@ -42,15 +43,11 @@ def _print_rows(columns: list[str], rows: list[tuple], as_json: bool, title: str
     if as_json:
         print(json.dumps([dict(zip(columns, row)) for row in rows], default=str, ensure_ascii=False))
         return
-    table = Table(title=title, show_lines=False)
-    for column in columns:
-        table.add_column(Text(str(column)), overflow="fold")
-    for row in rows:  # cells as Text: a value like "[/x]" is data, not rich markup
-        table.add_row(*[Text("" if v is None else str(v)) for v in row])
-    console.print(table)
+    render_rows(console, columns, rows, title)
 
 
 HomeOption = typer.Option(None, "--home", help="PAPERLAKE_HOME (default ./data).")
+PAPER_HELP = "A paper: its id, its key as the Dagster UI shows it (volume/file-stem), or words of its title."
 
 
 def _inboxes(inboxes: list[Path] | None) -> list[Path]:
@@ -432,7 +429,7 @@ def quiet_third_party() -> None:
 @app.command()
 def ask(
     question: str = typer.Argument(..., help="The question."),
-    paper: list[str] = typer.Option(None, "--paper", help="Anchor paper id(s) (metadata.paper_id)."),
+    paper: list[str] = typer.Option(None, "--paper", help="Anchor paper(s), repeatable. " + PAPER_HELP),
     method: str = typer.Option("neusym_rag", "--method"),
     action_format: str = typer.Option("markdown", "--action-format", help="markdown | json | xml | yaml"),
     output_format: str = typer.Option("json", "--output-format", help="json | markdown | string | html"),
@@ -442,16 +439,25 @@ def ask(
     home: Optional[Path] = HomeOption,
     as_json: bool = typer.Option(False, "--json", help="Print the whole result (trajectory included) as JSON."),
 ) -> None:
-    """Answer a question with the agent; prints the answer and its citations."""
+    """Answer a question with the agent; prints the answer and its citations.
+
+    Needs an OpenAI-compatible endpoint: OPENAI_BASE_URL (e.g. http://127.0.0.1:8000/v1 for vLLM, Ollama's
+    /v1), OPENAI_API_KEY (any text for a local server) and PAPERLAKE_LLM_MODEL (default gpt-4o-mini).
+
+    Methods (--method): neusym_rag (default: ReAct with SQL, vector search, view image, calculate, answer),
+    iterative_sym_rag, iterative_neu_rag, iterative_classic_rag, two_stage_sym_rag, two_stage_neu_rag,
+    two_stage_hybrid_rag, classic_rag, question_only, title_with_abstract, full_text_with_cutoff, mathrag (the
+    formula tools), recap, hdrag (table questions)."""
     from agent.run import ask as run_ask
     from paperlake.llm import LLMNotConfigured
 
     settings = _settings(home)
+    paper_ids = [_resolve_paper(settings, text) for text in paper] if paper else None
     try:
         result = run_ask(
             question,
             settings,
-            paper_ids=paper or None,
+            paper_ids=paper_ids,
             method=method,
             action_format=action_format,
             output_format=output_format,
@@ -465,6 +471,8 @@ def ask(
         _fail(str(error))
     if as_json:
         print(json.dumps(result.to_dict(), default=str, ensure_ascii=False))
+        if not result.answered:
+            raise typer.Exit(1)
         return
     if not result.answered:
         _fail(f"no answer ({result.status}){': ' + result.error if result.error else ''}")
@@ -833,6 +841,7 @@ def search(
         "like 'abc%' (strings), and or not, parentheses; e.g. \"pdf_id == '<id>' and "
         'page_number <= 3".',
     ),
+    paper: Optional[str] = typer.Option(None, "--paper", help="Only this paper's entities. " + PAPER_HELP),
     limit: int = typer.Option(5, "--limit", "-k", min=1, max=16384),
     hybrid: bool = typer.Option(
         False,
@@ -889,6 +898,9 @@ def search(
         validate_filter(filter_expr)  # a bad filter is reported before any store is opened
     except FilterError as error:
         fail(str(error))
+    if paper:
+        paper_clause = f"pdf_id == '{_resolve_paper(settings, paper)}'"
+        filter_expr = f"({filter_expr}) and {paper_clause}" if filter_expr.strip() else paper_clause
     if settings.milvus_uri.endswith(".db") and not Path(settings.milvus_uri).expanduser().exists():
         fail(
             f"nothing has been ingested into {settings.home} yet (no vector store at {settings.milvus_uri}); "
@@ -1008,17 +1020,35 @@ def _warehouse_rows(home: Optional[Path], sql: str, params: list[Any]) -> tuple[
     raise AssertionError("unreachable")
 
 
+def _resolve_paper(settings: Settings, text: str) -> str:
+    """The one paper ``text`` names (:func:`paperlake.warehouse.find_papers`): its id. None found, or several,
+    is a message and a non-zero exit (several are listed)."""
+    from paperlake.warehouse import find_papers
+
+    try:
+        with connect_read_only(settings.warehouse) as con:
+            matches = find_papers(con, text)
+    except FileNotFoundError as error:
+        _fail(str(error))
+    if not matches:
+        _fail(f"no paper matches {text!r} (by id, by volume/file-stem, or by every word of its title)")
+    if len(matches) > 1:
+        _print_rows(["paper_id", "paper_key", "title"], [(m.paper_id, m.paper_key, m.title) for m in matches], False)
+        _fail(f"{len(matches)} papers match {text!r}: give one of the ids or keys above")
+    return matches[0].paper_id
+
+
 @tables_app.command("list")
 def tables_list(
-    paper: Optional[str] = typer.Option(None, "--paper", help="A paper id, or words of its title."),
+    paper: Optional[str] = typer.Option(None, "--paper", help=PAPER_HELP),
     home: Optional[Path] = HomeOption,
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The tables of the warehouse (or of one paper): id, label, shape and structure flag."""
     where, params = "", []
     if paper:
-        where = "where cast(m.paper_id as varchar) = ? or m.title ilike ?"
-        params = [paper, f"%{paper}%"]
+        where = "where cast(m.paper_id as varchar) = ?"
+        params = [_resolve_paper(_settings(home), paper)]
     columns, rows = _warehouse_rows(
         home,
         "select cast(t.table_id as varchar) as table_id, m.title, t.page_number, t.table_label, t.num_rows, "

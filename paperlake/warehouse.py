@@ -25,6 +25,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import uuid
 from contextlib import contextmanager
@@ -416,3 +417,29 @@ def paper_filter(pdf_column: str, papers: Sequence[str] | None) -> tuple[str, li
     if canonical:
         return f"where {pdf_column} in ({', '.join(repr(paper) for paper in papers)})", []
     return f"where cast({pdf_column} as varchar) in (select unnest(?::varchar[]))", [papers]
+
+
+@dataclass(frozen=True)
+class PaperMatch:
+    paper_id: str
+    paper_key: str
+    title: str
+
+
+def find_papers(con: duckdb.DuckDBPyConnection, text: str) -> list[PaperMatch]:
+    """The papers a person means by ``text``: its paper id, its key as the Dagster UI shows it
+    (``volume/file-stem``), or words of its title (every word, in any order, any case)."""
+    text = text.strip()
+    query = "select paper_id::varchar, paper_key, title from metadata where "
+    try:
+        rows = con.execute(query + "paper_id = ?::uuid", [str(uuid.UUID(text))]).fetchall()
+    except ValueError:
+        rows = []
+    if not rows:
+        rows = con.execute(query + "paper_key = ? or paper_key = ?", [text, text.removesuffix(".pdf")]).fetchall()
+    if not rows:
+        words = [word for word in re.split(r"\W+", text.lower()) if word]
+        if words:
+            where = " and ".join(["lower(title) like ?"] * len(words))
+            rows = con.execute(query + where + " order by title", [f"%{w}%" for w in words]).fetchall()
+    return [PaperMatch(*row) for row in rows]
