@@ -80,7 +80,7 @@ def _shorten(text: str, limit: int = _SHOWN_CHARS) -> str:
 
 def _one_line(text: str) -> str:
     """``text`` without line breaks or other control characters (they would split a CLI error or a log line)."""
-    return "".join(repr(c)[1:-1] if not c.isprintable() and c != " " else c for c in text)
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 @dataclass(frozen=True)

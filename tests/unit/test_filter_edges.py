@@ -338,13 +338,20 @@ def test_a_long_filter_is_shown_shortened_and_on_one_line() -> None:
     )
 
 
+def test_a_filter_of_80_characters_as_quoted_is_shown_whole() -> None:
+    expression = "page_number == 1 #" + "x" * 60
+    assert len(repr(expression)) == 80
+    assert str(refused(expression)).endswith(f"(filter: {expression!r})")
+    assert str(refused(expression + "x")).endswith(f"(filter: {repr(expression + 'x')[:79]}…)")
+
+
 def test_an_error_is_one_line_whatever_it_quotes() -> None:
     error = FilterError("two\nlines", "a\ttab", "x\ny")
     assert (error.problem, error.hint) == ("two\\nlines", "a\\ttab")
     assert str(error) == "two\\nlines — a\\ttab (filter: 'x\\ny')"
     assert str(FilterError("only a problem")) == "only a problem"
     assert str(FilterError("problem", expression="e")) == "problem (filter: 'e')"
-    assert FilterError("é ü").problem == "é ü"
+    assert FilterError("é ü\u00a0x").problem == "é ü\\xa0x"
 
 
 def test_the_documented_grammar() -> None:

@@ -1,7 +1,10 @@
 """safe_eval at its edges: Python's own values for short-circuits and chained comparisons, every operator on
 operands that tell it from its neighbours, integer-only arguments, and each bound exactly at and just past its limit."""
 
+import ast
+import inspect
 import math
+import sys
 
 import pytest
 
@@ -13,6 +16,7 @@ from paperlake.safe_eval import (
     MAX_FACTORIAL_ARGUMENT,
     MAX_NESTING,
     SafeEvalError,
+    _Evaluator,
     allowed_names,
     safe_eval,
 )
@@ -263,6 +267,12 @@ def test_powers_at_the_bounds_are_computed(expression: str, expected) -> None:
     assert value == expected and type(value) is type(expected)
 
 
+def test_the_size_of_a_power_is_its_exponent_times_the_digits_of_its_base() -> None:
+    assert safe_eval("2 ** 996") == 2**996  # 299.8 digits
+    assert safe_eval("0 ** 0.5") == 0.0 and safe_eval("0.25 ** 0.5") == 0.5  # fractional exponents of bases >= 0
+    assert refused("1000 ** 101") == "result of 1000**101 would exceed 1e+300"  # 303 digits
+
+
 @pytest.mark.parametrize(
     ("expression", "message"),
     [
@@ -363,3 +373,24 @@ def test_variables_are_numbers_by_name_and_win_over_nothing_else() -> None:
     assert safe_eval("x + y", {"x": 1.5, "y": 2}) == 3.5
     assert safe_eval("pi", {}) == math.pi and safe_eval("e", None) == math.e
     assert refused("z", {"x": 1}) == "unknown name 'z'"
+
+
+def test_a_recursion_error_while_evaluating_is_refused() -> None:
+    """The nesting bound keeps evaluation far from Python's recursion limit; were the limit lower, the expression is
+    still refused rather than the error raised."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack(0)) + 60)  # room to parse 45 levels, not to evaluate them (2 frames each)
+    try:
+        message = refused("-" * 45 + "1")
+    finally:
+        sys.setrecursionlimit(limit)
+    assert message == "expression nested too deeply"
+
+
+def test_the_evaluator_refuses_what_it_does_not_know_and_complex_values() -> None:
+    """Default deny below the parser: a node type no expression produces today, and a complex value whatever made it."""
+    evaluator = _Evaluator({}, max_power=10, max_abs=1e300)
+    with pytest.raises(SafeEvalError, match="^Module expressions are not allowed$"):
+        evaluator.evaluate(ast.parse("1"), depth=0)
+    with pytest.raises(SafeEvalError, match="^complex result not allowed$"):
+        evaluator._bounded(1j)
