@@ -405,11 +405,19 @@ class WarehouseFormulas:
         collection: Any = None,
     ):
         self.tables = tables
-        self.graph = FormulaGraph.from_rows(tables)
+        self._graph: FormulaGraph | None = None
         self._embed = embed
         self._vectors: np.ndarray | None = None
         self.collection = collection
         self.searched_by: str | None = None
+
+    @property
+    def graph(self) -> FormulaGraph:
+        """The graph rebuilt from the tables (each formula's LaTeX parsed again): only for what runs a formula,
+        so that reading the tables (`formulas show`, search) never pays for it."""
+        if self._graph is None:
+            self._graph = FormulaGraph.from_rows(self.tables)
+        return self._graph
 
     @classmethod
     def from_connection(
@@ -519,10 +527,23 @@ class WarehouseFormulas:
     def create_tool(self, formula_id: str):
         from paperlake.formulas.tools import build_tool
 
-        formula = self.graph.formulas.get(formula_id)
+        graph = self._graph if self._graph is not None else self._graph_of(formula_id)
+        formula = graph.formulas.get(formula_id)
         if formula is None:
             raise KeyError(f"no formula {formula_id!r}: use RetrieveMathKnowledge to find formula ids")
         return build_tool(formula)
+
+    def _graph_of(self, formula_id: str) -> FormulaGraph:
+        """The graph of one formula (its parameters, occurrences and constants): what a tool needs, without
+        parsing every other formula's LaTeX."""
+        own = {
+            name: [row for row in self.tables.get(name, []) if row.get("formula_id") == formula_id]
+            for name in ("formulas", "formula_parameters", "formula_occurrences")
+        }
+        relations = [row for row in self.tables.get("formula_relations", []) if row.get("source") == formula_id]
+        return FormulaGraph.from_rows(
+            {**own, "formula_relations": relations, "constants": self.tables.get("constants", [])}
+        )
 
 
 def agent_backend(warehouse: Any, milvus_uri: str | None = None) -> WarehouseFormulas | None:

@@ -19,6 +19,7 @@ import shutil
 import sqlite3
 import tempfile
 import threading
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -643,7 +644,11 @@ def _export_fused_onnx(model_dir: Path, scratch: Path) -> Path:
     example = torch.ones((2, 8), dtype=torch.int64)
     raw = scratch / "raw.onnx"
     names = ["input_ids", "attention_mask", "token_type_ids"]
-    with torch.inference_mode():
+    # the tracer's warnings (Python values in control flow) are about the model's code, which the export freezes
+    # at these shapes on purpose: nothing a user can act on, so nothing to print
+    with torch.inference_mode(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
         torch.onnx.export(
             LastHiddenState(body),
             (example, example, torch.zeros_like(example)),
