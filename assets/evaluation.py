@@ -99,19 +99,22 @@ def retrieval_quality(context: dg.AssetCheckExecutionContext, paperlake: Paperla
 
     volume = context.partition_key
     report = volume_quality(paperlake.settings(), volume)
+    # every figure is named after its volume: the UI plots a metadata key's history across the check's runs,
+    # whatever their partition, so a shared key would join the volumes into one line that seems to jump
     metadata: dict = {
-        "answer_at_1": dg.MetadataValue.float(float(report["answer_at_1"])),
-        "answer_at_5": dg.MetadataValue.float(float(report["answer_at_5"])),
-        "page_at_5": dg.MetadataValue.float(float(report["page_at_5"])),
+        f"{volume}/answer_at_1": dg.MetadataValue.float(float(report["answer_at_1"])),
+        f"{volume}/answer_at_5": dg.MetadataValue.float(float(report["answer_at_5"])),
+        f"{volume}/page_at_5": dg.MetadataValue.float(float(report["page_at_5"])),
+        "volume": volume,
         "probes": report["probes"],
         "method": report["method"],
         "threshold": report["threshold"],
     }
     for method, result in report["methods"].items():
         if method != report["method"]:
-            metadata[f"{method}/answer_at_5"] = dg.MetadataValue.float(float(result["answer_at_k"]))
+            metadata[f"{volume}/{method}/answer_at_5"] = dg.MetadataValue.float(float(result["answer_at_k"]))
         for kind, values in result["by_kind"].items():
-            metadata[f"{method}/{kind}/answer_at_5"] = dg.MetadataValue.float(float(values["answer_at_k"]))
+            metadata[f"{volume}/{method}/{kind}/answer_at_5"] = dg.MetadataValue.float(float(values["answer_at_k"]))
     if report["problems"]:
         metadata["problems"] = "; ".join(report["problems"])
     return dg.AssetCheckResult(

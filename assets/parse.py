@@ -7,8 +7,8 @@ from dagster._core.definitions.data_version import DATA_VERSION_TAG  # the tag o
 
 from assets.partitions import papers, run_paper_keys
 from assets.resources import PaperlakeResource
-from paperlake.lake import ERROR_VIEW
 from paperlake.inbox import ManifestError
+from paperlake.lake import ERROR_VIEW
 from paperlake.pipeline import PaperOutcome, ingest_papers, locate_source, parse_code_version
 from paperlake.vectors.ahead import offer_parsed
 from paperlake.views import VIEWS
@@ -163,8 +163,9 @@ def _check_results(outcomes: dict[str, PaperOutcome | None]) -> list[dg.AssetChe
         dg.AssetSpec(
             key,
             deps=[INBOX_KEY],
-            kinds={"parquet", "pymupdf"},
-            description=f"Parsed view `{view}`: one Parquet file per paper under lake/{view}/.",
+            kinds={"parquet", "pdf"},
+            description=f"Parsed view `{view}`: one Parquet file per paper under lake/{view}/, from PyMuPDF or the "
+            "paper's MinerU outputs (each materialisation's `backend` says which).",
         )
         for view, key in VIEW_KEYS.items()
     ],
@@ -238,14 +239,19 @@ def _view_metadata(view: str, outcomes: dict[str, PaperOutcome | None]) -> dict:
             metadata |= {"stage": outcome.stage or "", "reason": (outcome.reason or "")[:2000]}
         return metadata
     statuses = [o.status if o is not None else "removed" for o in outcomes.values()]
+    backends = [(o.backend or "") if o is not None else "" for o in outcomes.values()]
     metadata = {
         "papers": len(outcomes),
         "rows": sum(rows(o) for o in outcomes.values()),
         **{f"papers_{status}": statuses.count(status) for status in sorted(set(statuses))},
+        "backend": ", ".join(f"{b} {backends.count(b)}" for b in sorted(set(backends) - {""})),
         "per_paper": dg.MetadataValue.md(
             "\n".join(
-                ["| paper | status | rows |", "|---|---|---|"]
-                + [f"| {key} | {status} | {rows(o)} |" for (key, o), status in zip(outcomes.items(), statuses)]
+                ["| paper | status | backend | rows |", "|---|---|---|---|"]
+                + [
+                    f"| {key} | {status} | {backend} | {rows(o)} |"
+                    for (key, o), status, backend in zip(outcomes.items(), statuses, backends)
+                ]
             )
         ),
     }

@@ -86,10 +86,20 @@ def inbox_sensor(context: dg.SensorEvaluationContext, paperlake: PaperlakeResour
         partition_requests.append(papers.build_add_request(to_add))
     if to_delete:
         partition_requests.append(papers.build_delete_request(to_delete))
-    return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=partition_requests, asset_events=events)
+    return dg.SensorResult(
+        run_requests=requests,
+        dynamic_partitions_requests=partition_requests,
+        asset_events=events,
+        skip_reason=None if requests else "nothing stale: every PDF of the inbox is in the lake as it is now",
+    )
 
 
-@dg.schedule(cron_schedule="0 3 * * *", job=ingest_job, execution_timezone="UTC")
+@dg.schedule(
+    cron_schedule="0 3 * * *",
+    job=ingest_job,
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,  # scheduled ingestion is the first use: on from the start
+)
 def inbox_schedule(context: dg.ScheduleEvaluationContext, paperlake: PaperlakeResource):
     """Nightly sweep: ingest volumes that arrived while the sensor was off."""
     existing = set(context.instance.get_dynamic_partitions(papers.name))
@@ -98,7 +108,7 @@ def inbox_schedule(context: dg.ScheduleEvaluationContext, paperlake: PaperlakeRe
         context.instance.add_dynamic_partitions(papers.name, to_add)
     for key in to_delete:
         context.instance.delete_dynamic_partition(papers.name, key)
-    return requests or dg.SkipReason("inbox and lake agree")
+    return requests or dg.SkipReason("nothing stale: every PDF of the inbox is in the lake as it is now")
 
 
 def _in_flight(instance: dg.DagsterInstance) -> set[str]:
@@ -189,7 +199,7 @@ def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) 
             asset_selection=selection,
         )
         requests += [request] if request else []
-        notes.append(f"formulas: {', '.join(sorted(formulas))}")
+        notes.append(f"formulas stale: {', '.join(sorted(formulas))}")
     if vectors is not None:
         for key, stale in sorted(vectors.stale.items()):
             selection = [dg.AssetKey(["vectors", collection]) for collection in sorted(stale)]
@@ -202,7 +212,8 @@ def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) 
                 asset_selection=selection,
             )
             requests += [request] if request else []
-        notes.append(f"vectors: {len(vectors.stale)} paper(s)")
+        if vectors.stale:
+            notes.append(f"vectors: {len(vectors.stale)} paper(s) stale")
     if (
         not requests
         and vectors is not None
@@ -211,7 +222,7 @@ def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) 
     ):
         requests, note = _evaluation_requests(settings, instance)
         notes += [note] if note else []
-    return requests, "; ".join(notes) or "every store is current"
+    return requests, "; ".join(notes) or "nothing stale: every store was built from what it reads now"
 
 
 def _evaluation_requests(settings, instance: dg.DagsterInstance) -> tuple[list[dg.RunRequest], str]:
@@ -255,5 +266,7 @@ def stores_sensor(context: dg.SensorEvaluationContext, paperlake: PaperlakeResou
         missing = sorted(keys - set(context.instance.get_dynamic_partitions(definition.name)))
         adds += [definition.build_add_request(missing)] if missing else []
     return dg.SensorResult(
-        run_requests=requests, skip_reason=None if requests else note, dynamic_partitions_requests=adds
+        run_requests=requests,
+        skip_reason=None if requests else (note or "nothing stale: every store was built from what it reads now"),
+        dynamic_partitions_requests=adds,
     )
