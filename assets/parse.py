@@ -3,7 +3,6 @@
 import hashlib
 
 import dagster as dg
-from dagster._core.definitions.data_version import DATA_VERSION_TAG  # the tag observations carry
 
 from assets.partitions import papers, run_paper_keys
 from assets.resources import PaperlakeResource
@@ -14,6 +13,9 @@ from paperlake.vectors.ahead import offer_parsed
 from paperlake.views import VIEWS
 
 PARSE_CODE_VERSION = parse_code_version()
+# The tag an observation's data version travels in (what `AssetObservation.data_version` reads back, and what
+# Dagster's own observable source assets write): a documented string, not an import from Dagster's internals.
+DATA_VERSION_TAG = "dagster/data_version"
 INBOX_KEY = dg.AssetKey(["inbox", "pdf"])
 VIEW_KEYS = {view: dg.AssetKey(["parsed", view]) for view in (*VIEWS, ERROR_VIEW)}
 GATED_VIEWS = ("pages", "metadata", "chunks", "tables", "images", "equations")
@@ -50,7 +52,7 @@ def inbox_events(instance: dg.DagsterInstance, sources) -> list[dg.AssetObservat
             continue
         latest = instance.get_latest_data_version_record(INBOX_KEY, True, source.paper_key)
         entry = latest.event_log_entry.asset_observation if latest is not None else None
-        if entry is not None and entry.tags.get(DATA_VERSION_TAG) == source.data_version:
+        if entry is not None and entry.data_version == source.data_version:
             continue
         metadata = {
             "path": dg.MetadataValue.path(str(source.pdf_path)),

@@ -14,8 +14,6 @@ configuration, which is why it takes only plain values.
 from __future__ import annotations
 
 import json
-import os
-import sys
 from typing import Any
 
 import dagster as dg
@@ -23,9 +21,11 @@ import dagster as dg
 from paperlake.config import Settings
 
 EXECUTORS = ("in_process", "multiprocess", "celery")
-# The multiprocess executor's step processes fork from a server that imported these once (Dagster's ``forkserver``
-# start method), instead of each being a new interpreter that imports Dagster, dbt and the asset modules again (its
-# default, ``spawn``): seconds of a core per step, for every step of every run.
+# The multiprocess executor's step processes fork from a server that imported these once (the executor's documented
+# ``start_method: forkserver`` with ``preload_modules``), instead of each being a new interpreter that imports Dagster,
+# dbt and the asset modules again (its default, ``spawn``). Python starts one forkserver per process, in the
+# environment of that moment: the steps get their settings from the run's resource configuration, not from a later
+# change of this process's environment.
 FORKSERVER_PRELOAD = ("orchestration.definitions",)
 
 
@@ -70,28 +70,6 @@ def execution_config(settings: Settings) -> dict[str, Any]:
             }
         }
     return {}
-
-
-_FORKSERVER_STARTED_IN: tuple | None = None  # the environment the running forkserver (if any) was started in
-
-
-def forkserver_for_this_environment() -> None:
-    """Before a run with the multiprocess executor: a step process forks from the forkserver, so it sees the
-    environment, working directory and import path the server was started with, not this process's current ones
-    (``spawn`` gave each step the current ones). One `paperlake ingest` never changes them; a process that runs
-    ingests with different settings (a notebook, the test suite) does, and then the server is stopped here, so the
-    run starts a new one in the current environment (so is a server started before the first call, whose
-    environment is unknown). Python's forkserver has no public way to stop it: where its
-    private ``_stop`` is gone, the server is left as it is."""
-    global _FORKSERVER_STARTED_IN
-    from multiprocessing import forkserver
-
-    now = (tuple(sorted(os.environ.items())), os.getcwd(), tuple(sys.path))
-    if _FORKSERVER_STARTED_IN != now:  # changed, or a server this module did not see start (if any) runs
-        stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
-        if stop is not None:
-            stop()
-    _FORKSERVER_STARTED_IN = now
 
 
 def reconstructable_job(job_name: str, resource: dict[str, Any]) -> Any:

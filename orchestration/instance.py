@@ -127,24 +127,13 @@ def fail_orphaned_runs(instance) -> list[str]:
     return failed
 
 
-STORAGE_KEYS = ("storage", "run_storage", "event_log_storage", "schedule_storage")
-
-
 def load_instance(home: Path):
-    """The Dagster instance of ``home`` (its ``dagster.yaml``). Where that file configures no storage (the default
-    paperlake writes), the event log is :class:`orchestration.event_log.PooledSqliteEventLogStorage` on the stock
-    files, so the Dagster UI and daemon (stock classes, same files) see everything the CLI writes."""
+    """The Dagster instance of ``home``: its ``dagster.yaml``, with Dagster's stock storage (SQLite files under
+    ``home`` unless the file configures PostgreSQL, as ``deploy/`` does), so the UI, the daemon and the CLI read
+    and write the same runs the same way."""
     import dagster as dg
-    import yaml
-    from dagster._core.instance.ref import InstanceRef
 
-    from orchestration.event_log import storage_overrides
-
-    config = home / "dagster.yaml"
-    values = (yaml.safe_load(config.read_text(encoding="utf-8")) if config.exists() else None) or {}
-    if any(key in values for key in STORAGE_KEYS):
-        return dg.DagsterInstance.from_config(str(home))
-    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=storage_overrides(str(home))))
+    return dg.DagsterInstance.from_config(str(home))
 
 
 if __name__ == "__main__":

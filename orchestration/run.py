@@ -47,6 +47,8 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 # stage when every paper had its own run); a batch keeps the progress bar moving and bounds what one
 # run's failure sends back to one run per paper.
 PAPERS_PER_RUN = 8
+# The tags of a run over a range of partitions, as the Dagster UI sets them when it launches a single-run backfill
+RANGE_START_TAG, RANGE_END_TAG = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 
 
 @dataclass
@@ -212,12 +214,7 @@ class _Runner:
         if partition_key:
             tags["paperlake/volume"] = partition_key.partition("/")[0]
         if partition_range:  # one run over consecutive partitions (the assets' single-run backfill policy)
-            from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
-
-            tags |= {
-                ASSET_PARTITION_RANGE_START_TAG: partition_range[0],
-                ASSET_PARTITION_RANGE_END_TAG: partition_range[1],
-            }
+            tags |= {RANGE_START_TAG: partition_range[0], RANGE_END_TAG: partition_range[1]}
             tags["paperlake/volume"] = partition_range[0].partition("/")[0]
         with contextlib.ExitStack() as stack:
             if log:  # dagster-dbt echoes dbt's log to stdout
@@ -235,10 +232,8 @@ class _Runner:
 
             import dagster as dg
 
-            from orchestration.executors import execution_config, forkserver_for_this_environment, reconstructable_job
+            from orchestration.executors import execution_config, reconstructable_job
 
-            if self.settings.executor == "multiprocess":
-                forkserver_for_this_environment()
             if partition_key:
                 tags["dagster/partition"] = partition_key
             # dagster-celery registers its task again for every run of this process: the same callable, said loudly

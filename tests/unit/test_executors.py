@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 import pytest
 
@@ -47,35 +45,6 @@ def test_run_config_carries_the_broker_and_the_module_workers_import(tmp_path):
             }
         }
     }
-
-
-def _variable_in_a_forked_step(name: str) -> str | None:
-    return os.environ.get(name)
-
-
-def test_a_changed_environment_restarts_the_multiprocess_forkserver(monkeypatch):
-    """A step forks from the forkserver and sees the environment the server started in: after the environment
-    changes, the next run's steps must see the new one (a process that ingests twice with different settings)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from orchestration.executors import forkserver_for_this_environment
-
-    context = multiprocessing.get_context("forkserver")
-
-    def seen() -> str | None:
-        with ProcessPoolExecutor(1, mp_context=context) as pool:
-            return pool.submit(_variable_in_a_forked_step, "PAPERLAKE_TEST_FORKSERVER").result(timeout=120)
-
-    monkeypatch.setenv("PAPERLAKE_TEST_FORKSERVER", "first")
-    forkserver_for_this_environment()
-    assert seen() == "first"
-    monkeypatch.setenv("PAPERLAKE_TEST_FORKSERVER", "second")
-    assert seen() == "first"  # what the helper is for: without it, the server's environment stays
-    forkserver_for_this_environment()
-    assert seen() == "second"
-    forkserver_for_this_environment()  # unchanged: the server is kept
-    assert seen() == "second"
 
 
 def test_an_unknown_executor_is_refused_by_name(tmp_path, monkeypatch):
