@@ -400,7 +400,4 @@ def validate_filter(expression: str | None, fields: dict[str, type] | None = Non
             expression,
         ) from None
     fields = FIELD_TYPES if fields is None else fields
-    tokens = _tokenise(expression)
-    if not tokens:
-        return ""
-    return _Parser(expression, tokens, fields).parse()
+    return _Parser(expression, _tokenise(expression), fields).parse()

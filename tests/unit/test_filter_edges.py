@@ -171,6 +171,26 @@ def test_a_malformed_in_list_is_refused_not_rewritten(expression: str, problem: 
             "expected a value at column 11, got '(' — values are quoted strings or integers (filter: 'pdf_id == (')",
         ),
         (
+            "and page_number == 1",
+            f"expected a field name at column 1, got 'and' — a condition starts with one of {FIELDS}, e.g. "
+            "page_number == 3 (filter: 'and page_number == 1')",
+        ),
+        (
+            "&& page_number == 1",
+            f"expected a field name at column 1, got 'and' — a condition starts with one of {FIELDS}, e.g. "
+            "page_number == 3 (filter: '&& page_number == 1')",
+        ),
+        (
+            "2.5 == page_number",
+            f"expected a field name at column 1, got 2.5 — a condition starts with one of {FIELDS}, e.g. "
+            "page_number == 3 (filter: '2.5 == page_number')",
+        ),
+        (
+            "page_number == FALSE",
+            "expected a value at column 16, got 'false' — values are quoted strings or integers "
+            "(filter: 'page_number == FALSE')",
+        ),
+        (
             "page_number == true",
             "expected a value at column 16, got 'true' — values are quoted strings or integers "
             "(filter: 'page_number == true')",
@@ -291,6 +311,7 @@ def test_a_number_is_at_most_40_characters() -> None:
     assert refused("page_number == " + "1" * 40).problem.endswith("does not fit page_number, a 64-bit integer")
     long = refused("page_number == " + "1" * 41)
     assert (long.problem, long.hint) == ("the number at column 16 has 41 characters", "page numbers are small integers")
+    assert long.expression == "page_number == " + "1" * 41
     assert refused("page_number == 1." + "0" * 39).problem == "the number at column 16 has 41 characters"
 
 
@@ -299,7 +320,7 @@ def test_the_text_is_capped_exactly() -> None:
     assert len(at_cap) == MAX_FILTER_CHARS and validate_filter(at_cap) == "page_number == 1"
     over = refused(at_cap + " ")
     assert over.problem == f"the filter has {MAX_FILTER_CHARS + 1} characters, more than {MAX_FILTER_CHARS}"
-    assert over.hint == "narrow it with fewer, simpler conditions"
+    assert over.hint == "narrow it with fewer, simpler conditions" and over.expression == at_cap + " "
 
 
 def test_nesting_is_capped_exactly_and_counted_per_level() -> None:
@@ -313,6 +334,11 @@ def test_nesting_is_capped_exactly_and_counted_per_level() -> None:
     assert refused("not " * 33 + "page_number == 1").problem == "the filter nests deeper than 32 levels at column 129"
     siblings = " and ".join(["(page_number == 1)"] * 40)  # side by side, each one level deep
     assert validate_filter(siblings) == siblings
+    two_deepest = f"{deepest} and {deepest}"  # leaving a level gives it back, exactly
+    assert validate_filter(two_deepest) == two_deepest
+    assert refused("(page_number == 1) and " + "(" * 33 + "page_number == 1" + ")" * 33).problem.startswith(
+        "the filter nests deeper than 32 levels"
+    )
 
 
 def test_like_keeps_at_most_two_wildcards() -> None:
@@ -324,7 +350,7 @@ def test_like_keeps_at_most_two_wildcards() -> None:
 
 def test_an_unpaired_surrogate_is_refused_with_its_column() -> None:
     error = refused("pdf_id == '\ud800'")
-    assert error.problem == "the filter is not valid Unicode at column 12"
+    assert error.problem == "the filter is not valid Unicode at column 12" and error.expression == "pdf_id == '\ud800'"
     assert error.hint == "it holds an unpaired surrogate (undecodable input bytes)"
 
 
