@@ -158,6 +158,7 @@ class ReadOnlyWarehouse:
     memory_limit: str = MEMORY_LIMIT
     address_space: int = ADDRESS_SPACE
     threads: int = 2
+    start_timeout: float = 60.0  # a worker that has not opened the file by then is killed
     fences: Fences = Fences()
     _worker: subprocess.Popen | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -207,20 +208,18 @@ class ReadOnlyWarehouse:
             return self._worker
         if not self.path.exists():
             raise FileNotFoundError(f"warehouse {self.path.name} does not exist; run the ingest first")
-        env = {key: value for key, value in os.environ.items() if key != "MILVUS_URI"}  # (paperlake's __init__)
         worker = subprocess.Popen(
             [sys.executable, "-m", "paperlake.sql_sandbox"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env=env,
             close_fds=True,
         )
         try:
             if self.fences.address_space_limit:  # before the worker has been sent anything to open or run
                 resource.prlimit(worker.pid, resource.RLIMIT_AS, (self.address_space, self.address_space))
             _send(worker.stdin, self._opening())
-            opened = _receive(worker.stdout, deadline=time.monotonic() + 60)
+            opened = _receive(worker.stdout, deadline=time.monotonic() + self.start_timeout)
         except (TimeoutError, EOFError, BrokenPipeError, OSError) as error:
             _kill(worker)
             raise RuntimeError(f"the SQL sandbox's worker did not start ({type(error).__name__})") from None

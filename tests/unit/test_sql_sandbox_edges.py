@@ -434,6 +434,12 @@ def test_a_silent_pipe_times_out_and_a_closed_one_ends() -> None:
         with pytest.raises(TimeoutError):
             _receive(receive_end, deadline=started + 0.2)
         assert 0.15 < time.monotonic() - started < 2
+        send_end.write(b"\x00" * 7 + b"\x0a" + b"abc")  # a header for 10 bytes, then 3 of them
+        send_end.flush()
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            _receive(receive_end, deadline=started + 0.2)
+        assert time.monotonic() - started < 2
         send_end.write(b"\x00\x00\x00")
         send_end.close()
         with pytest.raises(EOFError):
@@ -526,7 +532,9 @@ def test_a_missing_warehouse_is_named(tmp_path: Path) -> None:
             warehouse.query("select 1")
 
 
-def test_a_worker_that_does_not_start_is_reported(warehouse_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_that_does_not_start_is_reported(
+    warehouse_file: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture
+) -> None:
     monkeypatch.setenv("PYTHONHOME", str(warehouse_file.parent / "no-python-here"))
     with ReadOnlyWarehouse(warehouse_file) as warehouse:
         with pytest.raises(
@@ -534,6 +542,20 @@ def test_a_worker_that_does_not_start_is_reported(warehouse_file: Path, monkeypa
         ):
             warehouse.query("select 1")
     assert not _workers()
+    assert capfd.readouterr().err == "", "the worker's own complaints stay out of the caller's output"
+
+
+def test_a_worker_that_does_not_finish_starting_is_killed(
+    warehouse_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "slow").mkdir()
+    (tmp_path / "slow" / "sitecustomize.py").write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "slow"))
+    started = time.monotonic()
+    with ReadOnlyWarehouse(warehouse_file, start_timeout=1) as warehouse:
+        with pytest.raises(RuntimeError, match=r"^the SQL sandbox's worker did not start \(TimeoutError\)$"):
+            warehouse.query("select 1")
+    assert time.monotonic() - started < 15 and not _workers()
 
 
 def test_a_forgotten_sandbox_does_not_leave_its_worker_behind(warehouse_file: Path) -> None:
