@@ -111,9 +111,11 @@ def test_refusals_say_what_was_refused(sql: str, message: str) -> None:
     assert str(refused.value).startswith(message)
 
 
-def test_an_explain_whose_query_does_not_parse_is_refused_as_such() -> None:
-    with pytest.raises(SQLRefused, match="^SQL does not parse: "):
-        check_statement("explain (select 1")
+def test_an_explain_whose_rest_does_not_parse_alone_is_refused_as_such() -> None:
+    """A comment between EXPLAIN and its options hides them from the prefix: refused, on the safe side."""
+    with pytest.raises(SQLRefused) as refused:
+        check_statement("explain /* why */ (format json) select 1")
+    assert str(refused.value) == 'SQL does not parse: Parser Error: syntax error at or near "format"'
 
 
 # -- the worker, in this process --------------------------------------------------------------------------------------
@@ -432,14 +434,14 @@ def test_a_silent_pipe_times_out_and_a_closed_one_ends() -> None:
     with os.fdopen(reader, "rb") as receive_end, os.fdopen(writer, "wb") as send_end:
         started = time.monotonic()
         with pytest.raises(TimeoutError):
-            _receive(receive_end, deadline=started + 0.2)
-        assert 0.15 < time.monotonic() - started < 2
+            _receive(receive_end, deadline=started + 0.1)
+        assert 0.1 <= time.monotonic() - started < 0.9
         send_end.write(b"\x00" * 7 + b"\x0a" + b"abc")  # a header for 10 bytes, then 3 of them
         send_end.flush()
         started = time.monotonic()
         with pytest.raises(TimeoutError):
-            _receive(receive_end, deadline=started + 0.2)
-        assert time.monotonic() - started < 2
+            _receive(receive_end, deadline=started + 0.1)
+        assert time.monotonic() - started < 0.9
         send_end.write(b"\x00\x00\x00")
         send_end.close()
         with pytest.raises(EOFError):
