@@ -20,21 +20,25 @@ from assets.resources import LLMResource, PaperlakeResource, paperlake_from_env,
 from assets.vectors import vector_assets
 from assets.warehouse import dbt_cli_resource, formula_models, warehouse_models
 from orchestration.executors import executor_definition
-from orchestration.jobs import JOBS
-from orchestration.sensors import inbox_schedule, inbox_sensor, stores_sensor
+from orchestration.jobs import JOBS, enrich_paper
+from orchestration.sensors import inbox_schedule, inbox_sensor, make_stores_sensor
 from paperlake.config import Settings
 
 
 def build_definitions(paperlake: PaperlakeResource | None = None, llm: LLMResource | None = None) -> dg.Definitions:
     """The whole graph; ``paperlake`` overrides the environment's resource (the CLI passes its own inbox/home). The
-    jobs' executor is the configured one (:mod:`orchestration.executors`)."""
+    jobs' executor is the configured one (:mod:`orchestration.executors`). The enrichment asset, its job and the
+    stores sensor's enrich runs are there only with an LLM endpoint: without one, "Materialize all" in the UI does
+    not ask for summaries it cannot get (the warehouse reads the enrichment files whenever they exist)."""
     paperlake = paperlake or paperlake_from_env()
+    llm = llm or LLMResource()
+    with_enrichment = llm.apply(Settings.from_env()).llm_configured
     return dg.Definitions(
         executor=executor_definition(Settings.from_env()),
         assets=[
             inbox_pdf,
             parsed_views,
-            enrichment_summaries,
+            *([enrichment_summaries] if with_enrichment else []),
             warehouse_models,
             formula_graph,
             formula_models,
@@ -44,13 +48,13 @@ def build_definitions(paperlake: PaperlakeResource | None = None, llm: LLMResour
             volume_set,
         ],
         asset_checks=[retrieval_quality],
-        jobs=JOBS,
-        sensors=[inbox_sensor, stores_sensor],
+        jobs=[job for job in JOBS if with_enrichment or job is not enrich_paper],
+        sensors=[inbox_sensor, make_stores_sensor(with_enrichment)],
         schedules=[inbox_schedule],
         resources={
             "paperlake": paperlake,
             "dbt": dbt_cli_resource(),
-            "llm": llm or LLMResource(),
+            "llm": llm,
             "warehouse": warehouse_resource(paperlake),
         },
     )

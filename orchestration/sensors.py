@@ -247,12 +247,20 @@ def _evaluation_requests(settings, instance: dg.DagsterInstance) -> tuple[list[d
     return requests, f"evaluation: {len(targets)} volume(s)" if targets else ""
 
 
-@dg.sensor(
-    jobs=[enrich_paper, build_warehouse, build_formulas, sync_vectors, probe_paper, evaluate_volume],
-    minimum_interval_seconds=30,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-)
-def stores_sensor(context: dg.SensorEvaluationContext, paperlake: PaperlakeResource) -> dg.SensorResult:
+STORE_JOBS = [build_warehouse, build_formulas, sync_vectors, probe_paper, evaluate_volume]
+
+
+def make_stores_sensor(with_enrichment: bool) -> dg.SensorDefinition:
+    """The stores sensor, targeting enrich_paper too when an endpoint is configured (the Definitions then hold it)."""
+    return dg.sensor(
+        name="stores_sensor",
+        jobs=([enrich_paper] if with_enrichment else []) + STORE_JOBS,
+        minimum_interval_seconds=30,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+    )(stale_stores)
+
+
+def stale_stores(context: dg.SensorEvaluationContext, paperlake: PaperlakeResource) -> dg.SensorResult:
     """Stale stores (by the same rules as `paperlake ingest`) → runs of enrich_paper (with an LLM endpoint),
     build_warehouse, build_formulas and sync_vectors, upstream first."""
     requests, note = plan_store_runs(paperlake, context.instance)

@@ -300,10 +300,26 @@ def test_definitions_form_one_graph_from_inbox_to_marts(dbt_manifest):
     summaries = upstream(dg.AssetKey(["warehouse", "pages"]))
     assert {dg.AssetKey(["enrichment", "summaries"]), dg.AssetKey(["parsed", "pages"])} <= summaries
     assert dg.AssetKey(["parsed", "table_rows"]) in upstream(dg.AssetKey(["warehouse", "table_rows"]))
-    assert defs.resolve_job_def("enrich_paper") is not None
     assert defs.resolve_job_def("ingest_paper") is not None
     assert defs.resolve_sensor_def("inbox_sensor") is not None
     assert defs.resolve_schedule_def("inbox_schedule") is not None
+
+
+def test_enrichment_is_in_the_definitions_only_with_an_endpoint(dbt_manifest, monkeypatch):
+    """Without an endpoint, "Materialize all" in the UI must not select summaries it cannot get."""
+    from assets.resources import LLMResource
+    from orchestration.definitions import build_definitions
+
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    summaries = dg.AssetKey(["enrichment", "summaries"])
+    without = build_definitions()
+    assert "enrich_paper" not in {job.name for job in without.resolve_all_job_defs()}
+    assert not without.resolve_asset_graph().get(summaries).is_materializable
+    assert "enrich_paper" not in {j.name for j in without.resolve_sensor_def("stores_sensor").jobs}
+    with_endpoint = build_definitions(llm=LLMResource(base_url="http://127.0.0.1:9/v1"))
+    assert with_endpoint.resolve_job_def("enrich_paper") is not None
+    assert with_endpoint.resolve_asset_graph().get(summaries).is_materializable
 
 
 def test_sensor_requests_only_new_changed_and_removed(tmp_path, dbt_manifest, corpus):
