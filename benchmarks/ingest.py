@@ -3,9 +3,13 @@
     python benchmarks/ingest.py [--corpus ../shared/corpus] [--out benchmarks/results/ingest.json]
 
     python benchmarks/ingest.py --skip-mineru   # where MinerU cannot be installed
+    python benchmarks/ingest.py --pdfs A.pdf B.pdf --volume-repeats 1 --out /tmp/ingest.json   # a smoke test
 
 Stages: parse with each backend (library call, no orchestration), MinerU's offline flash tier on the same PDFs in the
-same run (``benchmarks/mineru_flash.py``: its own venv and a private local server), quality gates, then the whole
+same run, timed two ways in its own venv: its Python API in process (``benchmarks/mineru_in_process.py``:
+``doc_analyze(pdf_bytes, effort="flash")``, timed after import, MinerU at its fastest and the *anchor* of every ratio)
+and its CLI through a private local server (``benchmarks/mineru_flash.py``, net of the CLI's per-call overhead, kept
+beside it for comparison with the ratios reported before the anchor), quality gates, then the whole
 Dagster ingest (parse, gates, dbt, formula graph, vectors, self-evaluation) of exactly the PDFs MinerU parsed, each
 ingest in a new process as `paperlake ingest` runs it, with the PyMuPDF backend, into a fresh PAPERLAKE_HOME: *cold*
 (an empty embedding cache), *warm* (a second fresh home sharing the first one's embedding cache, as a re-ingest
@@ -15,13 +19,13 @@ float graph, `backend: onnx`, with its own empty cache), plus the MinerU-outputs
 pays the same per-ingest fixed costs as the sample), in rounds that interleave MinerU's parse and our ingest. Every
 ratio compares speeds measured here and now on the same PDFs (never a number from another machine): the parse stage
 against MinerU flash (target 5x), and the end-to-end ingest against MinerU flash, which only parses (target 1x;
-"queryable" is the ingest without the self-evaluation that follows it).
+"queryable" is the ingest without the self-evaluation that follows it). Each ratio is given against both ways
+(``*_in_process``, ``*_cli_server``); ``met`` holds against the in-process anchor.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import platform
 import resource
@@ -45,114 +49,172 @@ def peak_rss_mb() -> dict[str, float]:
 
 
 def _versus_mineru_flash(pages: dict[Path, int], our_seconds: dict[Path, float]) -> dict:
-    """MinerU flash on the same PDFs, now. Both speeds cover the PDFs MinerU could parse offline, and the ratio uses
-    MinerU's speed net of its CLI overhead (the harder bar for us)."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from mineru_flash import FlashServer, MineruUnavailable, locate_or_install, time_flash
-
-    try:
-        with FlashServer(locate_or_install()) as server:
-            flash = time_flash(list(pages), server)
-    except MineruUnavailable as error:
-        print(f"mineru flash: not measured: {error}", flush=True)
-        return {"measured": False, "reason": str(error)}
-    results = flash.pop("results")
-    parsed = [result.pdf for result in results]
-    flash["parsed_pdfs"] = [str(pdf) for pdf in parsed]
-    flash["by_volume"] = _flash_by_volume(results, flash["cli_overhead_seconds_per_call"])
+    """MinerU flash on the same PDFs, now, both ways: in process (the anchor) and through its CLI and local server.
+    Every speed covers the PDFs both ways could parse offline; the CLI's is net of its per-call overhead."""
+    ways, errors = _mineru_ways(list(pages), in_process_first=True)
+    if not ways:
+        print(f"mineru flash: not measured: {errors}", flush=True)
+        return {"measured": False, "reason": "; ".join(f"{way}: {error}" for way, error in errors.items())}
+    results = {way: {r.pdf: r for r in timed.pop("results")} for way, timed in ways.items()}
+    parsed = [pdf for pdf in pages if all(pdf in by_pdf for by_pdf in results.values())]
+    if not parsed:
+        return {"measured": False, "reason": "no PDF was parsed both ways"}
+    speeds = _mineru_speeds(ways, results, parsed)
     ours = sum(pages[pdf] for pdf in parsed) / sum(our_seconds[pdf] for pdf in parsed)
-    theirs = flash["pages_per_second_net_of_cli"]
-    ratio = ours / theirs
+    ratios = {way: round(ours / speed, 1) if speed else None for way, speed in speeds.items()}
+    anchor = speeds["in_process"]
+    volumes = sorted({pdf.parent.name for pdf in parsed})
+    by_volume = {
+        volume: {
+            "pdfs": [str(pdf) for pdf in parsed if pdf.parent.name == volume],
+            "pages": sum(pages[pdf] for pdf in parsed if pdf.parent.name == volume),
+            "mineru_flash_pages_per_second": _mineru_speeds(
+                ways, results, [pdf for pdf in parsed if pdf.parent.name == volume]
+            ),
+        }
+        for volume in volumes
+    }
     print(
-        f"mineru flash: {flash['pages']} pages of {len(parsed)} PDFs in {flash['seconds']}s = "
-        f"{flash['pages_per_second']} pages/s ({theirs} net of CLI overhead), {len(flash['failed'])} PDFs failed "
-        f"offline; pymupdf on the same PDFs {ours:.1f} pages/s = {ratio:.1f}x",
+        f"mineru flash on {len(parsed)} PDFs ({sum(pages[pdf] for pdf in parsed)} pages): in process {anchor} pages/s, "
+        f"CLI+server {speeds['cli_server']} pages/s net of CLI overhead; pymupdf on the same PDFs {ours:.1f} pages/s "
+        f"= {ratios['in_process']}x the in-process anchor ({ratios['cli_server']}x the CLI+server path); "
+        f"not measured: {errors or 'none'}",
         flush=True,
     )
     return {
         "measured": True,
-        **flash,
+        "anchor": "in_process",
+        "mineru_version": next(iter(ways.values()))["mineru_version"],
+        "in_process": ways.get("in_process") or {"measured": False, "reason": errors.get("in_process")},
+        "cli_server": ways.get("cli_server") or {"measured": False, "reason": errors.get("cli_server")},
+        "parsed_pdfs": [str(pdf) for pdf in parsed],
+        "pdfs": len(parsed),
+        "pages": sum(pages[pdf] for pdf in parsed),
+        "mineru_flash_pages_per_second": speeds,
+        "by_volume": by_volume,
+        "per_pdf": {
+            str(pdf): {
+                "pages": pages[pdf],
+                "pymupdf_seconds": round(our_seconds[pdf], 3),
+                **{f"{way}_seconds": round(by_pdf[pdf].seconds, 3) for way, by_pdf in results.items()},
+            }
+            for pdf in parsed
+        },
         "pymupdf_pages_per_second_same_pdfs": round(ours, 1),
-        "ratio": round(ratio, 1),
+        "ratio": ratios["in_process"],
+        "ratio_vs_cli_server": ratios["cli_server"],
         "target": PARSE_SPEED_TARGET,
-        "met": ratio >= PARSE_SPEED_TARGET,
+        "met": ours / anchor >= PARSE_SPEED_TARGET if anchor else None,
     }
 
 
-def _flash_by_volume(results: list, overhead: float) -> dict[str, dict]:
-    """MinerU flash's speed per volume (the PDFs' folder), net of its CLI overhead as the whole figure is."""
-    volumes: dict[str, list] = {}
-    for result in results:
-        volumes.setdefault(result.pdf.parent.name, []).append(result)
-    out = {}
-    for volume, rows in sorted(volumes.items()):
-        pages, seconds = sum(r.pages for r in rows), sum(r.seconds for r in rows)
-        net = max(seconds - overhead * len(rows), 1e-9)
-        out[volume] = {
-            "pdfs": [str(r.pdf) for r in rows],
-            "pages": pages,
-            "seconds": round(seconds, 2),
-            "pages_per_second_net_of_cli": round(pages / net, 2),
-        }
-    return out
+def _mineru_ways(pdfs: list[Path], *, in_process_first: bool) -> tuple[dict, dict]:
+    """MinerU flash over ``pdfs`` both ways, one after the other: its API in process (``mineru_in_process.py``, a
+    new process that warms up after its import) and its CLI through a new private server (``mineru_flash.py``). Returns
+    the timings of the ways that ran and the reason for each that did not."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from mineru_flash import FlashServer, MineruUnavailable, locate_or_install, time_flash
+    from mineru_in_process import time_in_process
+
+    try:
+        executable = locate_or_install()
+    except MineruUnavailable as error:
+        return {}, {"in_process": str(error), "cli_server": str(error)}
+
+    def cli_server() -> dict:
+        with FlashServer(executable) as server:
+            return time_flash(pdfs, server)
+
+    runners = {"in_process": lambda: time_in_process(pdfs, executable), "cli_server": cli_server}
+    ways, errors = {}, {}
+    for way in sorted(runners, reverse=in_process_first):  # "cli_server" sorts before "in_process"
+        try:
+            ways[way] = runners[way]()
+        except MineruUnavailable as error:
+            errors[way] = str(error)
+            print(f"mineru flash {way}: not measured: {error}", flush=True)
+    return ways, errors
+
+
+def _mineru_speeds(ways: dict, results: dict[str, dict[Path, object]], pdfs: list[Path]) -> dict[str, float | None]:
+    """Pages/s of each way on exactly ``pdfs``: in process as timed, the CLI+server net of its per-call overhead."""
+    speeds: dict[str, float | None] = {"in_process": None, "cli_server": None}
+    for way, by_pdf in results.items():
+        rows = [by_pdf[pdf] for pdf in pdfs if pdf in by_pdf]
+        if not rows:
+            continue
+        seconds = sum(row.seconds for row in rows)
+        if way == "cli_server":
+            seconds -= ways[way]["cli_overhead_seconds_per_call"] * len(rows)
+        speeds[way] = round(sum(row.pages for row in rows) / max(seconds, 1e-9), 2)
+    return speeds
 
 
 def _one_volume(volume: str, pdfs: list[Path], work: Path, repeats: int, whole_run: dict) -> dict:
     """The smallest volume alone, cold, against MinerU flash on exactly its PDFs, in rounds: MinerU flash parses the
-    volume, then we ingest it (its own home and embedding cache each round). A small volume's ingest varies by ~10% from
-    run to run on a shared machine, and so does MinerU on the same PDFs: both sides are measured the same number of
-    times, interleaved so that a slower or faster spell of the machine falls on both, and the figure is our median run
-    against MinerU's median speed. Without MinerU now (not installable), the rounds are ours alone, against its speed on
-    these PDFs in the run over all of them (``whole_run``)."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from mineru_flash import FlashServer, MineruUnavailable, locate_or_install, time_flash
+    volume both ways (in process, the anchor, and through its CLI and server; which goes first alternates by round),
+    then we ingest it (its own home and embedding cache each round). A small volume's ingest varies by ~10% from run to
+    run on a shared machine, and so does MinerU on the same PDFs: every side is measured the same number of times,
+    interleaved so that a slower or faster spell of the machine falls on all, and the figure is our median run against
+    each way's median speed. A way MinerU cannot run now is held at its speed on these PDFs in the run over all of them
+    (``whole_run``)."""
     from paperlake.pipeline import pdf_page_count
 
     inbox = _inbox_of(work / "inbox-volume", pdfs)
     pages = sum(pdf_page_count(pdf) for pdf in pdfs)
-    runs, flash_speeds = [], []
-    with contextlib.ExitStack() as stack:
-        try:
-            server = stack.enter_context(FlashServer(locate_or_install()))
-        except MineruUnavailable as error:
-            print(f"mineru flash: not measured again for {volume}: {error}", flush=True)
-            server = None
-        for repeat in range(max(1, repeats)):
-            speed = whole_run["pages_per_second_net_of_cli"]
-            if server is not None:
-                try:
-                    timed = time_flash(pdfs, server, warm_up=repeat == 0)
-                    if not timed["failed"]:
-                        speed = timed["pages_per_second_net_of_cli"]
-                        flash_speeds.append(speed)
-                except MineruUnavailable as error:
-                    print(f"mineru flash on {volume}: {error}", flush=True)
-            settings = {
-                "home": work / f"volume-{repeat}",
-                "backend": "pymupdf",
-                "embedding_cache": work / f"v-{repeat}.sqlite",
-            }
-            runs.append(_timed_ingest(inbox, settings, pages, {}, theirs=speed))
-    theirs = statistics.median(flash_speeds) if flash_speeds else whole_run["pages_per_second_net_of_cli"]
+    runs = []
+    speeds: dict[str, list[float]] = {"in_process": [], "cli_server": []}
+    for repeat in range(max(1, repeats)):
+        ways, _ = _mineru_ways(pdfs, in_process_first=repeat % 2 == 0)
+        this_round = dict(whole_run)
+        for way, timed in ways.items():
+            if not timed["failed"]:
+                results = {way: {r.pdf: r for r in timed.pop("results")}}
+                this_round[way] = _mineru_speeds(ways, results, pdfs)[way]
+                speeds[way].append(this_round[way])
+        settings = {
+            "home": work / f"volume-{repeat}",
+            "backend": "pymupdf",
+            "embedding_cache": work / f"v-{repeat}.sqlite",
+        }
+        runs.append(_timed_ingest(inbox, settings, pages, this_round))
+    medians = {way: statistics.median(found) if found else whole_run[way] for way, found in speeds.items()}
     one = dict(sorted(runs, key=lambda run: run["step_seconds"]["total"])[len(runs) // 2])
-    # the median run against MinerU's median speed (each run's own ratio, against the MinerU run before it, is listed)
-    one |= {
-        "parse_stage_vs_mineru_flash": round(pages / one["step_seconds"]["parse"] / theirs, 2),
-        "vs_mineru_flash": round(one["pages_per_second"] / theirs, 2),
-        "queryable_vs_mineru_flash": round(one["pages_per_second_queryable"] / theirs, 2),
-        "met": one["pages_per_second"] / theirs >= END_TO_END_TARGET,
-    }
+    # the median run against each way's median speed (each run's own ratios, against its round's MinerU, are listed)
+    one |= _ratios(pages, one["step_seconds"], medians)
     return {
         "volume": volume,
         "pdfs": len(pdfs),
         **one,
         "of_runs": len(runs),
         "run_totals": [run["step_seconds"]["total"] for run in runs],
-        "run_vs_mineru_flash": [run.get("vs_mineru_flash") for run in runs],
-        "mineru_flash_pages_per_second_net": flash_speeds or None,
-        "mineru_flash_median": round(theirs, 2),
-        "mineru_flash_in_the_run_over_all_pdfs": whole_run["pages_per_second_net_of_cli"],
+        **{f"run_vs_mineru_flash_{way}": [run.get(f"vs_mineru_flash_{way}") for run in runs] for way in speeds},
+        **{f"mineru_flash_{way}_pages_per_second": found or None for way, found in speeds.items()},
+        "mineru_flash_median": {way: round(speed, 2) if speed else None for way, speed in medians.items()},
+        "mineru_flash_in_the_run_over_all_pdfs": whole_run,
     }
+
+
+def _ratios(pages: int, steps: dict[str, float], mineru: dict[str, float | None]) -> dict:
+    """Our ingest against each way MinerU flash was timed: the whole ingest, the queryable part (without the
+    self-evaluation) and the parse stage; ``met`` holds against the in-process anchor."""
+    queryable = steps["total"] - steps.get("evaluation", 0.0)
+    ratios: dict = {}
+    for way, theirs in mineru.items():
+        if theirs:
+            ratios |= {
+                f"vs_mineru_flash_{way}": round(pages / steps["total"] / theirs, 2),
+                f"queryable_vs_mineru_flash_{way}": round(pages / queryable / theirs, 2),
+                f"parse_stage_vs_mineru_flash_{way}": round(pages / steps["parse"] / theirs, 2),
+            }
+    if ratios:
+        anchor = mineru.get("in_process")
+        ratios |= {
+            "mineru_flash_pages_per_second": mineru,
+            "target": END_TO_END_TARGET,
+            "met": pages / steps["total"] / anchor >= END_TO_END_TARGET if anchor else None,
+        }
+    return ratios
 
 
 def _inbox_of(root: Path, pdfs: list[Path]) -> list[Path]:
@@ -191,7 +253,7 @@ def _with_backend(collections_yaml: str, backend: str) -> str:
 
 
 def _timed_ingest(
-    inboxes: list[Path], settings: dict, pages: int, flash: dict, env: dict | None = None, theirs: float | None = None
+    inboxes: list[Path], settings: dict, pages: int, mineru: dict[str, float | None] | None, env: dict | None = None
 ) -> dict:
     """One ingest in a new process, as `paperlake ingest` runs: every timed ingest pays the same start-up (imports,
     Dagster definitions, model sessions), whatever ran before it, so their order does not favour any. Timed by the
@@ -227,15 +289,7 @@ def _timed_ingest(
         "parsed_ahead": child.get("parsed_ahead", {}),
         "minilm_backend": child["minilm_backend"],
     }
-    if flash.get("measured") or theirs:
-        theirs = theirs or flash["pages_per_second_net_of_cli"]
-        entry |= {
-            "parse_stage_vs_mineru_flash": round(pages / steps["parse"] / theirs, 2),
-            "vs_mineru_flash": round(entry["pages_per_second"] / theirs, 2),
-            "queryable_vs_mineru_flash": round(entry["pages_per_second_queryable"] / theirs, 2),
-            "target": END_TO_END_TARGET,
-            "met": entry["pages_per_second"] / theirs >= END_TO_END_TARGET,
-        }
+    entry |= _ratios(pages, steps, mineru or {})
     print(f"ingest ({Path(settings['home']).name}): {json.dumps(entry)}", flush=True)
     return entry
 
@@ -288,6 +342,9 @@ def main() -> None:
     parser.add_argument(
         "--volume-repeats", type=int, default=3, help="cold ingests of the smallest volume (the median is reported)"
     )
+    parser.add_argument(
+        "--pdfs", nargs="+", metavar="NAME", help="only these PDFs of the corpus (file names or stems): a smoke test"
+    )
     args = parser.parse_args()
 
     from orchestration.run import PAPERS_PER_RUN
@@ -298,6 +355,10 @@ def main() -> None:
     from paperlake.vectors.config import default_config_path
 
     sources = scan_inbox([args.corpus / "inbox"], args.corpus / "mineru")
+    if args.pdfs:
+        sources = [s for s in sources if {s.pdf_path.name, s.pdf_path.stem} & set(args.pdfs)]
+        if len(sources) != len(set(args.pdfs)):
+            parser.error(f"--pdfs: {len(sources)} of {len(args.pdfs)} named PDFs are in {args.corpus / 'inbox'}")
     pages = sum(pdf_page_count(s.pdf_path) for s in sources)
     results: dict = {
         "papers": len(sources),
@@ -333,6 +394,7 @@ def main() -> None:
 
     del parsed_by_backend, papers
     flash = results.get("pymupdf_vs_mineru_flash", {})
+    speeds = flash.get("mineru_flash_pages_per_second")  # in process (the anchor) and CLI+server, on these PDFs
     parsed_by_flash = [Path(p) for p in flash.get("parsed_pdfs", [])] or [s.pdf_path for s in sources]
     _export_graphs()  # a first use on this machine exports the ONNX graphs: not part of any timed ingest
     with tempfile.TemporaryDirectory(prefix="paperlake-bench-") as work:
@@ -341,13 +403,13 @@ def main() -> None:
         cache = Path(work) / "embeddings.sqlite"
         for label in ("cold", "warm"):  # warm: a fresh home, the embedding cache of the cold run
             settings = {"home": Path(work) / label, "backend": "pymupdf", "embedding_cache": cache}
-            results[f"end_to_end_{label}"] = _timed_ingest(inbox, settings, pages_in, flash)
+            results[f"end_to_end_{label}"] = _timed_ingest(inbox, settings, pages_in, speeds)
         # the float graph (`backend: onnx`, torch's vectors), cold: its own home and embedding cache, same PDFs
         float_config = Path(work) / "collections-float.yaml"
         float_config.write_text(_with_backend(default_config_path().read_text(encoding="utf-8"), "onnx"))
         settings = {"home": Path(work) / "cold-float", "backend": "pymupdf", "embedding_cache": Path(work) / "f.sqlite"}
         results["end_to_end_cold_float"] = _timed_ingest(
-            inbox, settings, pages_in, flash, env={"PAPERLAKE_COLLECTIONS": str(float_config)}
+            inbox, settings, pages_in, speeds, env={"PAPERLAKE_COLLECTIONS": str(float_config)}
         )
         # the smallest volume alone, cold (its own home and cache): the per-ingest fixed costs (Dagster runs, two dbt
         # builds, the self-evaluation) weigh most on a small volume; MinerU's speed on exactly those PDFs
@@ -355,10 +417,15 @@ def main() -> None:
         if by_volume:
             volume, theirs = min(by_volume.items(), key=lambda item: item[1]["pages"])
             results["end_to_end_cold_one_volume"] = _one_volume(
-                volume, [Path(pdf) for pdf in theirs["pdfs"]], Path(work), args.volume_repeats, theirs
+                volume,
+                [Path(pdf) for pdf in theirs["pdfs"]],
+                Path(work),
+                args.volume_repeats,
+                theirs["mineru_flash_pages_per_second"],
             )
         settings = {"home": Path(work) / "mineru", "backend": "auto", "mineru_dir": (args.corpus / "mineru").resolve()}
-        results["ingest_mineru_outputs"] = _timed_ingest([args.corpus / "inbox"], settings, pages, {})
+        every_pdf = _inbox_of(Path(work) / "inbox-all", [s.pdf_path for s in sources]) if args.pdfs else None
+        results["ingest_mineru_outputs"] = _timed_ingest(every_pdf or [args.corpus / "inbox"], settings, pages, None)
     results["peak_rss_mb"] = peak_rss_mb()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))

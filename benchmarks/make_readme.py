@@ -82,10 +82,24 @@ def ingest(data: dict[str, Any]) -> list[str]:
         [(name, part["seconds"], part["pages_per_second"]) for name, part in alone if part],
     )
     flash = data.get("pymupdf_vs_mineru_flash") or {}
-    if flash.get("measured"):
+    if flash.get("measured") and flash.get("anchor"):
+        speeds, api, cli = flash["mineru_flash_pages_per_second"], flash["in_process"], flash["cli_server"]
         lines += [
             f"MinerU's offline flash tier ({flash['mineru_version'].split(' Python')[0]}) on the {flash['pdfs']} PDFs "
-            f"it could parse offline ({num(flash['pages'])} pages): {num(flash['pages_per_second'])} pages/s, "
+            f"both ways could parse offline ({num(flash['pages'])} pages), timed two ways in the same run: its Python "
+            f"API in process (`{api.get('call', 'doc_analyze')}`, timed after import, warm), the **anchor**, "
+            f"{num(speeds['in_process'])} pages/s; its CLI through a local server "
+            f"{num(speeds['cli_server'])} pages/s net of the CLI's per-call overhead "
+            f"({num(cli.get('cli_overhead_seconds_per_call'))} s). Our parser on the same PDFs "
+            f"{num(flash['pymupdf_pages_per_second_same_pdfs'])} pages/s, **{num(flash['ratio'])}x** the anchor "
+            f"(target {num(flash['target'])}x), {num(flash['ratio_vs_cli_server'])}x the CLI+server path.",
+            "",
+        ]
+    elif flash.get("measured"):
+        lines += [
+            f"MinerU's offline flash tier ({flash['mineru_version'].split(' Python')[0]}) on the {flash['pdfs']} PDFs "
+            f"it could parse offline ({num(flash['pages'])} pages), through its CLI and local server only (this run "
+            f"predates the in-process anchor): {num(flash['pages_per_second'])} pages/s, "
             f"{num(flash['pages_per_second_net_of_cli'])} net of its CLI's per-call overhead; our parser on the same "
             f"PDFs {num(flash['pymupdf_pages_per_second_same_pdfs'])} pages/s, **{num(flash['ratio'])}x** "
             f"(target {num(flash['target'])}x).",
@@ -101,11 +115,23 @@ def ingest(data: dict[str, Any]) -> list[str]:
     present = [(name, data[key]) for name, key in runs if key in data]
     lines += [
         "A full ingest (`paperlake ingest` as it runs, each in a new process); the ratios are against MinerU flash's "
-        "parse alone, timed in the same run:",
+        "parse alone, timed in the same run: in process (its Python API, the anchor; – where a run predates it) and "
+        "through its CLI and local server:",
         "",
     ]
     lines += table(
-        ["ingest", "papers", "pages", "seconds", "pages/s", "vs MinerU flash", "queryable vs flash", "encoder"],
+        [
+            "ingest",
+            "papers",
+            "pages",
+            "seconds",
+            "pages/s",
+            "vs MinerU in process",
+            "queryable vs in process",
+            "vs MinerU CLI+server",
+            "queryable vs CLI+server",
+            "encoder",
+        ],
         [
             (
                 name,
@@ -113,8 +139,10 @@ def ingest(data: dict[str, Any]) -> list[str]:
                 run["pages"],
                 run["step_seconds"]["total"],
                 run["pages_per_second"],
-                f"{num(run['vs_mineru_flash'])}x" if "vs_mineru_flash" in run else "–",
-                f"{num(run['queryable_vs_mineru_flash'])}x" if "queryable_vs_mineru_flash" in run else "–",
+                _versus(run, "vs_mineru_flash", "in_process"),
+                _versus(run, "queryable_vs_mineru_flash", "in_process"),
+                _versus(run, "vs_mineru_flash", "cli_server"),
+                _versus(run, "queryable_vs_mineru_flash", "cli_server"),
                 run.get("minilm_backend"),
             )
             for name, run in present
@@ -126,10 +154,28 @@ def ingest(data: dict[str, Any]) -> list[str]:
         ["ingest", *stages], [(name, *(run["step_seconds"].get(s) for s in stages)) for name, run in present]
     )
     volume = data.get("end_to_end_cold_one_volume") or {}
-    if volume.get("run_totals"):
+    if volume.get("run_totals") and "mineru_flash_in_process_pages_per_second" in volume:
+        medians = volume["mineru_flash_median"]
         lines += [
             f"The {volume['volume']} volume alone ({volume['pdfs']} PDFs, {volume['pages']} pages), "
-            f"{volume['of_runs']} rounds, each MinerU flash's parse of those PDFs then our cold ingest: ours "
+            f"{volume['of_runs']} rounds, each MinerU flash's parse of those PDFs both ways then our cold ingest: ours "
+            + ", ".join(f"{num(total)} s" for total in volume["run_totals"])
+            + "; MinerU in process "
+            + ", ".join(num(speed) for speed in volume["mineru_flash_in_process_pages_per_second"] or [])
+            + " pages/s, through its CLI and server "
+            + ", ".join(num(speed) for speed in volume["mineru_flash_cli_server_pages_per_second"] or [])
+            + " pages/s net; each round against in process "
+            + ", ".join(f"{num(ratio)}x" for ratio in volume["run_vs_mineru_flash_in_process"])
+            + f"; median against median **{num(volume.get('vs_mineru_flash_in_process'))}x** in process "
+            f"({num(medians['in_process'])} pages/s), {num(volume.get('vs_mineru_flash_cli_server'))}x CLI+server "
+            f"({num(medians['cli_server'])} pages/s).",
+            "",
+        ]
+    elif volume.get("run_totals"):
+        lines += [
+            f"The {volume['volume']} volume alone ({volume['pdfs']} PDFs, {volume['pages']} pages), "
+            f"{volume['of_runs']} rounds, each MinerU flash's parse of those PDFs (CLI and server) then our cold "
+            "ingest: ours "
             + ", ".join(f"{num(total)} s" for total in volume["run_totals"])
             + "; flash "
             + ", ".join(num(speed) for speed in volume["mineru_flash_pages_per_second_net"])
@@ -142,6 +188,13 @@ def ingest(data: dict[str, Any]) -> list[str]:
         rss = data["peak_rss_mb"]
         lines += [f"Peak resident memory: {num(rss['self'])} MB (process), {num(rss['children'])} MB (children).", ""]
     return lines
+
+
+def _versus(run: dict[str, Any], key: str, way: str) -> str:
+    """A ratio against one way of timing MinerU flash; a run from before the in-process anchor has the CLI+server
+    ratio under the bare key."""
+    value = run.get(f"{key}_{way}", run.get(key) if way == "cli_server" else None)
+    return f"{num(value)}x" if value is not None else "–"
 
 
 def parse_fidelity(data: dict[str, Any]) -> list[str]:
