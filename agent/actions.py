@@ -36,7 +36,7 @@ from agent.formats import (
     preview,
     render_action,
 )
-from paperlake.sql_sandbox import SQLFailed, SQLRefused, SQLTimeout
+from paperlake.runtime.sql_sandbox import SQLFailed, SQLRefused, SQLTimeout
 
 log = logging.getLogger(__name__)
 MAX_VECTOR_LIMIT = 50
@@ -549,7 +549,7 @@ class CalculateExpr(Action):
     examples: ClassVar[tuple[dict[str, Any], ...]] = ({"expr": "round((71.2 - 68.5) / 68.5 * 100, 2)"},)
 
     def execute(self, env: AgentEnv) -> Observation:
-        from paperlake.safe_eval import SafeEvalError, safe_eval
+        from paperlake.runtime.safe_eval import SafeEvalError, safe_eval
 
         try:
             value = safe_eval(self.expr)

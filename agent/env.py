@@ -18,7 +18,7 @@ from typing import Any, Iterable, Sequence
 from agent.backends import CollectionInfo, FormulaBackend, FormulaTool, VectorBackend
 from agent.evidence import Evidence, snippet
 from agent.formats import MAX_COLUMNS, OUTPUT_FORMATS, cell_text, clip_value, format_table, render_action
-from paperlake.sql_sandbox import QueryResult, ReadOnlyWarehouse
+from paperlake.runtime.sql_sandbox import QueryResult, ReadOnlyWarehouse
 from schemas.warehouse import Column, Table, catalogue
 
 PREFERRED_TEXT_COLLECTIONS = (

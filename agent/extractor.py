@@ -32,7 +32,7 @@ from agent.loop import AgentResult, LoopConfig
 from agent.run import answer
 from paperlake.evaluation.dataset import TAG_GROUPS, DatasetError, Example
 from paperlake.evaluation.functions import run_evaluator
-from paperlake.llm import ChatClient, LLMError
+from paperlake.runtime.llm import ChatClient, LLMError
 
 EXTRACTOR_VERSION = "extractor-1"
 _NAMESPACE = uuid_lib.UUID("0b7d3f8e-8a61-4c1e-9d2f-5b3c8e7a1d44")

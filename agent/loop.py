@@ -6,7 +6,7 @@ exceed the per-call prompt budget; only the most recent images are re-sent). Eac
 out of turns is reported as such (``turns_exhausted``, no answer): the last observation is never passed off as an
 answer. An answer carries citations chosen from the evidence the turns showed (see :mod:`agent.evidence`).
 
-Only the LLM endpoint failing (:class:`~paperlake.llm.LLMError`) ends a run early: whatever the model writes, an
+Only the LLM endpoint failing (:class:`~paperlake.runtime.llm.LLMError`) ends a run early: whatever the model writes, an
 action that cannot be read or fails while running costs it a turn and comes back as an error observation. A
 response is kept in the history cut to ``MAX_RESPONSE_CHARS`` (a longer one is refused as an action anyway).
 """
@@ -31,7 +31,7 @@ from agent.formats import (
 )
 from agent.prompt import system_prompt, task_prompt
 from agent.task import Task
-from paperlake.llm import ChatClient, LLMError, Usage
+from paperlake.runtime.llm import ChatClient, LLMError, Usage
 
 log = logging.getLogger(__name__)
 IMAGE_TOKEN_ESTIMATE = 800
@@ -111,7 +111,7 @@ def observation_message(env: AgentEnv, observation: Observation, with_images: bo
         return {"role": "user", "content": text}
     if not with_images:
         return {"role": "user", "content": text + "\n(the image is no longer shown; view it again if needed)"}
-    from paperlake.llm import image_part
+    from paperlake.runtime.llm import image_part
 
     return {"role": "user", "content": [{"type": "text", "text": text}, *(image_part(p) for p in observation.images)]}
 

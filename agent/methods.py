@@ -55,7 +55,7 @@ from agent.formats import (
 from agent.loop import AgentResult, LoopConfig, ReActLoop, Turn, cite
 from agent.prompt import SYSTEM_ROLE, action_space, database_schema, task_prompt, vectorstore_schema
 from agent.task import Task
-from paperlake.llm import ChatClient, LLMError, Usage
+from paperlake.runtime.llm import ChatClient, LLMError, Usage
 
 FULL_TEXT_CUTOFF_TOKENS = 5000
 CONTEXT_TOKENS = 12_000
@@ -968,7 +968,7 @@ def choose_recap_answer(answer_format: str, llm_answer: str | None, expression: 
     format asks) wins when it evaluates; otherwise, and whenever it fails, the model's own answer stands."""
     if not numeric_format(answer_format) or not expression or expression.strip().upper().startswith("NONE"):
         return llm_answer, "llm"
-    from paperlake.safe_eval import SafeEvalError, safe_eval
+    from paperlake.runtime.safe_eval import SafeEvalError, safe_eval
 
     text = _FENCE.sub(lambda m: m.group(1), expression).strip().strip("`").strip()
     text = text.splitlines()[0] if text else text

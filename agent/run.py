@@ -24,8 +24,8 @@ from agent.loop import AgentResult, LoopConfig
 from agent.methods import first_retrieval, get_method, run_method
 from agent.task import DEFAULT_ANSWER_FORMAT, Task
 from paperlake.config import Settings
-from paperlake.llm import ChatClient
-from paperlake.sql_sandbox import ReadOnlyWarehouse
+from paperlake.runtime.llm import ChatClient
+from paperlake.runtime.sql_sandbox import ReadOnlyWarehouse
 
 log = logging.getLogger(__name__)
 _NOT_GOLD_KEYS = {

@@ -19,7 +19,7 @@ from assets.resources import PaperlakeResource
 from assets.vectors import vector_assets
 from paperlake.evaluation.probes import KINDS, PROBES_VERSION
 from paperlake.evaluation.sets import _GENERATOR_DIGEST, volume_set_path, write_probes, write_volume_set
-from paperlake.pipeline import parse_code_version
+from paperlake.lake.pipeline import parse_code_version
 from paperlake.vectors.ledger import stage_fingerprint
 
 PROBES_CODE_VERSION = f"{PROBES_VERSION}-{_GENERATOR_DIGEST}"

@@ -5,7 +5,6 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from assets.resources import LLMResource, PaperlakeResource
-from paperlake.failpoints import fault_point
 from paperlake.formulas.collection import FORMULA_COLLECTION, sync_formula_collection
 from paperlake.formulas.llm import formula_assistant
 from paperlake.formulas.store import EXTRACTOR_VERSION, FORMULA_SCHEMAS, minilm_embedder, update_formula_graph
@@ -16,8 +15,9 @@ from paperlake.freshness import (
     formula_dir,
     turtle_path,
 )
+from paperlake.runtime.failpoints import fault_point
 from paperlake.vectors.store import VectorStore
-from paperlake.warehouse import connect_read_only
+from paperlake.warehouse.read import connect_read_only
 
 FORMULAS_CODE_VERSION = EXTRACTOR_VERSION
 FORMULA_KEYS = {table: dg.AssetKey(["formulas", table]) for table in FORMULA_SCHEMAS}

@@ -6,11 +6,11 @@ import dagster as dg
 
 from assets.partitions import papers, run_paper_keys
 from assets.resources import PaperlakeResource
-from paperlake.inbox import ManifestError
-from paperlake.lake import ERROR_VIEW
-from paperlake.pipeline import PaperOutcome, ingest_papers, locate_source, parse_code_version
+from paperlake.lake.inbox import ManifestError
+from paperlake.lake.pipeline import PaperOutcome, ingest_papers, locate_source, parse_code_version
+from paperlake.lake.store import ERROR_VIEW
+from paperlake.lake.views import VIEWS
 from paperlake.vectors.ahead import offer_parsed
-from paperlake.views import VIEWS
 
 PARSE_CODE_VERSION = parse_code_version()
 # The tag an observation's data version travels in (what `AssetObservation.data_version` reads back, and what
@@ -32,7 +32,7 @@ WARNING_VIEWS = ("sections", "tables", "images")
     ),
 )
 def inbox_pdf(context: dg.AssetExecutionContext, paperlake: PaperlakeResource) -> dg.DataVersionsByPartition:
-    from paperlake.inbox import scan_inbox
+    from paperlake.lake.inbox import scan_inbox
 
     keys = set(context.instance.get_dynamic_partitions(papers.name))
     versions = {s.paper_key: s.data_version for s in scan_inbox(paperlake.inbox_paths()) if s.paper_key in keys}

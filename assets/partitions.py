@@ -1,5 +1,5 @@
-"""Dynamic partitions: one per paper, keyed ``<volume>/<file stem>`` (see paperlake.inbox.paper_key_for), and one per
-volume."""
+"""Dynamic partitions: one per paper, keyed ``<volume>/<file stem>`` (see paperlake.lake.inbox.paper_key_for),
+and one per volume."""
 
 import dagster as dg
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from paperlake.config import Settings
-from paperlake.lake import Lake
+from paperlake.lake.store import Lake
 
 
 class PaperlakeResource(dg.ConfigurableResource):
@@ -43,8 +43,8 @@ class PaperlakeResource(dg.ConfigurableResource):
 
 class LLMResource(dg.ConfigurableResource):
     """The project's one chat endpoint (the agent, the formula helpers and enrichment all use
-    :class:`paperlake.llm.ChatClient`): an OpenAI-compatible server, its models, budget and rate. Empty fields fall
-    back to the environment (OPENAI_BASE_URL, OPENAI_API_KEY, PAPERLAKE_LLM_MODEL, PAPERLAKE_VLM_MODEL,
+    :class:`paperlake.runtime.llm.ChatClient`): an OpenAI-compatible server, its models, budget and rate. Empty
+    fields fall back to the environment (OPENAI_BASE_URL, OPENAI_API_KEY, PAPERLAKE_LLM_MODEL, PAPERLAKE_VLM_MODEL,
     PAPERLAKE_LLM_BUDGET, PAPERLAKE_LLM_CONCURRENCY, PAPERLAKE_LLM_RPM); secrets stay out of the run config."""
 
     base_url: str = ""

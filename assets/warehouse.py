@@ -14,13 +14,13 @@ from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtC
 
 from assets.resources import PaperlakeResource
 from paperlake.config import environment
-from paperlake.dbt_warm import launcher_path, real_dbt, runs_in_workdir
-from paperlake.failpoints import fault_point
 from paperlake.formulas.store import ensure_formula_contract
 from paperlake.freshness import formula_model_inputs, warehouse_inputs
-from paperlake.lake import Lake
+from paperlake.lake.store import Lake
+from paperlake.runtime.dbt_warm import launcher_path, real_dbt, runs_in_workdir
+from paperlake.runtime.failpoints import fault_point
 from paperlake.vectors.ledger import record_content_versions
-from paperlake.warehouse import (
+from paperlake.warehouse.build import (
     DBT_PROJECT_DIR,
     dbt_digest,
     dbt_env,
@@ -33,7 +33,7 @@ from paperlake.warehouse import (
 
 DBT_PROJECT = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
 DBT_PROJECT.prepare_if_dev()
-# `paperlake-dbt`: plain dbt, or a fork of the ingest's warm dbt when there is one (paperlake.dbt_warm)
+# `paperlake-dbt`: plain dbt, or a fork of the ingest's warm dbt when there is one (paperlake.runtime.dbt_warm)
 DBT_EXECUTABLE = launcher_path()
 
 

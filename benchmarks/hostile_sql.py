@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from paperlake.sql_sandbox import ReadOnlyWarehouse, SQLFailed, SQLRefused, SQLTimeout, SQLTooLarge
+from paperlake.runtime.sql_sandbox import ReadOnlyWarehouse, SQLFailed, SQLRefused, SQLTimeout, SQLTooLarge
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "hostile_sql.json"
 ATTACKS = [

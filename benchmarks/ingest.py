@@ -158,7 +158,7 @@ def _one_volume(volume: str, pdfs: list[Path], work: Path, repeats: int, whole_r
     interleaved so that a slower or faster spell of the machine falls on all, and the figure is our median run against
     each way's median speed. A way MinerU cannot run now is held at its speed on these PDFs in the run over all of them
     (``whole_run``)."""
-    from paperlake.pipeline import pdf_page_count
+    from paperlake.lake.pipeline import pdf_page_count
 
     inbox = _inbox_of(work / "inbox-volume", pdfs)
     pages = sum(pdf_page_count(pdf) for pdf in pdfs)
@@ -348,10 +348,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from orchestration.run import PAPERS_PER_RUN
-    from paperlake.inbox import scan_inbox
+    from paperlake.lake.inbox import scan_inbox
+    from paperlake.lake.pipeline import pdf_page_count
+    from paperlake.lake.quality import validate_papers
     from paperlake.parsing import mineru_backend, pymupdf_backend
-    from paperlake.pipeline import pdf_page_count
-    from paperlake.quality import validate_papers
     from paperlake.vectors.config import default_config_path
 
     sources = scan_inbox([args.corpus / "inbox"], args.corpus / "mineru")

@@ -41,7 +41,7 @@ _LAYOUT_CLASSES = {"table": "tables", "picture": "figures", "formula": "equation
 
 
 def run_paperlake(document: GoldDocument) -> list[Detection]:
-    from paperlake.inbox import PaperSource
+    from paperlake.lake.inbox import PaperSource
     from paperlake.parsing.pymupdf_backend import parse
 
     source = PaperSource(paper_key=document.doc, volume="synthetic", pdf_path=document.pdf, sha256="0" * 64)

@@ -60,7 +60,7 @@ class LakeCopier:
     """Writes re-keyed copies of a source lake's papers into a target lake, one copy index at a time."""
 
     def __init__(self, source: Path, target: Path):
-        from paperlake.lake import CONTRACT_DIR, RECORDS_DIR
+        from paperlake.lake.store import CONTRACT_DIR, RECORDS_DIR
 
         self.source, self.target = source, target
         self.records = sorted((source / RECORDS_DIR).glob("*/*.json"))
@@ -76,7 +76,7 @@ class LakeCopier:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from paperlake.lake import RECORDS_DIR, atomic_write_bytes
+        from paperlake.lake.store import RECORDS_DIR, atomic_write_bytes
 
         copy, record_path = index // len(self.records), self.records[index % len(self.records)]
         record = json.loads(record_path.read_text())
@@ -111,7 +111,7 @@ def bulk_vectors(settings, store, paper_keys: list[str]) -> float:
     from paperlake.vectors.entities import collect_cells, default_encodable
     from paperlake.vectors.ledger import content_versions, write_sync_record
     from paperlake.vectors.store import CollectionSyncStats
-    from paperlake.warehouse import connect_read_only
+    from paperlake.warehouse.read import connect_read_only
 
     started = time.perf_counter()
     with connect_read_only(settings.warehouse) as con:

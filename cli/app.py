@@ -18,7 +18,7 @@ from rich.text import Text
 
 from cli.render import render_rows
 from paperlake.config import Settings
-from paperlake.warehouse import connect_read_only
+from paperlake.warehouse.read import connect_read_only
 
 app = typer.Typer(
     help="paperlake: conference volumes → a queryable, trustworthy knowledge base.",
@@ -78,9 +78,9 @@ def _run_ingest(inboxes: list[Path], settings: Settings, rebuild_warehouse: bool
         def notify(key: str, status: str) -> None:
             progress.update(task, advance=1, last=f"{key}: {status}")
 
-        from paperlake.inbox import scan_volumes  # the plan's size sets the bar's total
-        from paperlake.lake import Lake
-        from paperlake.pipeline import plan_ingest
+        from paperlake.lake.inbox import scan_volumes  # the plan's size sets the bar's total
+        from paperlake.lake.pipeline import plan_ingest
+        from paperlake.lake.store import Lake
 
         scan = scan_volumes(inboxes, settings.mineru_dir)
         plan = plan_ingest(scan.sources, Lake(settings.lake), settings, held=scan.held)
@@ -334,7 +334,7 @@ def sql(
 ) -> None:
     """Query the warehouse read-only, in the same sandbox as the agent: no writes, no file or network access, one
     statement, bounded time, memory and result size (works while an ingest is writing)."""
-    from paperlake.sql_sandbox import ReadOnlyWarehouse, SQLFailed, SQLRefused, SQLTimeout
+    from paperlake.runtime.sql_sandbox import ReadOnlyWarehouse, SQLFailed, SQLRefused, SQLTimeout
 
     settings = _settings(home)
     try:
@@ -356,7 +356,7 @@ def sql(
 def main() -> None:  # pragma: no cover - console entry
     """The console entry: a failure a user can act on is one line; anything else is one line too, its traceback
     written to ``$PAPERLAKE_HOME/logs/cli-errors.log`` for a bug report."""
-    from paperlake.healing import StoreUnreadable
+    from paperlake.runtime.healing import StoreUnreadable
 
     quiet_third_party()
     try:
@@ -449,7 +449,7 @@ def ask(
     two_stage_hybrid_rag, classic_rag, question_only, title_with_abstract, full_text_with_cutoff, mathrag (the
     formula tools), recap, hdrag (table questions)."""
     from agent.run import ask as run_ask
-    from paperlake.llm import LLMNotConfigured
+    from paperlake.runtime.llm import LLMNotConfigured
 
     settings = _settings(home)
     paper_ids = [_resolve_paper(settings, text) for text in paper] if paper else None
@@ -525,7 +525,7 @@ def evaluate_cmd(
     from agent.run import answer, open_env
     from agent.run import retrieval_only as run_retrieval_only
     from paperlake.evaluation.dataset import evaluate, load_dataset
-    from paperlake.llm import ChatClient, LLMNotConfigured
+    from paperlake.runtime.llm import ChatClient, LLMNotConfigured
 
     settings = _settings(home)
     try:
@@ -605,7 +605,7 @@ def eval_score(
     counts as wrong. LLM-judged examples use the configured endpoint (OPENAI_BASE_URL, OPENAI_API_KEY,
     PAPERLAKE_LLM_MODEL); without one they are reported as not scored."""
     from paperlake.evaluation.scoring import score_file, write_outputs
-    from paperlake.llm import ChatClient
+    from paperlake.runtime.llm import ChatClient
 
     for path in (data, predictions):
         if not path.is_file():
@@ -711,7 +711,7 @@ def eval_synthesize(
     from agent.loop import LoopConfig
     from agent.methods import get_method
     from agent.run import open_env
-    from paperlake.llm import ChatClient, LLMNotConfigured
+    from paperlake.runtime.llm import ChatClient, LLMNotConfigured
 
     try:
         get_method(method)
@@ -1021,9 +1021,9 @@ def _warehouse_rows(home: Optional[Path], sql: str, params: list[Any]) -> tuple[
 
 
 def _resolve_paper(settings: Settings, text: str) -> str:
-    """The one paper ``text`` names (:func:`paperlake.warehouse.find_papers`): its id. None found, or several,
+    """The one paper ``text`` names (:func:`paperlake.warehouse.build.find_papers`): its id. None found, or several,
     is a message and a non-zero exit (several are listed)."""
-    from paperlake.warehouse import find_papers
+    from paperlake.warehouse.read import find_papers
 
     try:
         with connect_read_only(settings.warehouse) as con:

@@ -1,7 +1,7 @@
 """The one entry point: composes every area's definitions and applies cross-cutting policy once.
 
 What is stale is decided in one place (``paperlake.freshness``, ``paperlake.vectors.ledger``,
-``paperlake.pipeline.needs_parse``) and acted on by the sensors here and by `paperlake ingest` alike, through the
+``paperlake.lake.pipeline.needs_parse``) and acted on by the sensors here and by `paperlake ingest` alike, through the
 same named jobs. The assets' code versions come from the same digests (parser versions, the dbt project, the formula
 extractor, the vector stage's fingerprint), so the UI's "code version changed" marks agree with what will rebuild.
 """

@@ -20,8 +20,8 @@ import os
 from pathlib import Path
 
 from paperlake.config import Settings, is_server_uri
-from paperlake.dbt_warm import pid_alive
-from paperlake.healing import SetAside, heal_sqlite, set_aside
+from paperlake.runtime.dbt_warm import pid_alive
+from paperlake.runtime.healing import SetAside, heal_sqlite, set_aside
 
 SINGLE_WRITER_POOLS = ("warehouse", "formulas")
 PID_TAG = "paperlake/pid"
@@ -81,8 +81,8 @@ SHARED_SQLITE_FILES = ("history/runs.db", "history/runs/index.db", "schedules/sc
 
 
 def heal_storage(home: Path) -> list[SetAside]:
-    """The default storage's shared SQLite files that cannot be read, set aside (paperlake.healing): Dagster makes
-    them again, empty; the run history before is in the set-aside files. A configured storage (PostgreSQL) is the
+    """The default storage's shared SQLite files that cannot be read, set aside (paperlake.runtime.healing): Dagster
+    makes them again, empty; the run history before is in the set-aside files. A configured storage (PostgreSQL) is the
     operator's to repair."""
     return heal_sqlite([home / name for name in SHARED_SQLITE_FILES])
 

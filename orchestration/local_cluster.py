@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from paperlake.processes import stop_process
+from paperlake.runtime.processes import stop_process
 from paperlake.vectors.server import free_port, launched
 
 REPO = Path(__file__).resolve().parents[1]

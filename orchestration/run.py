@@ -22,13 +22,13 @@ from typing import Callable
 
 from orchestration.instance import dagster_instance, load_instance, run_tags
 from paperlake.config import Settings
-from paperlake.dbt_warm import WORKDIR_VAR, WarmDbt
 from paperlake.freshness import formula_staleness, warehouse_staleness
-from paperlake.inbox import scan_volumes
-from paperlake.lake import Lake
-from paperlake.pipeline import IngestPlan, plan_ingest, record_held_volumes, resolve_backend
+from paperlake.lake.inbox import scan_volumes
+from paperlake.lake.pipeline import IngestPlan, plan_ingest, record_held_volumes, resolve_backend
+from paperlake.lake.store import Lake
+from paperlake.runtime.dbt_warm import WORKDIR_VAR, WarmDbt
 from paperlake.vectors.ledger import VectorPlan, delete_orphans, read_ledger, stale_papers
-from paperlake.warehouse import (
+from paperlake.warehouse.build import (
     DBT_PROJECT_DIR,
     PARSE_ENV_KEYS,
     SHARED_PARSE_ENV,
@@ -86,8 +86,9 @@ class IngestSummary:
     probed: list[str] = field(default_factory=list)  # papers whose probes were (re)generated
     quality: dict[str, dict] = field(default_factory=dict)  # volume -> its retrieval-quality report
     warm_dbt_commands: list[dict] = field(default_factory=list)  # dbt commands forked from the warm dbt (argv, exit)
-    healed: list[str] = field(default_factory=list)  # stores set aside as damaged and rebuilt (paperlake.healing)
-    # the helper processes this ingest took from the previous ingest of this process (paperlake.kept_helpers)
+    # stores set aside as damaged and rebuilt (paperlake.runtime.healing)
+    healed: list[str] = field(default_factory=list)
+    # the helper processes this ingest took from the previous ingest of this process (paperlake.runtime.kept_helpers)
     helpers_reused: list[str] = field(default_factory=list)
 
     @property
@@ -97,7 +98,7 @@ class IngestSummary:
 
 def prepare_dbt_manifest(settings: Settings) -> Path:
     """`dbt parse` once per version of the project, so the dbt assets can be defined (never at import time). Its
-    partial-parse state is also where a new home's builds start from (``paperlake.warehouse.seed_parse_state``):
+    partial-parse state is also where a new home's builds start from (``paperlake.warehouse.build.seed_parse_state``):
     beside it, the profile it was made under."""
     shared = DBT_PROJECT_DIR / "target"
     manifest = shared / "manifest.json"
@@ -381,11 +382,11 @@ def ingest(
     stale by :mod:`paperlake.freshness` (which reads each store's own record of what it was built from), so a
     run killed at any point is repaired by the next one. Never raises for a failed paper or stage: each becomes a
     :class:`StageFailure` of the summary. ``keep_helpers``: leave the helper processes for this process's next
-    ingest (:mod:`paperlake.kept_helpers`); a one-shot caller (the CLI) says False, and each is stopped as soon as
-    its ingest is done with it (the parse-ahead worker, ~200 MB, after the parse stage)."""
+    ingest (:mod:`paperlake.runtime.kept_helpers`); a one-shot caller (the CLI) says False, and each is stopped as
+    soon as its ingest is done with it (the parse-ahead worker, ~200 MB, after the parse stage)."""
     # dbt's imports (seconds a command) happen once, in a zygote started as soon as a dbt build is known to come
     # and the parse starts in a second process as soon as the papers to parse are known (paperlake.parsing.ahead);
-    # both helpers are kept for this process's next ingest (paperlake.kept_helpers), which then imports neither
+    # both helpers are kept for this process's next ingest (paperlake.runtime.kept_helpers), which then imports neither
     with WarmDbt(keep=keep_helpers) as warm, _ParseAheadSlot(keep=keep_helpers) as parse_ahead:
         summary = _ingest(
             inboxes, settings, progress, rebuild_warehouse, enrich_kinds, enrich_limit, retry_errors, warm, parse_ahead

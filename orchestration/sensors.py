@@ -1,6 +1,6 @@
 """Noticing what is stale: the inbox (a sensor every minute and a nightly schedule) and the stores downstream.
 
-The inbox sensor and schedule reconcile the inbox with the lake through :func:`paperlake.pipeline.plan_ingest`:
+The inbox sensor and schedule reconcile the inbox with the lake through :func:`paperlake.lake.pipeline.plan_ingest`:
 new, changed (sha256) and parser-bumped papers get a parse run for their partition; papers whose file left the
 inbox get one too (the parse asset removes them); a partition is deleted only once the lake has forgotten the paper.
 Run keys carry the file's hash and the parser version, so a paper is never parsed twice for the same content.
@@ -31,8 +31,8 @@ from orchestration.jobs import (
     probe_paper,
     sync_vectors,
 )
-from paperlake.inbox import InboxScan, scan_volumes
-from paperlake.pipeline import parser_version, plan_ingest, resolve_backend
+from paperlake.lake.inbox import InboxScan, scan_volumes
+from paperlake.lake.pipeline import parser_version, plan_ingest, resolve_backend
 
 ingest_job = ingest_paper
 MAX_ATTEMPTS = 3

@@ -14,7 +14,7 @@ stale when that record is missing or names other inputs than the current ones:
 
 A process killed at any line leaves each record either absent, or describing outputs that are there: the next
 ingest redoes exactly what is stale, whatever a dead run meant to do. A store removed by hand has no record, so it
-is stale too. The parse stage's rule is :func:`paperlake.pipeline.needs_parse`; the vector stage's is
+is stale too. The parse stage's rule is :func:`paperlake.lake.pipeline.needs_parse`; the vector stage's is
 :func:`paperlake.vectors.ledger.stale_papers`; the rest is here.
 """
 
@@ -25,8 +25,9 @@ from typing import Any
 
 from paperlake.config import Settings
 from paperlake.formulas.store import formula_graph_staleness, graph_digest
-from paperlake.lake import Lake
-from paperlake.warehouse import connect_read_only, dbt_digest, recorded_builds
+from paperlake.lake.store import Lake
+from paperlake.warehouse.build import dbt_digest, recorded_builds
+from paperlake.warehouse.read import connect_read_only
 
 SYNCED_PROPERTY = "paperlake.synced"
 FORMULA_COLLECTION_CODE_VERSION = "formulas-collection-1"

@@ -13,8 +13,8 @@ from support.fixtures import CORPUS, corpus_missing
 
 @pytest.fixture(scope="session", autouse=True)
 def _default_dbt_launch():
-    """The suite tests the default path, the warm dbt (paperlake.dbt_warm), whatever the caller's environment says;
-    tests of the switch set it themselves."""
+    """The suite tests the default path, the warm dbt (paperlake.runtime.dbt_warm), whatever the caller's environment
+    says; tests of the switch set it themselves."""
     saved = os.environ.pop("PAPERLAKE_DBT_WARM", None)
     yield
     if saved is not None:

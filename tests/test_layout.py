@@ -62,13 +62,105 @@ def test_the_checker_sees_lazy_imports(tmp_path):
 def test_the_pipeline_names_no_parser():
     """The parser seam: the pipeline asks the registry (paperlake.parsing.backends.PARSERS) for a backend's version
     and parse, and names none itself, so a new backend is one class in the registry."""
+    from paperlake.lake.pipeline import BACKENDS, parse_code_version, parser_version
     from paperlake.parsing.backends import PARSERS
-    from paperlake.pipeline import BACKENDS, parse_code_version, parser_version
 
-    source = (REPO / "paperlake" / "pipeline.py").read_text(encoding="utf-8")
+    source = (REPO / "paperlake" / "lake" / "pipeline.py").read_text(encoding="utf-8")
     assert '"mineru"' not in source and '"pymupdf"' not in source
     assert set(BACKENDS) == {"auto", *PARSERS}
     assert all(
         parser_version(name) == parser.version and f"{name}={parser.version}" in parse_code_version()
         for name, parser in PARSERS.items()
     )
+
+
+FIRST_PARTY = ("paperlake", "agent", "assets", "orchestration", "cli")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def first_party_graph() -> dict[str, set[str]]:
+    """module → the first-party modules it imports (lazy imports included, a package's own ``__init__`` not)."""
+    modules = {_module_name(p): p for package in FIRST_PARTY for p in (REPO / package).rglob("*.py")}
+
+    def resolve(name: str) -> str | None:
+        parts = name.split(".")
+        return next((".".join(parts[:i]) for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in modules), None)
+
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        found: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {resolve(alias.name) for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found |= {resolve(f"{node.module}.{alias.name}") or resolve(node.module) for alias in node.names}
+        graph[module] = {m for m in found if m and m != module and not module.startswith(m + ".")}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in graph[module]:
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                other = stack.pop()
+                component.append(other)
+                if other == module:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_no_import_cycle():
+    """Not even one hidden by an import inside a function: a lazy import is still a dependency."""
+    assert import_cycles(first_party_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def third_party_imports(path: Path) -> set[str]:
+    """Every third-party dotted name a file imports (``from x.y import z`` gives x.y and x.y.z)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return {n for n in names if n.split(".")[0] not in (*FIRST_PARTY, "__future__", "support", "schemas")}
+
+
+def test_no_private_third_party_name_is_imported():
+    """Dagster, dagster-dbt, dbt and every other library through their public names only: a name with a leading
+    underscore (``dagster._core``) breaks on the next minor release and no maintainer would expect it."""
+    offences = {}
+    for package in FIRST_PARTY:
+        for path in sorted((REPO / package).rglob("*.py")):
+            private = sorted(n for n in third_party_imports(path) if any(p.startswith("_") for p in n.split(".")))
+            if private:
+                offences[str(path.relative_to(REPO))] = private
+    assert not offences

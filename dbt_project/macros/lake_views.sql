@@ -9,7 +9,7 @@
   listed by the planner in _paperlake.build_files (view, path), plus the contract file. lake_views_begin (on-run-start)
   sets the full view aside as <view>__full and puts the narrow one in its place; lake_views_end (on-run-end) puts the
   full view back. A build killed in between never reaches the live warehouse: it builds a side file that is swapped
-  in only after dbt exits, and paperlake.warehouse.publish_build refuses a side file with a view still set aside.
+  in only after dbt exits, and paperlake.warehouse.build.publish_build refuses a side file with a view still set aside.
   A renamed view keeps its SQL, so neither step reads a Parquet footer; a full build re-creates the views (the lake
   may have moved with its home).
 
@@ -48,7 +48,7 @@
             {%- if not listed and _paperlake_loads_papers() -%}
                 {%- do exceptions.raise_compiler_error(
                     "lake source " ~ name ~ " is per-paper, but the build's planner listed no file of it for the "
-                    ~ "papers it loads (paperlake.warehouse.plan_build writes one per view of paperlake.views)"
+                    ~ "papers it loads (paperlake.warehouse.build.plan_build writes one per view of paperlake.lake.views)"
                 ) -%}
             {%- endif -%}
             {%- set files = [root ~ '/' ~ name ~ '/_contract/schema.parquet'] + listed -%}
@@ -102,7 +102,7 @@
 
 
 {% macro paperlake_build_mode() -%}
-    {#- 'incremental' or 'full' during a warehouse build planned by paperlake.warehouse.plan_build, else none -#}
+    {#- 'incremental' or 'full' during a warehouse build planned by paperlake.warehouse.build.plan_build, else none -#}
     {%- if not paperlake_build_is_planned() -%}{%- do return(none) -%}{%- endif -%}
     {%- do return('incremental' if paperlake_build_is_incremental() else 'full') -%}
 {%- endmacro %}

@@ -1,5 +1,5 @@
 {#-
-  Incremental warehouse builds (paperlake/warehouse.py, plan_build). Before dbt runs, the side file holds
+  Incremental warehouse builds (paperlake/warehouse/build.py, plan_build). Before dbt runs, the side file holds
   _paperlake.build_mode (incremental or not) and _paperlake.build_delta (paper_id, load): the papers whose rows this
   build replaces. A per-paper mart is an incremental model that deletes those papers' rows (paper_delta_delete, its
   pre-hook) and loads the rows of the papers marked `load` from the lake (paper_delta_filter); a full build

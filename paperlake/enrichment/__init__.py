@@ -3,7 +3,7 @@
 ``kinds`` says what is asked and from which lake rows; ``runner`` asks it (budget, concurrency, one lake file per
 paper). This module is the entry point the Dagster asset and `paperlake enrich` share: which papers have items to
 ask (:func:`stale_papers`), what asking them would cost (:func:`dry_run`), and asking one paper
-(:func:`enrich_one`). All calls go through :class:`paperlake.llm.ChatClient` (retries with backoff, the response
+(:func:`enrich_one`). All calls go through :class:`paperlake.runtime.llm.ChatClient` (retries with backoff, the response
 cache under ``$PAPERLAKE_HOME/cache/llm``, cost at ``PAPERLAKE_LLM_PRICES``), the client the agent uses too.
 """
 
@@ -16,7 +16,6 @@ from typing import Any, Callable
 from paperlake.config import Settings
 from paperlake.enrichment.kinds import DEFAULT_KINDS, KINDS, prompt_versions, resolve_kinds
 from paperlake.enrichment.runner import (
-    ENRICHMENT_VIEW,
     Budget,
     Models,
     PaperOutcome,
@@ -24,6 +23,7 @@ from paperlake.enrichment.runner import (
     estimate,
     plan_paper,
 )
+from paperlake.lake.views import ENRICHMENT_VIEW
 
 ENRICHMENT_VERSION = "enrichment-1"
 
@@ -59,14 +59,14 @@ def not_configured_reason(settings: Settings) -> str | None:
 
 
 def models_for(settings: Settings) -> Models:
-    from paperlake.llm import DEFAULT_MODEL
+    from paperlake.runtime.llm import DEFAULT_MODEL
 
     text = settings.llm_model or DEFAULT_MODEL
     return Models(text=text, vision=settings.vlm_model or text)
 
 
 def _lake(settings: Settings):
-    from paperlake.lake import Lake
+    from paperlake.lake.store import Lake
 
     return Lake(settings.lake)
 
@@ -92,7 +92,7 @@ def dry_run(
     settings: Settings, kinds: tuple[str, ...] | None = None, keys: list[str] | None = None, retry_errors: bool = False
 ) -> dict[str, Any]:
     """What enriching would ask, per paper and in total, with worst-case tokens and cost; calls nothing."""
-    from paperlake.llm import parse_prices
+    from paperlake.runtime.llm import parse_prices
 
     lake = _lake(settings)
     kinds = kinds or resolve_kinds(settings.enrich_kinds)
@@ -130,7 +130,7 @@ def enrich_one(
 ) -> PaperOutcome:
     """Ask the paper's stale items and replace its enrichment file. ``client_factory(model)`` makes the chat
     clients (default: :meth:`ChatClient.from_settings` with the response cache)."""
-    from paperlake.llm import ChatClient
+    from paperlake.runtime.llm import ChatClient
 
     lake = _lake(settings)
     record = lake.record(paper_key)

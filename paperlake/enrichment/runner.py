@@ -29,27 +29,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from paperlake.enrichment.kinds import KINDS, BadAnswer, Item, paper_items, read_answer
-
-ENRICHMENT_VIEW = "enrichment"
-ENRICHMENT_SCHEMA = pa.schema(
-    [
-        ("paper_id", pa.string()),
-        ("kind", pa.string()),
-        ("item_id", pa.string()),
-        ("content_hash", pa.string()),
-        ("prompt_version", pa.string()),
-        ("model", pa.string()),
-        ("status", pa.string()),
-        ("summary", pa.string()),
-        ("tags", pa.list_(pa.string())),
-        ("reason", pa.string()),
-        ("prompt_tokens", pa.int64()),
-        ("completion_tokens", pa.int64()),
-        ("cost_usd", pa.float64()),
-        ("cached", pa.bool_()),
-        ("created_at", pa.string()),
-    ]
-)
+from paperlake.lake.store import CONTRACT_DIR, write_table_atomic
+from paperlake.lake.views import ENRICHMENT_SCHEMA, ENRICHMENT_VIEW
 
 
 class BudgetError(ValueError):
@@ -155,7 +136,6 @@ def read_rows(lake_root: Path, paper_key: str) -> list[dict[str, Any]]:
 
 
 def ensure_enrichment_contract(lake_root: Path) -> None:
-    from paperlake.lake import CONTRACT_DIR, write_table_atomic
 
     path = Path(lake_root) / ENRICHMENT_VIEW / CONTRACT_DIR / "schema.parquet"
     if not path.exists() or pq.read_schema(path) != ENRICHMENT_SCHEMA:
@@ -235,8 +215,7 @@ def enrich_paper(
     retry_errors: bool = False,
 ) -> PaperOutcome:
     """Ask every item of the paper that needs it (``clients[vision]`` answers), then replace the paper's file."""
-    from paperlake.lake import write_table_atomic
-    from paperlake.llm import LLMError
+    from paperlake.runtime.llm import LLMError
 
     todo, rows = plan_paper(lake, paper_key, kinds, models, retry_errors, render=True)
     outcome = PaperOutcome(paper_key, unchanged=len(rows))

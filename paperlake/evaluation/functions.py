@@ -92,7 +92,7 @@ class JudgeUnavailable(EvaluationError):
 @runtime_checkable
 class Judge(Protocol):
     """An LLM endpoint: chat messages in, the assistant's text out (or a response with ``.text``, as
-    :class:`paperlake.llm.ChatClient` returns)."""
+    :class:`paperlake.runtime.llm.ChatClient` returns)."""
 
     def complete(self, messages: list[dict]) -> str: ...
 

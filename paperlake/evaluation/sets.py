@@ -27,9 +27,10 @@ from typing import Any, Iterable
 from paperlake.config import Settings
 from paperlake.evaluation import probes as probes_module
 from paperlake.evaluation.probes import PROBES_VERSION, paper_probes
-from paperlake.healing import set_aside
-from paperlake.lake import atomic_write_bytes
-from paperlake.warehouse import connect_read_only, dbt_digest
+from paperlake.lake.store import atomic_write_bytes
+from paperlake.runtime.healing import set_aside
+from paperlake.warehouse.build import dbt_digest
+from paperlake.warehouse.read import connect_read_only
 
 _GENERATOR_DIGEST = hashlib.sha256(Path(probes_module.__file__).read_bytes()).hexdigest()[:16]
 

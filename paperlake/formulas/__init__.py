@@ -2,7 +2,7 @@
 
 Pure logic with no stores attached: the pipeline feeds :class:`FormulaGraph` rows of the lake view
 ``equations`` and writes :meth:`FormulaGraph.to_rows` to the warehouse; the agent turns computable formulas
-into tools with :func:`build_tool`. Every evaluation goes through :func:`paperlake.safe_eval.safe_eval`.
+into tools with :func:`build_tool`. Every evaluation goes through :func:`paperlake.runtime.safe_eval.safe_eval`.
 """
 
 from paperlake.formulas.canonical import canonical_key, composite_description, symbol_correspondence

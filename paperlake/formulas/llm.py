@@ -1,4 +1,4 @@
-"""The formula graph's three LLM hooks, over any OpenAI-compatible endpoint (:class:`paperlake.llm.ChatClient`).
+"""The formula graph's three LLM hooks, over any OpenAI-compatible endpoint (:class:`paperlake.runtime.llm.ChatClient`).
 
 - :meth:`FormulaAssistant.describe_parameters` (a :data:`~paperlake.formulas.params.ParameterDescriber`):
   what each symbol means, for the symbols the "where x is …" text did not describe;
@@ -22,7 +22,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from paperlake.config import Settings
-from paperlake.llm import ChatClient, LLMError
+from paperlake.runtime.llm import ChatClient, LLMError
 
 if TYPE_CHECKING:
     from paperlake.formulas.model import Formula

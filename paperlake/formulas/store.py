@@ -21,11 +21,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from paperlake.failpoints import fault_point
 from paperlake.formulas.graph import FormulaGraph
 from paperlake.formulas.latex.parse_cache import latex_parse_cache
 from paperlake.formulas.rdf import to_turtle
-from paperlake.lake import atomic_write_bytes, write_table_atomic
+from paperlake.lake.store import atomic_write_bytes, write_table_atomic
+from paperlake.runtime.failpoints import fault_point
 
 logger = logging.getLogger(__name__)
 _S, _I, _F = pa.string(), pa.int32(), pa.float64()
@@ -165,7 +165,7 @@ def equation_fingerprints(warehouse_con: Any) -> tuple[dict[str, int], dict[str,
 
 def equation_rows(warehouse_con: Any, papers: list[str]) -> dict[str, list[dict[str, Any]]]:
     """The display equations of ``papers``, by paper id, in reading order."""
-    from paperlake.warehouse import paper_filter
+    from paperlake.warehouse.read import paper_filter
 
     by_paper: dict[str, list[dict[str, Any]]] = {paper: [] for paper in papers}
     if not papers:

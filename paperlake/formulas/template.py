@@ -1,4 +1,4 @@
-"""sympy formula → an executable Python template that only :func:`paperlake.safe_eval.safe_eval` runs.
+"""sympy formula → an executable Python template that only :func:`paperlake.runtime.safe_eval.safe_eval` runs.
 
 A template is a plain expression string over parameter names, constant names and the evaluator's whitelisted
 functions, e.g. ``Q*K/sqrt(d_k)``. It is printed from the sympy tree by a printer that knows only our whitelist,
@@ -24,7 +24,7 @@ from sympy.core.function import AppliedUndef
 from sympy.printing.str import StrPrinter
 
 from paperlake.formulas.latex import TRANSPOSE
-from paperlake.safe_eval import CONSTANTS, FUNCTIONS, Number, safe_eval
+from paperlake.runtime.safe_eval import CONSTANTS, FUNCTIONS, Number, safe_eval
 
 RESERVED = frozenset(FUNCTIONS) | frozenset(CONSTANTS) | frozenset(keyword.kwlist)
 _PROBE_VALUES = (
@@ -61,7 +61,7 @@ class FormulaTemplate:
 
 
 class _WhitelistPrinter(StrPrinter):
-    """sympy's string printer, spelled for :mod:`paperlake.safe_eval` and our identifiers."""
+    """sympy's string printer, spelled for :mod:`paperlake.runtime.safe_eval` and our identifiers."""
 
     def __init__(self, names: Mapping[str, str]):
         super().__init__({"order": "none"})

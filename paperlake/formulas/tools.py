@@ -3,7 +3,7 @@
 The schema is JSON-schema-like so it drops into a function-calling prompt as is. A call checks that every
 required parameter is present and numeric (booleans and strings are refused, so ``"3"`` is an error rather than
 a silent conversion), fills parameters the paper fixed in its text when the caller leaves them out, injects
-standard constants the template names, and evaluates through :func:`paperlake.safe_eval.safe_eval`. Whatever
+standard constants the template names, and evaluates through :func:`paperlake.runtime.safe_eval.safe_eval`. Whatever
 goes wrong comes back as ``ToolResult(ok=False, error=…)`` with a message the agent can act on.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from paperlake.formulas.model import Formula
-from paperlake.safe_eval import Number, SafeEvalError, safe_eval
+from paperlake.runtime.safe_eval import Number, SafeEvalError, safe_eval
 
 
 @dataclass(frozen=True)

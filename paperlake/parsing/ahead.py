@@ -4,20 +4,20 @@ An ingest knows which PDFs it will parse as soon as it has hashed the inbox, but
 Dagster is imported and its instance opened, which takes about as long as a small volume's whole parse.
 :class:`ParseAhead` starts a worker process (``python -m paperlake.parsing.ahead``) at that moment and feeds it the
 papers in the ingest's order; the parse step, in the ingest's process, asks for each paper before parsing it
-(:func:`take_parsed`, called by :func:`paperlake.pipeline.parse_source`) and takes the worker's result when it has one.
-So the parse runs on the core the imports leave idle, then on two cores beside the step:
+(:func:`take_parsed`, called by :func:`paperlake.lake.pipeline.parse_source`) and takes the worker's result when it
+has one. So the parse runs on the core the imports leave idle, then on two cores beside the step:
 
 - a paper the worker has parsed is taken (the step never parses it);
 - a paper the worker is parsing is waited for, and while it waits the step parses the next paper nobody has claimed
   (kept for its turn), so neither side idles;
 - a paper nobody has claimed is the step's own: it parses it as it always did.
 
-The quality gate runs in the worker too (:func:`take_gate`, called by :func:`paperlake.pipeline.ingest_papers`): the
-worker imports Great Expectations while it has nothing to parse (seconds of a core that the step, on the ingest's
-critical path, no longer spends) and runs :func:`paperlake.quality.validate_papers` on the step's batch, as the step
-would.
+The quality gate runs in the worker too (:func:`take_gate`, called by :func:`paperlake.lake.pipeline.ingest_papers`):
+the worker imports Great Expectations while it has nothing to parse (seconds of a core that the step, on the ingest's
+critical path, no longer spends) and runs :func:`paperlake.lake.quality.validate_papers` on the step's batch, as the
+step would.
 
-Nothing here is a store. The worker's result is a :class:`~paperlake.views.ParsedPaper` sent over a pipe, held in
+Nothing here is a store. The worker's result is a :class:`~paperlake.lake.views.ParsedPaper` sent over a pipe, held in
 memory until the step takes it, and used only for the very inputs it was parsed from (file, manifest row, backend
 and its version, chunk size: :func:`parse_inputs`); the step still checks identity and integrity, has the gate run
 and publishes, so the lake cannot tell a paper parsed ahead from one parsed in the step. A worker that fails on a
@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from paperlake.config import Settings
-    from paperlake.inbox import PaperSource
-    from paperlake.views import ParsedPaper
+    from paperlake.lake.inbox import PaperSource
+    from paperlake.lake.views import ParsedPaper
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class AheadParseStats:
 
 class _Worker:
     """The worker process and its two pipes. One :class:`ParseAhead` uses it at a time; an idle, healthy one can be
-    handed to the next ingest of this process (:mod:`paperlake.kept_helpers`)."""
+    handed to the next ingest of this process (:mod:`paperlake.runtime.kept_helpers`)."""
 
     def __init__(self) -> None:
         to_child, send = os.pipe()
@@ -128,7 +128,7 @@ class ParseAhead:
     """The worker process and the bookkeeping for one ingest's papers (``sources``, in the order the parse step
     will ask for them), each parsed with the backend it will be parsed with (``backends``, by paper key). With
     ``keep=True`` the worker is taken from, and left for, this process's next ingest when it is idle at the end
-    (:mod:`paperlake.kept_helpers`): its Great Expectations import and gate are then paid once per process."""
+    (:mod:`paperlake.runtime.kept_helpers`): its Great Expectations import and gate are then paid once per process."""
 
     KIND = "parse-ahead"
 
@@ -141,7 +141,7 @@ class ParseAhead:
         lead: int = LEAD,
         keep: bool = False,
     ):
-        from paperlake import kept_helpers
+        from paperlake.runtime import kept_helpers
 
         self.settings, self.lead, self.keep = settings, max(1, lead), keep
         self.sources = list(sources)
@@ -220,7 +220,7 @@ class ParseAhead:
     def _parse_here(self, index: int) -> None:
         """Parse a paper out of turn in the step's process (outside the lock), kept for its turn. A failure is left
         for its turn, when the step parses it again and meets the error where it always does."""
-        from paperlake.pipeline import parse_source
+        from paperlake.lake.pipeline import parse_source
 
         source = self.sources[index]
         try:
@@ -238,7 +238,7 @@ class ParseAhead:
             self._cond.notify_all()
 
     def validate(self, items: list[tuple["ParsedPaper", int]], max_chunk_tokens: int) -> list | None:
-        """:func:`paperlake.quality.validate_papers` run by the worker, which imported Great Expectations while it
+        """:func:`paperlake.lake.quality.validate_papers` run by the worker, which imported Great Expectations while it
         had nothing to parse (an import the step does not then pay for), after the paper it is on; None when the
         worker is gone (the caller validates here)."""
         try:
@@ -316,7 +316,7 @@ class ParseAhead:
         """Stop using the worker and drop the results not taken. A worker on a request (a paper parsing, a gate) is
         stopped, since what it is doing is nobody's now; an idle one is kept for the next ingest (``keep``) or
         stopped."""
-        from paperlake import kept_helpers
+        from paperlake.runtime import kept_helpers
 
         with self._cond:
             self._closed = True
@@ -362,7 +362,7 @@ def take_parsed(source: "PaperSource", backend: str, settings: "Settings") -> "P
 
 def take_gate(items: list[tuple["ParsedPaper", int]], max_chunk_tokens: int) -> list | None:
     """The quality gate's reports for ``items`` from this process's parse-ahead worker (:meth:`ParseAhead.validate`),
-    or None: the caller runs :func:`paperlake.quality.validate_papers` itself."""
+    or None: the caller runs :func:`paperlake.lake.quality.validate_papers` itself."""
     with _ACTIVE_LOCK:
         ahead = _ACTIVE
     return None if ahead is None else ahead.validate(items, max_chunk_tokens)
@@ -370,7 +370,7 @@ def take_gate(items: list[tuple["ParsedPaper", int]], max_chunk_tokens: int) -> 
 
 def _warm_gate() -> None:
     """Import Great Expectations and make the gate's context and data sources: what the first gate would pay."""
-    from paperlake.quality import prepare_gate
+    from paperlake.lake.quality import prepare_gate
 
     prepare_gate()
 
@@ -400,7 +400,7 @@ def worker_main(requests_fd: int, replies_fd: int) -> None:
                 source, backend, settings = request
                 reply = ("ok", (parse_inputs(source, backend, settings), parse_with(backend, source, settings)))
             else:
-                from paperlake.quality import validate_papers
+                from paperlake.lake.quality import validate_papers
 
                 items, max_chunk_tokens = request
                 reply = ("ok", validate_papers(items, max_chunk_tokens=max_chunk_tokens))

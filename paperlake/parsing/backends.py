@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Protocol
 
 from paperlake.config import Settings
-from paperlake.inbox import PaperSource
+from paperlake.lake.inbox import PaperSource
+from paperlake.lake.views import ParsedPaper
 from paperlake.parsing import versions
 from paperlake.parsing.blocks import DocumentLayout
-from paperlake.views import ParsedPaper
 
 
 class ParserBackend(Protocol):

@@ -17,8 +17,8 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from paperlake.geometry import Box, iou
-from paperlake.views import ParsedPaper
+from paperlake.lake.views import ParsedPaper
+from paperlake.parsing.geometry import Box, iou
 
 IOU_THRESHOLD = 0.5
 HEADING_SIMILARITY = 90  # rapidfuzz ratio, 0-100: tolerates ligatures and stray hyphens in extracted headings

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 import pymupdf
 
-from paperlake.geometry import union
-from paperlake.latex_symbols import GREEK_LETTERS, SYMBOLS, TEX_FUNCTION_NAMES
+from paperlake.formulas.latex.symbols import GREEK_LETTERS, SYMBOLS, TEX_FUNCTION_NAMES
+from paperlake.parsing.geometry import union
 
 __all__ = ["GlyphLatex", "reconstruct_latex", "latex_comparison_key"]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from paperlake.geometry import iou
+from paperlake.parsing.geometry import iou
 
 IOU_THRESHOLD = 0.5
 CLASSES = ("tables", "figures", "equations")
@@ -245,7 +245,7 @@ def _ratio(numerator: int, denominator: int) -> float | None:
 
 
 def detections_from_parsed(parsed: Any, detector: str = "paperlake") -> list[Detection]:
-    """A :class:`~paperlake.views.ParsedPaper`'s tables, whole figures and equations as detections."""
+    """A :class:`~paperlake.lake.views.ParsedPaper`'s tables, whole figures and equations as detections."""
     cells_by_table: dict[str, list[dict[str, Any]]] = {}
     for cell in parsed.rows("table_cells"):
         cells_by_table.setdefault(cell["table_id"], []).append(

@@ -27,14 +27,14 @@ from typing import Any
 
 import pymupdf
 
-from paperlake.geometry import union as _union
-from paperlake.inbox import PaperSource
+from paperlake.lake.inbox import PaperSource
+from paperlake.lake.views import ParsedPaper
 from paperlake.parsing import versions
 from paperlake.parsing.assemble import assemble
 from paperlake.parsing.blocks import Block, DocumentLayout, PageInfo, TableCell
 from paperlake.parsing.errors import ParseError
+from paperlake.parsing.geometry import union as _union
 from paperlake.parsing.inline_math import plain_text
-from paperlake.views import ParsedPaper
 
 PARSER_VERSION = versions.MINERU  # bumped there
 BACKEND = "mineru"

@@ -31,9 +31,9 @@ from typing import Callable, Iterable
 
 import duckdb
 
-from paperlake.lake import CONTRACT_DIR
+from paperlake.lake.store import CONTRACT_DIR
+from paperlake.lake.views import VIEWS, ParsedPaper, to_arrow
 from paperlake.vectors.entities import Cell, collect_cells, default_encodable
-from paperlake.views import VIEWS, ParsedPaper, to_arrow
 
 log = logging.getLogger(__name__)
 

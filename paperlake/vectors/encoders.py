@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from paperlake.healing import set_aside
+from paperlake.runtime.healing import set_aside
 from paperlake.vectors.config import TEXT_BACKENDS, EncoderSpec, VectorConfig, model_cache_dir
 
 log = logging.getLogger(__name__)
@@ -649,6 +649,7 @@ def _export_fused_onnx(model_dir: Path, scratch: Path) -> Path:
     with torch.inference_mode(), warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.onnx")
         torch.onnx.export(
             LastHiddenState(body),
             (example, example, torch.zeros_like(example)),

@@ -18,7 +18,7 @@ from typing import Iterable, Sequence
 
 import duckdb
 
-from paperlake.warehouse import paper_filter
+from paperlake.warehouse.read import paper_filter
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,8 @@ from typing import Any, Iterable
 
 import yaml
 
-from paperlake.failpoints import fault_point
-from paperlake.lake import atomic_write_bytes
+from paperlake.lake.store import atomic_write_bytes
+from paperlake.runtime.failpoints import fault_point
 from paperlake.vectors.config import default_config_path, load_config
 from paperlake.vectors.entities import POOLING_VERSION, Cell, collect_cells, default_encodable, paper_filter
 
@@ -237,7 +237,7 @@ def sync_paper_keys(settings: Any, collection: str, paper_keys: Iterable[str]) -
     as its entities are flushed; the store is opened once for the batch. Returns per paper what was done; raises
     :class:`PaperSyncError` naming the papers that failed, after every other paper was synced."""
     from paperlake.vectors.store import VectorStore
-    from paperlake.warehouse import connect_read_only
+    from paperlake.warehouse.read import connect_read_only
 
     keys = list(paper_keys)
     identity = _warehouse_identity(settings.warehouse)  # before it is opened: see _batch_cells
@@ -453,7 +453,7 @@ def _stored_hashes(store: Any, collection: str) -> dict[str, dict[str, str]]:
 
 def stale_papers(settings: Any, store: Any, collections: list[str]) -> VectorPlan:
     """The vector stage's plan, from the warehouse, the sync records and the collections themselves."""
-    from paperlake.warehouse import connect_read_only
+    from paperlake.warehouse.read import connect_read_only
 
     plan = VectorPlan()
     if not settings.warehouse.exists():

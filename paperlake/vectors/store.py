@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from paperlake.config import Settings, is_server_uri
-from paperlake.failpoints import fault_point
+from paperlake.runtime.failpoints import fault_point
 from paperlake.vectors.config import CollectionSpec, VectorConfig, load_config
 from paperlake.vectors.encoders import (
     EmbeddingCache,
@@ -558,8 +558,8 @@ class VectorStore:
             unwritten = self._unwritten.setdefault(spec.name, {})
             for key, part_rows in by_partition.items():
                 unwritten.setdefault(key, []).extend(part_rows)
-        # this paper's ids only (every element id is named after its paper: paperlake.ids), so these deletes and the
-        # other papers' rows written later touch different entities
+        # this paper's ids only (every element id is named after its paper: paperlake.lake.ids), so these deletes and
+        # the other papers' rows written later touch different entities
         for start in range(0, len(stale), _WRITE_BATCH):
             self.client.delete(spec.name, ids=stale[start : start + _WRITE_BATCH])
         if (rows or stale) and flush:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from paperlake.config import Settings
-from paperlake.llm import ChatClient, LLMError, LLMNotConfigured, ResponseCache, user_message
+from paperlake.runtime.llm import ChatClient, LLMError, LLMNotConfigured, ResponseCache, user_message
 from support.openai_stub import start_stub
 
 HELLO = [{"role": "user", "content": "hello"}]

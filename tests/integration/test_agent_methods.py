@@ -15,7 +15,7 @@ from agent.formats import ACTION_FORMATS, OUTPUT_FORMATS, render_action
 from agent.loop import LoopConfig
 from agent.methods import METHODS, choose_recap_answer, first_retrieval, run_method
 from agent.run import ask, retrieval_only
-from paperlake.llm import ChatClient, LLMNotConfigured
+from paperlake.runtime.llm import ChatClient, LLMNotConfigured
 from support.agent_fixtures import CALIBRATION, LORETTA, TABLE_ID, env, home, settings_for  # noqa: F401
 from support.openai_stub import start_stub
 

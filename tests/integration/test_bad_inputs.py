@@ -10,8 +10,8 @@ import pymupdf
 import pytest
 
 from paperlake.config import Settings
-from paperlake.lake import Lake
-from paperlake.views import VIEWS
+from paperlake.lake.store import Lake
+from paperlake.lake.views import VIEWS
 from support.fixtures import corpus_pdf, make_inbox
 
 GOOD = "emnlp2024-126-embedding-inversion-attack"

@@ -402,10 +402,10 @@ def _built_incrementally(home) -> bool:
 
 
 def test_incremental_warehouse_builds_equal_clean_ones(tmp_path, references, monkeypatch):
-    """The warehouse build reads only the papers whose lake files changed (paperlake/warehouse.py, plan_build): a
+    """The warehouse build reads only the papers whose lake files changed (paperlake/warehouse/build.py, plan_build): a
     paper added to a built warehouse, then removed, leaves every store equal to a clean ingest of the same inbox,
     and each of those builds was incremental; a change of the dbt project makes the next build a full one."""
-    from paperlake.warehouse import BuildScope, build_path, plan_build, prepare_build
+    from paperlake.warehouse.build import BuildScope, build_path, plan_build, prepare_build
 
     monkeypatch.setenv("DBT_LOG_LEVEL_FILE", "debug")  # dbt's file log, at info by default: the SQL it ran
 
@@ -444,6 +444,6 @@ def _assert_stored_versions_are_the_computed_ones(home, papers: int) -> None:
 
 
 def _recorded_dbt(home) -> str:
-    from paperlake.warehouse import recorded_builds
+    from paperlake.warehouse.build import recorded_builds
 
     return recorded_builds(home / "warehouse.duckdb")["warehouse"]["dbt"]

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 from paperlake.config import Settings
-from paperlake.dbt_warm import WORKDIR_VAR
-from paperlake.lake import Lake
-from paperlake.warehouse import dbt_env
+from paperlake.lake.store import Lake
+from paperlake.runtime.dbt_warm import WORKDIR_VAR
+from paperlake.warehouse.build import dbt_env
 
 
 def _dbt(args: list[str], env: dict[str, str], target: Path) -> subprocess.CompletedProcess:

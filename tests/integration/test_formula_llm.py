@@ -12,7 +12,7 @@ import numpy as np
 from paperlake.config import Settings
 from paperlake.formulas import FormulaGraph, formulas_from_equation
 from paperlake.formulas.llm import FormulaAssistant, formula_assistant
-from paperlake.llm import ChatClient
+from paperlake.runtime.llm import ChatClient
 from support.openai_stub import start_stub
 
 

@@ -43,8 +43,8 @@ from agent.loop import LoopConfig, ReActLoop
 from agent.methods import run_method
 from agent.run import ask
 from agent.task import Task
-from paperlake.llm import ChatClient
-from paperlake.sql_sandbox import ReadOnlyWarehouse
+from paperlake.runtime.llm import ChatClient
+from paperlake.runtime.sql_sandbox import ReadOnlyWarehouse
 from support.agent_fixtures import CALIBRATION, FakeVectors, build_warehouse, env, home, settings_for  # noqa: F401
 from support.openai_stub import start_stub
 

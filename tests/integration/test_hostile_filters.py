@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from agent.actions import ViewImage
 from agent.env import AgentEnv
 from cli.app import app
-from paperlake.sql_sandbox import ReadOnlyWarehouse
+from paperlake.runtime.sql_sandbox import ReadOnlyWarehouse
 from paperlake.vectors.filters import FIELD_TYPES, MAX_FILTER_CHARS, MAX_FILTER_DEPTH, FilterError, validate_filter
 from paperlake.vectors.search import SearchFailed, search
 from paperlake.vectors.store import VectorStore

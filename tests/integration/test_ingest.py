@@ -18,8 +18,8 @@ import pymupdf
 import pytest
 
 from paperlake.config import Settings
-from paperlake.lake import Lake
-from paperlake.views import VIEWS
+from paperlake.lake.store import Lake
+from paperlake.lake.views import VIEWS
 from support.fixtures import REPO, corpus_pdf, make_inbox, manifest_rows
 
 SMALL = ["emnlp2024-126-embedding-inversion-attack", "emnlp2024-012-numerologic"]
@@ -93,8 +93,8 @@ class TestIncremental:
         assert "Nothing changed, skipping partial parsing" in debug_log, debug_log[:3000]
         formulas_log = (settings.home / "logs" / "formulas-build.log").read_text()
         assert "Unable to do partial parsing" not in formulas_log, formulas_log[:2000]
-        # both dbt builds were forks of the ingest's warm dbt (paperlake.dbt_warm), run in the home, and succeeded;
-        # there was no parse ahead of them
+        # both dbt builds were forks of the ingest's warm dbt (paperlake.runtime.dbt_warm), run in the home, and
+        # succeeded; there was no parse ahead of them
         commands = [c["argv"][0] for c in summary.warm_dbt_commands]
         assert commands == ["build", "build"], summary.warm_dbt_commands
         assert {c["cwd"] for c in summary.warm_dbt_commands} == {str(settings.warehouse.parent)}
@@ -203,7 +203,7 @@ class TestIncremental:
         assert query(settings, "select count(*) from chunks where ref_paper_id = ?", paper)[0][0] > 0
         (state["inbox"] / f"{key}.pdf").unlink()
         from orchestration.run import ingest
-        from paperlake import kept_helpers
+        from paperlake.runtime import kept_helpers
 
         kept = [kept_helpers.kept(kind) for kind in ("dbt-zygote", "parse-ahead")]
         summary = ingest([state["inbox"]], settings, keep_helpers=False)  # as the CLI runs it
@@ -221,8 +221,8 @@ class TestIncremental:
         from paperlake.parsing import versions
 
         monkeypatch.setattr(versions, "PYMUPDF", versions.PYMUPDF + "-bumped")
-        from paperlake.inbox import scan_inbox
-        from paperlake.pipeline import plan_ingest
+        from paperlake.lake.inbox import scan_inbox
+        from paperlake.lake.pipeline import plan_ingest
 
         plan = plan_ingest(scan_inbox([state["inbox"]]), Lake(state["settings"].lake), state["settings"])
         assert len(plan.to_parse) == 2 and not plan.unchanged
@@ -338,8 +338,8 @@ def test_sensor_requests_only_new_changed_and_removed(tmp_path, dbt_manifest, co
         instance.add_dynamic_partitions(papers.name, list(added.partition_keys))
 
         # one paper ingested (as a run would): only the other one is requested again
-        from paperlake.inbox import scan_inbox
-        from paperlake.pipeline import ingest_paper
+        from paperlake.lake.inbox import scan_inbox
+        from paperlake.lake.pipeline import ingest_paper
 
         settings = resource.settings()
         source = scan_inbox([inbox])[0]

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from cli.app import app
 from paperlake.config import Settings
-from paperlake.warehouse import build_path
+from paperlake.warehouse.build import build_path
 from support.fixtures import make_inbox
 
 

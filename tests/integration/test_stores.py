@@ -224,8 +224,8 @@ def test_ask_through_the_cli_with_a_scripted_endpoint_cites_the_real_stores(buil
 def test_mathrag_computes_through_a_formula_tool_from_the_warehouse(built, tmp_path):
     from agent.run import ask
     from paperlake.formulas import agent_backend
-    from paperlake.llm import ChatClient
-    from paperlake.sql_sandbox import ReadOnlyWarehouse
+    from paperlake.runtime.llm import ChatClient
+    from paperlake.runtime.sql_sandbox import ReadOnlyWarehouse
     from support.openai_stub import start_stub
 
     settings = built["settings"]
@@ -526,7 +526,7 @@ def test_dagster_ui_shows_observed_inbox_and_named_jobs(built, ui):
     """What the UI's GraphQL says after `paperlake ingest` of two papers: every inbox partition observed with the
     paper's data version and counted as present (not "Missing"), and the runs under their named jobs, tagged with
     the volume."""
-    from paperlake.inbox import scan_inbox
+    from paperlake.lake.inbox import scan_inbox
     from support.dagster_ui import graphql
 
     settings = built["settings"]
@@ -664,8 +664,8 @@ def test_encode_ahead_takes_a_parsed_paper_from_memory_as_from_the_lake(built, t
     are encoded from memory, and the same paper submitted later from the lake is not read again."""
     import pyarrow.parquet as pq
 
+    from paperlake.lake.views import VIEWS, ParsedPaper
     from paperlake.vectors.ahead import EncodeAhead, lake_cells, offer_parsed, parsed_cells
-    from paperlake.views import VIEWS, ParsedPaper
 
     settings = built["settings"]
     key = sorted(built["ids"])[0]
@@ -693,8 +693,8 @@ def test_encode_ahead_yields_the_cores_to_the_stages_before_the_vector_stage(tmp
     import os
     import threading
 
+    from paperlake.lake.views import ParsedPaper
     from paperlake.vectors import ahead as ahead_module
-    from paperlake.views import ParsedPaper
 
     before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     seen = []
@@ -717,8 +717,8 @@ def test_encode_ahead_holds_few_parsed_papers_in_memory_and_reads_the_others_fro
     is not taken (its cells are read from the lake once it is published), and a failed thread takes no more."""
     import threading
 
+    from paperlake.lake.views import ParsedPaper
     from paperlake.vectors import ahead as ahead_module
-    from paperlake.views import ParsedPaper
 
     monkeypatch.setattr(ahead_module, "_IN_MEMORY", 1)
     release, reading = threading.Event(), threading.Event()

@@ -15,9 +15,9 @@ import pytest
 from agent.backends import CollectionInfo, Hit, InvalidFilter, ToolOutcome
 from agent.env import AgentEnv
 from paperlake.config import Settings
-from paperlake.ids import element_id, page_id, paper_id
-from paperlake.safe_eval import SafeEvalError, safe_eval
-from paperlake.sql_sandbox import ReadOnlyWarehouse
+from paperlake.lake.ids import element_id, page_id, paper_id
+from paperlake.runtime.safe_eval import SafeEvalError, safe_eval
+from paperlake.runtime.sql_sandbox import ReadOnlyWarehouse
 from schemas.warehouse import catalogue
 
 CALIBRATION = paper_id("Rank Calibration for Language Model Uncertainty", "emnlp2024")

@@ -1,7 +1,8 @@
 """The crash harness shared by tests/integration/test_crash_recovery*.py: SIGKILL `paperlake ingest` at chosen lines
 of each stage, run it again, and compare every store with a clean ingest of the same inbox.
 
-Kills are aimed with fail points (``PAPERLAKE_FAILPOINT=<name>[@n]``, see ``paperlake/failpoints.py``): the process
+Kills are aimed with fail points (``PAPERLAKE_FAILPOINT=<name>[@n]``, see ``paperlake/runtime/failpoints.py``): the
+process
 kills its own process group (dbt's subprocess included) the n-th time it reaches that line. One test also kills on
 timers, as the issue that asked for this harness did. "The same stores" means: per-table row counts and
 primary-key uniqueness in DuckDB, per-collection and per-paper entity counts and entity hashes in Milvus, formula

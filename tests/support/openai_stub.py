@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from paperlake.processes import stop_process
+from paperlake.runtime.processes import stop_process
 
 
 def _serve(script_path: Path, record_path: Path, idle: float) -> None:

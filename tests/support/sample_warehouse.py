@@ -16,7 +16,7 @@ from typing import Iterable
 
 import duckdb
 
-from paperlake.ids import element_id, page_id, paper_id, venue_key
+from paperlake.lake.ids import element_id, page_id, paper_id, venue_key
 
 WAREHOUSE_DDL = """
 create table if not exists metadata (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from paperlake.sql_sandbox import ReadOnlyWarehouse
+from paperlake.runtime.sql_sandbox import ReadOnlyWarehouse
 from schemas.warehouse import catalogue
 from support.agent_fixtures import CALIBRATION, CHUNK_IDS, FakeVectors, home  # noqa: F401 (fixture)
 

@@ -9,7 +9,7 @@ import pytest
 
 from agent.actions import CalculateExpr, RetrieveFromDatabase, RetrieveFromVectorstore, ViewImage
 from agent.backends import InvalidFilter, validate_filter
-from paperlake.sql_sandbox import ReadOnlyWarehouse, SQLFailed, SQLRefused, SQLTimeout, check_statement
+from paperlake.runtime.sql_sandbox import ReadOnlyWarehouse, SQLFailed, SQLRefused, SQLTimeout, check_statement
 from support.agent_fixtures import CALIBRATION, LORETTA, build_warehouse, env  # noqa: F401 (fixtures)
 
 

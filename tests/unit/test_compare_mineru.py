@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from paperlake.geometry import iou
-from paperlake.inbox import scan_inbox
+from paperlake.lake.inbox import scan_inbox
 from paperlake.parsing.compare import combine, compare_with_mineru, format_table, read_mineru_elements
+from paperlake.parsing.geometry import iou
 from paperlake.parsing.pymupdf_backend import parse
 from support.fixtures import CORPUS_INBOX, CORPUS_MINERU
 

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from paperlake.dbt_warm import WORKDIR_VAR
-from paperlake.warehouse import (
+from paperlake.runtime.dbt_warm import WORKDIR_VAR
+from paperlake.warehouse.build import (
     SHARED_PARSE_ENV,
     build_path,
     dbt_env,
@@ -113,7 +113,7 @@ def test_the_launcher_runs_dbt_in_the_folder_the_environment_names(tmp_path):
     stand_in.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "PAPERLAKE_DBT_ZYGOTE"}
     code = (
-        "import sys, paperlake.dbt_warm as warm; "
+        "import sys, paperlake.runtime.dbt_warm as warm; "
         f"warm.real_dbt = lambda: {str(stand_in)!r}; sys.argv = ['paperlake-dbt', 'build']; warm.launcher_main()"
     )
     for workdir, expected in ((str(home), home), (None, tmp_path)):

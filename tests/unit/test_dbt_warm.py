@@ -1,5 +1,5 @@
-"""The warm dbt (paperlake.dbt_warm): dbt commands forked from a zygote that imported dbt once, with the launcher
-falling back to plain dbt whenever there is no zygote to reach."""
+"""The warm dbt (paperlake.runtime.dbt_warm): dbt commands forked from a zygote that imported dbt once, with the
+launcher falling back to plain dbt whenever there is no zygote to reach."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from paperlake.dbt_warm import DISABLE_VAR, ENV_VAR, WarmDbt, launcher_path, pid_alive, real_dbt
+from paperlake.runtime.dbt_warm import DISABLE_VAR, ENV_VAR, WarmDbt, launcher_path, pid_alive, real_dbt
 
 LAUNCHER = launcher_path()
 pytestmark = pytest.mark.skipif(
@@ -73,7 +73,7 @@ def _start_endless_query(tmp_path: Path) -> subprocess.Popen:
     """`paperlake-dbt show` of a query that never ends, returned once dbt has sent it to DuckDB (its debug log
     names the query just before): a signal sent earlier may meet dbt before the query starts, and dbt then cancels
     nothing and runs the query anyway (seen on a loaded machine)."""
-    from paperlake.warehouse import DBT_PROJECT_DIR
+    from paperlake.warehouse.build import DBT_PROJECT_DIR
 
     environment = {
         **os.environ,
@@ -118,7 +118,7 @@ def test_sigint_reaches_the_forked_dbt(tmp_path: Path) -> None:
 def test_a_dbt_whose_launcher_is_killed_is_ended(tmp_path: Path) -> None:
     """A launcher killed outright (dagster-dbt's last resort, a killed run) leaves nobody to read the outcome: the
     zygote interrupts its dbt, and kills it if need be, instead of letting it run (here: for ever)."""
-    from paperlake.dbt_warm import ABANDONED_GRACE_SECONDS
+    from paperlake.runtime.dbt_warm import ABANDONED_GRACE_SECONDS
 
     with WarmDbt() as warm:
         assert warm.start().wait_ready()
@@ -172,7 +172,7 @@ def test_the_zygote_ends_with_a_killed_ingest_and_its_directory_is_swept(monkeyp
     script = textwrap.dedent(
         """
         import json, os, sys
-        from paperlake.dbt_warm import WarmDbt
+        from paperlake.runtime.dbt_warm import WarmDbt
         warm = WarmDbt().start()
         assert warm.wait_ready()
         print(json.dumps({"zygote": warm.process.pid, "directory": str(warm.directory)}), flush=True)
@@ -213,7 +213,7 @@ def test_a_malformed_request_is_refused_before_any_fork() -> None:
     """A request without the three streams gets a refusal (the launcher then runs plain dbt), and no command."""
     import socket
 
-    from paperlake.dbt_warm import _receive_message, _send_message
+    from paperlake.runtime.dbt_warm import _receive_message, _send_message
 
     with WarmDbt() as warm:
         assert warm.start().wait_ready()
@@ -282,7 +282,8 @@ def test_a_parse_ahead_leaves_the_state_a_build_reads_and_a_failed_or_late_one_l
 
 
 def test_a_forked_build_ends_with_its_database_closed_and_nothing_leaked(tmp_path: Path) -> None:
-    """A dbt child ends without the interpreter's teardown (paperlake.dbt_warm._leave), but after the exit handlers:
+    """A dbt child ends without the interpreter's teardown (paperlake.runtime.dbt_warm._leave), but after the exit
+    handlers:
     dbt-duckdb has closed (and checkpointed) its database, so no WAL is left; multiprocessing has released dbt's
     semaphores, so its resource tracker reports no leak; the results and logs are written; the status is dbt's."""
     import duckdb
@@ -306,7 +307,8 @@ def test_a_forked_build_ends_with_its_database_closed_and_nothing_leaked(tmp_pat
 
 
 def test_after_the_warm_up_a_build_of_the_project_loads_nothing_more_of_dbt(tmp_path: Path) -> None:
-    """What the zygote loads before it forks (paperlake.dbt_warm.warm_up) is all an ingest's build needs beyond dbt's
+    """What the zygote loads before it forks (paperlake.runtime.dbt_warm.warm_up) is all an ingest's build needs
+    beyond dbt's
     imports: a build of this project (on an empty lake, from the partial-parse state a parse left, as every home's
     builds start) after it builds no JSON schema and imports no module of dbt's. A dbt upgrade that moves either
     fails here, not silently in every ingest's two builds."""
@@ -318,10 +320,10 @@ def test_after_the_warm_up_a_build_of_the_project_loads_nothing_more_of_dbt(tmp_
         import dbt.adapters.duckdb, dbt.cli.main
         import dbt_common.dataclass_schema as schemas
 
-        from paperlake.dbt_warm import warm_up
+        from paperlake.runtime.dbt_warm import warm_up
         from paperlake.formulas.store import ensure_formula_contract
-        from paperlake.lake import Lake
-        from paperlake.warehouse import DBT_PROJECT_DIR, dbt_env
+        from paperlake.lake.store import Lake
+        from paperlake.warehouse.build import DBT_PROJECT_DIR, dbt_env
 
         root, command = Path(sys.argv[1]), sys.argv[2:]
         Lake(root / "lake").ensure_contract()
@@ -350,7 +352,7 @@ def test_after_the_warm_up_a_build_of_the_project_loads_nothing_more_of_dbt(tmp_
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
-    from paperlake import dbt_warm
+    from paperlake.runtime import dbt_warm
 
     with pytest.MonkeyPatch.context() as patch:  # a name this dbt lacks, or one that fails to build: skipped, said
         patch.setattr(dbt_warm, "WARM_MODULES", ("dbt.no_such_module",))

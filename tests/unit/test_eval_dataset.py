@@ -31,7 +31,7 @@ from paperlake.evaluation import (
     read_predictions,
     run_evaluator,
 )
-from paperlake.ids import paper_id
+from paperlake.lake.ids import paper_id
 
 DATASET = Path(__file__).parents[1] / "data" / "airqa_sample.jsonl"
 VOLUMES = ("emnlp2024", "naacl2024")

@@ -388,7 +388,7 @@ def test_combinations_pass_the_judge_down():
 
 
 def test_judge_may_return_a_response_object():
-    """``paperlake.llm.ChatClient.complete`` returns a response with ``.text``; it serves as a judge as is."""
+    """``paperlake.runtime.llm.ChatClient.complete`` returns a response with ``.text``; it serves as a judge as is."""
 
     class Response:
         text = "```\nTrue\n```"

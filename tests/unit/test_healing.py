@@ -13,10 +13,8 @@ import numpy as np
 import pytest
 
 from paperlake.config import Settings
-from paperlake.healing import StoreUnreadable, heal_sqlite, is_set_aside
-from paperlake.inbox import scan_volumes
-from paperlake.lake import ERROR_VIEW, Lake
-from paperlake.pipeline import (
+from paperlake.lake.inbox import scan_volumes
+from paperlake.lake.pipeline import (
     HELD_VOLUME_STEM,
     duplicate_groups,
     duplicate_of,
@@ -25,8 +23,11 @@ from paperlake.pipeline import (
     plan_ingest,
     record_held_volumes,
 )
+from paperlake.lake.store import ERROR_VIEW, Lake
+from paperlake.runtime.healing import StoreUnreadable, heal_sqlite, is_set_aside
 from paperlake.vectors.encoders import EmbeddingCache
-from paperlake.warehouse import connect_read_only, heal_warehouse
+from paperlake.warehouse.build import heal_warehouse
+from paperlake.warehouse.read import connect_read_only
 from support.fixtures import corpus_pdf
 
 FIRST = "emnlp2024-126-embedding-inversion-attack"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cli.app import app
-from paperlake.sql_sandbox import ReadOnlyWarehouse, SQLFailed, SQLRefused, SQLTimeout, SQLTooLarge
+from paperlake.runtime.sql_sandbox import ReadOnlyWarehouse, SQLFailed, SQLRefused, SQLTimeout, SQLTooLarge
 from support.agent_fixtures import build_warehouse, env  # noqa: F401 (fixture)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from paperlake.ids import element_id, normalise_title, page_id, paper_id, sha256_file, text_hash, venue_key
+from paperlake.lake.ids import element_id, normalise_title, page_id, paper_id, sha256_file, text_hash, venue_key
 
 
 @pytest.mark.parametrize(

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from paperlake.config import Settings
-from paperlake.inbox import paper_key_for, scan_inbox
-from paperlake.lake import Lake
-from paperlake.pipeline import ingest_paper, plan_ingest
+from paperlake.lake.inbox import paper_key_for, scan_inbox
+from paperlake.lake.pipeline import ingest_paper, plan_ingest
+from paperlake.lake.store import Lake
 from support.fixtures import corpus_pdf, manifest_rows
 
 LISTED = "emnlp2024-126-embedding-inversion-attack"
@@ -121,7 +121,7 @@ def test_an_ingested_copy_gives_way_when_the_listed_file_arrives(tmp_path):
 def test_on_parsed_sees_each_paper_before_the_gate_and_its_failure_is_not_the_papers(tmp_path):
     """`ingest_papers(on_parsed=...)` (the ingest's encode-ahead) is handed each parsed paper before the gate and
     the lake; a hook that raises costs the paper nothing."""
-    from paperlake.pipeline import ingest_papers
+    from paperlake.lake.pipeline import ingest_papers
 
     volume = tmp_path / "inbox" / "vol1"
     volume.mkdir(parents=True)

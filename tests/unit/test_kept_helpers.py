@@ -1,4 +1,5 @@
-"""Helpers kept from one ingest to the next of the same process (paperlake.kept_helpers): the bookkeeping with fake
+"""Helpers kept from one ingest to the next of the same process (paperlake.runtime.kept_helpers): the bookkeeping
+with fake
 helpers, then the two real ones (the warm dbt's zygote, the parse-ahead worker) handed from one use to the next,
 never across a changed environment, never busy, and stopped at the end of the keep period."""
 
@@ -12,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from paperlake import kept_helpers
 from paperlake.config import Settings
-from paperlake.dbt_warm import ENV_VAR, WarmDbt, launcher_path
-from paperlake.inbox import scan_inbox
+from paperlake.lake.inbox import scan_inbox
 from paperlake.parsing.ahead import ParseAhead
 from paperlake.parsing.backends import parse_with
+from paperlake.runtime import kept_helpers
+from paperlake.runtime.dbt_warm import ENV_VAR, WarmDbt, launcher_path
 
 SYNTHETIC = Path(__file__).parents[1] / "data" / "synthetic"
 

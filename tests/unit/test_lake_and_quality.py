@@ -7,11 +7,11 @@ import copy
 import pyarrow.parquet as pq
 import pytest
 
-from paperlake.inbox import scan_inbox
-from paperlake.lake import Lake
+from paperlake.lake.inbox import scan_inbox
+from paperlake.lake.quality import validate_paper, validate_papers
+from paperlake.lake.store import Lake
+from paperlake.lake.views import VIEWS
 from paperlake.parsing import pymupdf_backend
-from paperlake.quality import validate_paper, validate_papers
-from paperlake.views import VIEWS
 
 STEM = "emnlp2024-012-numerologic"
 PANELLED = "emnlp2024-126-embedding-inversion-attack"
@@ -147,7 +147,7 @@ def test_papers_validated_together_get_the_verdicts_they_get_alone(parsed, with_
     """A run's papers go through the gate together (one validation per view for all of them): each gets the
     verdict and the warnings it gets alone; a paper that breaks a blocking expectation is the only one failed, even
     when the broken value would pass in another paper (its page count)."""
-    import paperlake.quality as quality
+    import paperlake.lake.quality as quality
 
     _, paper = parsed
     thin = _another_paper(paper)
@@ -201,7 +201,7 @@ def test_a_crash_mid_write_leaves_the_old_file_and_no_temporary(tmp_path, parsed
         where.write(b"PAR1 half a file")
         raise OSError("disk full")
 
-    monkeypatch.setattr("paperlake.lake.pq.write_table", crash)
+    monkeypatch.setattr("paperlake.lake.store.pq.write_table", crash)
     with pytest.raises(OSError, match="disk full"):
         lake.publish(paper, "another-sha", "test-2")
     assert path.read_bytes() == before
@@ -240,10 +240,10 @@ def test_the_gate_imports_great_expectations_without_loading_what_it_never_uses(
         import sys
         from pathlib import Path
 
-        from paperlake.inbox import scan_inbox
+        from paperlake.lake.inbox import scan_inbox
         from paperlake.parsing import pymupdf_backend
-        from paperlake.pipeline import pdf_page_count
-        from paperlake.quality import import_gx, validate_papers
+        from paperlake.lake.pipeline import pdf_page_count
+        from paperlake.lake.quality import import_gx, validate_papers
 
         gx = import_gx()
         assert gx.expectations.ExpectTableRowCountToEqual

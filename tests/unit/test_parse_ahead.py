@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from paperlake.config import Settings
-from paperlake.inbox import scan_inbox
+from paperlake.lake.inbox import scan_inbox
+from paperlake.lake.pipeline import IngestError, ingest_papers, parse_source, pdf_page_count
+from paperlake.lake.quality import validate_papers
 from paperlake.parsing import ahead as parse_ahead
 from paperlake.parsing.ahead import ParseAhead, take_gate, take_parsed
 from paperlake.parsing.backends import parse_with
-from paperlake.pipeline import IngestError, ingest_papers, parse_source, pdf_page_count
-from paperlake.quality import validate_papers
 
 SYNTHETIC = Path(__file__).parents[1] / "data" / "synthetic"
 DOCS = ("syn-001", "syn-002", "syn-003")
@@ -150,7 +150,7 @@ def _outcomes(report) -> list[tuple]:
 
 def test_an_ingest_with_a_worker_publishes_what_one_without_publishes(setup, tmp_path):
     sources, settings = setup
-    from paperlake.lake import Lake
+    from paperlake.lake.store import Lake
 
     lakes = {}
     for name in ("ahead", "alone"):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from paperlake.inbox import PaperSource, find_mineru_dir, source_for_pdf
+from paperlake.lake.inbox import PaperSource, find_mineru_dir, source_for_pdf
 from paperlake.parsing import mineru_backend as mineru
 from paperlake.parsing.errors import ParseError
 from support.fixtures import CORPUS

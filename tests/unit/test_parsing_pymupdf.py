@@ -8,13 +8,13 @@ import pymupdf
 import pytest
 import tiktoken
 
-from paperlake.ids import element_id, normalise_title
-from paperlake.inbox import PaperSource, source_for_pdf
+from paperlake.lake.ids import element_id, normalise_title
+from paperlake.lake.inbox import PaperSource, source_for_pdf
+from paperlake.lake.views import VIEWS, to_arrow
 from paperlake.parsing.assemble import assemble
 from paperlake.parsing.blocks import Block, DocumentLayout, PageInfo, TableCell
 from paperlake.parsing.errors import ParseError
 from paperlake.parsing.pymupdf_backend import PARSER_VERSION, equation_spans, parse, read_layout
-from paperlake.views import VIEWS, to_arrow
 from support.fixtures import CORPUS_INBOX
 
 NUMEROLOGIC = "emnlp2024/emnlp2024-012-numerologic.pdf"

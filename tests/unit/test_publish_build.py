@@ -6,7 +6,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from paperlake.warehouse import build_path, prepare_build, publish_build, recorded_builds
+from paperlake.warehouse.build import build_path, prepare_build, publish_build, recorded_builds
 
 
 def _live(tmp_path):

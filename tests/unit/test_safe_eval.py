@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from paperlake.safe_eval import SafeEvalError, safe_eval
+from paperlake.runtime.safe_eval import SafeEvalError, safe_eval
 
 
 @pytest.mark.parametrize(

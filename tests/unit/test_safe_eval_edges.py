@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from paperlake.safe_eval import (
+from paperlake.runtime.safe_eval import (
     ARITY,
     CONSTANTS,
     FUNCTIONS,

@@ -13,7 +13,7 @@ from support.fixtures import REPO
 # whole, and the weights variables the collections file itself names per encoder
 ALLOWED = {
     "paperlake/config.py",
-    "paperlake/failpoints.py",
+    "paperlake/runtime/failpoints.py",
     "paperlake/vectors/pymilvus_names.py",  # hides MILVUS_URI from pymilvus's import-time parse, then restores it
     "paperlake/vectors/config.py",  # EncoderSpec.weights_env: the variable named in collections.yaml
 }
@@ -50,7 +50,7 @@ def test_pymupdfs_layout_model_loads_only_when_asked_for(wanted):
 
 
 def test_llm_sampling_and_prices_come_from_the_settings(tmp_path, monkeypatch):
-    from paperlake.llm import ChatClient
+    from paperlake.runtime.llm import ChatClient
 
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("PAPERLAKE_LLM_MODEL", "m")
@@ -63,7 +63,7 @@ def test_llm_sampling_and_prices_come_from_the_settings(tmp_path, monkeypatch):
 
 
 def test_bad_prices_fail_by_name(tmp_path, monkeypatch):
-    from paperlake.llm import parse_prices
+    from paperlake.runtime.llm import parse_prices
 
     monkeypatch.setenv("PAPERLAKE_LLM_PRICES", "[1, 2]")
     with pytest.raises(ValueError, match="PAPERLAKE_LLM_PRICES must be JSON"):

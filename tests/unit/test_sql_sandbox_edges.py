@@ -15,7 +15,7 @@ import duckdb
 import psutil
 import pytest
 
-from paperlake.sql_sandbox import (
+from paperlake.runtime.sql_sandbox import (
     ADDRESS_SPACE,
     MAX_BYTES,
     MAX_ROWS,
@@ -497,7 +497,7 @@ def _workers() -> set[psutil.Process]:
     found = set()
     for child in psutil.Process().children():
         try:
-            if "paperlake.sql_sandbox" in child.cmdline():
+            if "paperlake.runtime.sql_sandbox" in child.cmdline():
                 found.add(child)
         except psutil.NoSuchProcess:
             pass

@@ -15,7 +15,7 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from paperlake.inbox import PaperSource
+from paperlake.lake.inbox import PaperSource
 from paperlake.parsing.gold import Detection, detections_from_parsed, grid_exact, load_gold, normalise_text, score
 from paperlake.parsing.pymupdf_backend import parse
 

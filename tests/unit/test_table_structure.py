@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from paperlake.geometry import iou
-from paperlake.inbox import PaperSource
+from paperlake.lake.inbox import PaperSource
+from paperlake.parsing.geometry import iou
 from paperlake.parsing.gold import detections_from_parsed, load_gold
 from paperlake.parsing.pymupdf_backend import parse
 from paperlake.parsing.table_structure import caption_head, header_unit, parse_number, table_lines, table_structure

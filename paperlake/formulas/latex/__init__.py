@@ -31,7 +31,8 @@ error recorded.
 
 One module per step, in the order above, each importing only the ones before it: ``tokens`` (the vocabulary and the
 token trees), ``normalise``, ``split``, ``names``, ``computability`` (the not-computable scan), ``rewrite``,
-``convert``. The Unicode letters and symbols are the ones :mod:`paperlake.latex_symbols` shares with the glyph reader.
+``convert``. The Unicode letters and symbols are the ones :mod:`paperlake.formulas.latex.symbols` shares with the
+glyph reader.
 """
 
 from __future__ import annotations

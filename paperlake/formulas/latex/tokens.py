@@ -9,7 +9,7 @@ from typing import Literal, Union
 
 import sympy
 
-from paperlake.latex_symbols import GREEK_LETTERS, GREEK_NAMES, LETTER_VARIANTS, SYMBOLS
+from paperlake.formulas.latex.symbols import GREEK_LETTERS, GREEK_NAMES, LETTER_VARIANTS, SYMBOLS
 
 Node = Union[str, list["Node"]]
 

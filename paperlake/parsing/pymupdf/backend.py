@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pymupdf
 
-from paperlake.inbox import PaperSource
+from paperlake.lake.inbox import PaperSource
+from paperlake.lake.views import ParsedPaper
 from paperlake.parsing import versions
 from paperlake.parsing.assemble import assemble
 from paperlake.parsing.blocks import DocumentLayout
@@ -16,7 +17,6 @@ from paperlake.parsing.pymupdf.equations import _add_glyph_latex
 from paperlake.parsing.pymupdf.page import _DocumentStyle, _PageContent, _read_page
 from paperlake.parsing.pymupdf.structure import _analyse_page, _build_layout
 from paperlake.parsing.pymupdf.tables import _fill_table_cells
-from paperlake.views import ParsedPaper
 
 PARSER_VERSION = versions.PYMUPDF  # bumped there
 BACKEND = "pymupdf"

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-# the basic measures are the library's (paperlake.geometry); this package's modules know them by these names
-from paperlake.geometry import Box
-from paperlake.geometry import area as _area  # noqa: F401
-from paperlake.geometry import intersection as _intersection  # noqa: F401
-from paperlake.geometry import iou as _box_iou  # noqa: F401
-from paperlake.geometry import union as _union  # noqa: F401
+# the basic measures are the library's (paperlake.parsing.geometry); this package's modules know them by these names
+from paperlake.parsing.geometry import Box
+from paperlake.parsing.geometry import area as _area  # noqa: F401
+from paperlake.parsing.geometry import intersection as _intersection  # noqa: F401
+from paperlake.parsing.geometry import iou as _box_iou  # noqa: F401
+from paperlake.parsing.geometry import union as _union  # noqa: F401
 
 T = TypeVar("T")
 

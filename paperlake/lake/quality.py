@@ -21,8 +21,8 @@ from typing import Any
 
 import pandas as pd
 
+from paperlake.lake.views import VIEWS, ParsedPaper, to_arrow
 from paperlake.parsing.table_structure import STRUCTURE_FLAGS
-from paperlake.views import VIEWS, ParsedPaper, to_arrow
 
 BBOX_TOLERANCE_PT = 2.0
 ID_COLUMNS = {

@@ -29,8 +29,8 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from paperlake.failpoints import fault_point
-from paperlake.views import VIEW_SCHEMAS, VIEWS, ParsedPaper, to_arrow
+from paperlake.lake.views import ENRICHMENT_SCHEMA, ENRICHMENT_VIEW, VIEW_SCHEMAS, VIEWS, ParsedPaper, to_arrow
+from paperlake.runtime.failpoints import fault_point
 
 ERROR_VIEW = "ingest_errors"
 ERROR_SCHEMA = pa.schema(
@@ -139,8 +139,6 @@ class Lake:
 
     def ensure_contract(self) -> None:
         """Zero-row files fixing every view's columns, so dbt's globs always match and types never drift."""
-        from paperlake.enrichment.runner import ENRICHMENT_SCHEMA, ENRICHMENT_VIEW
-
         for view, schema in [*VIEW_SCHEMAS.items(), (ERROR_VIEW, ERROR_SCHEMA), (ENRICHMENT_VIEW, ENRICHMENT_SCHEMA)]:
             path = self.root / view / CONTRACT_DIR / "schema.parquet"
             try:
@@ -222,8 +220,6 @@ class Lake:
 
     def remove_paper(self, paper_key: str) -> None:
         """Everything the lake holds for a paper, its error included (the file left the inbox)."""
-        from paperlake.enrichment.runner import ENRICHMENT_VIEW
-
         self.remove_views(paper_key)
         self.view_path(ERROR_VIEW, paper_key).unlink(missing_ok=True)
         self.view_path(ENRICHMENT_VIEW, paper_key).unlink(missing_ok=True)  # its LLM summaries go with it

@@ -1,6 +1,7 @@
 """Helper processes kept from one ingest to the next ingest of the same process.
 
-An ingest starts two helper processes: the warm dbt's zygote (:mod:`paperlake.dbt_warm`, which imports dbt) and the
+An ingest starts two helper processes: the warm dbt's zygote (:mod:`paperlake.runtime.dbt_warm`, which imports dbt)
+and the
 parse-ahead worker (:mod:`paperlake.parsing.ahead`, which imports Great Expectations and prepares the gate), seconds of
 a core each. A process that ingests again (the Python API called in a loop, a notebook, a sensor's host, the test suite)
 paid those imports already: the helpers are kept for :data:`KEEP_VAR` seconds after the ingest that used them (default

@@ -230,3 +230,27 @@ def to_arrow(view: str, rows: list[dict[str, Any]]) -> pa.Table:
             raise ValueError(f"view {view!r}: columns not in the contract: {sorted(unknown)}")
     columns = {name: [row.get(name) for row in rows] for name in schema.names}
     return pa.table(columns, schema=schema)
+
+
+# LLM summaries of a paper, one lake file per paper beside its views (paperlake.enrichment writes them, dbt reads
+# them into the NeuSym-RAG summary columns)
+ENRICHMENT_VIEW = "enrichment"
+ENRICHMENT_SCHEMA = pa.schema(
+    [
+        ("paper_id", pa.string()),
+        ("kind", pa.string()),
+        ("item_id", pa.string()),
+        ("content_hash", pa.string()),
+        ("prompt_version", pa.string()),
+        ("model", pa.string()),
+        ("status", pa.string()),
+        ("summary", pa.string()),
+        ("tags", pa.list_(pa.string())),
+        ("reason", pa.string()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("cost_usd", pa.float64()),
+        ("cached", pa.bool_()),
+        ("created_at", pa.string()),
+    ]
+)

@@ -12,11 +12,12 @@ one ``os.replace``, so a process killed at any line leaves either the old wareho
 one with its new record, never a record that claims more than the file holds (see ``paperlake.freshness``).
 
 Incremental builds. The warehouse build also records each paper's lake files (``_paperlake.papers``: key, paper id,
-digest; :meth:`paperlake.lake.Lake.paper_digests`). The next build compares them with the lake: when the dbt project
-and the lake's contracts are the ones recorded, only the papers whose files changed are rebuilt (:func:`plan_build`
-writes them to ``_paperlake.build_delta`` in the side file: each per-paper mart deletes their rows and loads theirs,
-and dbt's tests read those rows: ``dbt_project/macros/paper_delta.sql``); otherwise every mart is rebuilt
-(``--full-refresh``). So adding a paper to a large warehouse costs about what it costs to a small one.
+digest; :meth:`paperlake.lake.store.Lake.paper_digests`). The next build compares them with the lake: when the dbt
+project and the lake's contracts are the ones recorded, only the papers whose files changed are rebuilt
+(:func:`plan_build` writes them to ``_paperlake.build_delta`` in the side file: each per-paper mart deletes their
+rows and loads theirs, and dbt's tests read those rows: ``dbt_project/macros/paper_delta.sql``); otherwise every
+mart is rebuilt (``--full-refresh``). So adding a paper to a large warehouse costs about what it costs to a small
+one.
 """
 
 from __future__ import annotations
@@ -25,22 +26,20 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import duckdb
 import pyarrow as pa
 
-from paperlake.dbt_warm import WORKDIR_VAR
-from paperlake.healing import SetAside, StoreUnreadable, set_aside
+from paperlake.runtime.dbt_warm import WORKDIR_VAR
+from paperlake.runtime.healing import SetAside, StoreUnreadable, set_aside
+from paperlake.warehouse.read import connect_read_only
 
-DBT_PROJECT_DIR = Path(__file__).resolve().parents[1] / "dbt_project"
+DBT_PROJECT_DIR = Path(__file__).resolve().parents[2] / "dbt_project"
 # The project's shared parse (orchestration.run.prepare_dbt_manifest): the lock it is made under, and the record of
 # the profile it was made under (the dbt_env values that enter dbt's profile), which a home's must equal to start
 # from its partial-parse state.
@@ -74,8 +73,8 @@ def plan_build(target: Path, lake_root: Path, dbt: str) -> BuildScope:
     """The scope of the next warehouse build into the side file ``target`` (a copy of the live warehouse), written
     into it for dbt (:data:`DELTA_TABLE`, :data:`MODE_TABLE`, and :data:`FILES_TABLE`: every view file of the papers
     an incremental build loads, the only files its lake sources read)."""
-    from paperlake.lake import Lake
-    from paperlake.views import VIEWS
+    from paperlake.lake.store import Lake
+    from paperlake.lake.views import VIEWS
 
     lake = Lake(lake_root)
     contracts, digests = lake.paper_digests()
@@ -381,65 +380,3 @@ def recorded_builds(warehouse: Path) -> dict[str, dict[str, str]]:
         except ValueError:
             continue
     return builds
-
-
-@contextmanager
-def connect_read_only(warehouse: Path, *, sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-    if not warehouse.exists():
-        raise FileNotFoundError(f"no warehouse at {warehouse}: run `paperlake ingest` first")
-    config = {"access_mode": "READ_ONLY"}
-    if sandboxed:
-        config |= {"enable_external_access": "false", "lock_configuration": "true"}
-    try:
-        con = duckdb.connect(str(warehouse), read_only=True, config=config)
-    except duckdb.Error as error:
-        raise StoreUnreadable("warehouse", warehouse, f"{type(error).__name__}: {error}") from None
-    except IsADirectoryError:
-        raise StoreUnreadable("warehouse", warehouse, "a directory, not a file") from None
-    try:
-        yield con
-    finally:
-        con.close()
-
-
-def paper_filter(pdf_column: str, papers: Sequence[str] | None) -> tuple[str, list]:
-    """(where clause, parameters) keeping the rows of ``papers`` (all rows for None). Paper ids that are UUIDs in
-    their canonical form, as the warehouse's are, go in as literals: DuckDB then skips the row groups whose min/max
-    of the column exclude them (a paper's rows are appended together), which a cast or a subquery hides from it, so
-    a paper's rows of a large warehouse are read several times faster. Other ids are compared as text."""
-    if papers is None:
-        return "", []
-    papers = list(papers)
-    try:
-        canonical = papers and all(str(uuid.UUID(paper)) == paper for paper in papers)
-    except (ValueError, TypeError, AttributeError):
-        canonical = False
-    if canonical:
-        return f"where {pdf_column} in ({', '.join(repr(paper) for paper in papers)})", []
-    return f"where cast({pdf_column} as varchar) in (select unnest(?::varchar[]))", [papers]
-
-
-@dataclass(frozen=True)
-class PaperMatch:
-    paper_id: str
-    paper_key: str
-    title: str
-
-
-def find_papers(con: duckdb.DuckDBPyConnection, text: str) -> list[PaperMatch]:
-    """The papers a person means by ``text``: its paper id, its key as the Dagster UI shows it
-    (``volume/file-stem``), or words of its title (every word, in any order, any case)."""
-    text = text.strip()
-    query = "select paper_id::varchar, paper_key, title from metadata where "
-    try:
-        rows = con.execute(query + "paper_id = ?::uuid", [str(uuid.UUID(text))]).fetchall()
-    except ValueError:
-        rows = []
-    if not rows:
-        rows = con.execute(query + "paper_key = ? or paper_key = ?", [text, text.removesuffix(".pdf")]).fetchall()
-    if not rows:
-        words = [word for word in re.split(r"\W+", text.lower()) if word]
-        if words:
-            where = " and ".join(["lower(title) like ?"] * len(words))
-            rows = con.execute(query + where + " order by title", [f"%{w}%" for w in words]).fetchall()
-    return [PaperMatch(*row) for row in rows]

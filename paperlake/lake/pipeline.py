@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from paperlake.config import Settings
-from paperlake.inbox import (
+from paperlake.lake.inbox import (
     InboxScan,
     PaperSource,
     key_part,
@@ -29,13 +29,13 @@ from paperlake.inbox import (
     source_for_pdf,
     volume_dirs,
 )
-from paperlake.lake import Lake
+from paperlake.lake.store import Lake
+from paperlake.lake.views import ParsedPaper
 from paperlake.parsing.ahead import take_gate, take_parsed
 from paperlake.parsing.backends import PARSERS, auto_parser, parse_with
-from paperlake.views import ParsedPaper
 
 if TYPE_CHECKING:  # the gate (pandas, Great Expectations) is imported where it runs: the parse-ahead worker runs it
-    from paperlake.quality import QualityReport
+    from paperlake.lake.quality import QualityReport
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ def ingest_papers(
     inboxes: list[Path] | None = None,
     on_parsed: Callable[[ParsedPaper], None] | None = None,
 ) -> list[PaperOutcome]:
-    """Parse each paper, validate them together (:func:`paperlake.quality.validate_papers`: one gate run for the
+    """Parse each paper, validate them together (:func:`paperlake.lake.quality.validate_papers`: one gate run for the
     batch, each paper's verdict its own), then publish each one that passed; a failure of any kind is recorded as
     that paper's and stops nothing else. Outcomes in the order of ``sources``. ``on_parsed`` sees each paper as soon
     as it is parsed, before the gate (the ingest's encode-ahead); what it raises is ignored."""
@@ -231,7 +231,7 @@ def ingest_papers(
         prepared.append((outcome, parsed, time.perf_counter() - started))
     gated = [(outcome, parsed) for outcome, parsed, _ in prepared if parsed is not None]
     started = time.perf_counter()
-    from paperlake.quality import validate_papers
+    from paperlake.lake.quality import validate_papers
 
     reports: list[QualityReport | None]
     try:
@@ -412,7 +412,7 @@ def record_held_volumes(lake: Lake, scan: InboxScan) -> None:
 
 
 def locate_source(paper_key: str, inboxes: list[Path], mineru_dir: Path | None) -> PaperSource | None:
-    """The inbox file behind a partition key, or None if it is gone (:class:`~paperlake.inbox.ManifestError` when
+    """The inbox file behind a partition key, or None if it is gone (:class:`~paperlake.lake.inbox.ManifestError` when
     its volume is held: the paper is not gone)."""
     volume, _, _ = paper_key.partition("/")
     for root in inboxes:

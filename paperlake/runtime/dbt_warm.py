@@ -7,7 +7,8 @@ as a dbt build is known to come (right after the plan when papers are to be pars
 imported, so its imports overlap those and the parse); the dbt commands are then forks of it. An ingest that builds
 nothing starts none. dbt runs in the warehouse's folder, whose side file the profile names relative to it, so a new home
 of the default layout starts from the project's shared partial-parse state
-(:func:`paperlake.warehouse.seed_parse_state`); a home whose profile differs would parse the whole project in its first
+(:func:`paperlake.warehouse.build.seed_parse_state`); a home whose profile differs would parse the whole project in
+its first
 build: :meth:`WarmDbt.parse_ahead` runs that ``dbt parse`` as the zygote's first command, in the background, and the
 build waits for it (:meth:`WarmDbt.wait_parse_ahead`) and reads its partial-parse state.
 
@@ -41,12 +42,12 @@ import threading
 import time
 from pathlib import Path
 
-from paperlake.processes import stop_process
+from paperlake.runtime.processes import stop_process
 
 ENV_VAR = "PAPERLAKE_DBT_ZYGOTE"
 DISABLE_VAR = "PAPERLAKE_DBT_WARM"  # "0": no zygote
 # The folder dbt runs in (the warehouse's: the profile names the side file relative to it, so that every home's
-# profile is the same and dbt's partial-parse state holds across homes; paperlake.warehouse.dbt_env)
+# profile is the same and dbt's partial-parse state holds across homes; paperlake.warehouse.build.dbt_env)
 WORKDIR_VAR = "PAPERLAKE_DBT_WORKDIR"
 LAUNCHER = "paperlake-dbt"  # the console script of launcher_main
 READY_WAIT_SECONDS = 30.0  # how long a launcher waits for a zygote that is still importing dbt
@@ -489,7 +490,7 @@ class _Zygote:
         address = str(directory / "zygote.sock")
         try:
             process = subprocess.Popen(
-                [sys.executable, "-m", "paperlake.dbt_warm", address, str(os.getpid())],
+                [sys.executable, "-m", "paperlake.runtime.dbt_warm", address, str(os.getpid())],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -534,8 +535,8 @@ class WarmDbt:
     importing waits for it. A zygote that cannot start costs nothing but the warm start.
 
     With ``keep=True`` (what ``orchestration.run.ingest`` uses unless its caller is one-shot) the zygote is not
-    stopped but kept for this process's next ingest (:mod:`paperlake.kept_helpers`: for a few minutes, in the same
-    process context), and ``start`` takes a kept one when there is one: a process that ingests again does not
+    stopped but kept for this process's next ingest (:mod:`paperlake.runtime.kept_helpers`: for a few minutes, in the
+    same process context), and ``start`` takes a kept one when there is one: a process that ingests again does not
     import dbt again."""
 
     KIND = "dbt-zygote"
@@ -563,7 +564,7 @@ class WarmDbt:
         if self.process is not None or self._started or os.environ.get(DISABLE_VAR, "1") == "0":
             return self
         self._started = True
-        from paperlake import kept_helpers
+        from paperlake.runtime import kept_helpers
 
         self._context = kept_helpers.context_key()
         zygote = kept_helpers.take(self.KIND, self._context) if self.keep else None
@@ -644,7 +645,7 @@ class WarmDbt:
             os.environ[ENV_VAR] = self._saved
         self.commands = zygote.commands_since(self._log_offset)
         if self.keep:
-            from paperlake import kept_helpers
+            from paperlake.runtime import kept_helpers
 
             kept_helpers.keep(self.KIND, self._context, zygote)  # stopped instead when it cannot be kept
         else:

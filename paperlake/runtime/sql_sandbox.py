@@ -8,7 +8,7 @@ Fences, each enough on its own for the common attacks and together for the rest:
 - **no file or network access**: the file is opened ``read_only`` with external access disabled, extension
   autoloading off and the configuration locked (no ``read_csv``/``read_text``/``glob`` of host files, no
   ``ATTACH``/``INSTALL``/``LOAD``, no ``SET`` to undo any of it);
-- **bounded cost, in a separate process**: queries run in a worker process (``python -m paperlake.sql_sandbox``)
+- **bounded cost, in a separate process**: queries run in a worker process (``python -m paperlake.runtime.sql_sandbox``)
   whose address space the parent caps (``RLIMIT_AS``, before the worker opens anything) above DuckDB's own
   ``memory_limit``, because some work is not
   accounted by DuckDB's buffer manager (``repeat('x', 1500000000)`` builds a 1.5 GB string whatever
@@ -209,7 +209,7 @@ class ReadOnlyWarehouse:
         if not self.path.exists():
             raise FileNotFoundError(f"warehouse {self.path.name} does not exist; run the ingest first")
         worker = subprocess.Popen(
-            [sys.executable, "-m", "paperlake.sql_sandbox"],
+            [sys.executable, "-m", "paperlake.runtime.sql_sandbox"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -483,5 +483,5 @@ def _first_line(error: BaseException) -> str:
     return " ".join(kept) or type(error).__name__
 
 
-if __name__ == "__main__":  # the worker: python -m paperlake.sql_sandbox
+if __name__ == "__main__":  # the worker: python -m paperlake.runtime.sql_sandbox
     _serve(sys.stdin.buffer, sys.stdout.buffer)

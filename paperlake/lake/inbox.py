@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from paperlake.ids import sha256_file, text_hash, venue_key
+from paperlake.lake.ids import sha256_file, text_hash, venue_key
 
 MANIFEST_NAME = "manifest.csv"
 MANIFEST_COLUMNS = ("file", "title", "conference", "year", "volume", "pdf_url", "license", "sha256", "pages")
