@@ -10,7 +10,6 @@ from paperlake.lake.inbox import ManifestError
 from paperlake.lake.pipeline import PaperOutcome, ingest_papers, locate_source, parse_code_version
 from paperlake.lake.store import ERROR_VIEW
 from paperlake.lake.views import VIEWS
-from paperlake.vectors.ahead import offer_parsed
 
 PARSE_CODE_VERSION = parse_code_version()
 # The tag an observation's data version travels in (what `AssetObservation.data_version` reads back, and what
@@ -202,8 +201,7 @@ def parsed_views(context: dg.AssetExecutionContext, paperlake: PaperlakeResource
             continue
         outcomes[key] = None  # its place in the run's order; its outcome below
         sources.append(source)
-    # each paper goes to this process's encode-ahead thread as soon as it is parsed (`paperlake ingest` runs one)
-    for outcome in ingest_papers(sources, lake, settings, inboxes=paperlake.inbox_paths(), on_parsed=offer_parsed):
+    for outcome in ingest_papers(sources, lake, settings, inboxes=paperlake.inbox_paths()):
         outcomes[outcome.paper_key] = outcome
         if outcome.status == "failed":
             context.log.error(f"{outcome.paper_key}: {outcome.stage}: {outcome.reason}")

@@ -1,11 +1,6 @@
 """Warehouse stage: dbt (dbt-duckdb) models over the lake, in one lineage graph with the parse assets."""
 
-import functools
-import importlib.metadata
 import os
-import re
-import subprocess
-from pathlib import Path
 from typing import Any, Mapping
 
 import dagster as dg
@@ -17,7 +12,6 @@ from paperlake.config import environment
 from paperlake.formulas.store import ensure_formula_contract
 from paperlake.freshness import formula_model_inputs, warehouse_inputs
 from paperlake.lake.store import Lake
-from paperlake.runtime.dbt_warm import launcher_path, real_dbt, runs_in_workdir
 from paperlake.runtime.failpoints import fault_point
 from paperlake.vectors.ledger import record_content_versions
 from paperlake.warehouse.build import (
@@ -30,50 +24,18 @@ from paperlake.warehouse.build import (
     prepare_build,
     publish_build,
 )
+from paperlake.warehouse.dbt_launcher import launcher_path, runs_in_workdir
 
 DBT_PROJECT = DbtProject(project_dir=DBT_PROJECT_DIR, profiles_dir=DBT_PROJECT_DIR)
 DBT_PROJECT.prepare_if_dev()
-# `paperlake-dbt`: plain dbt, or a fork of the ingest's warm dbt when there is one (paperlake.runtime.dbt_warm)
+# `paperlake-dbt`: dbt in the warehouse's folder, with a quick `--version` (paperlake.warehouse.dbt_launcher)
 DBT_EXECUTABLE = launcher_path()
 
 
-@functools.cache
-def dbt_cli_version(executable: str) -> str:
-    """The version of the dbt behind ``executable``: dbt-core's own when it is the dbt of this environment (no
-    process started), else what ``dbt --version`` says, asked once per process."""
-    if Path(executable) in (Path(DBT_EXECUTABLE), Path(real_dbt())):
-        try:
-            return importlib.metadata.version("dbt-core")
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    output = subprocess.run([executable, "--version"], capture_output=True, text=True, check=True).stdout
-    match = re.search(r"(\d+\.\d+\.\d+)", output)
-    if not match:
-        raise ValueError(f"could not read dbt's version from `{executable} --version`: {output.strip()[:200]}")
-    return match.group(1)
-
-
-class PaperlakeDbtCli(DbtCliResource):
-    """dagster-dbt's resource, asking dbt its version once per process instead of once per run: dagster-dbt runs
-    ``dbt --version`` for every new resource instance (each Dagster run makes one), a new interpreter that imports
-    dbt, twice per ingest (the warehouse and formula-model builds), on the path to a queryable warehouse."""
-
-    @functools.cached_property
-    def _cli_version(self):
-        from packaging import version
-
-        return version.parse(dbt_cli_version(self.dbt_executable))
-
-    def _initialize_dbt_core_adapter(self, args):
-        """No dbt adapter in the Dagster process. dagster-dbt builds one before every dbt command (dbt's project,
-        profile and runtime config, the DuckDB adapter) only for ``fetch_row_counts``/``fetch_column_metadata``,
-        which no asset here calls: a visible share of a one-paper ingest, on the way to a queryable warehouse. The event
-        stream is unchanged (dagster-dbt reads the adapter only on those two metadata paths)."""
-        return None
-
-
 def dbt_cli_resource() -> DbtCliResource:
-    return PaperlakeDbtCli(project_dir=DBT_PROJECT, profiles_dir=str(DBT_PROJECT_DIR), dbt_executable=DBT_EXECUTABLE)
+    """dagster-dbt's resource as documented; its ``dbt_executable`` is ``paperlake-dbt``
+    (:mod:`paperlake.warehouse.dbt_launcher`)."""
+    return DbtCliResource(project_dir=DBT_PROJECT, profiles_dir=str(DBT_PROJECT_DIR), dbt_executable=DBT_EXECUTABLE)
 
 
 def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: PaperlakeResource, stage: str):

@@ -285,8 +285,6 @@ def _timed_ingest(
         "process_seconds": round(process_seconds, 2),
         "pages_per_second": round(pages / steps["total"], 2),
         "pages_per_second_queryable": round(pages / queryable, 2),
-        "encoded_ahead": child["encoded_ahead"],
-        "parsed_ahead": child.get("parsed_ahead", {}),
         "minilm_backend": child["minilm_backend"],
     }
     entry |= _ratios(pages, steps, mineru or {})
@@ -306,7 +304,7 @@ def _child_ingest(request: str) -> None:
     spec = json.loads(request)
     paths = ("home", "embedding_cache", "mineru_dir")
     settings = Settings.from_env(**{k: Path(v) if k in paths else v for k, v in spec["settings"].items()})
-    summary = ingest([Path(p) for p in spec["inboxes"]], settings, keep_helpers=False)  # one-shot, as the CLI
+    summary = ingest([Path(p) for p in spec["inboxes"]], settings)
     print(
         CHILD_MARK
         + json.dumps(
@@ -314,8 +312,6 @@ def _child_ingest(request: str) -> None:
                 "published": len(summary.published),
                 "failed": len(summary.failed),
                 "step_seconds": {k: round(v, 2) for k, v in summary.step_seconds.items()},
-                "encoded_ahead": summary.encoded_ahead,
-                "parsed_ahead": summary.parsed_ahead,
                 "minilm_backend": load_config().encoders["all_minilm_l6_v2"].backend,
             }
         ),

@@ -85,9 +85,7 @@ def _run_ingest(inboxes: list[Path], settings: Settings, rebuild_warehouse: bool
         scan = scan_volumes(inboxes, settings.mineru_dir)
         plan = plan_ingest(scan.sources, Lake(settings.lake), settings, held=scan.held)
         progress.update(task, total=len(plan.to_parse) + len(plan.removed), last=plan.summary())
-        summary = run_ingest(  # one ingest per process: its helper processes are not kept for another
-            inboxes, settings, progress=notify, rebuild_warehouse=rebuild_warehouse, keep_helpers=False, **enrich
-        )
+        summary = run_ingest(inboxes, settings, progress=notify, rebuild_warehouse=rebuild_warehouse, **enrich)
     console.print(f"[bold]plan:[/] {summary.plan.summary()}")
     console.print(
         f"parsed {len(summary.published)}, removed {len(summary.removed)}; "

@@ -20,8 +20,8 @@ import os
 from pathlib import Path
 
 from paperlake.config import Settings, is_server_uri
-from paperlake.runtime.dbt_warm import pid_alive
 from paperlake.runtime.healing import SetAside, heal_sqlite, set_aside
+from paperlake.runtime.processes import pid_alive
 
 SINGLE_WRITER_POOLS = ("warehouse", "formulas")
 PID_TAG = "paperlake/pid"

@@ -24,9 +24,8 @@ from orchestration.instance import dagster_instance, load_instance, run_tags
 from paperlake.config import Settings
 from paperlake.freshness import formula_staleness, warehouse_staleness
 from paperlake.lake.inbox import scan_volumes
-from paperlake.lake.pipeline import IngestPlan, plan_ingest, record_held_volumes, resolve_backend
+from paperlake.lake.pipeline import IngestPlan, plan_ingest, record_held_volumes
 from paperlake.lake.store import Lake
-from paperlake.runtime.dbt_warm import WORKDIR_VAR, WarmDbt
 from paperlake.vectors.ledger import VectorPlan, delete_orphans, read_ledger, stale_papers
 from paperlake.warehouse.build import (
     DBT_PROJECT_DIR,
@@ -38,6 +37,7 @@ from paperlake.warehouse.build import (
     heal_warehouse,
     seed_parse_state,
 )
+from paperlake.warehouse.dbt_launcher import WORKDIR_VAR
 
 log = logging.getLogger(__name__)
 
@@ -77,19 +77,14 @@ class IngestSummary:
     orphans_deleted: int = 0
     failures: list[StageFailure] = field(default_factory=list)
     step_seconds: dict[str, float] = field(default_factory=dict)
-    encoded_ahead: dict[str, float] = field(default_factory=dict)  # windows encoded while parsing, dbt and formulas ran
-    parsed_ahead: dict[str, float] = field(default_factory=dict)  # papers parsed by the parse-ahead worker
     enrichment_skipped: str | None = None  # why enrichment did not run (no endpoint)
     enriched: list[str] = field(default_factory=list)
     enrichment_pending: dict[str, str] = field(default_factory=dict)  # paper key -> why items are left
     enrichment_usage: dict[str, float] = field(default_factory=dict)  # calls, cached_calls, tokens, cost_usd, errors
     probed: list[str] = field(default_factory=list)  # papers whose probes were (re)generated
     quality: dict[str, dict] = field(default_factory=dict)  # volume -> its retrieval-quality report
-    warm_dbt_commands: list[dict] = field(default_factory=list)  # dbt commands forked from the warm dbt (argv, exit)
     # stores set aside as damaged and rebuilt (paperlake.runtime.healing)
     healed: list[str] = field(default_factory=list)
-    # the helper processes this ingest took from the previous ingest of this process (paperlake.runtime.kept_helpers)
-    helpers_reused: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -376,24 +371,12 @@ def ingest(
     enrich_kinds: tuple[str, ...] | None = None,
     enrich_limit: int | None = None,
     retry_errors: bool = False,
-    keep_helpers: bool = True,
 ) -> IngestSummary:
     """Bring every store up to date with the inbox: parse what changed, then rebuild exactly the stores that are
     stale by :mod:`paperlake.freshness` (which reads each store's own record of what it was built from), so a
     run killed at any point is repaired by the next one. Never raises for a failed paper or stage: each becomes a
-    :class:`StageFailure` of the summary. ``keep_helpers``: leave the helper processes for this process's next
-    ingest (:mod:`paperlake.runtime.kept_helpers`); a one-shot caller (the CLI) says False, and each is stopped as
-    soon as its ingest is done with it (the parse-ahead worker, ~200 MB, after the parse stage)."""
-    # dbt's imports (seconds a command) happen once, in a zygote started as soon as a dbt build is known to come
-    # and the parse starts in a second process as soon as the papers to parse are known (paperlake.parsing.ahead);
-    # both helpers are kept for this process's next ingest (paperlake.runtime.kept_helpers), which then imports neither
-    with WarmDbt(keep=keep_helpers) as warm, _ParseAheadSlot(keep=keep_helpers) as parse_ahead:
-        summary = _ingest(
-            inboxes, settings, progress, rebuild_warehouse, enrich_kinds, enrich_limit, retry_errors, warm, parse_ahead
-        )
-    summary.warm_dbt_commands = warm.commands
-    summary.helpers_reused = sorted({*([WarmDbt.KIND] if warm.reused else []), *parse_ahead.reused})
-    return summary
+    :class:`StageFailure` of the summary."""
+    return _ingest(inboxes, settings, progress, rebuild_warehouse, enrich_kinds, enrich_limit, retry_errors)
 
 
 def _ingest(
@@ -404,8 +387,6 @@ def _ingest(
     enrich_kinds: tuple[str, ...] | None,
     enrich_limit: int | None,
     retry_errors: bool,
-    warm: WarmDbt,
-    parse_ahead: "_ParseAheadSlot",
 ) -> IngestSummary:
     started = time.perf_counter()
     notify = progress or (lambda key, status: None)
@@ -417,13 +398,9 @@ def _ingest(
     record_held_volumes(lake, scan)
     plan = plan_ingest(sources, lake, settings, held=scan.held)
     building = bool(plan.to_parse or plan.removed)
-    if building:  # the warehouse will be built: dbt's imports overlap Dagster's and the parse
-        warm.start()
-    parse_ahead.start(settings, plan)
     prepare_dbt_manifest(settings)  # before the dbt assets are imported
-    target, env = dbt_target_path(settings.home, "warehouse"), dbt_env(settings.lake, settings.warehouse)
-    if building and not seed_parse_state(target, env):  # a home whose profile differs from the shared parse's:
-        warm.parse_ahead(target, env)  # its first full parse of the dbt project overlaps the parse of the papers
+    if building:  # a new home's builds start from the project's shared parse (same profile in every home)
+        seed_parse_state(dbt_target_path(settings.home, "warehouse"), dbt_env(settings.lake, settings.warehouse))
 
     from assets.parse import observe_inbox
     from assets.partitions import papers
@@ -454,184 +431,94 @@ def _ingest(
         return build_definitions(resource, LLMResource.from_settings(settings))
 
     runner = _Runner(definitions, instance, settings, resource.model_dump())
-    if building:  # runs will come: built now, while the parse-ahead worker and dbt's zygote start beside it
+    if building:  # runs will come
         runner.build_definitions()
     keys = plan.removed + [s.paper_key for s in plan.to_parse]  # a removed paper frees its id first
     _add_partitions(instance, papers.name, keys)
     observe_inbox(instance, [s for s in sources if s.paper_key not in plan.removed])
     summary.step_seconds["plan"] = time.perf_counter() - started
 
-    with _encoding_ahead(settings, plan, lake, summary) as ahead:
+    stage_started = time.perf_counter()
+    for key, result in ((key, result) for batch, result in runner.run_papers("ingest_paper", keys) for key in batch):
+        if not result.success:
+            summary.failed[key] = failure_reason(result)
+            summary.failures.append(StageFailure("parse", summary.failed[key], key))
+            notify(key, "run failed")
+        elif key in plan.removed:
+            summary.removed.append(key)
+            notify(key, "removed")
+        elif (error := lake.error(key)) is not None:
+            summary.failed[key] = f"{error['stage']}: {error['reason']}"
+            summary.failures.append(StageFailure(error["stage"], error["reason"], key))
+            notify(key, f"failed at {error['stage']}")
+        else:
+            summary.published.append(key)
+            notify(key, "parsed")
+    summary.step_seconds["parse"] = time.perf_counter() - stage_started
 
-        def parsed(batch: list[str], result) -> None:
-            if ahead is not None and result.success:
-                ahead.submit(key for key in batch if key not in plan.removed and lake.error(key) is None)
+    stage_started = time.perf_counter()
+    _enrich(runner, instance, settings, summary, notify, enrich_kinds, enrich_limit, retry_errors)
+    summary.step_seconds["enrichment"] = time.perf_counter() - stage_started
 
-        stage_started = time.perf_counter()
-        for key, result in (
-            (key, result) for batch, result in runner.run_papers("ingest_paper", keys, on_run=parsed) for key in batch
-        ):
-            if not result.success:
-                summary.failed[key] = failure_reason(result)
-                summary.failures.append(StageFailure("parse", summary.failed[key], key))
-                notify(key, "run failed")
-            elif key in plan.removed:
-                summary.removed.append(key)
-                notify(key, "removed")
-            elif (error := lake.error(key)) is not None:
-                summary.failed[key] = f"{error['stage']}: {error['reason']}"
-                summary.failures.append(StageFailure(error["stage"], error["reason"], key))
-                notify(key, f"failed at {error['stage']}")
-            else:
-                summary.published.append(key)
-                notify(key, "parsed")
-        parse_ahead.close(summary)
-        summary.step_seconds["parse"] = time.perf_counter() - stage_started
-
-        stage_started = time.perf_counter()
-        _enrich(runner, instance, settings, summary, notify, enrich_kinds, enrich_limit, retry_errors)
-        summary.step_seconds["enrichment"] = time.perf_counter() - stage_started
-
-        stage_started = time.perf_counter()
-        reason = warehouse_staleness(settings) or ("asked for (--rebuild-warehouse)" if rebuild_warehouse else None)
-        if reason:
-            summary.stale["warehouse"] = reason
-            warm.start()
-            warm.wait_parse_ahead()
-            result = runner.run("build_warehouse", log="dbt-build.log")
-            if not result.success:
-                summary.failures.append(
-                    StageFailure(
-                        "warehouse",
-                        f"{failure_reason(result)} (the previous warehouse is still live; dbt's log: "
-                        f"{runner.log_dir / 'dbt-build.log'})",
-                    )
-                )
-                summary.step_seconds["total"] = time.perf_counter() - started
-                return summary
-            summary.warehouse_built = True
-        summary.step_seconds["warehouse"] = time.perf_counter() - stage_started
-        if not settings.warehouse.exists():
-            summary.step_seconds["total"] = time.perf_counter() - started
-            return summary
-
-        # the probes read the warehouse only: made now, on one core, while the encode-ahead thread has the other
-        stage_started = time.perf_counter()
-        if settings.evaluate:
-            _probe(runner, instance, settings, summary)
-        summary.step_seconds["probes"] = time.perf_counter() - stage_started
-
-        stage_started = time.perf_counter()
-        collections = [definition.key.path[-1] for definition in vector_assets]
-        # The store opened for the check stays open through the stages that use it: in process, the steps' own stores
-        # share its server, so a Milvus Lite file's collections are loaded once per ingest (loading is what grows with
-        # the store) instead of once per step.
-        held = contextlib.ExitStack()
-        try:
-            store = held.enter_context(_open_store(settings))
-            formulas = formula_staleness(settings, store if collection_available_here(store) else None)
-            vectors = stale_papers(settings, store, collections)
-            summary.orphans_deleted = delete_orphans(store, vectors)
-        except Exception as error:  # Milvus unreachable or its file held elsewhere: what needs it waits till next run
-            held.close()
-            message = " ".join(str(error).split())[:300]
+    stage_started = time.perf_counter()
+    reason = warehouse_staleness(settings) or ("asked for (--rebuild-warehouse)" if rebuild_warehouse else None)
+    if reason:
+        summary.stale["warehouse"] = reason
+        result = runner.run("build_warehouse", log="dbt-build.log")
+        if not result.success:
             summary.failures.append(
                 StageFailure(
-                    "vectors",
-                    f"cannot open the vector store at {settings.milvus_uri} "
-                    f"({type(error).__name__}: {message}); no collection was "
-                    "checked or synced",
+                    "warehouse",
+                    f"{failure_reason(result)} (the previous warehouse is still live; dbt's log: "
+                    f"{runner.log_dir / 'dbt-build.log'})",
                 )
             )
-            formulas = formula_staleness(settings, None)
-            vectors = VectorPlan()
-        summary.step_seconds["check"] = time.perf_counter() - stage_started
-        if settings.executor != "in_process":
-            held.close()  # steps run in other processes and open the store themselves (a Lite file: one at a time)
-        with held:
-            _downstream(runner, instance, settings, summary, formulas, vectors, notify, ahead, warm)
-        _forget_partitions(instance, papers.name, settings, lake, {s.paper_key for s in sources}, collections)
+            summary.step_seconds["total"] = time.perf_counter() - started
+            return summary
+        summary.warehouse_built = True
+    summary.step_seconds["warehouse"] = time.perf_counter() - stage_started
+    if not settings.warehouse.exists():
         summary.step_seconds["total"] = time.perf_counter() - started
         return summary
 
+    # the probes read the warehouse only: made as soon as it is built
+    stage_started = time.perf_counter()
+    if settings.evaluate:
+        _probe(runner, instance, settings, summary)
+    summary.step_seconds["probes"] = time.perf_counter() - stage_started
 
-class _ParseAheadSlot:
-    """The ingest's parse-ahead worker (:mod:`paperlake.parsing.ahead`): started right after the plan when papers are
-    to be parsed in this process (the in-process executor: the parse step asks this process for them), closed after
-    the parse stage, or when the ingest ends before it."""
-
-    def __init__(self, keep: bool = False) -> None:
-        self.ahead = None
-        self.keep = keep
-        self.reused: list[str] = []  # ["parse-ahead"] when the worker was kept from an earlier ingest
-
-    def __enter__(self) -> "_ParseAheadSlot":
-        return self
-
-    def start(self, settings: Settings, plan: IngestPlan) -> None:
-        if not (settings.parse_ahead and plan.to_parse and settings.executor == "in_process"):
-            return
-        from paperlake.parsing.ahead import ParseAhead, activate
-
-        try:
-            backends = {source.paper_key: resolve_backend(source, settings.backend) for source in plan.to_parse}
-            self.ahead = ParseAhead(plan.to_parse, backends, settings, keep=self.keep)
-        except (OSError, ValueError) as error:  # no worker: the step parses every paper, as without one
-            log.warning("no parse-ahead worker: %s: %s", type(error).__name__, error)
-            return
-        self.reused = [ParseAhead.KIND] if self.ahead.reused else []
-        activate(self.ahead)
-
-    def close(self, summary: IngestSummary | None = None) -> None:
-        if self.ahead is None:
-            return
-        from paperlake.parsing.ahead import activate
-
-        activate(None)
-        stats = self.ahead.close()
-        self.ahead = None
-        if summary is not None:
-            summary.parsed_ahead = {
-                "papers": stats.papers,
-                "taken": stats.taken,
-                "stolen": stats.stolen,
-                "waited_seconds": round(stats.waited_seconds, 2),
-                "gated": stats.gated,
-                "errors": len(stats.errors),
-            }
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-@contextlib.contextmanager
-def _encoding_ahead(settings: Settings, plan: IngestPlan, lake: Lake, summary: IngestSummary):
-    """The encode-ahead thread (:mod:`paperlake.vectors.ahead`) of an ingest that parses papers on this machine, or
-    None: switched off, nothing to parse, or steps run by remote workers (whose embedding cache may be elsewhere).
-    Stopped by the vector stage, or when the ingest ends before it."""
-    ahead = None
-    if settings.encode_ahead and plan.to_parse and settings.executor != "celery":
-        from paperlake.vectors.ahead import EncodeAhead
-
-        try:
-            ahead = EncodeAhead(settings.lake, settings.embeddings, device=settings.encoder_device)
-        except Exception:  # no encoder here (weights missing): the vector stage says so itself
-            ahead = None
+    stage_started = time.perf_counter()
+    collections = [definition.key.path[-1] for definition in vector_assets]
+    # The store opened for the check stays open through the stages that use it: in process, the steps' own stores
+    # share its server, so a Milvus Lite file's collections are loaded once per ingest (loading is what grows with
+    # the store) instead of once per step.
+    held = contextlib.ExitStack()
     try:
-        yield ahead
-    finally:
-        _close_ahead(ahead, summary)
-
-
-def _close_ahead(ahead, summary: IngestSummary) -> None:
-    if ahead is not None and not summary.encoded_ahead:
-        stats = ahead.close()
-        summary.encoded_ahead = {
-            "papers": stats.papers,
-            "windows": stats.windows,
-            "seconds": round(stats.seconds, 2),
-            "errors": len(stats.errors),
-        }
+        store = held.enter_context(_open_store(settings))
+        formulas = formula_staleness(settings, store if collection_available_here(store) else None)
+        vectors = stale_papers(settings, store, collections)
+        summary.orphans_deleted = delete_orphans(store, vectors)
+    except Exception as error:  # Milvus unreachable or its file held elsewhere: what needs it waits till next run
+        held.close()
+        message = " ".join(str(error).split())[:300]
+        summary.failures.append(
+            StageFailure(
+                "vectors",
+                f"cannot open the vector store at {settings.milvus_uri} "
+                f"({type(error).__name__}: {message}); no collection was "
+                "checked or synced",
+            )
+        )
+        formulas = formula_staleness(settings, None)
+        vectors = VectorPlan()
+    summary.step_seconds["check"] = time.perf_counter() - stage_started
+    if settings.executor != "in_process":
+        held.close()  # steps run in other processes and open the store themselves (a Lite file: one at a time)
+    with held:
+        _downstream(runner, instance, settings, summary, formulas, vectors, notify)
+    _forget_partitions(instance, papers.name, settings, lake, {s.paper_key for s in sources}, collections)
+    summary.step_seconds["total"] = time.perf_counter() - started
+    return summary
 
 
 def _downstream(
@@ -642,11 +529,8 @@ def _downstream(
     formulas: dict[str, str],
     vectors: VectorPlan,
     notify: Callable[[str, str], None],
-    ahead=None,
-    warm: WarmDbt | None = None,
 ) -> None:
-    """The formula graph, the vector sync and the volumes' self-evaluation, for what the check found stale. The
-    encode-ahead thread (``ahead``) stops before the vector sync, whose encoder takes every core."""
+    """The formula graph, the vector sync and the volumes' self-evaluation, for what the check found stale."""
     import dagster as dg
 
     from assets.partitions import papers
@@ -657,8 +541,6 @@ def _downstream(
 
         summary.stale |= {f"formula {part}": why for part, why in formulas.items()}
         selection = [key for part in formulas for key in FORMULA_ASSETS[part].keys]
-        if warm is not None and "models" in formulas:
-            warm.start()
         result = runner.run("build_formulas", asset_selection=selection, log="formulas-build.log")
         if result.success:
             summary.formulas_built = sorted(formulas)
@@ -666,7 +548,6 @@ def _downstream(
             summary.failures.append(StageFailure("formulas", failure_reason(result)))
     summary.step_seconds["formulas"] = time.perf_counter() - stage_started
 
-    _close_ahead(ahead, summary)
     stage_started = time.perf_counter()
     _add_partitions(instance, papers.name, list(vectors.stale))
     by_collections: dict[tuple[str, ...], list[str]] = {}

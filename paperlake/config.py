@@ -58,8 +58,6 @@ class Settings:
     llm_requests_per_minute: int | None = None
     enrich_kinds: str | None = None  # comma-separated enrichment kinds; default: NeuSym-RAG's six
     evaluate: bool = True  # probes and the retrieval-quality check after each ingest
-    encode_ahead: bool = True  # PAPERLAKE_ENCODE_AHEAD: `ingest` encodes parsed papers' windows on a spare core
-    parse_ahead: bool = True  # PAPERLAKE_PARSE_AHEAD: `ingest` parses in a second process from the plan on
     eval_methods: str = "classic_rag"  # comma-separated; the first is the one the threshold applies to
     embedding_cache: Path | None = None  # the embedding cache file; default cache/embeddings.sqlite (a shared one
     # is safe: it is content-addressed by model and text, and SQLite serialises writers)
@@ -133,8 +131,6 @@ class Settings:
             if _env("PAPERLAKE_EMBEDDING_CACHE")
             else None,
             evaluate=_flag("PAPERLAKE_EVALUATE"),
-            encode_ahead=_flag("PAPERLAKE_ENCODE_AHEAD"),
-            parse_ahead=_flag("PAPERLAKE_PARSE_AHEAD"),
             eval_methods=_env("PAPERLAKE_EVAL_METHODS", "classic_rag"),
             eval_min_answer_at_5=float(_env("PAPERLAKE_EVAL_MIN_ANSWER5", "0.4") or 0.4),
             inboxes=tuple(Path(p) for p in (_env("PAPERLAKE_INBOX") or "").split(os.pathsep) if p),

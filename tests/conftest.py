@@ -12,16 +12,6 @@ from support.fixtures import CORPUS, corpus_missing
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _default_dbt_launch():
-    """The suite tests the default path, the warm dbt (paperlake.runtime.dbt_warm), whatever the caller's environment
-    says; tests of the switch set it themselves."""
-    saved = os.environ.pop("PAPERLAKE_DBT_WARM", None)
-    yield
-    if saved is not None:
-        os.environ["PAPERLAKE_DBT_WARM"] = saved
-
-
-@pytest.fixture(scope="session", autouse=True)
 def _shared_embedding_cache(tmp_path_factory: pytest.TempPathFactory):
     """One embedding cache for every home of the run (both xdist workers): the suite ingests the same sample papers
     into many fresh homes, and the cache is content-addressed (model, text), so sharing it changes no vector, only

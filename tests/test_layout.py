@@ -164,3 +164,37 @@ def test_no_private_third_party_name_is_imported():
             if private:
                 offences[str(path.relative_to(REPO))] = private
     assert not offences
+
+
+def test_no_private_member_of_a_library_class_is_overridden():
+    """A subclass of a third-party class overrides no ``_name`` (not a dunder) that the library's class has:
+    overriding a private member (dagster-dbt's ``_cli_version``) breaks silently when the library changes it.
+    sympy's printers are the one exception: ``_print_<Class>`` methods are how sympy documents extending one."""
+    import importlib
+    import inspect
+
+    offences = []
+    for package in FIRST_PARTY:
+        for path in sorted((REPO / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            candidates = [
+                (node.name, item.name)
+                for node in ast.walk(tree)
+                if isinstance(node, ast.ClassDef) and node.bases
+                for item in node.body
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                and item.name.startswith("_")
+                and not item.name.endswith("__")
+                and not item.name.startswith("_print_")
+            ]
+            if not candidates:
+                continue
+            module = importlib.import_module(_module_name(path))
+            for class_name, member in candidates:
+                cls = getattr(module, class_name, None)
+                if not inspect.isclass(cls):
+                    continue
+                libraries = [k for k in cls.__mro__[1:] if k.__module__.split(".")[0] not in FIRST_PARTY]
+                if any(member in vars(k) for k in libraries):
+                    offences.append(f"{path.relative_to(REPO)}: {class_name}.{member}")
+    assert not offences

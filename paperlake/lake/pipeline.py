@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from paperlake.config import Settings
 from paperlake.lake.inbox import (
@@ -31,10 +31,9 @@ from paperlake.lake.inbox import (
 )
 from paperlake.lake.store import Lake
 from paperlake.lake.views import ParsedPaper
-from paperlake.parsing.ahead import take_gate, take_parsed
 from paperlake.parsing.backends import PARSERS, auto_parser, parse_with
 
-if TYPE_CHECKING:  # the gate (pandas, Great Expectations) is imported where it runs: the parse-ahead worker runs it
+if TYPE_CHECKING:  # the gate (pandas, Great Expectations) is imported where it runs
     from paperlake.lake.quality import QualityReport
 
 log = logging.getLogger(__name__)
@@ -96,13 +95,10 @@ def check_integrity(source: PaperSource) -> None:
         raise IngestError(source.paper_key, "open", "the PDF is truncated or damaged (no end-of-file marker)")
 
 
-def parse_source(source: PaperSource, backend: str, settings: Settings, *, ahead: bool = True) -> ParsedPaper:
-    """``source`` parsed with ``backend``: by this process's parse-ahead worker when it has this paper for these
-    inputs (``ahead``; :mod:`paperlake.parsing.ahead`), else here."""
+def parse_source(source: PaperSource, backend: str, settings: Settings) -> ParsedPaper:
+    """``source`` parsed with ``backend``; a parser's refusal becomes the paper's :class:`IngestError`."""
     from paperlake.parsing.errors import ParseError
 
-    if ahead and (parsed := take_parsed(source, backend, settings)) is not None:
-        return parsed
     try:
         return parse_with(backend, source, settings)
     except ParseError as error:
@@ -202,12 +198,10 @@ def ingest_papers(
     *,
     backend: str | None = None,
     inboxes: list[Path] | None = None,
-    on_parsed: Callable[[ParsedPaper], None] | None = None,
 ) -> list[PaperOutcome]:
     """Parse each paper, validate them together (:func:`paperlake.lake.quality.validate_papers`: one gate run for the
     batch, each paper's verdict its own), then publish each one that passed; a failure of any kind is recorded as
-    that paper's and stops nothing else. Outcomes in the order of ``sources``. ``on_parsed`` sees each paper as soon
-    as it is parsed, before the gate (the ingest's encode-ahead); what it raises is ignored."""
+    that paper's and stops nothing else. Outcomes in the order of ``sources``."""
     prepared: list[tuple[PaperOutcome, ParsedPaper | None, float]] = []
     claimed: dict[str, str] = {}  # paper id → the key that took it, in this batch
     for source in sources:
@@ -220,11 +214,6 @@ def ingest_papers(
             outcome.paper_id = parsed.paper_id
             outcome.pages = pdf_page_count(source.pdf_path)
             claimed[parsed.paper_id] = source.paper_key
-            if on_parsed is not None:
-                try:
-                    on_parsed(parsed)
-                except Exception as error:  # a helper's failure is never the paper's
-                    log.warning("%s: on_parsed failed: %s: %s", source.paper_key, type(error).__name__, error)
         except Exception as error:
             parsed = None
             _failed(outcome, error)
@@ -236,11 +225,7 @@ def ingest_papers(
     reports: list[QualityReport | None]
     try:
         items = [(parsed, outcome.pages) for outcome, parsed in gated]
-        # the parse-ahead worker runs the gate when there is one (Great Expectations is imported there already)
-        ahead = take_gate(items, settings.max_chunk_tokens) if items else None
-        reports = list(
-            ahead if ahead is not None else validate_papers(items, max_chunk_tokens=settings.max_chunk_tokens)
-        )
+        reports = list(validate_papers(items, max_chunk_tokens=settings.max_chunk_tokens)) if items else []
     except Exception:  # the gate broke on the batch: each paper alone, so what broke it is its paper's failure
         reports = []
         for outcome, parsed in gated:

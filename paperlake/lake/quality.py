@@ -138,14 +138,6 @@ def _context() -> Any:
     return context
 
 
-def prepare_gate() -> None:
-    """Import Great Expectations and register the gate's data sources (seconds, most of them the import) before the
-    first paper comes: what :mod:`paperlake.parsing.ahead`'s worker does while it has nothing to parse."""
-    import_gx()
-    for view in (*VIEWS, "paper_counts", "bounding_boxes", "papers"):
-        _batch_definition(view)
-
-
 @lru_cache(maxsize=None)
 def _batch_definition(view: str) -> Any:
     """One pandas data source per view, registered once per process (each registration re-serialises the whole

@@ -1,8 +1,20 @@
-"""Stopping a child process: the one way every helper, server and worker of paperlake is ended."""
+"""Child processes: the one way every server and worker of paperlake is ended, and whether a pid still runs."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def stop_process(process: subprocess.Popen, grace: float = 5.0) -> int:

@@ -35,8 +35,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from paperlake.runtime.dbt_warm import WORKDIR_VAR
 from paperlake.runtime.healing import SetAside, StoreUnreadable, set_aside
+from paperlake.warehouse.dbt_launcher import WORKDIR_VAR
 from paperlake.warehouse.read import connect_read_only
 
 DBT_PROJECT_DIR = Path(__file__).resolve().parents[2] / "dbt_project"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from paperlake.config import Settings
 from paperlake.lake.store import Lake
-from paperlake.runtime.dbt_warm import WORKDIR_VAR
 from paperlake.warehouse.build import dbt_env
+from paperlake.warehouse.dbt_launcher import WORKDIR_VAR
 
 
 def _dbt(args: list[str], env: dict[str, str], target: Path) -> subprocess.CompletedProcess:

@@ -379,8 +379,7 @@ def test_reference_entries_and_equations_are_late_chunked_from_their_chunks(buil
 
 def test_a_tables_content_is_pooled_from_its_outline(built):
     """A table's dense vector is pooled from its outline (caption, column headers, row labels), not from its row
-    lines, which no dense collection holds; the same outline from the lake as from the warehouse."""
-    from paperlake.vectors.ahead import lake_cells
+    lines, which no dense collection holds."""
     from paperlake.vectors.entities import collect_cells
 
     settings = built["settings"]
@@ -401,8 +400,6 @@ def test_a_tables_content_is_pooled_from_its_outline(built):
             assert all(" ".join(h.split()) in outline for h in headers or [] if h and h.strip())
             assert all(" ".join(r.split()) in outline for r in labels or [] if r and r.strip())
             assert "\nColumns: " in outline and "\nRows: " in outline
-    from_lake = {c.entity_id: c.parts for c in lake_cells(settings.lake, sorted(built["ids"])) if c.parts}
-    assert all(from_lake[c.entity_id] == c.parts for c in contents)
 
 
 def test_table_rows_and_columns_are_entities_that_search_finds_and_resync_skips(built):
@@ -615,155 +612,6 @@ def test_a_new_pooling_scheme_changes_the_pooled_collections_fingerprints_only(b
         store.close()
     assert after["text_bm25_en"] == before["text_bm25_en"]
     assert after["text_sentence_transformers_all_minilm_l6_v2"] != before["text_sentence_transformers_all_minilm_l6_v2"]
-
-
-def test_encode_ahead_reads_the_warehouse_cells_from_the_lake(built, tmp_path):
-    """The encode-ahead thread reads a parsed paper's cells from the lake under the warehouse's names: the same text
-    cells as the warehouse (ids, texts, parts, heads), so every window the vector stage asks for was encoded ahead,
-    into a cache it had never seen."""
-    from paperlake.vectors.ahead import EncodeAhead, lake_cells
-    from paperlake.vectors.entities import collect_cells
-
-    settings = built["settings"]
-    keys = sorted(built["ids"])
-    ahead_in_ingest = built["summary"].encoded_ahead  # the ingest ran one, stopped before its vector stage
-    assert set(ahead_in_ingest) == {"papers", "windows", "seconds", "errors"} and ahead_in_ingest["errors"] == 0
-    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
-        warehouse = [c for c in collect_cells(con) if c.kind == "text"]
-    from_lake = lake_cells(settings.lake, keys)
-    assert {(c.entity_id, c.pooled_key) for c in from_lake} == {(c.entity_id, c.pooled_key) for c in warehouse}
-
-    cache_path = tmp_path / "ahead.sqlite"
-    ahead = EncodeAhead(settings.lake, cache_path)
-    ahead.submit(keys)
-    stats = ahead.close(finish=True)
-    assert stats.papers == len(keys) and stats.windows > 0 and not stats.errors
-    assert_windows_cached(warehouse, cache_path)
-
-
-def assert_windows_cached(cells, cache_path) -> None:
-    """Every window the vector stage would encode for ``cells`` is in the embedding cache at ``cache_path``."""
-    from paperlake.vectors.config import load_config
-    from paperlake.vectors.encoders import EmbeddingCache, encoder_registry, pooled_windows
-
-    config = load_config()
-    encoder = encoder_registry(config).get("all_minilm_l6_v2")
-    dense = [s for s in config.active_collections() if any(v.encoder == "all_minilm_l6_v2" for v in s.vectors)]
-    held = [c for c in cells if any(spec.holds(c) for spec in dense)]
-    assert len(held) < len(cells)  # the table row lines are BM25's only: nothing encodes them
-    needed = {w.key for c in held for w in pooled_windows(encoder, c.parts or (c.text,), c.head_tokens, c.within)}
-    cache = EmbeddingCache(cache_path)
-    try:
-        assert len(cache.get_many(encoder.cache_key, list(needed))) == len(needed)
-    finally:
-        cache.close()
-
-
-def test_encode_ahead_takes_a_parsed_paper_from_memory_as_from_the_lake(built, tmp_path):
-    """A paper offered as parsed (before the gate and the lake) gives the same cells as its lake files, its windows
-    are encoded from memory, and the same paper submitted later from the lake is not read again."""
-    import pyarrow.parquet as pq
-
-    from paperlake.lake.views import VIEWS, ParsedPaper
-    from paperlake.vectors.ahead import EncodeAhead, lake_cells, offer_parsed, parsed_cells
-
-    settings = built["settings"]
-    key = sorted(built["ids"])[0]
-    views = {view: pq.read_table(settings.lake / view / f"{key}.parquet").to_pylist() for view in VIEWS}
-    parsed = ParsedPaper(views["metadata"][0]["paper_id"], key, "pymupdf", views)
-    from_memory, from_lake = parsed_cells(parsed), lake_cells(settings.lake, [key])
-    assert from_memory and [(c.entity_id, c.text, c.parts, c.head_tokens, c.within) for c in from_memory] == [
-        (c.entity_id, c.text, c.parts, c.head_tokens, c.within) for c in from_lake
-    ]
-
-    offer_parsed(parsed)  # no encode-ahead thread listening: nothing happens
-    cache_path = tmp_path / "memory.sqlite"
-    ahead = EncodeAhead(settings.lake, cache_path)
-    offer_parsed(parsed)
-    ahead.submit([key])  # already offered: skipped
-    stats = ahead.close(finish=True)
-    offer_parsed(parsed)  # closed: no longer listening
-    assert stats.papers == 1 and stats.windows > 0 and not stats.errors, stats
-    assert_windows_cached(from_lake, cache_path)
-
-
-def test_encode_ahead_yields_the_cores_to_the_stages_before_the_vector_stage(tmp_path, monkeypatch):
-    """The encoder thread runs nicer than the ingest's other threads by _NICENESS (Linux: per thread): the parse,
-    its gate and dbt get the cores first. The thread that made it keeps its priority."""
-    import os
-    import threading
-
-    from paperlake.lake.views import ParsedPaper
-    from paperlake.vectors import ahead as ahead_module
-
-    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    seen = []
-
-    def cells(parsed):
-        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-        return []
-
-    monkeypatch.setattr(ahead_module, "parsed_cells", cells)
-    ahead = ahead_module.EncodeAhead(tmp_path / "lake", tmp_path / "cache.sqlite")
-    ahead_module.offer_parsed(ParsedPaper("id-0", "v/p0", "pymupdf"))
-    stats = ahead.close(finish=True)
-    assert stats.papers == 1 and not stats.errors, stats
-    assert seen == [min(before + ahead_module._NICENESS, 19)] and ahead_module._NICENESS > 0
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
-
-
-def test_encode_ahead_holds_few_parsed_papers_in_memory_and_reads_the_others_from_the_lake(tmp_path, monkeypatch):
-    """A parse that outruns the encoder does not pile parsed papers up in memory: past the bound, an offered paper
-    is not taken (its cells are read from the lake once it is published), and a failed thread takes no more."""
-    import threading
-
-    from paperlake.lake.views import ParsedPaper
-    from paperlake.vectors import ahead as ahead_module
-
-    monkeypatch.setattr(ahead_module, "_IN_MEMORY", 1)
-    release, reading = threading.Event(), threading.Event()
-
-    def slow_cells(parsed):
-        reading.set()
-        release.wait(60)
-        if parsed.paper_key == "v/broken":
-            raise RuntimeError("cannot read these views")
-        return []
-
-    monkeypatch.setattr(ahead_module, "parsed_cells", slow_cells)
-    read_from_lake = []
-    monkeypatch.setattr(ahead_module, "lake_cells", lambda root, keys: read_from_lake.append(list(keys)) or [])
-    ahead = ahead_module.EncodeAhead(tmp_path / "lake", tmp_path / "cache.sqlite")
-    try:
-        papers = [ParsedPaper(f"id-{n}", f"v/p{n}", "pymupdf") for n in range(3)]
-        ahead_module.offer_parsed(papers[0])
-        assert reading.wait(60)  # the thread reads the first paper's views, which hold the one slot
-        ahead_module.offer_parsed(papers[1])
-        ahead_module.offer_parsed(papers[2])
-        ahead.submit(p.paper_key for p in papers)
-        release.set()
-    finally:
-        stats = ahead.close(finish=True)
-    assert stats.papers == 3 and not stats.errors, stats  # one from memory, two from the lake
-    assert read_from_lake == [["v/p1", "v/p2"]]
-
-    release.clear()
-    reading.clear()
-    broken = ahead_module.EncodeAhead(tmp_path / "lake", tmp_path / "cache.sqlite")
-    try:
-        ahead_module.offer_parsed(ParsedPaper("id-x", "v/broken", "pymupdf"))
-        assert reading.wait(60)
-        release.set()
-        for _ in range(600):  # the thread fails on those views and ends
-            if broken.stats.errors:
-                break
-            threading.Event().wait(0.1)
-        ahead_module.offer_parsed(papers[0])
-        broken.submit(["v/p1"])
-        assert broken._queue.empty()  # nothing queued for a thread that has ended
-    finally:
-        stats = broken.close()
-    assert len(stats.errors) == 1 and "cannot read these views" in stats.errors[0]
 
 
 def test_local_milvus_connections_ping_within_the_lite_servers_policy(tmp_path: Path):

@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from paperlake.runtime.dbt_warm import WORKDIR_VAR
 from paperlake.warehouse.build import (
     SHARED_PARSE_ENV,
     build_path,
@@ -19,6 +18,7 @@ from paperlake.warehouse.build import (
     empty_dbt_target,
     seed_parse_state,
 )
+from paperlake.warehouse.dbt_launcher import WORKDIR_VAR
 
 
 def _write(path, data: bytes, mtime: float | None = None) -> None:
@@ -111,10 +111,10 @@ def test_the_launcher_runs_dbt_in_the_folder_the_environment_names(tmp_path):
     stand_in = tmp_path / "dbt"
     stand_in.write_text(f"#!{sys.executable}\nimport os\nprint(os.getcwd())\n")
     stand_in.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k != "PAPERLAKE_DBT_ZYGOTE"}
+    env = dict(os.environ)
     code = (
-        "import sys, paperlake.runtime.dbt_warm as warm; "
-        f"warm.real_dbt = lambda: {str(stand_in)!r}; sys.argv = ['paperlake-dbt', 'build']; warm.launcher_main()"
+        "import sys, paperlake.warehouse.dbt_launcher as launcher; "
+        f"launcher.real_dbt = lambda: {str(stand_in)!r}; sys.argv = ['paperlake-dbt', 'build']; launcher.main()"
     )
     for workdir, expected in ((str(home), home), (None, tmp_path)):
         env.pop(WORKDIR_VAR, None)

@@ -116,26 +116,3 @@ def test_an_ingested_copy_gives_way_when_the_listed_file_arrives(tmp_path):
     listed.unlink()  # the kept file leaves: the copy is the paper again
     assert ingest_plan(tmp_path / "inbox", settings) == ["emnlp2024/aaa-copy"]
     assert lake.record("emnlp2024/aaa-copy") is not None
-
-
-def test_on_parsed_sees_each_paper_before_the_gate_and_its_failure_is_not_the_papers(tmp_path):
-    """`ingest_papers(on_parsed=...)` (the ingest's encode-ahead) is handed each parsed paper before the gate and
-    the lake; a hook that raises costs the paper nothing."""
-    from paperlake.lake.pipeline import ingest_papers
-
-    volume = tmp_path / "inbox" / "vol1"
-    volume.mkdir(parents=True)
-    shutil.copyfile(corpus_pdf(LISTED), volume / "one.pdf")
-    shutil.copyfile(corpus_pdf(OTHER), volume / "two.pdf")
-    settings = settings_for(tmp_path)
-    lake = Lake(settings.lake)
-    seen = []
-
-    def hook(parsed):
-        seen.append((parsed.paper_key, lake.record(parsed.paper_key) is None, len(parsed.rows("pages"))))
-        raise RuntimeError("a broken helper")
-
-    outcomes = ingest_papers(scan_inbox([tmp_path / "inbox"]), lake, settings, on_parsed=hook)
-    assert [o.status for o in outcomes] == ["published", "published"], [o.reason for o in outcomes]
-    assert [key for key, _, _ in seen] == [o.paper_key for o in outcomes]
-    assert all(unpublished and pages > 0 for _, unpublished, pages in seen)
