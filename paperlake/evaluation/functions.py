@@ -138,7 +138,7 @@ def run_evaluator(
     if eval_kwargs is not None and not isinstance(eval_kwargs, Mapping):
         raise EvaluationError(f"{eval_func}: eval_kwargs must be an object, got {type(eval_kwargs).__name__}")
     signature = inspect.signature(func)
-    kwargs = {k: v for k, v in (eval_kwargs or {}).items() if k in signature.parameters and k != "llm"}
+    kwargs = {k: v for k, v in (eval_kwargs or {}).items() if k in signature.parameters}
     if "llm" in signature.parameters:
         kwargs["llm"] = llm
     try:
@@ -540,7 +540,6 @@ def _element_evaluator(check: Callable[..., int]) -> EvalFunction:
     """Registers an element evaluator written as ``check(pred, gold_items, matches, *own)``: the registered
     function has AirQA's signature (``pred, gold``, its own parameters, then the :class:`ElementOptions` keywords),
     checks the gold list and builds ``matches`` from the options."""
-    name = check.__name__
     own = list(inspect.signature(check).parameters.values())[3:]
     signature = inspect.Signature(
         [
@@ -554,18 +553,25 @@ def _element_evaluator(check: Callable[..., int]) -> EvalFunction:
 
     @functools.wraps(check)
     def evaluator(*args: Any, **kwargs: Any) -> int:
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise EvaluationError(f"{name}: {exc}") from None
-        bound.apply_defaults()
-        values = dict(bound.arguments)
-        gold_items = _gold_list(values.pop("gold"), name)
-        options = ElementOptions(**{p.name: values.pop(p.name) for p in _ELEMENT_OPTIONS})
-        return check(values.pop("pred"), gold_items, options.matcher(name), *values.values())
+        return _evaluate_elements(check, signature, args, kwargs)
 
     evaluator.__signature__ = signature  # type: ignore[attr-defined]
     return _register(evaluator)
+
+
+def _evaluate_elements(check: Callable[..., int], signature: inspect.Signature, args: tuple, kwargs: dict) -> int:
+    """One call of an element evaluator, outside the decorator so that it is plain module code (mutation testing
+    reaches it)."""
+    name = check.__name__
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise EvaluationError(f"{name}: {exc}") from None
+    bound.apply_defaults()
+    values = dict(bound.arguments)
+    gold_items = _gold_list(values.pop("gold"), name)
+    options = ElementOptions(**{p.name: values.pop(p.name) for p in _ELEMENT_OPTIONS})
+    return check(values.pop("pred"), gold_items, options.matcher(name), *values.values())
 
 
 def _gold_list(gold: Any, func: str) -> list:
