@@ -88,13 +88,13 @@ def test_no_eval_kwargs_at_all_is_a_missing_keyword():
 @pytest.mark.parametrize(
     ("pred", "gold", "expected"),
     [
-        ("NOX", False, 0),  # only a trailing full stop is dropped: NOX is not "no"
+        ("NOX", False, 0),  # only trailing full stops are dropped: NOX is not "no"
         ("TX", True, 0),
         ("yes...", True, 1),
         ("No .", False, 1),
     ],
 )
-def test_bool_words_only_drop_a_trailing_full_stop(pred, gold, expected):
+def test_bool_words_drop_only_trailing_full_stops(pred, gold, expected):
     assert score("eval_bool_exact_match", pred, gold=gold) == expected
 
 
@@ -156,9 +156,9 @@ def test_string_exact_match_takes_a_one_element_list_gold_as_its_string(pred, go
     assert score("eval_string_exact_match", pred, gold=gold) == expected
 
 
-def test_lowercase_is_str_lower_as_the_authors_fold():
+def test_lowercase_is_str_lower_not_casefold():
     assert score("eval_string_exact_match", "\u212a", gold="k", lowercase=True) == 1  # the Kelvin sign lowers to k
-    assert score("eval_string_exact_match", "Straße", gold="STRASSE", lowercase=True) == 0
+    assert score("eval_string_exact_match", "Straße", gold="STRASSE", lowercase=True) == 0  # casefold would match
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -310,18 +310,18 @@ def test_structured_values_inside_a_structure(pred, gold, expected):
 
 
 @pytest.mark.parametrize(
-    ("pred", "gold", "kwargs", "expected"),
+    ("pred", "gold", "expected"),
     [
         # deliberate difference: a set literal has no order, so it is paired in any order (not hash order)
-        ("{'mCLIP', 'UC2'}", ["UC2", "mCLIP"], {}, 1),
-        ("{'mCLIP', 'UC2'}", ["mCLIP", "UC2"], {}, 1),
-        ("{'mCLIP', 'UC2'}", ["mCLIP", "UC3"], {}, 0),
-        ("{2, 'a', None, 2.5, True, (1, 2)}", [(1, 2), True, 2.5, None, "a", 2], {}, 1),
-        ({"b", "a"}, ["a", "b"], {}, 1),
+        ("{'mCLIP', 'UC2'}", ["UC2", "mCLIP"], 1),
+        ("{'mCLIP', 'UC2'}", ["mCLIP", "UC2"], 1),
+        ("{'mCLIP', 'UC2'}", ["mCLIP", "UC3"], 0),
+        ("{2, 'a', None, 2.5, True, (1, 2)}", [(1, 2), True, 2.5, None, "a", 2], 1),
+        ({"b", "a"}, ["a", "b"], 1),
     ],
 )
-def test_structured_set_predictions_pair_in_any_order(pred, gold, kwargs, expected):
-    assert score("eval_structured_object_exact_match", pred, gold=gold, **kwargs) == expected
+def test_structured_set_predictions_pair_in_any_order(pred, gold, expected):
+    assert score("eval_structured_object_exact_match", pred, gold=gold) == expected
 
 
 MIXED = "[[1, 'b'], 'a', 3, True, None, {'k': 'v'}, {2, 'c'}, 1.5, (4,)]"
@@ -736,3 +736,356 @@ def test_scidqa_scores_the_mark_or_0_against_the_gold_without_its_a_prefix():
     prompt = judge.calls[0][0]["content"]
     assert "Gold answer: the gold answer\n" in prompt and "Question: why?" in prompt
     assert run_evaluator("eval_scidqa", "predicted", kwargs, llm=ScriptedJudge("no marks")) == 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The registered functions' own checks and defaults
+
+
+@pytest.mark.parametrize(
+    ("eval_func", "gold", "message"),
+    [
+        ("eval_bool_exact_match", "maybe", "eval_bool_exact_match: gold 'maybe' is not a boolean"),
+        ("eval_int_exact_match", "many", "eval_int_exact_match: gold 'many' is not an integer"),
+        ("eval_float_exact_match", "x", "eval_float_exact_match: gold 'x' is not a number"),
+    ],
+)
+def test_a_scalar_gold_of_the_wrong_type_is_named(eval_func, gold, message):
+    with pytest.raises(EvaluationError) as error:
+        score(eval_func, "1", gold=gold)
+    assert str(error.value) == message
+
+
+def test_string_exact_match_keeps_blanks_unless_asked_and_then_on_both_sides():
+    assert score("eval_string_exact_match", "Hello", gold="Hel lo") == 0
+    assert score("eval_string_exact_match", "Hello", gold="Hel lo", ignore_blank=True) == 1
+
+
+def test_string_fuzzy_match_refuses_an_unknown_method_at_any_threshold():
+    with pytest.raises(EvaluationError) as error:
+        score("eval_string_fuzzy_match", "a", gold="a", threshold=0, fuzz_method="WRatio")
+    assert str(error.value) == (
+        "eval_string_fuzzy_match: fuzz_method must be one of ratio, partial_ratio, token_sort_ratio, token_set_ratio"
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"ndigits": 1.5}, "eval_structured_object_exact_match: ndigits must be an int or null, got 1.5"),
+        ({"tolerance": -1}, "eval_structured_object_exact_match: tolerance must be a non-negative number, got -1"),
+        ({"threshold": 101}, "eval_structured_object_exact_match: threshold must be a number on the 0-100 scale"),
+    ],
+)
+def test_structured_configuration_errors_name_the_function(kwargs, message):
+    with pytest.raises(EvaluationError) as error:
+        score("eval_structured_object_exact_match", "[1.5]", gold=[1.5], **kwargs)
+    assert str(error.value).startswith(message)
+
+
+def test_structured_fuzzy_strings_use_the_method_asked_for():
+    kwargs = {"threshold": 100, "fuzz_method": "token_sort_ratio"}
+    assert score("eval_structured_object_exact_match", "['world hello']", gold=["hello world"], **kwargs) == 1
+    assert score("eval_structured_object_exact_match", "['world hello']", gold=["hello world"], threshold=100) == 0
+
+
+def test_element_list_overlap_needs_one_match_by_default():
+    assert score("eval_element_list_overlap", "['a', 'x']", gold=["a", "b"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("pred", "kwargs", "expected"),
+    [
+        ("Deep Residul Lerning", {}, 1),  # ratio 95.2 rounds to 95: passes the default threshold of 95
+        ("Deep Residul Lerning", {"threshold": 96}, 0),
+        ("deep residual learning", {"threshold": 100}, 1),  # case-insensitive, and the threshold is inclusive
+        ("DeepResidualLearning", {"threshold": 100}, 0),  # blanks count
+    ],
+)
+def test_paper_relevance_threshold(pred, kwargs, expected):
+    assert score(
+        "eval_paper_relevance_with_reference_answer", pred, reference_answer="Deep Residual Learning", **kwargs
+    ) == (expected)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"reference_answer": {"title": "x"}},
+            "eval_paper_relevance_with_reference_answer: reference_answer must be a title or a list of titles",
+        ),
+        (
+            {"reference_answer": "x", "threshold": 101},
+            "eval_paper_relevance_with_reference_answer: threshold must be a number on the 0-100 scale, got 101",
+        ),
+    ],
+)
+def test_paper_relevance_configuration_errors(kwargs, message):
+    with pytest.raises(EvaluationError) as error:
+        score("eval_paper_relevance_with_reference_answer", "x", **kwargs)
+    assert str(error.value) == message
+
+
+def test_disjunction_configuration_error_names_it():
+    with pytest.raises(EvaluationError) as error:
+        run_evaluator("eval_disjunction", "[]", {"eval_func_list": [], "eval_kwargs_list": []})
+    assert str(error.value) == "eval_disjunction: eval_func_list must be a non-empty list of eval_func names"
+
+
+JUDGED_SUB = {"reference_answer": "three", "question": "How many?"}
+
+
+@pytest.mark.parametrize(
+    ("eval_func", "pred", "kwargs"),
+    [
+        (
+            "eval_conjunction",
+            "{'three judges', 3}",  # a set: paired in any order
+            {
+                "eval_func_list": ["eval_int_exact_match", "eval_reference_answer_with_llm"],
+                "eval_kwargs_list": [{"gold": 3}, JUDGED_SUB],
+            },
+        ),
+        (
+            "eval_disjunction",
+            "[4, 'three judges']",
+            {
+                "eval_func_list": ["eval_int_exact_match", "eval_reference_answer_with_llm"],
+                "eval_kwargs_list": [{"gold": 3}, JUDGED_SUB],
+            },
+        ),
+        (
+            "eval_disjunction",
+            "{4, 'three judges'}",
+            {
+                "eval_func_list": ["eval_int_exact_match", "eval_reference_answer_with_llm"],
+                "eval_kwargs_list": [{"gold": 3}, JUDGED_SUB],
+            },
+        ),
+        (
+            "eval_negation",
+            "four judges",
+            {"eval_func": "eval_reference_answer_with_llm", "eval_kwargs": JUDGED_SUB},
+        ),
+    ],
+)
+def test_every_combination_passes_the_judge_down(eval_func, pred, kwargs):
+    verdict = "```\nFalse\n```" if eval_func == "eval_negation" else "```\nTrue\n```"
+    judge = ScriptedJudge(verdict)
+    assert run_evaluator(eval_func, pred, kwargs, llm=judge) == 1
+    assert judge.calls
+    with pytest.raises(JudgeUnavailable, match="eval_reference_answer_with_llm needs an LLM endpoint"):
+        run_evaluator(eval_func, pred, kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# What the judges are asked, word for word: the prompt is part of the score (a changed word changes what the judge
+# decides), so a change to it is made here too, on purpose.
+
+THINK = "Think step by step, then give the verdict."
+SAME = "True if and only if the predicted answer means the same as the reference answer for this question."
+ANY_CANDIDATE = "True if and only if the predicted answer means the same as at least one candidate reference answer."
+EVERY_POINT = "True if and only if the predicted answer states every scoring point."
+ANY_ORDER = "The order of the points does not matter."
+IN_ORDER = "The points must appear in this order."
+AGREES = "True if and only if the predicted answer agrees with the reference answer and states every scoring point."
+FORMULA = (
+    "True if and only if the predicted LaTeX is mathematically equivalent to the gold formula(s): renamed bound "
+    "variables, reordered terms and equivalent notation are fine, a different expression is not."
+)
+
+
+def _airqa_prompt(sections: list[str], rule: str) -> str:
+    return "\n\n".join(
+        ["[Question]\nWhat is asked?", *sections, "[Predicted answer]\nthe prediction", f"[Rule]\n{rule}\n{THINK}"]
+    )
+
+
+AIRQA_PROMPTS = [
+    ("eval_reference_answer_with_llm", {"reference_answer": 30}, ["[Reference answer]\n30"], SAME),
+    (
+        "eval_candidate_reference_answer_with_llm",
+        {"candidate_reference_answers": ["BPE", " byte-pair encoding"]},
+        ["[Candidate reference answers (2)]\n1. BPE\n2. byte-pair encoding"],
+        ANY_CANDIDATE,
+    ),
+    (
+        "eval_candidate_reference_answer_with_llm",
+        {"candidate_reference_answers": "BPE"},
+        ["[Candidate reference answers (1)]\n1. BPE"],
+        ANY_CANDIDATE,
+    ),
+    (
+        "eval_scoring_points_with_llm",
+        {"scoring_points": ["a", "b"]},
+        ["[Scoring points (2)]\n1. a\n2. b"],
+        f"{EVERY_POINT} {ANY_ORDER}",
+    ),
+    (
+        "eval_scoring_points_with_llm",
+        {"scoring_points": ["a", "b"], "ignore_order": False},
+        ["[Scoring points (2)]\n1. a\n2. b"],
+        f"{EVERY_POINT} {IN_ORDER}",
+    ),
+    (
+        "eval_partial_scoring_points_with_llm",
+        {"scoring_points": ["a", "b", "c"]},
+        ["[Scoring points (3)]\n1. a\n2. b\n3. c"],
+        "True if and only if the predicted answer correctly states at least 1 of the scoring points.",
+    ),
+    (
+        "eval_partial_scoring_points_with_llm",
+        {"scoring_points": ["a", "b", "c"], "count": 3},
+        ["[Scoring points (3)]\n1. a\n2. b\n3. c"],
+        "True if and only if the predicted answer correctly states at least 3 of the scoring points.",
+    ),
+    (
+        "eval_reference_answer_and_scoring_points_with_llm",
+        {"reference_answer": "ARES", "scoring_points": ["PPI"]},
+        ["[Reference answer]\nARES", "[Scoring points (1)]\n1. PPI"],
+        f"{AGREES} {ANY_ORDER}",
+    ),
+    (
+        "eval_reference_answer_and_scoring_points_with_llm",
+        {"reference_answer": "ARES", "scoring_points": ["PPI", "judges"], "ignore_order": False},
+        ["[Reference answer]\nARES", "[Scoring points (2)]\n1. PPI\n2. judges"],
+        f"{AGREES} {IN_ORDER}",
+    ),
+    ("eval_complex_math_formula_with_llm", {"formulas": ["x^2"]}, ["[Gold formula(s) in LaTeX]\n1. x^2"], FORMULA),
+    (
+        "eval_complex_math_formula_with_llm",
+        {"formulas": ["x^2", "y"]},
+        ["[Gold formula(s) in LaTeX]\n1. x^2\n2. y"],
+        f"{FORMULA} The formulas may come in any order.",
+    ),
+    (
+        "eval_complex_math_formula_with_llm",
+        {"formulas": ["x^2", "y"], "ignore_order": False},
+        ["[Gold formula(s) in LaTeX]\n1. x^2\n2. y"],
+        f"{FORMULA} The formulas must come in this order.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("eval_func", "kwargs", "sections", "rule"), AIRQA_PROMPTS)
+def test_what_the_airqa_judge_is_asked(eval_func, kwargs, sections, rule):
+    judge = ScriptedJudge("```\nTrue\n```")
+    assert run_evaluator(eval_func, "the prediction", {**kwargs, "question": "What is asked?"}, llm=judge) == 1
+    assert judge.calls == [
+        [
+            {"role": "system", "content": functions._JUDGE_SYSTEM},
+            {"role": "user", "content": _airqa_prompt(sections, rule)},
+        ]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("eval_func", "kwargs", "name"),
+    [
+        (
+            "eval_candidate_reference_answer_with_llm",
+            {"candidate_reference_answers": []},
+            "candidate_reference_answers",
+        ),
+        ("eval_partial_scoring_points_with_llm", {"scoring_points": []}, "scoring_points"),
+        (
+            "eval_reference_answer_and_scoring_points_with_llm",
+            {"reference_answer": "r", "scoring_points": []},
+            "scoring_points",
+        ),
+        ("eval_complex_math_formula_with_llm", {"formulas": []}, "formulas"),
+    ],
+)
+def test_judged_lists_must_hold_strings(eval_func, kwargs, name):
+    with pytest.raises(EvaluationError) as error:
+        run_evaluator(eval_func, "x", {**kwargs, "question": "q"}, llm=ScriptedJudge("True"))
+    assert str(error.value) == f"{eval_func}: {name} must be a non-empty list of strings"
+
+
+@pytest.mark.parametrize(
+    "eval_func",
+    [
+        "eval_candidate_reference_answer_with_llm",
+        "eval_scoring_points_with_llm",
+        "eval_partial_scoring_points_with_llm",
+        "eval_reference_answer_and_scoring_points_with_llm",
+        "eval_complex_math_formula_with_llm",
+        "eval_m3sciqa",
+        "eval_scidqa",
+    ],
+)
+def test_every_judged_function_names_itself_when_it_has_no_judge(eval_func):
+    kwargs = {
+        "reference_answer": "r",
+        "candidate_reference_answers": ["r"],
+        "scoring_points": ["p"],
+        "formulas": ["f"],
+        "question": "q",
+    }
+    kwargs = {k: v for k, v in kwargs.items() if k in inspect.signature(EVAL_FUNCTIONS[eval_func]).parameters}
+    with pytest.raises(JudgeUnavailable) as error:
+        run_evaluator(eval_func, "x", kwargs)
+    assert str(error.value).startswith(f"{eval_func} needs an LLM endpoint")
+
+
+@pytest.mark.parametrize("count", [0, 4, True, 1.0, "2"])
+def test_partial_scoring_points_count_is_an_int_up_to_the_number_of_points(count):
+    kwargs = {"scoring_points": ["a", "b", "c"], "question": "q", "count": count}
+    with pytest.raises(EvaluationError) as error:
+        run_evaluator("eval_partial_scoring_points_with_llm", "x", kwargs, llm=ScriptedJudge("True"))
+    assert (
+        str(error.value) == f"eval_partial_scoring_points_with_llm: count must be an int between 1 and 3, got {count!r}"
+    )
+
+
+def test_what_the_m3sciqa_judge_is_asked():
+    judge = ScriptedJudge('{"selection": "1"}')
+    kwargs = {"reference_answer": "the reference", "question": "What is asked?"}
+    assert run_evaluator("eval_m3sciqa", "the prediction", kwargs, llm=judge) == 1.0
+    prompt = (
+        "Decide whether the candidate answer means the same as the reference answer, for this question.\n\n"
+        "<QUESTION>\nWhat is asked?\n</QUESTION>\n\n<REFERENCE>\nthe reference\n</REFERENCE>\n\n"
+        "<CANDIDATE>\nthe prediction\n</CANDIDATE>\n\n"
+        'Reply with exactly one JSON object: {"selection": "1"} if they mean the same, {"selection": "0.5"} if the '
+        'candidate is partly correct, {"selection": "0"} if it is wrong or unrelated. Nothing else.'
+    )
+    assert judge.calls == [
+        [
+            {
+                "role": "system",
+                "content": "You are an expert reader of scientific papers who grades answers to questions about them.",
+            },
+            {"role": "user", "content": prompt},
+        ]
+    ]
+
+
+def _scidqa_prompt(question: str, gold: str) -> str:
+    return (
+        "You evaluate a model's answer to a long-form question against the gold answer. Mark it from 1 (poor) to 10 "
+        "(excellent) on relevance (does it address the question), accuracy (is it correct and in line with the gold "
+        "answer), completeness (does it cover what the gold answer covers) and conciseness (no needless detail), then "
+        f"give the mean of the four marks.\n\nQuestion: {question}\n\nModel-generated answer: the prediction\n\n"
+        f"Gold answer: {gold}\n\nAnswer in this form:\n\nEvaluation:\n"
+        "1. Relevance: [score] - [why not higher, why not lower]\n"
+        "2. Accuracy: [score] - [why not higher, why not lower]\n"
+        "3. Completeness: [score] - [why not higher, why not lower]\n"
+        "4. Conciseness: [score] - [why not higher, why not lower]\n\n"
+        "Overall Quality Score: [mean of the four marks]"
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "question", "gold"),
+    [
+        ({"reference_answer": "A: the gold answer", "question": "Why?"}, "Why?", "the gold answer"),
+        ({"reference_answer": "A:x", "question": "Why?"}, "Why?", "x"),
+        ({"reference_answer": " Answer: kept whole ", "question": "Why?"}, "Why?", "Answer: kept whole"),
+        ({}, "", ""),
+    ],
+)
+def test_what_the_scidqa_judge_is_asked(kwargs, question, gold):
+    judge = ScriptedJudge("Overall Quality Score: 6")
+    assert run_evaluator("eval_scidqa", "the prediction", kwargs, llm=judge) == 6.0
+    assert judge.calls == [[{"role": "user", "content": _scidqa_prompt(question, gold)}]]
