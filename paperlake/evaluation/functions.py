@@ -138,7 +138,7 @@ def run_evaluator(
     if eval_kwargs is not None and not isinstance(eval_kwargs, Mapping):
         raise EvaluationError(f"{eval_func}: eval_kwargs must be an object, got {type(eval_kwargs).__name__}")
     signature = inspect.signature(func)
-    kwargs = {k: v for k, v in (eval_kwargs or {}).items() if k in signature.parameters and k != "llm"}
+    kwargs = {k: v for k, v in (eval_kwargs or {}).items() if k in signature.parameters}
     if "llm" in signature.parameters:
         kwargs["llm"] = llm
     try:
@@ -260,20 +260,17 @@ def _fuzzy_score(pred: Any, gold: Any, fuzz_method: str, lowercase: bool, ignore
 # Scalar matchers
 
 
-@_register
 def eval_bool_exact_match(pred: Any, gold: Any) -> int:
     """Booleans, 0/1, or the words true/yes/y/t and false/no/n/f in any case (a trailing full stop is ignored)."""
     expected = _gold(_to_bool, gold, "a boolean", "eval_bool_exact_match")
     return int(_to_bool(pred) is expected)
 
 
-@_register
 def eval_int_exact_match(pred: Any, gold: Any) -> int:
     expected = _gold(_to_int, gold, "an integer", "eval_int_exact_match")
     return int(_to_int(pred) == expected)
 
 
-@_register
 def eval_float_exact_match(pred: Any, gold: Any, ndigits: int | None = None, tolerance: float = 1e-6) -> int:
     """``|pred - gold| <= max(tolerance * max(|pred|, |gold|), tolerance)`` after optional half-up rounding."""
     _check_float_options(ndigits, tolerance, "eval_float_exact_match")
@@ -288,13 +285,11 @@ def _string_golds(gold: Any) -> list[Any]:
     return [gold, gold[0]] if isinstance(gold, list | tuple) and len(gold) == 1 else [gold]
 
 
-@_register
 def eval_string_exact_match(pred: Any, gold: Any, lowercase: bool = False, ignore_blank: bool = False) -> int:
     text = _normalise_text(pred, lowercase, ignore_blank)
     return int(any(text == _normalise_text(g, lowercase, ignore_blank) for g in _string_golds(gold)))
 
 
-@_register
 def eval_string_fuzzy_match(
     pred: Any,
     gold: Any,
@@ -465,7 +460,6 @@ def _structured_match(pred: Any, gold: Any, options: _MatchOptions) -> int:
         return 0
 
 
-@_register
 def eval_structured_object_exact_match(
     pred: Any,
     gold: Any,
@@ -540,7 +534,6 @@ def _element_evaluator(check: Callable[..., int]) -> EvalFunction:
     """Registers an element evaluator written as ``check(pred, gold_items, matches, *own)``: the registered
     function has AirQA's signature (``pred, gold``, its own parameters, then the :class:`ElementOptions` keywords),
     checks the gold list and builds ``matches`` from the options."""
-    name = check.__name__
     own = list(inspect.signature(check).parameters.values())[3:]
     signature = inspect.Signature(
         [
@@ -554,18 +547,25 @@ def _element_evaluator(check: Callable[..., int]) -> EvalFunction:
 
     @functools.wraps(check)
     def evaluator(*args: Any, **kwargs: Any) -> int:
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise EvaluationError(f"{name}: {exc}") from None
-        bound.apply_defaults()
-        values = dict(bound.arguments)
-        gold_items = _gold_list(values.pop("gold"), name)
-        options = ElementOptions(**{p.name: values.pop(p.name) for p in _ELEMENT_OPTIONS})
-        return check(values.pop("pred"), gold_items, options.matcher(name), *values.values())
+        return _evaluate_elements(check, signature, args, kwargs)
 
     evaluator.__signature__ = signature  # type: ignore[attr-defined]
     return _register(evaluator)
+
+
+def _evaluate_elements(check: Callable[..., int], signature: inspect.Signature, args: tuple, kwargs: dict) -> int:
+    """One call of an element evaluator: bind AirQA's keywords, check the gold list, build the matcher. Kept out of
+    the wrapper, whose ``functools.wraps`` decoration would keep mutation testing away from it."""
+    name = check.__name__
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise EvaluationError(f"{name}: {exc}") from None
+    bound.apply_defaults()
+    values = dict(bound.arguments)
+    gold_items = _gold_list(values.pop("gold"), name)
+    options = ElementOptions(**{p.name: values.pop(p.name) for p in _ELEMENT_OPTIONS})
+    return check(values.pop("pred"), gold_items, options.matcher(name), *values.values())
 
 
 def _gold_list(gold: Any, func: str) -> list:
@@ -574,13 +574,14 @@ def _gold_list(gold: Any, func: str) -> list:
     return list(gold)
 
 
-@_element_evaluator
+# The three element evaluators are written as checks; the registry at the end wraps each in _element_evaluator.
+
+
 def eval_element_included(pred: Any, gold_items: list, matches: Callable[[Any, Any], bool]) -> int:
     """The prediction matches at least one element of the gold list."""
     return int(any(matches(pred, g) for g in gold_items))
 
 
-@_element_evaluator
 def eval_element_list_included(pred: Any, gold_items: list, matches: Callable[[Any, Any], bool]) -> int:
     """Every predicted element is in the gold list; an empty (or unparseable) prediction scores 0."""
     pred_items = _as_list(pred)
@@ -589,7 +590,6 @@ def eval_element_list_included(pred: Any, gold_items: list, matches: Callable[[A
     return int(all(any(matches(p, g) for g in gold_items) for p in pred_items))
 
 
-@_element_evaluator
 def eval_element_list_overlap(pred: Any, gold_items: list, matches: Callable[[Any, Any], bool], count: int = 1) -> int:
     """At least ``count`` distinct gold elements are matched, each by a different predicted element."""
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -601,7 +601,6 @@ def eval_element_list_overlap(pred: Any, gold_items: list, matches: Callable[[An
     return int(overlap >= count)
 
 
-@_register
 def eval_paper_relevance_with_reference_answer(
     pred: Any, reference_answer: Any, question: str | None = None, threshold: float = 95
 ) -> int:
@@ -641,7 +640,6 @@ def _parts(pred: Any, count: int) -> tuple[list | None, bool]:
     return (parts if parts is not None and len(parts) == count else None), ordered
 
 
-@_register
 def eval_conjunction(
     pred: Any, eval_func_list: list[str], eval_kwargs_list: list[dict], llm: Judge | None = None
 ) -> int:
@@ -659,7 +657,6 @@ def eval_conjunction(
     return int(_max_matching(len(parts), len(subs), passes) == len(subs))
 
 
-@_register
 def eval_disjunction(
     pred: Any, eval_func_list: list[str], eval_kwargs_list: list[dict], llm: Judge | None = None
 ) -> int:
@@ -672,7 +669,6 @@ def eval_disjunction(
     return int(any(run_evaluator(name, part, kwargs, llm) for part, (name, kwargs) in pairs))
 
 
-@_register
 def eval_negation(pred: Any, eval_func: str, eval_kwargs: dict, llm: Judge | None = None) -> int:
     return 1 - run_evaluator(eval_func, pred, eval_kwargs, llm)
 
@@ -734,7 +730,6 @@ def _bullets(items: Any, func: str, name: str) -> tuple[list[str], str]:
 # and ignored.
 
 
-@_register_judged
 def eval_reference_answer_with_llm(
     pred: Any,
     reference_answer: str,
@@ -753,7 +748,6 @@ def eval_reference_answer_with_llm(
     )
 
 
-@_register_judged
 def eval_candidate_reference_answer_with_llm(
     pred: Any,
     candidate_reference_answers: list[str],
@@ -774,7 +768,6 @@ def eval_candidate_reference_answer_with_llm(
     )
 
 
-@_register_judged
 def eval_scoring_points_with_llm(
     pred: Any,
     scoring_points: list[str],
@@ -797,7 +790,6 @@ def eval_scoring_points_with_llm(
     )
 
 
-@_register_judged
 def eval_partial_scoring_points_with_llm(
     pred: Any,
     scoring_points: list[str],
@@ -821,7 +813,6 @@ def eval_partial_scoring_points_with_llm(
     )
 
 
-@_register_judged
 def eval_reference_answer_and_scoring_points_with_llm(
     pred: Any,
     reference_answer: str,
@@ -846,7 +837,6 @@ def eval_reference_answer_and_scoring_points_with_llm(
     )
 
 
-@_register_judged
 def eval_complex_math_formula_with_llm(
     pred: Any,
     formulas: str | list[str],
@@ -894,7 +884,6 @@ def parse_selection(text: str) -> float | None:
     return None
 
 
-@_register_judged
 def eval_m3sciqa(
     pred: Any,
     question: str,
@@ -936,7 +925,6 @@ def parse_quality(text: str) -> float | None:
     return round(sum(marks) / len(marks), 2)
 
 
-@_register_judged
 def eval_scidqa(
     pred: Any,
     reference_answer: str = "",
@@ -961,3 +949,36 @@ def eval_scidqa(
         f"Answer in this form:\n\nEvaluation:\n{dimensions}\n\nOverall Quality Score: [mean of the four marks]"
     )
     return parse_quality(_judge_reply(llm, "eval_scidqa", [{"role": "user", "content": prompt}])) or 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The registry, written out after the functions rather than as decorators: mutmut, which holds this module to a
+# mutation score (docs/testing.md), leaves decorated functions unmutated.
+
+for _function in (
+    eval_bool_exact_match,
+    eval_int_exact_match,
+    eval_float_exact_match,
+    eval_string_exact_match,
+    eval_string_fuzzy_match,
+    eval_structured_object_exact_match,
+    eval_paper_relevance_with_reference_answer,
+    eval_conjunction,
+    eval_disjunction,
+    eval_negation,
+):
+    _register(_function)
+for _function in (
+    eval_reference_answer_with_llm,
+    eval_candidate_reference_answer_with_llm,
+    eval_scoring_points_with_llm,
+    eval_partial_scoring_points_with_llm,
+    eval_reference_answer_and_scoring_points_with_llm,
+    eval_complex_math_formula_with_llm,
+    eval_m3sciqa,
+    eval_scidqa,
+):
+    _register_judged(_function)
+eval_element_included = _element_evaluator(eval_element_included)
+eval_element_list_included = _element_evaluator(eval_element_list_included)
+eval_element_list_overlap = _element_evaluator(eval_element_list_overlap)
