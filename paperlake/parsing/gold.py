@@ -1,8 +1,10 @@
-"""Scoring a parse against ground truth by construction (the synthetic papers of ``benchmarks/synthetic``).
+"""Scoring a parse against ground truth: by construction (the synthetic papers of ``benchmarks/synthetic``) or by eye
+(the sample corpus, ``tests/data/sample_objects_gold.json``).
 
-A gold document (``syn-NNN.gold.json``) lists every table, figure, display equation and algorithm with its page and
-box as TeX placed it, and what the source said: label, caption, the table's cell grid, the equation's LaTeX. A
-detector's output is reduced to :class:`Detection` rows, and :func:`score` matches them per class one to one on the
+A synthetic gold document (``syn-NNN.gold.json``) lists every table, figure, display equation and algorithm with its
+page and box as TeX placed it, and what the source said: label, caption, the table's cell grid, the equation's LaTeX.
+The by-eye gold lists the figures and tables of real papers (page, label, box) and scores those two classes only.
+A detector's output is reduced to :class:`Detection` rows, and :func:`score` matches them per class one to one on the
 same page (IoU ≥ 0.5, best pairs first), then checks what rides on a match: the caption's label, the cell grid,
 the equation's LaTeX.
 
@@ -54,10 +56,14 @@ class GoldDocument:
     pages: list[dict[str, Any]]
     elements: list[dict[str, Any]]
     headings: list[dict[str, Any]] = field(default_factory=list)
+    classes: tuple[str, ...] = CLASSES  # the classes this gold lists completely; others are not scored
 
 
 def load_gold(folder: str | Path) -> list[GoldDocument]:
-    """Every ``*.gold.json`` in ``folder`` with its PDF, in name order."""
+    """Every ``*.gold.json`` in ``folder`` with its PDF, in name order; or, given a ``.json`` file, the papers of a
+    by-eye gold (:func:`load_objects_gold`)."""
+    if Path(folder).suffix == ".json":
+        return load_objects_gold(folder)
     documents = []
     for path in sorted(Path(folder).glob("*.gold.json")):
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -67,6 +73,34 @@ def load_gold(folder: str | Path) -> list[GoldDocument]:
         documents.append(GoldDocument(data["doc"], pdf, data["pages"], data["elements"], data.get("headings", [])))
     if not documents:
         raise FileNotFoundError(f"{folder}: no *.gold.json files")
+    return documents
+
+
+def load_objects_gold(path: str | Path) -> list[GoldDocument]:
+    """The papers of a by-eye gold of figures and tables (``{"papers": {doc: {"pdf", "pages", "objects"}}}``, boxes
+    ``[x, y, w, h]``, PDF paths relative to the gold file); only figures and tables are scored against it."""
+    path = Path(path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    documents = []
+    for doc, paper in data["papers"].items():
+        pdf = (path.parent / paper["pdf"]).resolve()
+        if not pdf.exists():
+            raise FileNotFoundError(f"{path}: {doc}: no PDF at {pdf}")
+        elements = []
+        for index, item in enumerate(paper["objects"]):
+            x, y, width, height = item["box"]
+            elements.append(
+                {
+                    "id": f"{item['kind']}{index + 1}",
+                    "type": item["kind"],
+                    "page": item["page"],
+                    "bbox": [x, y, x + width, y + height],
+                    "label": item["label"],
+                    "kind": "captioned" if item["label"] else "uncaptioned",
+                }
+            )
+        pages = [{"page": number} for number in range(1, paper["pages"] + 1)]
+        documents.append(GoldDocument(doc, pdf, pages, elements, classes=("tables", "figures")))
     return documents
 
 
@@ -146,7 +180,7 @@ def score(
     for document in documents:
         found_all = detections.get(document.doc, [])
         algorithms = [(e["page"], tuple(e["bbox"])) for e in document.elements if e["type"] == "algorithm"]
-        for kind in CLASSES:
+        for kind in document.classes:
             gold = [(i, e) for i, e in enumerate(document.elements) if _GOLD_CLASS.get(e["type"]) == kind]
             found = []
             for j, d in enumerate(found_all):
