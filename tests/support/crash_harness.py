@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
@@ -55,20 +56,28 @@ def run_ingest(
     timeout: float = 900,
     milvus_uri: str | None = None,
     evaluate: bool = False,
+    environment: dict[str, str | None] | None = None,
+    wrapper: Sequence[str] = (),
 ) -> tuple[int, str]:
     """`paperlake ingest` in its own process group; returns (exit code, output). -9 means it was killed.
 
     Without the self-evaluation stage unless ``evaluate``: what :func:`snapshot` compares are the stores, which the
     evaluation only reads (it has no fail point; tests/integration/test_self_evaluation.py covers it), and these
-    scenarios run some forty ingests."""
+    scenarios run some forty ingests. ``environment`` sets variables for this run (None removes one); ``wrapper``
+    is a command to run it under (the damage harness's read-only home runs it under ``setpriv``)."""
     env = {key: value for key, value in os.environ.items() if key not in ("MILVUS_URI", "PAPERLAKE_FAILPOINT")}
     env["PAPERLAKE_EVALUATE"] = "1" if evaluate else "0"
     if milvus_uri:
         env["MILVUS_URI"] = milvus_uri
     if failpoint:
         env["PAPERLAKE_FAILPOINT"] = failpoint
+    for name, value in (environment or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     process = subprocess.Popen(
-        [PAPERLAKE, "ingest", str(inbox), "--backend", "pymupdf", "--home", str(home)],
+        [*wrapper, PAPERLAKE, "ingest", str(inbox), "--backend", "pymupdf", "--home", str(home)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
