@@ -172,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     gold = args.gold.resolve()
     gold_name = str(gold.relative_to(ROOT)) if gold.is_relative_to(ROOT) else str(gold)
     results: dict[str, Any] = {"gold": gold_name, "documents": len(documents), "pages": pages}
+    manifest = gold / "manifest.json"
+    if manifest.exists():  # a generated set: the seed makes it again (a held-out set is not committed)
+        results["seed"] = json.loads(manifest.read_text())["seed"]
     loads = [os.getloadavg()[0]]  # the machine is shared: its load says how far to trust the speeds
     summary: dict[str, Any] = {}
     results["detectors"] = {}
@@ -230,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         ours, theirs = results["detectors"]["paperlake"], results["detectors"]["mineru"]
         summary["paperlake_vs_mineru_flash_speed"] = round(ours["pages_per_second"] / theirs["pages_per_second"], 1)
     results = {
-        **{k: results[k] for k in ("gold", "documents", "pages")},
+        **{k: results[k] for k in ("gold", "seed", "documents", "pages") if k in results},
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "environment": {
             "load_average_1min_during_run": {"mean": round(sum(loads) / len(loads), 2), "max": round(max(loads), 2)}

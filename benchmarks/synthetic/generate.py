@@ -40,9 +40,11 @@ from latex_parts import (
     diagram,
     equation,
     figure,
+    figure_sentence,
     paragraph,
     prompt_box,
     sentence,
+    side_by_side,
     table,
     title,
 )
@@ -78,6 +80,7 @@ PREAMBLE = r"""
 %% \goldgroup{id}{panels}: a whole figure made of \goldbox panels; its box is the union of theirs.
 \newcommand\goldgroup[2]{#2}
 \makeatother
+%(floats)s
 \title{%(title)s}
 \author{%(authors)s}
 \date{}
@@ -117,8 +120,34 @@ def raster_images(folder: Path, rng: random.Random, count: int = 4) -> list[str]
     return names
 
 
-def document(rng: random.Random, doc_id: str, images: list[str]) -> tuple[str, dict[str, Any], list[Element]]:
-    """The LaTeX source of one paper, its settings and its gold elements in source order."""
+# Floats may take most of a page, as conference styles allow: a tall float is placed near its text, not at the end.
+FLOAT_FRACTIONS = r"""
+\renewcommand{\topfraction}{0.85}
+\renewcommand{\bottomfraction}{0.7}
+\renewcommand{\textfraction}{0.1}
+\renewcommand{\floatpagefraction}{0.75}
+\renewcommand{\dbltopfraction}{0.85}
+"""
+# Floats set tight against the text around them, as conference styles squeeze them to save space.
+TIGHT_FLOATS = r"""
+\setlength{\intextsep}{4pt plus 1pt}
+\setlength{\textfloatsep}{6pt plus 2pt}
+\setlength{\floatsep}{6pt plus 2pt}
+\setlength{\dbltextfloatsep}{6pt plus 2pt}
+\captionsetup{skip=3pt}
+"""
+
+
+def document(
+    rng: random.Random, doc_id: str, images: list[str], *, patterns: bool = True
+) -> tuple[str, dict[str, Any], list[Element]]:
+    """The LaTeX source of one paper, its settings and its gold elements in source order.
+
+    With ``patterns`` (the default) the paper also holds what real papers print and the first committed set lacked:
+    two floats side by side with their own captions, tables with rules inside the body and tall tables without
+    rules, figures in two parts far apart, grids captioned as figures, glossed dependency examples, body sentences
+    that begin "Figure N." at a line start, floats set tight against the text, and an appendix whose floats are
+    numbered "Figure A.1", "Table B.2". Without it, the papers of the first committed set (seed 2026)."""
     two_columns = rng.random() < 0.7
     settings = {
         "columns": "twocolumn" if two_columns else "onecolumn",
@@ -127,8 +156,11 @@ def document(rng: random.Random, doc_id: str, images: list[str]) -> tuple[str, d
         "margin": rng.choice(("2cm", "2.2cm", "2.5cm")) if two_columns else rng.choice(("2.5cm", "3cm")),
         "font": rng.choice(tuple(FONTS)),
     }
+    if patterns:
+        settings["tight_floats"] = rng.random() < 0.5
     head = PREAMBLE % {
         **settings,
+        "floats": (FLOAT_FRACTIONS if patterns else "") + (TIGHT_FLOATS if settings.get("tight_floats") else ""),
         "font": FONTS[settings["font"]],
         "title": title(rng),
         "authors": r" \and ".join(
@@ -147,6 +179,8 @@ def document(rng: random.Random, doc_id: str, images: list[str]) -> tuple[str, d
         return f"{prefix}{counters['element']}"
 
     def add_float(element: Element) -> None:
+        if appendix["section"]:
+            element.gold.setdefault("patterns", []).append("appendix")
         placement = rng.choice(("t", "t", "h", "b", "!t", "tb")) if not element.float_env.endswith("*") else "t"
         body.append(
             rf"\begin{{{element.float_env}}}[{placement}]"
@@ -156,6 +190,49 @@ def document(rng: random.Random, doc_id: str, images: list[str]) -> tuple[str, d
             + rf"\end{{{element.float_env}}}"
         )
         elements.append(element)
+
+    def label(kind: str) -> int | str:
+        """The next number of a table or figure: 3 in the body, "B.2" in the appendix's second section."""
+        counters[kind] += 1
+        if appendix["section"]:
+            appendix[kind] += 1
+            return f"{appendix['section']}.{appendix[kind]}"
+        return counters[kind]
+
+    def add_pair() -> None:
+        """Two figures, two tables, or a figure and a table side by side, each with its own caption."""
+        kinds = rng.choice((("figure", "figure"), ("figure", "figure"), ("table", "table"), ("figure", "table")))
+        pair = []
+        for kind in kinds:
+            if kind == "figure":
+                chosen = rng.choice(("plot", "raster", "grid"))
+                pair.append(figure(rng, new_id("fig"), label("figure"), wide=False, image_files=images, kind=chosen))
+            else:
+                pair.append(table(rng, new_id("tab"), label("table"), wide=False, max_columns=3))
+        for element in pair:
+            element.gold.setdefault("patterns", []).append("side_by_side")
+        if appendix["section"]:
+            for element in pair:
+                element.gold["patterns"].append("appendix")
+        env, source = side_by_side(rng, pair, two_columns=two_columns)
+        placement = "t" if env.endswith("*") else rng.choice(("t", "h", "b"))
+        body.append(rf"\begin{{{env}}}[{placement}]" + "\n" + source + "\n" + rf"\end{{{env}}}")
+        elements.extend(pair)
+
+    def add_random_float(wide: bool) -> None:
+        roll = rng.random()
+        if roll < 0.35:
+            add_float(table(rng, new_id("tab"), label("table"), wide=wide, max_columns=None if wide else 4))
+        elif roll < 0.7:
+            add_float(figure(rng, new_id("fig"), label("figure"), wide=wide, image_files=images))
+        elif roll < 0.85:
+            add_pair()
+        else:
+            as_table = rng.random() < 0.5
+            kind = "table" if as_table else "figure"
+            add_float(prompt_box(rng, new_id("box"), label(kind), as_table, wide=wide))
+
+    appendix = {"section": "", "table": 0, "figure": 0}
 
     n_sections = rng.randint(4, 6)
     topics = rng.sample(TOPICS, n_sections + 4)
@@ -171,22 +248,32 @@ def document(rng: random.Random, doc_id: str, images: list[str]) -> tuple[str, d
                 if rng.random() < 0.3:
                     body.append(rf"\subsubsection{{{title(rng)}}}")
             for _ in range(rng.randint(2, 4)):
-                body.append(paragraph(rng, footnote=rng.random() < 0.08))
+                if patterns and rng.random() < 0.12 and (counters["figure"] or counters["table"]):
+                    word = rng.choice(["Figure"] * bool(counters["figure"]) + ["Table"] * bool(counters["table"]))
+                    body.append(figure_sentence(rng, word, str(rng.randint(1, counters[word.lower()]))))
+                else:
+                    body.append(paragraph(rng, footnote=rng.random() < 0.08))
+                if patterns and rng.random() < 0.07:
+                    add_pair()
+                    continue
                 roll = rng.random()
                 wide = two_columns and rng.random() < 0.35
                 if roll < 0.16:
-                    counters["table"] += 1
-                    add_float(table(rng, new_id("tab"), counters["table"], wide=wide))
+                    narrow = 4 if patterns and two_columns and not wide else None  # a table that fits its column
+                    add_float(
+                        table(rng, new_id("tab"), label("table"), wide=wide, patterns=patterns, max_columns=narrow)
+                    )
                 elif roll < 0.30:
-                    counters["figure"] += 1
-                    add_float(figure(rng, new_id("fig"), counters["figure"], wide=wide, image_files=images))
+                    element = figure(
+                        rng, new_id("fig"), label("figure"), wide=wide, image_files=images, patterns=patterns
+                    )
+                    add_float(element)
                 elif roll < 0.35:
                     as_table = rng.random() < 0.5
                     kind = "table" if as_table else "figure"
-                    counters[kind] += 1
-                    add_float(prompt_box(rng, new_id("box"), counters[kind], as_table, wide=wide))
+                    add_float(prompt_box(rng, new_id("box"), label(kind), as_table, wide=wide))
                 elif roll < 0.40:
-                    element = diagram(rng, new_id("dia"))
+                    element = diagram(rng, new_id("dia"), patterns=patterns)
                     body.append(element.source)
                     elements.append(element)
                 elif roll < 0.43:
@@ -208,6 +295,17 @@ def document(rng: random.Random, doc_id: str, images: list[str]) -> tuple[str, d
             rf"{2015 + rng.randrange(10)}. {title(rng)}. In \emph{{Proceedings of {title(rng)}}}."
         )
     body.append(r"\end{thebibliography}")
+    if patterns:  # an appendix whose floats are numbered per section: Figure A.1, Table B.2
+        body.append(r"\appendix" + "\n" + r"\counterwithin{figure}{section}" + "\n" + r"\counterwithin{table}{section}")
+        for letter in "AB"[: rng.randint(1, 2)]:
+            heading = topics[n_sections + rng.randrange(4)] + " Details"
+            body.append(rf"\section{{{heading}}}")
+            headings.append({"level": 1, "text": heading})
+            appendix.update(section=letter, table=0, figure=0)
+            for _ in range(rng.randint(2, 3)):
+                body.append(paragraph(rng))
+                add_random_float(two_columns and rng.random() < 0.3)
+        body.append(r"\clearpage")
     source = head + "\n\n".join(body) + "\n\\end{document}\n"
     return source, {**settings, "headings": headings}, elements
 
@@ -255,7 +353,7 @@ def positions(lines: list[str], pdf: Path) -> dict[str, dict[str, Any]]:
 
 
 def union_of_panels(ident: str, panels: list[dict[str, Any]]) -> dict[str, Any]:
-    """A subcaption grid's whole figure: the union of its panels' boxes, which must share a page."""
+    """A subcaption grid's (or a figure in parts') whole figure: the union of its pieces' boxes, on one page."""
     pages = {panel["page"] for panel in panels}
     if len(pages) != 1:
         raise RuntimeError(f"{ident}: panels on several pages {sorted(pages)}")
@@ -271,19 +369,18 @@ def union_of_panels(ident: str, panels: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def build_document(rng: random.Random, doc_id: str, out: Path, build: Path, images: list[str]) -> dict[str, Any]:
-    source, settings, elements = document(rng, doc_id, images)
+def build_document(
+    rng: random.Random, doc_id: str, out: Path, build: Path, images: list[str], *, patterns: bool = True
+) -> dict[str, Any]:
+    source, settings, elements = document(rng, doc_id, images, patterns=patterns)
     pdf, gold_lines = compile_pdf(source, build, doc_id)
     placed = positions(gold_lines, pdf)
     records = []
     for element in elements:
-        for panel in element.gold.get("panels", []):
-            panel.update(placed[panel["id"]])
-        where = (
-            union_of_panels(element.id, element.gold["panels"])
-            if element.gold.get("panels")
-            else placed.get(element.id)
-        )
+        pieces = element.gold.get("panels") or element.gold.get("parts") or []
+        for piece in pieces:
+            piece.update(placed[piece["id"]])
+        where = union_of_panels(element.id, pieces) if pieces else placed.get(element.id)
         if where is None:
             raise RuntimeError(f"{doc_id}: {element.id} has no recorded position")
         records.append({"id": element.id, "type": element.type, **where, **element.gold})
@@ -309,6 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", type=int, default=16)
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--classic", action="store_true", help="without the patterns of real papers (how the first set was made)"
+    )
     args = parser.parse_args(argv)
     if shutil.which("pdflatex") is None:
         parser.error(
@@ -323,10 +423,12 @@ def main(argv: list[str] | None = None) -> int:
         images = raster_images(build, rng)
         for k in range(args.docs):
             doc_id = f"syn-{k + 1:03d}"
-            summary.append(build_document(random.Random(f"{args.seed}-{doc_id}"), doc_id, args.out, build, images))
+            document_rng = random.Random(f"{args.seed}-{doc_id}")
+            summary.append(build_document(document_rng, doc_id, args.out, build, images, patterns=not args.classic))
             print(f"{doc_id}: {summary[-1]['pages']} pages, {summary[-1]['elements']} elements", flush=True)
     manifest = {
         "seed": args.seed,
+        "patterns": not args.classic,
         "documents": summary,
         "pages": sum(d["pages"] for d in summary),
         "generator": "benchmarks/synthetic/generate.py",

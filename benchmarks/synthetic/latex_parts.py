@@ -114,26 +114,42 @@ def _escape(text: str) -> str:
 # ------------------------------------------------------------------------------------------------ tables
 
 
-def table(rng: random.Random, ident: str, label: int, *, wide: bool) -> Element:
+def table(
+    rng: random.Random,
+    ident: str,
+    label: int | str,
+    *,
+    wide: bool,
+    style: str | None = None,
+    max_columns: int | None = None,
+    patterns: bool = True,
+) -> Element:
     """A table with one or two header rows (two: \\multicolumn groups), optional \\multirow groups in the first
-    column, in one of four rule styles; the gold grid lists every cell with its spans."""
-    style = rng.choice(("booktabs", "booktabs", "ruled", "hlines", "plain"))
-    n_data = rng.randint(3, 6 if not wide else 8)
-    n_rows = rng.randint(3, 9)
-    two_level = n_data >= 4 and rng.random() < 0.45
-    row_groups = n_rows >= 4 and rng.random() < 0.3
+    column, in one of six rule styles: booktabs, fully ruled, horizontal lines, none, ``grouped`` (booktabs with
+    rules inside the body between groups of rows) and ``tall`` (a long list without rules, rows spaced wide apart);
+    the gold grid lists every cell with its spans. Without ``patterns`` only the first four, as the first committed set
+    was made."""
+    styles = ("booktabs", "booktabs", "ruled", "hlines", "plain") + (("grouped", "tall") if patterns else ())
+    style = style or rng.choice(styles)
+    n_data = rng.randint(2 if max_columns else 3, max_columns or (6 if not wide else 8))
+    n_rows = rng.randint(12, 16) if style == "tall" else rng.randint(5, 9) if style == "grouped" else rng.randint(3, 9)
+    two_level = n_data >= 4 and style != "tall" and rng.random() < 0.45
+    row_groups = n_rows >= 4 and style not in ("grouped", "tall") and rng.random() < 0.3
     first_col = "l"
     col_spec = (first_col + ("c" * n_data)) if style != "ruled" else "|" + "|".join(first_col + "c" * n_data) + "|"
-    if style in ("booktabs", "plain", "hlines"):
+    if style in ("booktabs", "plain", "hlines", "grouped", "tall"):
         col_spec = "@{}" + col_spec + "@{}"
     cells: list[dict[str, Any]] = []
     lines: list[str] = []
     top, mid, bottom = {
         "booktabs": (r"\toprule", r"\midrule", r"\bottomrule"),
+        "grouped": (r"\toprule", r"\midrule", r"\bottomrule"),
         "ruled": (r"\hline", r"\hline", r"\hline"),
         "hlines": (r"\hline", r"\hline", r"\hline"),
         "plain": ("", "", ""),
+        "tall": ("", "", ""),
     }[style]
+    group_breaks = sorted(rng.sample(range(2, n_rows - 1), k=min(2, n_rows - 3))) if style == "grouped" else []
     if top:
         lines.append(top)
     metrics = rng.sample(METRICS, min(len(METRICS), n_data))
@@ -183,6 +199,8 @@ def table(rng: random.Random, ident: str, label: int, *, wide: bool) -> Element:
     if mid:
         lines.append(mid)
     systems = rng.sample(SYSTEMS, min(len(SYSTEMS), n_rows))
+    if style == "grouped":
+        group_breaks = [k for k in group_breaks if k < len(systems) - 1]
     body_start = row
     group_left = 0
     for index, system in enumerate(systems):
@@ -211,8 +229,12 @@ def table(rng: random.Random, ident: str, label: int, *, wide: bool) -> Element:
                 lines.append(r"\hline")
             else:
                 lines.append(rf"\cline{{2-{n_data + 1}}}")
+        if index + 1 in group_breaks:  # a rule between groups of rows, as far from the top as from the bottom
+            lines.append(r"\midrule")
+        if style == "tall" and index < len(systems) - 1:
+            lines[-1] += rf"[{rng.choice((4, 6, 8))}pt]"  # rows spaced apart: gaps wider than a line's height
         row += 1
-    if bottom and style == "booktabs":
+    if bottom and style in ("booktabs", "grouped"):
         lines.append(bottom)
     n_cols = n_data + 1
     size = rng.choice((r"\small", r"\footnotesize", "")) if not wide else rng.choice((r"\small", ""))
@@ -301,12 +323,61 @@ def _tree(rng: random.Random) -> str:
     )
 
 
-def figure(rng: random.Random, ident: str, label: int, *, wide: bool, image_files: list[str]) -> Element:
-    """A captioned figure: one pgfplots chart, one raster image, a TikZ flowchart, or a subcaption grid of panels."""
-    kind = rng.choice(("plot", "raster", "diagram", "panels", "panels"))
+def _legend_strip(rng: random.Random) -> str:
+    """A row of coloured keys with their names, as a figure's shared legend is drawn."""
+    names = rng.sample(SYSTEMS[:8], rng.randint(2, 4))
+    colours = rng.sample(("blue", "red", "teal", "orange", "violet", "olive"), len(names))
+    keys = [
+        rf"\node[fill={colour}!60, minimum size=2.2mm, inner sep=0pt{'' if k == 0 else f', right=5mm of t{k - 1}'}] "
+        rf"(k{k}) {{}}; \node[right=1mm of k{k}, font=\scriptsize, inner sep=1pt] (t{k}) {{{_escape(name)}}};"
+        for k, (name, colour) in enumerate(zip(names, colours))
+    ]
+    return r"\begin{tikzpicture}" + " ".join(keys) + r"\end{tikzpicture}"
+
+
+def _grid(rng: random.Random) -> str:
+    """A small ruled grid of numbers (a confusion matrix): what its authors may well caption a figure."""
+    n = rng.randint(2, 4)
+    names = rng.sample(("pos", "neg", "neu", "yes", "no", "other", "A", "B"), n)
+    rows = [" & ".join(["", *names]) + r" \\ \hline"]
+    for name in names:
+        rows.append(" & ".join([name, *(str(rng.randint(0, 99)) for _ in names)]) + r" \\ \hline")
+    return r"\begin{tabular}{|c|" + "c|" * n + r"}\hline " + "\n".join(rows) + r"\end{tabular}"
+
+
+def figure(
+    rng: random.Random,
+    ident: str,
+    label: int | str,
+    *,
+    wide: bool,
+    image_files: list[str],
+    patterns: bool = True,
+    kind: str | None = None,
+) -> Element:
+    """A captioned figure: one pgfplots chart, one raster image, a TikZ flowchart, or a subcaption grid of panels;
+    with ``patterns`` also a figure in two parts far apart (a chart, white space wider than a line, then the legend
+    strip over the caption: ``split``) and a ruled grid of numbers captioned as a figure (``grid``)."""
+    kinds = ("plot", "raster", "diagram", "panels", "panels") + (("split", "grid") if patterns else ())
+    kind = kind or rng.choice(kinds)
     full = r"\textwidth" if wide else r"\columnwidth"
     panels: list[dict[str, Any]] = []
-    if kind == "panels":
+    pieces: list[dict[str, Any]] = []
+    if kind == "split":
+        top = (
+            _pgfplot(rng, "0.9" + full, rng.choice(("4cm", "4.5cm")))
+            if rng.random() < 0.6
+            else rf"\includegraphics[width=0.8{full}]{{{rng.choice(image_files)}}}"
+        )
+        pieces = [{"id": f"{ident}a"}, {"id": f"{ident}b"}]
+        gap = rng.choice((24, 28, 34))
+        body = (
+            rf"\goldgroup{{{ident}}}{{\goldbox{{{ident}a}}{{{top}}}\par\vspace{{{gap}pt}}"
+            rf"\goldbox{{{ident}b}}{{{_legend_strip(rng)}}}}}"
+        )
+    elif kind == "grid":
+        body = rf"\goldbox{{{ident}}}{{{_grid(rng)}}}"
+    elif kind == "panels":
         count = rng.choice((2, 2, 3, 4)) if wide else 2
         share = round(0.96 / count - 0.02, 2)
         parts = []
@@ -344,6 +415,8 @@ def figure(rng: random.Random, ident: str, label: int, *, wide: bool, image_file
         "kind": kind,
         "panels": panels,
     }
+    if pieces:
+        gold["parts"] = pieces  # the whole figure is their union
     return Element(ident, "figure", source, gold, "figure*" if wide else "figure")
 
 
@@ -370,11 +443,71 @@ def prompt_box(rng: random.Random, ident: str, label: int, as_table: bool, *, wi
     return Element(ident, "table" if as_table else "figure", source, gold, env)
 
 
-def diagram(rng: random.Random, ident: str) -> Element:
-    """An uncaptioned drawn example (a syntax tree or a flowchart) in the text flow: a figure without a caption."""
-    drawing = _tree(rng) if rng.random() < 0.6 else _flowchart(rng)
+_RELATIONS = ("nsubj", "obj", "det", "amod", "advmod", "case", "nmod", "aux", "mark", "conj")
+_GLOSSES = ("DET", "N", "V.PST", "ADJ", "PREP", "PRON.3SG", "N.PL", "AUX", "ADV", "COMP")
+
+
+def _dependency(rng: random.Random) -> str:
+    """A sentence with its dependency arcs drawn over the words, a gloss under each word and a free translation under
+    the line: a linguistic example whose words are as much the figure as its lines are."""
+    words = [word for word in rng.sample(WORDS, 8) if len(word) <= 8][: rng.randint(3, 5)]
+    nodes = []
+    for k, word in enumerate(words):
+        where = "" if k == 0 else f", right=2mm of w{k - 1}.east, anchor=west"
+        nodes.append(rf"\node[font=\small, inner sep=1pt{where}] (w{k}) {{{word}}};")
+        gloss = rng.choice(_GLOSSES)
+        nodes.append(rf"\node[below=0.5mm of w{k}, font=\scriptsize\scshape, inner sep=1pt] (g{k}) {{{gloss}}};")
+    root = rng.randrange(len(words))
+    arcs = []
+    for k in range(len(words)):
+        if k == root:
+            continue
+        head = root if rng.random() < 0.3 else k + 1 if k < root else k - 1  # mostly a neighbour towards the root
+        bend = "left" if k > head else "right"
+        arcs.append(
+            rf"\draw[->, thin] (w{head}.north) to[bend {bend}=45] "
+            rf"node[above, font=\tiny, inner sep=1pt] {{{rng.choice(_RELATIONS)}}} (w{k}.north);"
+        )
+    translation = "`" + " ".join(rng.sample([w for w in WORDS if len(w) <= 7], rng.randint(3, 5))) + "'"
+    middle = f"g{len(words) // 2}"
+    nodes.append(rf"\node[below=1mm of {middle}, font=\small\itshape, inner sep=1pt] {{{translation}}};")
+    return r"\begin{tikzpicture}" + "\n".join(nodes + arcs) + r"\end{tikzpicture}"
+
+
+def diagram(rng: random.Random, ident: str, *, patterns: bool = True) -> Element:
+    """An uncaptioned drawn example (a syntax tree, a flowchart or, with ``patterns``, a glossed sentence with its
+    dependency arcs) in the text flow: a figure without a caption, its words included."""
+    if patterns and rng.random() < 0.35:
+        drawing, kind = _dependency(rng), "uncaptioned_dependency"
+    else:
+        drawing, kind = (_tree(rng) if rng.random() < 0.6 else _flowchart(rng)), "uncaptioned_diagram"
     source = "\\begin{center}\n" + rf"\goldbox{{{ident}}}{{{drawing}}}" + "\n\\end{center}"
-    return Element(ident, "figure", source, {"label": None, "caption": None, "kind": "uncaptioned_diagram"})
+    return Element(ident, "figure", source, {"label": None, "caption": None, "kind": kind})
+
+
+def side_by_side(rng: random.Random, elements: list[Element], *, two_columns: bool) -> tuple[str, str]:
+    """Two floats in one environment, each in its own minipage with its own caption (two figures, two tables, or a
+    figure beside a table): the float environment and its body. Across the page in a two-column paper."""
+    kinds = {element.type for element in elements}
+    env = ("table" if kinds == {"table"} else "figure") + ("*" if two_columns else "")
+    width = rng.choice(("0.48", "0.46", "0.44"))
+    boxes = []
+    for element in elements:
+        body = element.source
+        if element.type != env.rstrip("*"):  # a table in a figure environment (or the reverse) captions itself
+            body = body.replace(r"\caption{", rf"\captionof{{{element.type}}}{{")
+        boxes.append(rf"\begin{{minipage}}[t]{{{width}\textwidth}}" + "\n" + body + "\n" + r"\end{minipage}")
+    return env, "\\centering\n" + "\\hfill\n".join(boxes)
+
+
+def figure_sentence(rng: random.Random, word: str, number: str) -> str:
+    """A paragraph in which a sentence begins with "Figure N." at the start of a line, the line before ending in "in"
+    or "see" (a ragged break, so that no line is stretched): body text, not a caption."""
+    lead = sentence(rng, math=False)[:-1]
+    return (
+        f"{lead} {rng.choice(('as summarised in', 'as we see in', 'with the numbers in', 'compare'))}"
+        rf"\newline {word} {number}. " + paragraph(rng, (2, 4))
+    )
 
 
 def algorithm(rng: random.Random, ident: str, label: int) -> Element:

@@ -197,10 +197,11 @@ def score(
             totals[kind]["matched"] += len(matches)
             matched_found = set(matches.values())
             for i, element in gold:
-                style = f"{kind}:{element.get('style') or element.get('kind') or '-'}"
-                counts = by_style.setdefault(style, {"gold": 0, "matched": 0})
-                counts["gold"] += 1
-                counts["matched"] += i in matches
+                styles = [element.get("style") or element.get("kind") or "-", *element.get("patterns", [])]
+                for style in styles:  # a pattern (side by side, appendix numbering) is counted beside the style
+                    counts = by_style.setdefault(f"{kind}:{style}", {"gold": 0, "matched": 0})
+                    counts["gold"] += 1
+                    counts["matched"] += i in matches
                 if i not in matches:
                     totals[kind]["misses"].append(
                         f"{document.doc} p{element['page']} {element['id']}"
