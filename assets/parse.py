@@ -5,7 +5,7 @@ import hashlib
 import dagster as dg
 
 from assets.partitions import papers, run_paper_keys
-from assets.resources import PaperlakeResource
+from assets.resources import PaperlakeResource, run_inputs
 from paperlake.lake.inbox import ManifestError
 from paperlake.lake.pipeline import PaperOutcome, ingest_papers, locate_source, parse_code_version
 from paperlake.lake.store import ERROR_VIEW
@@ -186,11 +186,12 @@ def parsed_views(context: dg.AssetExecutionContext, paperlake: PaperlakeResource
     whose file left the inbox is removed from the lake, and from every store downstream when they rebuild."""
     settings = paperlake.settings()
     lake = paperlake.lake()
+    inboxes, mineru_dir = run_inputs(context, paperlake)
     outcomes: dict[str, PaperOutcome | None] = {}
     sources = []
     for key in run_paper_keys(context):
         try:
-            source = locate_source(key, paperlake.inbox_paths(), settings.mineru_dir)
+            source = locate_source(key, inboxes, mineru_dir)
         except ManifestError as error:  # its volume is held: the paper stays as the lake has it
             context.log.warning(f"{key}: not parsed: {error}")
             continue
@@ -201,7 +202,7 @@ def parsed_views(context: dg.AssetExecutionContext, paperlake: PaperlakeResource
             continue
         outcomes[key] = None  # its place in the run's order; its outcome below
         sources.append(source)
-    for outcome in ingest_papers(sources, lake, settings, inboxes=paperlake.inbox_paths()):
+    for outcome in ingest_papers(sources, lake, settings, inboxes=inboxes):
         outcomes[outcome.paper_key] = outcome
         if outcome.status == "failed":
             context.log.error(f"{outcome.paper_key}: {outcome.stage}: {outcome.reason}")

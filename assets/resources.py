@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dagster as dg
 
-from paperlake.config import Settings
+from paperlake.config import RUN_INBOXES_TAG, RUN_MINERU_TAG, Settings
 from paperlake.lake.store import Lake
 
 
@@ -39,6 +40,15 @@ class PaperlakeResource(dg.ConfigurableResource):
 
     def lake(self) -> Lake:
         return Lake(self.settings().lake)
+
+
+def run_inputs(context: dg.AssetExecutionContext, paperlake: PaperlakeResource) -> tuple[list[Path], Path | None]:
+    """The run's inbox folders and MinerU outputs folder: its tags', else the resource's."""
+    tags = context.run.tags
+    inboxes = [Path(p) for p in tags[RUN_INBOXES_TAG].split(os.pathsep) if p] if RUN_INBOXES_TAG in tags else None
+    mineru = Path(tags[RUN_MINERU_TAG]) if tags.get(RUN_MINERU_TAG) else None
+    settings = paperlake.settings()
+    return inboxes or paperlake.inbox_paths(), mineru if RUN_MINERU_TAG in tags else settings.mineru_dir
 
 
 class LLMResource(dg.ConfigurableResource):

@@ -12,7 +12,6 @@ import fcntl
 import json
 import logging
 import os
-import re
 import subprocess
 import sys
 import time
@@ -21,7 +20,8 @@ from pathlib import Path
 from typing import Callable
 
 from orchestration.instance import dagster_instance, load_instance, run_tags
-from paperlake.config import Settings
+from orchestration.launch import step_failure_reason
+from paperlake.config import RUN_INBOXES_TAG, RUN_MINERU_TAG, Settings
 from paperlake.freshness import formula_staleness, warehouse_staleness
 from paperlake.lake.inbox import scan_volumes
 from paperlake.lake.pipeline import IngestPlan, plan_ingest, record_held_volumes
@@ -128,49 +128,10 @@ def _dbt_parse(settings: Settings, env: dict[str, str]) -> None:
 def failure_reason(result) -> str:
     """The innermost error of a failed run's failed steps, on one line (the stack traces stay in the instance); for a
     failed dbt command, dbt's first error and what it says."""
-    if isinstance(result, RunOutcome):
+
+    if isinstance(result, RunOutcome) or hasattr(result, "reason"):  # a run in another process (launched or pooled)
         return result.reason
-    reasons = []
-    for event in result.all_events:
-        if not event.is_step_failure:
-            continue
-        error = event.step_failure_data.error
-        dbt = None
-        while error is not None:
-            dbt = dbt or _dbt_reason(error.message or "")
-            if error.cause is None:
-                break
-            error = error.cause
-        # the last line that says something (a gRPC error's repr ends with a lone ">")
-        message = [line.strip() for line in (error.message if error is not None else "").splitlines()]
-        message = [line for line in message if line.strip("<>")]
-        reasons.append(f"{event.step_key}: {dbt or (message[-1] if message else 'unknown error')}")
-    return "; ".join(reasons) or "the run failed; see it in the Dagster UI"
-
-
-_DBT_ERRORS = "Errors parsed from dbt logs:"
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _dbt_reason(message: str) -> str | None:
-    """dbt's first error in dagster-dbt's message of a failed dbt command ("Runtime Error in model x (path): what
-    went wrong"), without dbt's progress lines, macro call stack and SQL position markers; None for another error."""
-    if _DBT_ERRORS not in message:
-        return None
-    lines = [line.strip() for line in _ANSI.sub("", message.split(_DBT_ERRORS, 1)[1]).splitlines()]
-    lines = [
-        line
-        for line in lines
-        if line.strip("^~ ")
-        and not line.startswith(">")
-        and not line.startswith("Failure in ")
-        and not re.match(r"\d+ of \d+ ", line)
-    ]
-    for index, line in enumerate(lines):
-        if re.search(r"\bError\b", line):
-            detail = lines[index + 1] if index + 1 < len(lines) else ""
-            return f"{line}: {detail}" if detail else line
-    return lines[0] if lines else None
+    return step_failure_reason([event for event in result.all_events if event.is_step_failure])
 
 
 class _Runner:
@@ -184,6 +145,13 @@ class _Runner:
         self._pool = None
         self.log_dir = settings.home / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        # with the webserver of this home, every run is launched there: the UI's own runs (orchestration.launch)
+        self.launcher = None
+        from orchestration.launch import Launcher, webserver_url
+
+        url = webserver_url(settings.dagster_url, settings.dagster_home)
+        if url:
+            self.launcher = Launcher(url, instance)
 
     @property
     def defs(self):
@@ -212,6 +180,14 @@ class _Runner:
         if partition_range:  # one run over consecutive partitions (the assets' single-run backfill policy)
             tags |= {RANGE_START_TAG: partition_range[0], RANGE_END_TAG: partition_range[1]}
             tags["paperlake/volume"] = partition_range[0].partition("/")[0]
+        if self.launcher is not None:
+            inputs = {RUN_INBOXES_TAG: os.pathsep.join(self.resource.get("inboxes") or [])}
+            if self.resource.get("mineru_dir"):
+                inputs[RUN_MINERU_TAG] = self.resource["mineru_dir"]
+            partition = {"dagster/partition": partition_key} if partition_key else {}
+            return self.launcher.run(
+                job_name, tags=tags | partition | inputs, asset_selection=asset_selection, run_config=run_config
+            )
         with contextlib.ExitStack() as stack:
             if log:  # dagster-dbt echoes dbt's log to stdout
                 stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(self.log_dir / log, "w"))))
@@ -264,7 +240,8 @@ class _Runner:
         run it belongs to."""
         from assets.partitions import PAPERS
 
-        concurrent = self.settings.concurrent_runs if self.settings.executor != "in_process" else 1
+        launched_elsewhere = self.settings.executor != "in_process" and self.launcher is None
+        concurrent = self.settings.concurrent_runs if launched_elsewhere else 1
         size = max(1, min(PAPERS_PER_RUN, -(-len(keys) // concurrent)))
         batches = consecutive_batches(self.instance.get_dynamic_partitions(PAPERS), keys, size)
         if concurrent <= 1 or len(batches) <= 1:
@@ -512,7 +489,7 @@ def _ingest(
         formulas = formula_staleness(settings, None)
         vectors = VectorPlan()
     summary.step_seconds["check"] = time.perf_counter() - stage_started
-    if settings.executor != "in_process":
+    if settings.executor != "in_process" or runner.launcher is not None:
         held.close()  # steps run in other processes and open the store themselves (a Lite file: one at a time)
     with held:
         _downstream(runner, instance, settings, summary, formulas, vectors, notify)

@@ -80,6 +80,8 @@ def inbox_sensor(context: dg.SensorEvaluationContext, paperlake: PaperlakeResour
     """New, changed and removed PDFs in the inbox → one parse run per affected paper."""
     scan = scan_volumes(paperlake.inbox_paths(), paperlake.settings().mineru_dir)
     requests, to_add, to_delete = reconcile(paperlake, set(context.instance.get_dynamic_partitions(papers.name)), scan)
+    busy = papers_in_flight(context.instance)  # a paper a run (the CLI's, a backfill) is parsing now is not asked twice
+    requests = [r for r in requests if r.partition_key not in busy]
     events = inbox_events(context.instance, scan.sources)  # the UI's inbox state, as `paperlake ingest` records it
     partition_requests = []
     if to_add:
@@ -109,6 +111,21 @@ def inbox_schedule(context: dg.ScheduleEvaluationContext, paperlake: PaperlakeRe
     for key in to_delete:
         context.instance.delete_dynamic_partition(papers.name, key)
     return requests or dg.SkipReason("nothing stale: every PDF of the inbox is in the lake as it is now")
+
+
+def papers_in_flight(instance: dg.DagsterInstance) -> set[str]:
+    """The paper partitions of the parse runs queued or running: a run's partition, or every partition of its range
+    (in the partitions' order)."""
+    order = instance.get_dynamic_partitions(papers.name)
+    busy: set[str] = set()
+    for run in instance.get_runs(dg.RunsFilter(job_name=ingest_job.name, statuses=IN_FLIGHT)):
+        tags = run.tags
+        if tags.get("dagster/partition"):
+            busy.add(tags["dagster/partition"])
+        start, end = tags.get("dagster/asset_partition_range_start"), tags.get("dagster/asset_partition_range_end")
+        if start in order and end in order:
+            busy.update(order[order.index(start) : order.index(end) + 1])
+    return busy
 
 
 def _in_flight(instance: dg.DagsterInstance) -> set[str]:

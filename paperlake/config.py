@@ -41,6 +41,12 @@ def pymupdf_layout_wanted() -> bool:
     return (_env("PAPERLAKE_PYMUPDF_LAYOUT", "0") or "0").lower() in ("1", "true", "yes", "on")
 
 
+# An ingest launched through the Dagster webserver (orchestration.launch) names its own inbox folders and MinerU
+# outputs in these run tags; the parse asset reads them before its resource's (a run without them: the resource's).
+RUN_INBOXES_TAG = "paperlake/inboxes"  # os.pathsep-separated folders
+RUN_MINERU_TAG = "paperlake/mineru_dir"
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
@@ -65,6 +71,7 @@ class Settings:
     encoder_threads: int | None = None  # PAPERLAKE_ENCODER_THREADS: ONNX threads per process (None: every core)
     lake_dir: Path | None = None  # PAPERLAKE_LAKE: the lake elsewhere (a file system every worker sees)
     executor: str = "in_process"  # in_process | multiprocess | celery: where `paperlake ingest` runs steps
+    dagster_url: str | None = None  # PAPERLAKE_DAGSTER_URL: launch the runs through this home's Dagster webserver
     celery_broker: str = "redis://127.0.0.1:6379/0"  # the celery executor's broker and result backend
     celery_backend: str | None = None  # default: the broker
     llm_prices: str | None = None  # PAPERLAKE_LLM_PRICES: JSON {"model": [usd per M input, per M output]}
@@ -131,6 +138,7 @@ class Settings:
             if _env("PAPERLAKE_EMBEDDING_CACHE")
             else None,
             evaluate=_flag("PAPERLAKE_EVALUATE"),
+            dagster_url=_env("PAPERLAKE_DAGSTER_URL"),
             eval_methods=_env("PAPERLAKE_EVAL_METHODS", "classic_rag"),
             eval_min_answer_at_5=float(_env("PAPERLAKE_EVAL_MIN_ANSWER5", "0.4") or 0.4),
             inboxes=tuple(Path(p) for p in (_env("PAPERLAKE_INBOX") or "").split(os.pathsep) if p),

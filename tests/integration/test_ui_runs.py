@@ -1,0 +1,95 @@
+"""`paperlake ingest` with the Dagster webserver of its home (PAPERLAKE_DAGSTER_URL): its runs are launched there,
+with the code location's origin, so the UI shows them on their job's page and on the Overview timeline, and can
+re-execute them, as Dagster's GraphQL API (what the UI itself asks) says."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from support.dagster_ui import graphql, webserver
+from support.fixtures import CORPUS_MINERU, make_inbox
+
+PAPER = "emnlp2024-126-embedding-inversion-attack"  # 5 pages
+PAPERLAKE = str(Path(sys.executable).with_name("paperlake"))
+LOCATION = "orchestration.definitions"
+
+JOB_RUNS = """
+query JobRuns($selector: PipelineSelector!) {
+  pipelineOrError(params: $selector) { __typename ... on Pipeline { runs(limit: 50) { id status } } }
+}"""
+TIMELINE = """
+query Runs($filter: RunsFilter!) {
+  runsOrError(filter: $filter, limit: 50) {
+    __typename ... on Runs { results { id status tags { key value } repositoryOrigin { repositoryLocationName } } }
+  }
+}"""
+REEXECUTE = """
+mutation Reexecute($params: ReexecutionParams!) {
+  launchPipelineReexecution(reexecutionParams: $params) {
+    __typename ... on LaunchRunSuccess { run { id } } ... on PythonError { message }
+  }
+}"""
+RUN_STATUS = """query Run($id: ID!) { runOrError(runId: $id) { __typename ... on Run { status } } }"""
+
+pytestmark = pytest.mark.usefixtures("corpus")
+
+
+def test_the_clis_runs_are_the_uis_own(tmp_path, dbt_manifest):
+    inbox = make_inbox(tmp_path, [PAPER])
+    home = tmp_path / "home"
+    (home / "logs").mkdir(parents=True)
+    (home / "dagster").mkdir()
+    # no daemon here: runs launch at once (`./run ui` serves `dagster dev`, whose daemon dequeues them)
+    (home / "dagster" / "dagster.yaml").write_text(
+        "telemetry:\n  enabled: false\nrun_coordinator:\n  module: dagster.core.run_coordinator\n"
+        "  class: DefaultRunCoordinator\n"
+    )
+    with webserver(home, inbox, CORPUS_MINERU, lifetime=1500) as url:
+        env = os.environ | {
+            "PAPERLAKE_DAGSTER_URL": url,
+            "PAPERLAKE_EVALUATE": "0",  # fewer runs: the probes' jobs are launched the same way
+            "DAGSTER_HOME": str(home / "dagster"),
+        }
+        done = subprocess.run(
+            [PAPERLAKE, "ingest", str(inbox), "--home", str(home), "--mineru-dir", str(CORPUS_MINERU)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert "parsed 1" in done.stdout
+
+        selector = {
+            "pipelineName": "ingest_paper",
+            "repositoryName": "__repository__",
+            "repositoryLocationName": LOCATION,
+        }
+        page = graphql(url, JOB_RUNS, {"selector": selector})["pipelineOrError"]
+        assert page["__typename"] == "Pipeline" and page["runs"], page
+        runs = graphql(url, TIMELINE, {"filter": {"pipelineName": "ingest_paper"}})["runsOrError"]["results"]
+        cli_runs = [r for r in runs if {"key": "paperlake/trigger", "value": "cli"} in r["tags"]]
+        assert cli_runs and {r["id"] for r in cli_runs} <= {r["id"] for r in page["runs"]}  # on the job's page
+        assert all(r["repositoryOrigin"] == {"repositoryLocationName": LOCATION} for r in cli_runs)  # on the timeline
+        for job in ("build_warehouse", "build_formulas", "sync_vectors"):
+            launched = graphql(url, TIMELINE, {"filter": {"pipelineName": job}})["runsOrError"]["results"]
+            assert launched and all(r["repositoryOrigin"] for r in launched), (job, launched)
+
+        again = graphql(url, REEXECUTE, {"params": {"parentRunId": cli_runs[0]["id"], "strategy": "ALL_STEPS"}})
+        relaunched = again["launchPipelineReexecution"]
+        assert relaunched["__typename"] == "LaunchRunSuccess", relaunched
+
+        deadline = time.monotonic() + 600
+        status = None
+        while time.monotonic() < deadline:
+            status = graphql(url, RUN_STATUS, {"id": relaunched["run"]["id"]})["runOrError"]["status"]
+            if status in ("SUCCESS", "FAILURE", "CANCELED"):
+                break
+            time.sleep(1)
+        assert status == "SUCCESS"
