@@ -98,7 +98,7 @@ def formula_collection(paperlake: PaperlakeResource) -> dg.MaterializeResult:
         name: pq.read_table(formula_dir(settings) / f"{name}.parquet").to_pylist()
         for name in ("formulas", "formula_occurrences")
     }
-    store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings, lock_timeout=600.0)
+    store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings, lock_timeout=600.0, heal=True)
     try:
         stats = sync_formula_collection(store, tables)
         fault_point("formula_collection.synced")

@@ -44,7 +44,10 @@ class PaperlakeResource(dg.ConfigurableResource):
 
 def run_inputs(context: dg.AssetExecutionContext, paperlake: PaperlakeResource) -> tuple[list[Path], Path | None]:
     """The run's inbox folders and MinerU outputs folder: its tags', else the resource's."""
-    tags = context.run.tags
+    try:
+        tags = context.run.tags
+    except dg.DagsterError:  # the asset invoked directly, as a function: no run, no tags
+        tags = {}
     inboxes = [Path(p) for p in tags[RUN_INBOXES_TAG].split(os.pathsep) if p] if RUN_INBOXES_TAG in tags else None
     mineru = Path(tags[RUN_MINERU_TAG]) if tags.get(RUN_MINERU_TAG) else None
     settings = paperlake.settings()

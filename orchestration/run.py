@@ -472,6 +472,8 @@ def _ingest(
     held = contextlib.ExitStack()
     try:
         store = held.enter_context(_open_store(settings))
+        if store.healed is not None:
+            summary.healed.append(store.healed.line())
         formulas = formula_staleness(settings, store if collection_available_here(store) else None)
         vectors = stale_papers(settings, store, collections)
         summary.orphans_deleted = delete_orphans(store, vectors)
@@ -662,7 +664,7 @@ def collection_available_here(store) -> bool:
 def _open_store(settings: Settings):
     from paperlake.vectors.store import VectorStore
 
-    store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings, lock_timeout=600.0)
+    store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings, lock_timeout=600.0, heal=True)
     try:
         yield store
     finally:

@@ -195,7 +195,7 @@ def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) 
     if build_warehouse.name in active or build_formulas.name in active:
         return [], "warehouse or formula build in flight"
     try:
-        store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings, lock_timeout=1.0)
+        store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings, lock_timeout=1.0, heal=True)
     except StoreLockedError:
         return [], "the Milvus Lite file is busy"
     try:

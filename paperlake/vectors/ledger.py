@@ -255,7 +255,7 @@ def sync_paper_keys(settings: Any, collection: str, paper_keys: Iterable[str]) -
     # file exclusive is the store's file lock (Dagster's SQLite storage can hand one pool slot to two runs that claim
     # it at the same instant), so the wait is long and the hold is reported.
     waited = time.time()
-    store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings, lock_timeout=600.0)
+    store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings, lock_timeout=600.0, heal=True)
     held_from = time.time()
     results: dict[str, dict[str, Any]] = {}
     failures: dict[str, str] = {}

@@ -13,6 +13,7 @@ Layout decisions:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -187,6 +188,19 @@ def _keepalive(uri: str | None) -> dict:
     return {"grpc_options": dict(LOOPBACK_GRPC_OPTIONS)}
 
 
+@contextlib.contextmanager
+def _quiet(*loggers: str):
+    """The named loggers silenced for the block (their levels restored after)."""
+    saved = {name: logging.getLogger(name).level for name in loggers}
+    for name in loggers:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+
+
 class VectorStore:
     """Milvus collections of paperlake; see the module docstring."""
 
@@ -202,6 +216,7 @@ class VectorStore:
         allow_random_clip: bool = False,
         lock_timeout: float = 30.0,
         token: str = "",
+        heal: bool = False,
     ):
         self.uri = str(uri)
         self.config = config or load_config()
@@ -212,6 +227,7 @@ class VectorStore:
         self.encoders = encoders or encoder_registry(self.config, allow_random_clip=allow_random_clip)
         self._guard: FileLockGuard | None = None
         self.db_path: Path | None = None
+        self.healed = None  # the SetAside of a damaged Milvus Lite file this store replaced (heal=True)
         if is_server_uri(self.uri):
             self.client = MilvusClient(self.uri, token=token, **_keepalive(self.uri))
         else:
@@ -222,7 +238,7 @@ class VectorStore:
             self._guard = FileLockGuard(path, timeout=lock_timeout).acquire()
             self.db_path = path
             try:
-                self.client = MilvusClient(str(path), **_keepalive(None))
+                self.client = self._open_lite(path, heal)
             except Exception:
                 self._guard.release()
                 raise
@@ -233,6 +249,41 @@ class VectorStore:
         self._unwritten: dict[str, dict[tuple[str, bool], list[dict]]] = {}
 
     # ── lifecycle ────────────────────────────────────────────────────────────────────────────────────────────────
+
+    def _open_lite(self, path: Path, heal: bool) -> MilvusClient:
+        """The Milvus Lite client of ``path``. With ``heal`` (the writers: syncs, sensors, formula builds) every
+        collection is described once, which reads its segments and manifests; a file Milvus Lite cannot read sets
+        the whole ``.db`` aside (:func:`paperlake.runtime.healing.set_aside`; its entities are derived from the
+        warehouse) and an empty one is opened: the collections come back with new incarnations, so every paper's
+        ledger record is stale and the same run syncs it again. Only the lock's sole holder heals; another holder
+        of this process keeps its client on the files it opened."""
+        try:
+            client = MilvusClient(str(path), **_keepalive(None))
+        except Exception as error:
+            if not heal or not path.exists() or self._guard.holders != 1:
+                raise
+            return self._reopen_aside(None, path, error)
+        if not heal or self._guard.holders != 1:
+            return client
+        try:
+            with _quiet("pymilvus", "milvus_lite"):  # their loggers print the damage as tracebacks; it is said once
+                for name in client.list_collections():
+                    client.describe_collection(name)
+        except Exception as error:  # pymilvus wraps Milvus Lite's (pyarrow, json, os) errors; any is damage here
+            return self._reopen_aside(client, path, error)
+        return client
+
+    def _reopen_aside(self, client: MilvusClient | None, path: Path, error: Exception) -> MilvusClient:
+        from milvus_lite.server_manager import server_manager_instance
+
+        from paperlake.runtime.healing import set_aside
+
+        if client is not None:
+            client.close()
+        server_manager_instance.release_server(str(path))
+        reason = getattr(error, "message", None) or str(error)
+        self.healed = set_aside(path, f"{type(error).__name__}: {reason}")
+        return MilvusClient(str(path), **_keepalive(None))
 
     def close(self) -> None:
         """Close the client; for a Milvus Lite file also stop its in-process server and release the lock."""

@@ -132,6 +132,7 @@ def test_a_null_where_the_contract_forbids_one_fails_the_build_and_keeps_the_war
     ordinals = table.column(index).to_pylist()
     ordinals[0] = None
     pq.write_table(table.set_column(index, table.schema.field(index), pa.array(ordinals, pa.int32())), lake_file)
+    _as_published(home, lake_file)  # as if the parser wrote the row: not a damaged file, which is parsed again
     live = (home / "warehouse.duckdb").read_bytes()
 
     code, output = run_ingest(home, inbox)
@@ -145,6 +146,19 @@ def test_a_null_where_the_contract_forbids_one_fails_the_build_and_keeps_the_war
     lake_file.write_bytes(original)
     must_ingest(home, inbox)
     assert_same_stores(home, references["both"])
+
+
+def _as_published(home, lake_file) -> None:
+    """Make the paper's lake record describe ``lake_file`` as it is now (size, mtime, sha256)."""
+    import hashlib
+
+    view, paper_key = lake_file.parent.parent.name, f"{lake_file.parent.name}/{lake_file.stem}"
+    record_path = home / "lake" / "_papers" / lake_file.parent.name / f"{lake_file.stem}.json"
+    record = json.loads(record_path.read_text())
+    assert record["paper_key"] == paper_key, record["paper_key"]
+    stat = lake_file.stat()
+    record["files"][view] = [stat.st_size, stat.st_mtime_ns, hashlib.sha256(lake_file.read_bytes()).hexdigest()]
+    record_path.write_text(json.dumps(record))
 
 
 MATRIX = [

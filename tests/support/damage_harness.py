@@ -364,8 +364,25 @@ def derived_state(home: Path) -> dict:
         if path.suffix == ".jsonl":
             state[relative] = _state_of(_read_jsonl, path)
         elif path.suffix == ".json":
-            state[relative] = _state_of(_read_json, path, drop=("at", "seconds"))
+            # a report's fingerprint names the collections' incarnations: a rebuilt store has new ones, and whether
+            # the report matches the stores it scored is :func:`stale_evaluation`'s check
+            state[relative] = _state_of(_read_json, path, drop=("at", "seconds", "fingerprint"))
     return state
+
+
+def stale_evaluation(home: Path, environment: dict[str, str | None]) -> list[str]:
+    """The volumes whose quality report does not describe the stores as they now are (one line each)."""
+    script = (
+        "import json, sys; from pathlib import Path; from paperlake.config import Settings; from paperlake.evaluation.sets import stale_volumes;"
+        "print(json.dumps(stale_volumes(Settings.from_env(home=Path(sys.argv[1])))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(home)], env=_environ(environment), capture_output=True, text=True, timeout=300
+    )
+    if done.returncode != 0:
+        return [f"the evaluation's staleness cannot be read: {(done.stderr.strip().splitlines() or ['?'])[-1][:200]}"]
+    stale = json.loads(done.stdout.strip().splitlines()[-1])
+    return [f"the quality report of {volume} is stale after the ingest: {why}" for volume, why in stale.items()]
 
 
 def _state_of(
@@ -537,6 +554,7 @@ def run_case(reference: Reference, kind: FileKind, how: str) -> list[str]:
             problems += _note_problems(reference, kind, relative, output)
         problems += read_problems(reference.home, reference.environment, must_succeed=True)
         problems += [f"stores differ: {line}" for line in differences(full_state(reference.home), reference.state)]
+        problems += stale_evaluation(reference.home, reference.environment)
         if kind.note != "never" and path.exists() and (still := unreadable(kind, path)):
             problems.append(f"{relative} is still unreadable after the ingest ({still})")
         reference.restore()  # and the damaged home as a reader finds it before any ingest
