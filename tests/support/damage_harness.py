@@ -373,11 +373,16 @@ def derived_state(home: Path) -> dict:
 def stale_evaluation(home: Path, environment: dict[str, str | None]) -> list[str]:
     """The volumes whose quality report does not describe the stores as they now are (one line each)."""
     script = (
-        "import json, sys; from pathlib import Path; from paperlake.config import Settings; from paperlake.evaluation.sets import stale_volumes;"
+        "import json, sys; from pathlib import Path; from paperlake.config import Settings;"
+        " from paperlake.evaluation.sets import stale_volumes;"
         "print(json.dumps(stale_volumes(Settings.from_env(home=Path(sys.argv[1])))))"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script, str(home)], env=_environ(environment), capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", script, str(home)],
+        env=_environ(environment),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     if done.returncode != 0:
         return [f"the evaluation's staleness cannot be read: {(done.stderr.strip().splitlines() or ['?'])[-1][:200]}"]

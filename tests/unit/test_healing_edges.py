@@ -73,9 +73,7 @@ def test_the_reason_is_one_line_of_at_most_300_characters(tmp_path, caplog):
         moved = set_aside(path, reason)
     assert moved.reason.startswith("Parquet magic bytes not found yyy")
     assert len(moved.reason) == 300 and "\n" not in moved.reason
-    assert moved.line() == (
-        f"{path} could not be read ({moved.reason}); set aside as {moved.moved_to.name}, rebuilt"
-    )
+    assert moved.line() == (f"{path} could not be read ({moved.reason}); set aside as {moved.moved_to.name}, rebuilt")
     assert [record.getMessage() for record in caplog.records] == [moved.line()]
 
 
