@@ -84,6 +84,7 @@ def _entities(settings) -> dict[str, set[tuple[str, str]]]:
     return found
 
 
+@pytest.mark.cluster
 def test_two_celery_workers_build_the_stores_one_process_builds(tmp_path, redis, dbt_manifest, monkeypatch):
     from orchestration.local_cluster import celery_workers
     from orchestration.run import dagster_instance, ingest
