@@ -321,7 +321,7 @@ def _child_ingest(request: str) -> None:
 
 def _export_graphs() -> None:
     from paperlake.vectors.config import load_config, model_cache_dir
-    from paperlake.vectors.encoders import onnx_model_path
+    from paperlake.vectors.onnx_graphs import onnx_model_path
 
     spec = load_config().encoders["all_minilm_l6_v2"]
     for backend in ("onnx", "onnx-int8"):

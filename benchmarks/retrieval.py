@@ -49,7 +49,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))  # support.sample_warehouse (--sample-warehouse)
 
 from paperlake.config import Settings  # noqa: E402
-from paperlake.vectors.encoders import EmbeddingCache, TextEncoder, encode_cached  # noqa: E402
+from paperlake.vectors.embedding_cache import EmbeddingCache, encode_cached  # noqa: E402
+from paperlake.vectors.encoders import TextEncoder  # noqa: E402
 from paperlake.vectors.entities import collect_cells  # noqa: E402
 from paperlake.vectors.search import search  # noqa: E402
 from paperlake.vectors.store import VectorStore, partition_name, sync_warehouse  # noqa: E402

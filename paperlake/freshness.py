@@ -55,7 +55,7 @@ def formula_collection_inputs(settings: Settings) -> str:
     another encoder."""
     from paperlake.formulas.collection import FORMULA_ENCODER
     from paperlake.vectors.config import load_config
-    from paperlake.vectors.encoders import text_cache_key
+    from paperlake.vectors.onnx_graphs import text_cache_key
 
     spec = load_config().encoders.get(FORMULA_ENCODER)
     encoder = text_cache_key(spec.model_id, spec.backend, spec.max_seq_length) if spec is not None else "none"

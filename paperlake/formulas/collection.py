@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from paperlake.vectors.encoders import encode_cached
+from paperlake.vectors.embedding_cache import encode_cached
 from paperlake.vectors.filters import OPERATORS, validate_filter
 from paperlake.vectors.pymilvus_names import DataType
 from paperlake.vectors.store import (

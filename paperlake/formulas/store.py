@@ -337,7 +337,8 @@ def minilm_embedder(cache_path: Path | None = None) -> Callable[[list[str]], np.
     def embed(texts: list[str]) -> np.ndarray:
         from paperlake.formulas.collection import FORMULA_ENCODER
         from paperlake.vectors.config import load_config
-        from paperlake.vectors.encoders import EmbeddingCache, encode_cached, encoder_registry
+        from paperlake.vectors.embedding_cache import EmbeddingCache, encode_cached
+        from paperlake.vectors.encoders import encoder_registry
 
         encoder = encoder_registry(load_config()).get(FORMULA_ENCODER)
         cache = EmbeddingCache(cache_path) if cache_path is not None else None

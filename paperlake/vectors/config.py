@@ -15,6 +15,11 @@ from typing import Any, Mapping
 
 import yaml
 
+
+class EncoderUnavailable(RuntimeError):
+    """The weights of an encoder are not on this machine."""
+
+
 CONFIG_ENV = "PAPERLAKE_COLLECTIONS"
 _REPO_DEFAULT = Path(__file__).resolve().parents[2] / "schemas" / "collections.yaml"
 

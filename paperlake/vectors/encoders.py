@@ -1,46 +1,31 @@
-"""Encoders (sentence-transformers, open_clip), page-region rendering, and an on-disk embedding cache.
+"""Encoders (sentence-transformers, open_clip) and page-region rendering.
 
-Models load lazily from local paths only (``HF_HUB_OFFLINE=1``): no hub is reachable on our machines. The cache
-is keyed by (encoder cache key: model id, backend and max sequence length; sha256 of the text or image bytes), so a
-cell whose content did not change is never encoded twice, whichever collection or process asks, and vectors of
-different backends never mix.
+Models load lazily from local paths only (``HF_HUB_OFFLINE=1``): no hub is reachable on our machines. The text
+encoder's ONNX graphs (float, and the ``onnx-int8`` rewrite) are built by :mod:`paperlake.vectors.onnx_graphs`; vectors
+are kept in :mod:`paperlake.vectors.embedding_cache`, keyed by each encoder's ``cache_key`` (model id, backend and max
+sequence length), so vectors of different backends never mix.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import io
 import json
 import logging
 import os
-import re
-import shutil
-import sqlite3
-import tempfile
 import threading
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from paperlake.runtime.healing import set_aside
-from paperlake.vectors.config import TEXT_BACKENDS, EncoderSpec, VectorConfig, model_cache_dir
+from paperlake.vectors.config import TEXT_BACKENDS, EncoderSpec, EncoderUnavailable, VectorConfig, model_cache_dir
+from paperlake.vectors.embedding_cache import EmbeddingCache, EncodeResult, content_sha256
+from paperlake.vectors.onnx_graphs import onnx_model_path, text_cache_key
 
 log = logging.getLogger(__name__)
 
 RANDOM_CLIP_TAG = "RANDOM-UNTRAINED"
-
-
-class EncoderUnavailable(RuntimeError):
-    """The weights of an encoder are not on this machine."""
-
-
-def content_sha256(content: str | bytes) -> str:
-    data = content.encode("utf-8") if isinstance(content, str) else content
-    return hashlib.sha256(data).hexdigest()
 
 
 def _offline() -> None:
@@ -578,221 +563,6 @@ def _span_means(
     return result
 
 
-ONNX_EXPORT_VERSION = 1
-# How ``onnx-int8`` quantises (_quantise_int8): part of its graph's file name and of its encoders' cache keys, so a
-# new scheme never reuses another's graph or cached vectors. 1: dynamic per-tensor activations, FFN outputs float.
-# 3: per-token activations for every projection, the attention as MultiHeadAttention (2, QKV in QAttention, was a
-# trial that no release wrote). 4: as 3 with 7-bit weights (:data:`WEIGHT_STEPS`), the same on every CPU.
-INT8_SCHEME = 4
-
-
-def text_cache_key(model_id: str, backend: str, max_seq_length: int | None) -> str:
-    """:attr:`TextEncoder.cache_key` from the configuration alone (no model loaded)."""
-    backend = f"{backend}-{INT8_SCHEME}" if backend == "onnx-int8" else backend
-    return f"{model_id}|{backend}|max_seq_length={max_seq_length or 'model'}"
-
-
-def onnx_model_path(model_dir: str | Path, model_id: str, backend: str, onnx_dir: str | Path) -> Path:
-    """The exported (and for ``onnx-int8`` quantised) graph of a local model, built on first use.
-
-    Keyed by model id, a digest of the weight files and the backend, so a different model, weights or backend never
-    reuses another's graph. Written to a temporary name and renamed, so concurrent processes can race safely.
-    """
-    model_dir = Path(model_dir)
-    version = f"v{ONNX_EXPORT_VERSION}" + (f"-int8-{INT8_SCHEME}" if backend == "onnx-int8" else "")
-    digest = hashlib.sha256(version.encode())
-    for weights in sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("pytorch_model*.bin")):
-        digest.update(weights.name.encode())
-        with open(weights, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model_id)
-    target = Path(onnx_dir) / f"{slug}-{digest.hexdigest()[:16]}-{backend}.onnx"
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{target.stem}-", dir=target.parent))
-    try:
-        if backend == "onnx-int8":
-            exported = _quantise_int8(onnx_model_path(model_dir, model_id, "onnx", onnx_dir), scratch / "int8.onnx")
-        else:
-            exported = _export_fused_onnx(model_dir, scratch)
-        os.replace(exported, target)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return target
-
-
-def _export_fused_onnx(model_dir: Path, scratch: Path) -> Path:
-    """torch.onnx export of the transformer (last hidden state), then ONNX Runtime's BERT fusions."""
-    import torch
-    from onnxruntime.transformers.optimizer import optimize_model
-    from transformers import AutoConfig, AutoModel
-
-    class LastHiddenState(torch.nn.Module):
-        def __init__(self, body):
-            super().__init__()
-            self.body = body
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.body(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            ).last_hidden_state
-
-    config = AutoConfig.from_pretrained(model_dir)
-    body = AutoModel.from_pretrained(model_dir, attn_implementation="eager").eval()
-    example = torch.ones((2, 8), dtype=torch.int64)
-    raw = scratch / "raw.onnx"
-    names = ["input_ids", "attention_mask", "token_type_ids"]
-    # the tracer's warnings (Python values in control flow) are about the model's code, which the export freezes
-    # at these shapes on purpose: nothing a user can act on, so nothing to print
-    with torch.inference_mode(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        warnings.filterwarnings("ignore", category=DeprecationWarning)
-        warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.onnx")
-        torch.onnx.export(
-            LastHiddenState(body),
-            (example, example, torch.zeros_like(example)),
-            str(raw),
-            input_names=names,
-            output_names=["last_hidden_state"],
-            opset_version=17,
-            dynamo=False,
-            dynamic_axes={name: {0: "batch", 1: "sequence"} for name in [*names, "last_hidden_state"]},
-        )
-    fused = optimize_model(
-        str(raw), model_type="bert", num_heads=config.num_attention_heads, hidden_size=config.hidden_size
-    )
-    path = scratch / "fused.onnx"
-    fused.save_model_to_file(str(path))
-    return path
-
-
-def _quantise_int8(source: Path, target: Path) -> Path:
-    """Int8 MiniLM with per-token activation scales (scheme ``INT8_SCHEME``).
-
-    ONNX Runtime's dynamic quantisation gives each MatMul input one scale for the whole batch, so one token's
-    outlier (after GELU, most of all) coarsens every other token's steps, and a text's vector depends on the texts
-    batched with it: with every MatMul in int8 the cosine to float fell to 0.961 on sample cells, and keeping the FFN
-    output projections float (scheme 1) still left 0.985. Here every projection with a constant weight (QKV,
-    attention output, FFN in and out) quantises its input per token, symmetric, as uint8 around 128 (the VNNI u8·s8
-    path), against per-output-channel int8 weights; the fused attention becomes its QKV projection and ONNX
-    Runtime's MultiHeadAttention (the attention itself stays float). No scale depends on another token or text, so
-    a text's vector is the same in any batch. Its speed and its cosine to float, measured in one run against
-    float: benchmarks/README.md."""
-    import onnx
-    from onnx import helper, numpy_helper
-
-    model = onnx.load(str(source))
-    graph = model.graph
-    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
-    if opset >= 18:  # ReduceMax takes its axes as an attribute up to opset 17 (the export's)
-        raise EncoderUnavailable(f"{source}: int8 rewriting expects opset <= 17, the graph has {opset}")
-    if not any(o.domain == "com.microsoft" for o in model.opset_import):
-        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-    weights = {i.name: i for i in graph.initializer}
-    for node in [n for n in graph.node if n.op_type == "MatMul" and n.input[1] in weights]:
-        _per_token_int8_matmul(graph, node, numpy_helper.to_array(weights[node.input[1]]))
-    for node in [n for n in graph.node if n.op_type == "Attention"]:
-        x, qkv_weight, qkv_bias, mask_index = node.input[:4]  # mask_index: each text's length (right padding)
-        if qkv_weight not in weights or len(node.input) > 4:
-            raise EncoderUnavailable(f"{source}: attention node {node.name} is not the fused BERT self-attention")
-        heads = next(helper.get_attribute_value(a) for a in node.attribute if a.name == "num_heads")
-        weight = numpy_helper.to_array(weights[qkv_weight])
-        p = "pt8" + node.name.replace("/", "_")
-        graph.initializer.append(numpy_helper.from_array(np.array([weight.shape[1] // 3] * 3, np.int64), f"{p}_split"))
-        project = helper.make_node("MatMul", [x, qkv_weight], [f"{p}_qkv"], name=f"{p}_project")
-        split = helper.make_node(
-            "Split", [f"{p}_qkv", f"{p}_split"], [f"{p}_q", f"{p}_k", f"{p}_v"], axis=-1, name=f"{p}_split"
-        )
-        attend = helper.make_node(
-            "MultiHeadAttention",
-            [f"{p}_q", f"{p}_k", f"{p}_v", qkv_bias, mask_index],
-            list(node.output),
-            num_heads=heads,
-            domain="com.microsoft",
-            name=f"{p}_attend",
-        )
-        index = list(graph.node).index(node)
-        graph.node.remove(node)
-        for offset, new in enumerate((project, split, attend)):
-            graph.node.insert(index + offset, new)
-        _per_token_int8_matmul(graph, project, weight)
-    used = {name for n in graph.node for name in n.input}
-    for initializer in [i for i in graph.initializer if i.name not in used]:  # the float weights replaced
-        graph.initializer.remove(initializer)
-    onnx.save(model, str(target))
-    return target
-
-
-# Weight steps per sign: 63 (7 bits), not 127. On x86 CPUs without VNNI (AVX2, AVX-512 before VNNI: AMD Zen 3, for
-# one) ONNX Runtime's u8·s8 kernel adds pairs of uint8 x int8 products in int16 with saturation (VPMADDUBSW): with
-# 127, two products of a large activation step (up to 255) overflow 32,767 and the sum is clipped, so the result
-# depends on the CPU. With 63 a pair is at most 255 * 63 * 2 = 32,130: exact on every CPU. Measured on an AMD EPYC
-# (Zen 3, no VNNI): a token with an outlier came out 4.7% off with 127, within int8 error with 63.
-WEIGHT_STEPS = 63
-
-
-def _per_token_int8_matmul(graph, node, weight: np.ndarray) -> None:
-    """Replace ``Y = X @ W`` (X [..., K], constant W [K, N]) in place by: X as rows [M, K]; per row s = max|x|/127;
-    x_q = round(x / s) + 128 (uint8); Y = (x_q - 128) @ W_q · w_scale · s, back to [..., N]. W_q is W per output
-    channel in int8 (w_scale = max|w|/127). MatMulIntegerToFloat applies w_scale in the integer product's kernel."""
-    from onnx import helper, numpy_helper
-
-    k, n = weight.shape
-    w_scale = (np.maximum(np.abs(weight).max(axis=0), 1e-8) / WEIGHT_STEPS).astype(np.float32)
-    w_q = np.clip(np.round(weight / w_scale), -WEIGHT_STEPS, WEIGHT_STEPS).astype(np.int8)
-    p = "pt8" + node.name.replace("/", "_")
-    constants = {
-        "w_q": w_q,
-        "w_scale": w_scale,
-        "rows": np.array([-1, k], np.int64),
-        "inv127": np.array(1 / 127.0, np.float32),
-        "eps": np.array(1e-8, np.float32),
-        "zero": np.array(128, np.uint8),
-        "one": np.array(1.0, np.float32),
-        "n": np.array([n], np.int64),
-        "start": np.array([0], np.int64),
-        "end": np.array([-1], np.int64),
-        "axis1": np.array([1], np.int64),
-    }
-    graph.initializer.extend(numpy_helper.from_array(v, f"{p}_{name}") for name, v in constants.items())
-    c = {name: f"{p}_{name}" for name in constants}
-    x, y = node.input[0], node.output[0]
-    t = {name: f"{p}_{name}_t" for name in ("x2", "abs", "amax", "s0", "s", "sshape", "zeros", "xq", "y0", "s2")}
-    t.update({name: f"{p}_{name}_t" for name in ("y2", "xshape", "lead", "yshape")})
-    nodes = [
-        helper.make_node("Reshape", [x, c["rows"]], [t["x2"]]),
-        helper.make_node("Abs", [t["x2"]], [t["abs"]]),
-        helper.make_node("ReduceMax", [t["abs"]], [t["amax"]], axes=[1], keepdims=0),
-        helper.make_node("Mul", [t["amax"], c["inv127"]], [t["s0"]]),
-        helper.make_node("Max", [t["s0"], c["eps"]], [t["s"]]),
-        helper.make_node("Shape", [t["s"]], [t["sshape"]]),
-        helper.make_node(
-            "ConstantOfShape", [t["sshape"]], [t["zeros"]], value=numpy_helper.from_array(np.array([128], np.uint8))
-        ),
-        helper.make_node("QuantizeLinear", [t["x2"], t["s"], t["zeros"]], [t["xq"]], axis=0),
-        helper.make_node(
-            "MatMulIntegerToFloat",
-            [t["xq"], c["w_q"], c["one"], c["w_scale"], c["zero"]],
-            [t["y0"]],
-            domain="com.microsoft",
-        ),
-        helper.make_node("Unsqueeze", [t["s"], c["axis1"]], [t["s2"]]),
-        helper.make_node("Mul", [t["y0"], t["s2"]], [t["y2"]]),
-        helper.make_node("Shape", [x], [t["xshape"]]),
-        helper.make_node("Slice", [t["xshape"], c["start"], c["end"]], [t["lead"]]),
-        helper.make_node("Concat", [t["lead"], c["n"]], [t["yshape"]], axis=0),
-        helper.make_node("Reshape", [t["y2"], t["yshape"]], [y]),
-    ]
-    for offset, new in enumerate(nodes):
-        new.name = f"{p}_{offset}"
-    index = list(graph.node).index(node)
-    graph.node.remove(node)
-    for offset, new in enumerate(nodes):
-        graph.node.insert(index + offset, new)
-
-
 class ClipImageEncoder:
     """open_clip image (and text, for queries) tower; weights from a local checkpoint.
 
@@ -908,146 +678,6 @@ def render_region(pdf_path: str | Path, page_number: int, bbox: Sequence[float] 
             if clip.is_empty:
                 raise ValueError(f"{pdf_path}: bbox {list(bbox)} lies outside page {page_number}")
         return page.get_pixmap(dpi=dpi, clip=clip, alpha=False).tobytes("png")
-
-
-@dataclass
-class CacheStats:
-    hits: int = 0
-    misses: int = 0
-
-    def as_dict(self) -> dict:
-        return {"hits": self.hits, "misses": self.misses}
-
-
-class EmbeddingCache:
-    """SQLite file of vectors keyed by (encoder cache key, sha256 of content); the key names model, backend and
-    sequence length, so vectors of different encoders never mix.
-
-    SQLite (WAL, busy timeout) rather than DuckDB because several ingest processes may share one cache, and DuckDB
-    allows a single writing process per file.
-    """
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.stats = CacheStats()
-        self._local = threading.local()
-        try:
-            self._create()
-        except (sqlite3.DatabaseError, OSError) as error:  # damaged: a cache is only a cache, it starts again
-            self.close()
-            for damaged in (self.path, *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm"))):
-                if os.path.lexists(damaged):
-                    set_aside(damaged, f"{type(error).__name__}: {error}")
-            self._create()
-
-    def _create(self) -> None:
-        with self._connect() as con:
-            con.execute(
-                "create table if not exists embeddings (model_id text not null, content_sha256 text not null, "
-                "dimension integer not null, vector blob not null, primary key (model_id, content_sha256))"
-            )
-            con.execute("select count(*) from embeddings where rowid < 0").fetchone()
-
-    def _connect(self) -> sqlite3.Connection:
-        con = getattr(self._local, "con", None)
-        if con is None:
-            con = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-            con.execute("pragma journal_mode=wal")
-            con.execute("pragma synchronous=normal")
-            self._local.con = con
-        return con
-
-    def get_many(self, model_id: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        """Cached vectors; a part of the file damaged since it opened reads as misses (the vectors are computed)."""
-        try:
-            return self._get_many(model_id, hashes)
-        except sqlite3.DatabaseError as error:
-            log.warning("embedding cache %s: %s: reading as misses", self.path, error)
-            return {}
-
-    def _get_many(self, model_id: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        found: dict[str, np.ndarray] = {}
-        con = self._connect()
-        unique = list(dict.fromkeys(hashes))
-        for start in range(0, len(unique), 500):
-            part = unique[start : start + 500]
-            marks = ",".join("?" * len(part))
-            rows = con.execute(
-                "select content_sha256, dimension, vector from embeddings where model_id = ? "
-                f"and content_sha256 in ({marks})",
-                [model_id, *part],
-            )
-            for sha, dimension, blob in rows:
-                found[sha] = np.frombuffer(blob, dtype=np.float32, count=dimension)
-        return found
-
-    def put_many(self, model_id: str, items: dict[str, np.ndarray]) -> None:
-        if not items:
-            return
-        rows = [(model_id, sha, int(v.shape[0]), np.asarray(v, dtype=np.float32).tobytes()) for sha, v in items.items()]
-        con = self._connect()
-        try:
-            con.execute("begin")
-            con.executemany("insert or replace into embeddings values (?, ?, ?, ?)", rows)
-            con.execute("commit")
-        except sqlite3.DatabaseError as error:  # not kept this time: the vectors are in the store all the same
-            log.warning("embedding cache %s: %s: vectors not cached", self.path, error)
-            if con.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    con.execute("rollback")
-
-    def __len__(self) -> int:
-        return self._connect().execute("select count(*) from embeddings").fetchone()[0]
-
-    def close(self) -> None:
-        con = getattr(self._local, "con", None)
-        if con is not None:
-            con.close()
-            self._local.con = None
-
-
-@dataclass
-class EncodeResult:
-    vectors: np.ndarray
-    hits: int = 0
-    misses: int = 0
-    seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
-
-
-def encode_cached(encoder, contents: Sequence[str | bytes], cache: EmbeddingCache | None) -> EncodeResult:
-    """Vectors for ``contents`` (texts, or image bytes for a CLIP encoder), encoding only cache misses."""
-    import time
-
-    hashes = [content_sha256(c) for c in contents]
-    cached = cache.get_many(encoder.cache_key, hashes) if cache is not None else {}
-    todo = {}
-    for sha, content in zip(hashes, contents):
-        if sha not in cached and sha not in todo:
-            todo[sha] = content
-    started = time.perf_counter()
-    fresh: dict[str, np.ndarray] = {}
-    if todo:
-        items = list(todo.items())
-        payload = [c for _, c in items]
-        if isinstance(payload[0], bytes):
-            vectors = encoder.encode_images(payload)
-        else:
-            vectors = encoder.encode(payload)
-        fresh = {sha: vectors[i] for i, (sha, _) in enumerate(items)}
-        if cache is not None:
-            cache.put_many(encoder.cache_key, fresh)
-    seconds = time.perf_counter() - started
-    hits = sum(1 for sha in hashes if sha in cached)
-    if cache is not None:
-        cache.stats.hits += hits
-        cache.stats.misses += len(todo)
-    dimension = encoder.dimension
-    matrix = np.zeros((len(contents), dimension), dtype=np.float32)
-    for i, sha in enumerate(hashes):
-        matrix[i] = cached[sha] if sha in cached else fresh[sha]
-    return EncodeResult(matrix, hits=hits, misses=len(todo), seconds=seconds)
 
 
 def pooled_windows(

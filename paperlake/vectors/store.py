@@ -28,10 +28,9 @@ from typing import Iterable, Sequence
 from paperlake.config import Settings, is_server_uri
 from paperlake.runtime.failpoints import fault_point
 from paperlake.vectors.config import CollectionSpec, VectorConfig, load_config
+from paperlake.vectors.embedding_cache import EmbeddingCache, encode_cached
 from paperlake.vectors.encoders import (
-    EmbeddingCache,
     EncoderRegistry,
-    encode_cached,
     encode_pooled,
     encoder_registry,
     render_region,

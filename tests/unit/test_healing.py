@@ -25,7 +25,7 @@ from paperlake.lake.pipeline import (
 )
 from paperlake.lake.store import ERROR_VIEW, Lake
 from paperlake.runtime.healing import StoreUnreadable, heal_sqlite, is_set_aside
-from paperlake.vectors.encoders import EmbeddingCache
+from paperlake.vectors.embedding_cache import EmbeddingCache
 from paperlake.warehouse.build import heal_warehouse
 from paperlake.warehouse.read import connect_read_only
 from support.fixtures import corpus_pdf

@@ -12,15 +12,10 @@ import pytest
 import yaml
 
 from paperlake.vectors.config import ConfigError, default_config_path, load_config, parse_config
-from paperlake.vectors.encoders import (
-    EmbeddingCache,
-    EncoderRegistry,
-    EncoderUnavailable,
-    TextEncoder,
-    encode_cached,
-    onnx_model_path,
-)
+from paperlake.vectors.embedding_cache import EmbeddingCache, encode_cached
+from paperlake.vectors.encoders import EncoderRegistry, EncoderUnavailable, TextEncoder
 from paperlake.vectors.entities import collect_cells
+from paperlake.vectors.onnx_graphs import onnx_model_path
 from paperlake.vectors.search import fuse
 from support.sample_warehouse import build_sample_warehouse
 
@@ -80,7 +75,7 @@ def test_int8_matmul_scales_each_token_apart(tmp_path):
     import onnxruntime
     from onnx import TensorProto, helper, numpy_helper
 
-    from paperlake.vectors.encoders import _per_token_int8_matmul
+    from paperlake.vectors.onnx_graphs import _per_token_int8_matmul
 
     rng = np.random.default_rng(0)
     weight = rng.normal(size=(64, 24)).astype(np.float32)
