@@ -56,7 +56,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    import agent.methods as methods
+    import agent.hdrag as hdrag
     from agent.run import open_env, retrieval_only
     from paperlake.config import Settings
 
@@ -98,17 +98,17 @@ def main() -> None:
                 "missed_at_5": [q.uuid for q in at[5].questions if not q.hit],
             }
             print(f"{method:22s} recall@1 {at[1].recall_at_k:.3f}  recall@5 {at[5].recall_at_k:.3f}")
-        chosen = methods._RRF_K
+        chosen = hdrag._RRF_K
         for rrf_k in (chosen, 60):
-            methods._RRF_K = rrf_k
+            hdrag._RRF_K = rrf_k
             for name, half in halves.items():
                 scores = {k: retrieval_only(half, settings, "hdrag", k, env=env).recall_at_k for k in (1, 5)}
                 results["hdrag_halves"][f"rrf_k={rrf_k} {name}"] = {
                     f"recall_at_{k}": round(v, 3) for k, v in scores.items()
                 }
                 print(f"hdrag rrf_k={rrf_k:<3d} {name:16s} recall@1 {scores[1]:.3f}  recall@5 {scores[5]:.3f}")
-        methods._RRF_K = chosen
-    results["hdrag_weights"] = methods._ensemble_weights()
+        hdrag._RRF_K = chosen
+    results["hdrag_weights"] = hdrag._ensemble_weights()
     results["rrf_k"] = chosen
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")

@@ -13,7 +13,8 @@ import pytest
 from agent.env import AgentEnv
 from agent.formats import ACTION_FORMATS, OUTPUT_FORMATS, render_action
 from agent.loop import LoopConfig
-from agent.methods import METHODS, choose_recap_answer, first_retrieval, run_method
+from agent.methods import METHODS, first_retrieval, run_method
+from agent.recap import choose_recap_answer
 from agent.run import ask, retrieval_only
 from paperlake.runtime.llm import ChatClient, LLMNotConfigured
 from support.agent_fixtures import CALIBRATION, LORETTA, TABLE_ID, env, home, settings_for  # noqa: F401
@@ -315,7 +316,7 @@ def test_recap_uses_the_calculator_for_numeric_answers(tmp_path: Path, env) -> N
 def test_hdrag_reranks_row_and_column_entities_then_computes(tmp_path: Path, env) -> None:  # noqa: F811
     """The ensemble's candidates are the table's rows, columns and the table; the model's ranking decides the
     context (unknown numbers are ignored, the rest is filled in ensemble order) and RECAP computes the answer."""
-    from agent.methods import hdrag_candidates
+    from agent.hdrag import hdrag_candidates
     from agent.task import Task
 
     task = TASK | {
@@ -346,7 +347,7 @@ def test_hdrag_reranks_row_and_column_entities_then_computes(tmp_path: Path, env
 
 def test_hdrag_shows_a_lines_values_with_its_summary(env) -> None:  # noqa: F811
     """A hit on a row's LLM summary alone still brings the row's values (what RECAP computes from)."""
-    from agent.methods import hdrag_candidates
+    from agent.hdrag import hdrag_candidates
     from agent.task import Task
 
     items = hdrag_candidates(env, Task.from_any(TASK | {"question": "Which proposed calibration method leads?"}))

@@ -127,7 +127,7 @@ def test_search_reads_at_80_columns(built):
         assert re.search(r"p\. \d+\s+·\s+\w+\.\w+", heading), heading
     from rich.console import Console
 
-    import cli.app as cli_module
+    import cli.query as cli_module
 
     recorded = Console(width=80, record=True, force_terminal=True, color_system="standard")
     original, cli_module.console = cli_module.console, recorded

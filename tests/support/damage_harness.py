@@ -45,7 +45,7 @@ FIRST_KEY = f"{FIRST.split('-')[0]}/{FIRST}"
 SECOND_KEY = f"{SECOND.split('-')[0]}/{SECOND}"
 BROKEN_KEY = f"{FIRST.split('-')[0]}/{BROKEN}"
 STUB_SCRIPT = {"rules": [], "default": {"content": "Summary: {echo}"}}
-READS = {  # the simplest read commands (cli/app.py), each a different store
+READS = {  # the simplest read commands (cli/status.py, query.py, evaluation.py), each a different store
     "status": ["status"],
     "sql": ["sql", "select count(*) as papers from metadata", "--json"],
     "search": ["search", "embedding inversion attack", "-k", "3", "--json"],
