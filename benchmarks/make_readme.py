@@ -616,6 +616,12 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
     "enrichment": ("Enrichment", "enrichment.py", "a whole home enriched against a scripted server", enrichment),
     "distributed": ("Executors", "distributed.py", "in process, one and two Celery workers", distributed),
     "scale": ("Adding a paper at scale", "scale.py", "the cost of one more paper in a home of N", scale),
+    "before_after": (
+        "Ingest before and after one orchestrator",
+        "before_after.py",
+        "this checkout against the commit before issue 48, alternated",
+        generic,
+    ),
     "hostile_sql": ("Hostile SQL", "hostile_sql.py", "the SQL sandbox fuzzed", hostile),
     "hostile_agent": ("Hostile agent actions", "hostile_agent.py", "the agent's action surface fuzzed", hostile),
     "hostile_filters": ("Hostile filters", "hostile_filters.py", "the vector filter parser fuzzed", hostile),

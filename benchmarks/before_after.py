@@ -1,0 +1,127 @@
+"""Cold and no-op ingests of this checkout against an earlier commit, alternated, on the same inputs (issue 48's
+"before and after on the same machine"). The earlier commit runs from a git worktree through a thin venv that
+reuses this checkout's installed packages, with its own console scripts (``paperlake``, ``paperlake-dbt``, ``dbt``,
+``dagster``) so that whatever it runs beside the interpreter is its own.
+
+    .venv/bin/python benchmarks/before_after.py --before 2f13fa0 --rounds 2 --out benchmarks/results/before_after.json
+
+Each round runs, in this order, after/before on the whole sample inbox then before/after on naacl2024 alone (so
+neither side always goes first), each a cold ingest into a new home followed by a no-op ingest of the same inbox.
+Both use ``--backend pymupdf``. Nothing else should run on the machine meanwhile: the figures are wall times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+SCRIPTS = {  # console script → (module, function) of the earlier commit's pyproject, read from it below
+    "dbt": ("dbt.cli.main", "cli"),
+    "dagster": ("dagster._cli", "main"),  # Dagster's own console script, as installed
+}
+
+
+def _scripts_of(worktree: Path) -> dict[str, tuple[str, str]]:
+    import tomllib
+
+    project = tomllib.loads((worktree / "pyproject.toml").read_text())["project"]["scripts"]
+    return {name: tuple(target.split(":")) for name, target in project.items()} | SCRIPTS
+
+
+def prepare_before(rev: str, root: Path) -> tuple[Path, Path]:
+    """A worktree of ``rev`` and a venv whose site-packages are this checkout's, with rev's console scripts."""
+    worktree, venv = root / "worktree", root / "venv"
+    if not worktree.exists():
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-f", str(worktree), rev], check=True)
+    if not venv.exists():
+        base = Path(getattr(sys, "_base_executable", sys.executable))
+        subprocess.run([str(base), "-m", "venv", "--without-pip", str(venv)], check=True)
+        site = next((venv / "lib").glob("python3*/site-packages"))
+        ours = next((REPO / ".venv" / "lib").glob("python3*/site-packages"))
+        (site / "zz_paperlake_packages.pth").write_text(f"import site; site.addsitedir({str(ours)!r})\n")
+        for name, (module, function) in _scripts_of(worktree).items():
+            script = venv / "bin" / name
+            script.write_text(
+                f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom {module} import {function} as _m\nsys.exit(_m())\n"
+            )
+            script.chmod(0o755)
+    return worktree, venv
+
+
+def ingest_pair(side: str, bin_dir: Path, pythonpath: str, inbox: Path, home: Path) -> dict:
+    """A cold ingest into a new home, then a no-op ingest of the same inbox: wall seconds and exit codes."""
+    shutil.rmtree(home, ignore_errors=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PAPERLAKE_HOME", "DAGSTER_HOME", "PYTHONPATH")}
+    env |= {"PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env |= {"DAGSTER_DISABLE_TELEMETRY": "1", "OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "PAPERLAKE_LLM_MODEL": ""}
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    command = [str(bin_dir / "paperlake"), "ingest", "--home", str(home), "--backend", "pymupdf", str(inbox)]
+    result = {"side": side}
+    for phase in ("cold", "noop"):
+        started = time.perf_counter()
+        done = subprocess.run(command, env=env, cwd=home.parent, capture_output=True, text=True)
+        result[phase] = round(time.perf_counter() - started, 2)
+        result[f"{phase}_exit"] = done.returncode
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", required=True, help="the earlier commit")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/paperlake-before-after"))
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "before_after.json")
+    args = parser.parse_args(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    worktree, venv = prepare_before(args.before, args.work / "before")
+    inbox = SHARED / "corpus" / "inbox"
+    naacl = args.work / "naacl-inbox"
+    if not naacl.exists():
+        shutil.copytree(inbox / "naacl2024", naacl / "naacl2024")
+    sides = {"after": (REPO / ".venv" / "bin", ""), "before": (venv / "bin", str(worktree))}
+    runs = []
+    for number in range(1, args.rounds + 1):
+        for name, folder, order in (("sample", inbox, ("after", "before")), ("naacl2024", naacl, ("before", "after"))):
+            for side in order:
+                home = args.work / f"{side}-{name}-{number}" / "home"
+                home.parent.mkdir(parents=True, exist_ok=True)
+                run = ingest_pair(side, *sides[side], folder, home) | {"set": name, "round": number}
+                runs.append(run)
+                print(json.dumps(run), flush=True)
+    summary = {}
+    for name in ("sample", "naacl2024"):
+        for phase in ("cold", "noop"):
+            medians = {
+                side: statistics.median(r[phase] for r in runs if r["set"] == name and r["side"] == side)
+                for side in sides
+            }
+            summary[f"{name}_{phase}_before_s"] = medians["before"]
+            summary[f"{name}_{phase}_after_s"] = medians["after"]
+            summary[f"{name}_{phase}_after_over_before"] = round(medians["after"] / medians["before"], 3)
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    data = {
+        "what": "cold and no-op `paperlake ingest --backend pymupdf`, this checkout against an earlier commit, "
+        "alternated in one session; medians of the rounds",
+        "before": args.before,
+        "after": head.stdout.strip(),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        **summary,
+        "runs": runs,
+    }
+    args.out.write_text(json.dumps(data, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
