@@ -161,3 +161,20 @@ def test_a_journal_alone_beside_a_damaged_database_goes_with_it(tmp_path, suffix
     (tmp_path / f"events.db{suffix}").write_bytes(b"j")
     moved = heal_sqlite([bad])
     assert [m.path.name for m in moved] == ["events.db", f"events.db{suffix}"]
+
+
+def test_the_stamp_is_utc_whatever_the_local_zone(tmp_path, monkeypatch):
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # UTC+9 all year: a local stamp would be nine hours ahead
+    time.tzset()
+    try:
+        path = tmp_path / "x.db"
+        path.write_bytes(b"x")
+        moved = set_aside(path, "r")
+        stamp = STAMP.match(moved.moved_to.name)["stamp"]
+        when = datetime.strptime(stamp, "%Y%m%dT%H%M%S%fZ").replace(tzinfo=timezone.utc)
+        assert abs((datetime.now(timezone.utc) - when).total_seconds()) < 60
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
