@@ -261,22 +261,8 @@ def eval_synthesize(
     target = out or settings.evaluation / "extractor" / (f"{volume}.jsonl" if volume else "all.jsonl")
     target.parent.mkdir(parents=True, exist_ok=True)
     trajectories = target.with_name(target.stem + ".trajectories.jsonl")
-    target.write_text(
-        "".join(
-            json.dumps(r, ensure_ascii=False, default=str) + "\n"
-            for result in results.values()
-            for r in result.examples
-        ),
-        encoding="utf-8",
-    )
-    trajectories.write_text(
-        "".join(
-            json.dumps(r, ensure_ascii=False, default=str) + "\n"
-            for result in results.values()
-            for r in result.trajectories
-        ),
-        encoding="utf-8",
-    )
+    _write_jsonl(target, (r for result in results.values() for r in result.examples))
+    _write_jsonl(trajectories, (r for result in results.values() for r in result.trajectories))
     summary = {name: {"stats": r.stats.to_dict(), "usage": r.usage} for name, r in results.items()}
     if as_json:
         console.print_json(json.dumps({"volumes": summary, "out": str(target), "trajectories": str(trajectories)}))
@@ -349,3 +335,7 @@ def eval_quality(
         False,
         title="retrieval quality",
     )
+
+
+def _write_jsonl(path, rows) -> None:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows), encoding="utf-8")
