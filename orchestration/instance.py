@@ -94,8 +94,8 @@ def dagster_instance(settings: Settings, home: Path | None = None, healed: list[
     home = home or settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if config.is_dir():
-        (healed if healed is not None else []).append(set_aside(config, "a directory, not a file"))
+    if problem := _config_problem(config):
+        (healed if healed is not None else []).append(set_aside(config, problem))
     if not config.exists():
         config.write_text("telemetry:\n  enabled: false\n")
     moved = heal_storage(home)
@@ -106,6 +106,23 @@ def dagster_instance(settings: Settings, home: Path | None = None, healed: list[
     release_stale_slots(instance)
     fail_orphaned_runs(instance)
     return instance
+
+
+def _config_problem(config: Path) -> str | None:
+    """Why ``dagster.yaml`` cannot be the instance's configuration (not a file, not UTF-8 YAML, not a mapping), or
+    None. Such a file is set aside and the default written again: a configuration to keep (``deploy/``'s
+    PostgreSQL) is the operator's to restore from the set-aside copy."""
+    import yaml
+
+    if not os.path.lexists(config):
+        return None
+    if config.is_dir():
+        return "a directory, not a file"
+    try:
+        loaded = yaml.safe_load(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None if loaded is None or isinstance(loaded, dict) else "not a mapping of settings"
 
 
 ORPHAN_STATUSES = ("NOT_STARTED", "STARTING", "STARTED")

@@ -16,6 +16,7 @@ refusals, malformed tags) and requests the endpoint rejects (4xx) become error r
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -31,6 +32,7 @@ import pyarrow.parquet as pq
 from paperlake.enrichment.kinds import KINDS, BadAnswer, Item, paper_items, read_answer
 from paperlake.lake.store import CONTRACT_DIR, write_table_atomic
 from paperlake.lake.views import ENRICHMENT_SCHEMA, ENRICHMENT_VIEW
+from paperlake.runtime.healing import set_aside
 
 
 class BudgetError(ValueError):
@@ -131,14 +133,27 @@ def enrichment_path(lake_root: Path, paper_key: str) -> Path:
 
 
 def read_rows(lake_root: Path, paper_key: str) -> list[dict[str, Any]]:
+    """The paper's enrichment rows; a file that cannot be read is set aside (its answers are asked again)."""
     path = enrichment_path(lake_root, paper_key)
-    return pq.read_table(path).to_pylist() if path.exists() else []
+    if not os.path.lexists(path):
+        return []
+    try:
+        return pq.read_table(path).to_pylist()
+    except (OSError, pa.ArrowException) as error:
+        set_aside(path, f"{type(error).__name__}: {error}")
+        return []
 
 
 def ensure_enrichment_contract(lake_root: Path) -> None:
 
     path = Path(lake_root) / ENRICHMENT_VIEW / CONTRACT_DIR / "schema.parquet"
-    if not path.exists() or pq.read_schema(path) != ENRICHMENT_SCHEMA:
+    try:
+        current = pq.read_schema(path) if path.is_file() else None
+    except (OSError, pa.ArrowException):  # damaged: written again below
+        current = None
+    if path.is_dir():
+        set_aside(path, "a directory, not a file")
+    if current != ENRICHMENT_SCHEMA:
         write_table_atomic(ENRICHMENT_SCHEMA.empty_table(), path)
 
 

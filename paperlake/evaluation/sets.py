@@ -279,8 +279,21 @@ def record_quality(settings: Settings, volume: str, report: dict[str, Any]) -> N
     history_path = path.with_suffix(".history.jsonl")
     if history_path.is_dir():  # a directory where the history belongs: the history starts again
         set_aside(history_path, "a directory, not a file")
+    elif damage := _not_text(history_path):  # bytes no evaluation wrote: the history starts again, the old kept aside
+        set_aside(history_path, damage)  # (a line cut by a kill is only that line, skipped when it is read)
     with open(history_path, "a", encoding="utf-8") as history:
         history.write(json.dumps(report, sort_keys=True) + "\n")
+
+
+def _not_text(path: Path) -> str | None:
+    """Why ``path`` is not UTF-8 text, or None (None too when it is missing)."""
+    try:
+        path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None
 
 
 def read_quality(settings: Settings) -> dict[str, dict[str, Any]]:
