@@ -7,7 +7,8 @@ import pyarrow.parquet as pq
 from assets.resources import LLMResource, PaperlakeResource
 from paperlake.formulas.collection import FORMULA_COLLECTION, sync_formula_collection
 from paperlake.formulas.llm import formula_assistant
-from paperlake.formulas.store import EXTRACTOR_VERSION, FORMULA_SCHEMAS, minilm_embedder, update_formula_graph
+from paperlake.formulas.state import EXTRACTOR_VERSION, FORMULA_SCHEMAS
+from paperlake.formulas.store import minilm_embedder, update_formula_graph
 from paperlake.freshness import (
     FORMULA_COLLECTION_CODE_VERSION,
     SYNCED_PROPERTY,

@@ -48,17 +48,50 @@ def main() -> None:  # pragma: no cover - console entry
     except StoreUnreadable as problem:
         code = one_line(str(problem))
     except OSError as problem:  # a full disk, a read-only home, a file that cannot be opened
-        where = f" ({problem.filename})" if getattr(problem, "filename", None) else ""
-        code = one_line(
-            f"{problem.strerror or problem}{where}: check free space, permissions or the path, then run again"
-        )
+        code = one_line(_operational_line(problem))
     except Exception as problem:
         if hasattr(problem, "show") and hasattr(problem, "exit_code"):  # click's usage errors, as click shows them
             problem.show()
             code = problem.exit_code
+        elif (cause := operational_cause(problem)) is not None:
+            code = one_line(_operational_line(cause))
         else:  # the last guard between a bug and the user's terminal
             code = one_line(f"{type(problem).__name__}: {problem} (a bug: the traceback is in {_log_traceback()})")
     raise SystemExit(code if isinstance(code, int) else 0)
+
+
+# What SQLite (Dagster's storage, the caches), DuckDB and Milvus Lite say, in their own exception classes, when the
+# disk is full or the home cannot be written: the operator's to fix, not a bug
+OPERATIONAL_WORDS = (
+    "database or disk is full",
+    "no space left on device",
+    "disk quota exceeded",
+    "attempt to write a readonly database",
+    "read-only file system",
+    "permission denied",
+)
+
+
+def operational_cause(problem: BaseException) -> BaseException | None:
+    """The error in ``problem``'s chain (itself, its cause, its context) that says the disk is full or the home is
+    not writable, or None."""
+    seen: set[int] = set()
+    current: BaseException | None = problem
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) or any(word in str(current).lower() for word in OPERATIONAL_WORDS):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _operational_line(problem: BaseException) -> str:
+    if isinstance(problem, OSError):
+        where = f" ({problem.filename})" if getattr(problem, "filename", None) else ""
+        what = f"{problem.strerror or problem}{where}"
+    else:
+        what = " ".join(str(problem).split())[:300]
+    return f"{what}: check free space, permissions or the path, then run again"
 
 
 def _log_traceback() -> str:

@@ -76,7 +76,9 @@ def _run_ingest(inboxes: list[Path], settings: Settings, rebuild_warehouse: bool
     for line in summary.healed:
         err.print(f"[yellow]healed[/] {escape(line)}", soft_wrap=True)
     for stage, reason in summary.stale.items():
-        console.print(f"  rebuilt {stage}: {reason}")
+        console.print(f"  rebuilt {stage}: {escape(reason)}", soft_wrap=True)
+    for line in summary.repaired:
+        console.print(f"  rebuilt {escape(line)}", soft_wrap=True)
     if summary.orphans_deleted:
         console.print(f"  deleted {summary.orphans_deleted} vector entities of papers no store knows any more")
     for volume, report in sorted(summary.quality.items()):

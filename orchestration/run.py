@@ -85,6 +85,8 @@ class IngestSummary:
     quality: dict[str, dict] = field(default_factory=dict)  # volume -> its retrieval-quality report
     # stores set aside as damaged and rebuilt (paperlake.runtime.healing)
     healed: list[str] = field(default_factory=list)
+    # what was made again for a reason other than a new or changed paper: "<store> of <n> papers: <why>"
+    repaired: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -352,8 +354,50 @@ def ingest(
     """Bring every store up to date with the inbox: parse what changed, then rebuild exactly the stores that are
     stale by :mod:`paperlake.freshness` (which reads each store's own record of what it was built from), so a
     run killed at any point is repaired by the next one. Never raises for a failed paper or stage: each becomes a
-    :class:`StageFailure` of the summary."""
-    return _ingest(inboxes, settings, progress, rebuild_warehouse, enrich_kinds, enrich_limit, retry_errors)
+    :class:`StageFailure` of the summary. Each damaged file set aside on the way (by the ingest's own checks or by
+    a step run in this process) is a line of ``summary.healed``; steps run in other processes log theirs to their
+    run's event log."""
+    said: list[str] = []
+    collector = _SetAsideLines(said)
+    healing_log = logging.getLogger(HEALING_LOGGER)
+    healing_log.addHandler(collector)
+    try:
+        summary = _ingest(inboxes, settings, progress, rebuild_warehouse, enrich_kinds, enrich_limit, retry_errors)
+    finally:
+        healing_log.removeHandler(collector)
+    summary.healed = list(dict.fromkeys([*summary.healed, *said]))
+    return summary
+
+
+HEALING_LOGGER = "paperlake.runtime.healing"
+# Why a paper's vectors or probes are made again in the ordinary course (new or changed papers): not printed; any
+# other reason (a record or file that cannot be read, a collection recreated, a cut sync) is a line of the summary.
+ROUTINE_REASONS = ("never synced", "its cells changed", "left the warehouse", "no probes yet", "the paper, its")
+
+
+class _SetAsideLines(logging.Handler):
+    """Keeps the message of each set-aside warning (:func:`paperlake.runtime.healing.set_aside`) logged here."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__(logging.WARNING)
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _unusual(reasons: dict[str, str]) -> dict[str, int]:
+    """reason → how many papers, for the reasons that are not :data:`ROUTINE_REASONS`."""
+    counts: dict[str, int] = {}
+    for why in reasons.values():
+        if not why.startswith(ROUTINE_REASONS):
+            counts[why] = counts.get(why, 0) + 1
+    return counts
+
+
+def _note_unusual(summary: "IngestSummary", store: str, reasons: dict[str, str]) -> None:
+    for why, count in _unusual(reasons).items():
+        summary.repaired.append(f"{store} of {count} paper{'s' if count > 1 else ''}: {why}")
 
 
 def _ingest(
@@ -476,6 +520,9 @@ def _ingest(
             summary.healed.append(store.healed.line())
         formulas = formula_staleness(settings, store if collection_available_here(store) else None)
         vectors = stale_papers(settings, store, collections)
+        for collection in collections:
+            why = {key: reasons[collection] for key, reasons in vectors.stale.items() if collection in reasons}
+            _note_unusual(summary, f"vectors {collection}", why)
         summary.orphans_deleted = delete_orphans(store, vectors)
     except Exception as error:  # Milvus unreachable or its file held elsewhere: what needs it waits till next run
         held.close()
@@ -555,9 +602,10 @@ def _probe(runner: "_Runner", instance, settings: Settings, summary: IngestSumma
     the files of papers and volumes gone from it go. Their volumes are scored by :func:`_evaluate` once the vectors
     are synced (a volume's staleness sees its papers' new probes, :func:`paperlake.evaluation.sets.stale_volumes`)."""
     from assets.partitions import papers
-    from paperlake.evaluation.sets import orphan_probe_files, remove_probes, stale_probe_papers
+    from paperlake.evaluation.sets import heal_quality_histories, orphan_probe_files, remove_probes, stale_probe_papers
     from paperlake.evaluation.sets import volumes as warehouse_volumes
 
+    heal_quality_histories(settings)
     for key in orphan_probe_files(settings):
         remove_probes(settings, key)
     present = warehouse_volumes(settings)
@@ -567,7 +615,9 @@ def _probe(runner: "_Runner", instance, settings: Settings, summary: IngestSumma
     ]:
         if path.stem not in present:  # a volume with no paper left: its set and latest report go (its history stays)
             path.unlink(missing_ok=True)
-    stale = sorted(stale_probe_papers(settings))
+    reasons = stale_probe_papers(settings)
+    _note_unusual(summary, "probes", reasons)
+    stale = sorted(reasons)
     _add_partitions(instance, papers.name, stale)
     for batch, result in runner.run_papers("probe_paper", stale):
         for key in batch:

@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from paperlake.config import Settings
-from paperlake.formulas.store import formula_graph_staleness, graph_digest
+from paperlake.formulas.state import formula_graph_staleness, graph_digest, rdf_blocks_problem
 from paperlake.lake.store import Lake
 from paperlake.warehouse.build import dbt_digest, recorded_builds
 from paperlake.warehouse.read import connect_read_only
@@ -87,6 +87,8 @@ def formula_staleness(settings: Settings, store: Any | None) -> dict[str, str]:
         return {}
     with connect_read_only(settings.warehouse) as con:
         graph = formula_graph_staleness(con, formula_dir(settings), turtle_path(settings))
+    if graph and graph == rdf_blocks_problem(turtle_path(settings)):  # a cache rewritten; the outputs stay the same
+        return {"graph": graph}
     if graph:
         stale = {"graph": graph, "models": "the formula graph changes", "collection": "the formula graph changes"}
         return stale if store is not None else {k: v for k, v in stale.items() if k != "collection"}
@@ -103,7 +105,7 @@ def formula_staleness(settings: Settings, store: Any | None) -> dict[str, str]:
 
 def formula_collection_staleness(settings: Settings, store: Any) -> str | None:
     from paperlake.formulas.collection import FORMULA_COLLECTION, formula_entities
-    from paperlake.formulas.store import _read_tables
+    from paperlake.formulas.state import read_tables
 
     client = store.client
     if not client.has_collection(FORMULA_COLLECTION):
@@ -111,7 +113,7 @@ def formula_collection_staleness(settings: Settings, store: Any) -> str | None:
     properties = client.describe_collection(FORMULA_COLLECTION).get("properties") or {}
     if properties.get(SYNCED_PROPERTY) != formula_collection_inputs(settings):
         return "not synced with the current formula graph and encoder"
-    expected = len(formula_entities(_read_tables(formula_dir(settings))))
+    expected = len(formula_entities(read_tables(formula_dir(settings))))
     if store.count(FORMULA_COLLECTION) != expected:
         return f"entity count differs from the graph's {expected} formulas"
     return None

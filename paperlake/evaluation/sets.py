@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
@@ -125,11 +126,14 @@ def stale_probe_papers(settings: Settings) -> dict[str, str]:
     """paper_key → why its probes must be (re)generated."""
     stale = {}
     for key, paper in warehouse_papers(settings).items():
-        recorded = _read_json(probes_path(settings, key).with_suffix(".json"))
-        if not recorded or not probes_path(settings, key).is_file():
+        sidecar = probes_path(settings, key).with_suffix(".json")
+        recorded = _read_json(sidecar)
+        if not recorded and os.path.lexists(sidecar):
+            stale[key] = f"the probe record {sidecar.name} cannot be read"
+        elif not recorded or not probes_path(settings, key).is_file():
             stale[key] = "no probes yet"
         elif damage := damaged_jsonl(probes_path(settings, key)):
-            stale[key] = f"the probe file is damaged ({damage})"
+            stale[key] = f"the probe file {probes_path(settings, key).name} is damaged ({damage})"
         elif recorded.get("digest") != paper["digest"]:
             stale[key] = "the paper, its parser, the warehouse models or the probe generator changed"
     return stale
@@ -277,12 +281,25 @@ def record_quality(settings: Settings, volume: str, report: dict[str, Any]) -> N
     path = quality_path(settings, volume)
     _write_text(path, json.dumps(report, indent=2, sort_keys=True))
     history_path = path.with_suffix(".history.jsonl")
-    if history_path.is_dir():  # a directory where the history belongs: the history starts again
-        set_aside(history_path, "a directory, not a file")
-    elif damage := _not_text(history_path):  # bytes no evaluation wrote: the history starts again, the old kept aside
-        set_aside(history_path, damage)  # (a line cut by a kill is only that line, skipped when it is read)
+    _heal_history(history_path)
     with open(history_path, "a", encoding="utf-8") as history:
         history.write(json.dumps(report, sort_keys=True) + "\n")
+
+
+def heal_quality_histories(settings: Settings) -> None:
+    """Every volume's quality history that is not text, set aside (an ingest checks them, evaluated or not)."""
+    root = settings.evaluation / "quality"
+    for history_path in sorted(root.glob("*.history.jsonl")) if root.is_dir() else []:
+        _heal_history(history_path)
+
+
+def _heal_history(history_path: Path) -> None:
+    """A history is appended to, never rebuilt: one whose bytes no evaluation wrote starts again, the old kept aside
+    (a line cut by a kill is only that line, skipped when it is read)."""
+    if history_path.is_dir():
+        set_aside(history_path, "a directory, not a file")
+    elif damage := _not_text(history_path):
+        set_aside(history_path, damage)
 
 
 def _not_text(path: Path) -> str | None:

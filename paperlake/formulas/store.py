@@ -9,7 +9,6 @@ formula actions from the warehouse tables.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -21,96 +20,28 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import paperlake.formulas.state as graph_state
 from paperlake.formulas.graph import FormulaGraph
 from paperlake.formulas.latex.parse_cache import latex_parse_cache
 from paperlake.formulas.rdf import to_turtle
+from paperlake.formulas.state import (
+    EQUATIONS_SQL,
+    FORMULA_SCHEMAS,
+    STATE_NAME,
+    equation_fingerprints,
+    file_digest,
+    formula_graph_staleness,
+    graph_digest,
+    output_paths,
+    rdf_blocks_path,
+    rdf_blocks_problem,
+    read_graph_state,
+    read_tables,
+)
 from paperlake.lake.store import atomic_write_bytes, write_table_atomic
 from paperlake.runtime.failpoints import fault_point
 
 logger = logging.getLogger(__name__)
-_S, _I, _F = pa.string(), pa.int32(), pa.float64()
-FORMULA_SCHEMAS: dict[str, pa.Schema] = {
-    "formulas": pa.schema(
-        [
-            ("formula_id", _S),
-            ("label", _S),
-            ("latex", _S),
-            ("normalised_latex", _S),
-            ("sympy_str", _S),
-            ("template", _S),
-            ("output", _S),
-            ("status", _S),
-            ("reason", _S),
-            ("canonical_key", _S),
-            ("conversion_step", _S),
-            ("units", _S),
-            ("template_constants", _S),
-            ("notes", pa.list_(_S)),
-            ("paper_ids", pa.list_(_S)),
-            ("occurrence_count", _I),
-            ("description", _S),
-        ]
-    ),
-    "formula_parameters": pa.schema(
-        [
-            ("formula_id", _S),
-            ("position", _I),
-            ("name", _S),
-            ("latex_symbol", _S),
-            ("description", _S),
-            ("default_value", _F),
-            ("unit", _S),
-        ]
-    ),
-    "constants": pa.schema(
-        [
-            ("constant_id", _S),
-            ("name", _S),
-            ("value", _F),
-            ("unit", _S),
-            ("description", _S),
-            ("latex", _S),
-            ("source", _S),
-            ("evidence", _S),
-            ("paper_id", _S),
-        ]
-    ),
-    "formula_occurrences": pa.schema(
-        [
-            ("occurrence_id", _S),
-            ("formula_id", _S),
-            ("equation_id", _S),
-            ("paper_id", _S),
-            ("part", _I),
-            ("page_number", _I),
-            ("bbox", pa.list_(_F)),
-            ("equation_number", _S),
-            ("section", _S),
-            ("context", _S),
-            ("latex", _S),
-            ("symbol_map", _S),
-            ("matched_by", _S),
-            ("similarity", _F),
-        ]
-    ),
-    "formula_relations": pa.schema(
-        [("relation_id", _S), ("source", _S), ("target", _S), ("relation_type", _S), ("evidence", _S)]
-    ),
-}
-_EQUATION_COLUMNS = """e.equation_id::varchar as equation_id, e.ref_paper_id::varchar as paper_id, e.page_number,
-           case when e.latex_source is not null then e.equation_content end as equation_latex, e.equation_text,
-           e.equation_number, e.bounding_box::double[] as bbox, e.context, e.context_after"""
-EQUATIONS_SQL = (
-    f"select {_EQUATION_COLUMNS} from equations e {{where}} order by e.ref_paper_id, e.page_number, e.ordinal"
-)
-# Each paper's equation rows, fingerprinted by DuckDB: hashing every paper's rows in Python made each check and each
-# build grow with the number of papers, where the build then reads only the changed papers' rows.
-FINGERPRINTS_SQL = f"""
-    select paper_id, count(*) as equations,
-           md5(string_agg(to_json(r)::varchar, chr(10) order by r.page_number, r.ordinal, r.equation_id)) as fingerprint
-    from (select {_EQUATION_COLUMNS}, e.ordinal from equations e) r
-    group by paper_id
-"""
 
 
 @dataclass
@@ -124,14 +55,6 @@ class FormulaBuildReport:
     seconds: float = 0.0
     parses_cached: int = 0  # sympy LaTeX parses read from the parse cache
     parses_new: int = 0  # parses the cache did not have (each parsed, and stored when it round-trips)
-
-
-def _read_tables(out_dir: Path) -> dict[str, list[dict[str, Any]]]:
-    return {
-        name: pq.read_table(out_dir / f"{name}.parquet").to_pylist()
-        for name in FORMULA_SCHEMAS
-        if (out_dir / f"{name}.parquet").exists()
-    }
 
 
 def graph_counts(tables: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
@@ -150,19 +73,6 @@ def graph_counts(tables: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
     }
 
 
-# Bump when extraction, conversion or merging changes what a paper's equations become: the next update rebuilds the
-# graph from every paper instead of only the changed ones.
-EXTRACTOR_VERSION = "formulas-4"
-STATE_NAME = "state.json"
-
-
-def equation_fingerprints(warehouse_con: Any) -> tuple[dict[str, int], dict[str, str]]:
-    """(paper id → its number of display equations, paper id → a fingerprint of its equation rows), for the papers
-    that have equations."""
-    rows = warehouse_con.execute(FINGERPRINTS_SQL).fetchall()
-    return {paper: count for paper, count, _ in rows}, {paper: fingerprint for paper, _, fingerprint in rows}
-
-
 def equation_rows(warehouse_con: Any, papers: list[str]) -> dict[str, list[dict[str, Any]]]:
     """The display equations of ``papers``, by paper id, in reading order."""
     from paperlake.warehouse.read import paper_filter
@@ -177,51 +87,6 @@ def equation_rows(warehouse_con: Any, papers: list[str]) -> dict[str, list[dict[
         record = dict(zip(names, row))
         by_paper[record["paper_id"]].append(record)
     return by_paper
-
-
-def _file_digest(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
-def _output_paths(out_dir: Path, turtle_path: Path) -> dict[str, Path]:
-    return {**{name: out_dir / f"{name}.parquet" for name in FORMULA_SCHEMAS}, "turtle": turtle_path}
-
-
-def read_graph_state(out_dir: Path, turtle_path: Path) -> dict[str, Any] | None:
-    """The graph's state when it is whole: written by these extraction rules, and every output file exactly the one
-    the state recorded (its sha256). None otherwise: never built, built by other rules, or a build cut short (the
-    state is written last, after every output, so a kill in between leaves outputs the state does not vouch for)."""
-    try:
-        state = json.loads((out_dir / STATE_NAME).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(state, dict) or state.get("extractor_version") != EXTRACTOR_VERSION:
-        return None
-    files = state.get("files") or {}
-    for name, path in _output_paths(out_dir, turtle_path).items():
-        if files.get(name) is None or files.get(name) != _file_digest(path):
-            return None
-    return state
-
-
-def graph_digest(out_dir: Path) -> str | None:
-    """Names the graph's current state (the state file vouches for every output): downstream builds record it."""
-    digest = _file_digest(out_dir / STATE_NAME)
-    return digest[:16] if digest else None
-
-
-def formula_graph_staleness(warehouse_con: Any, out_dir: Path, turtle_path: Path) -> str | None:
-    """Why the graph must be updated from the warehouse, or None when it is up to date."""
-    state = read_graph_state(out_dir, turtle_path)
-    if state is None:
-        return "no complete formula graph (never built, other extraction rules, or a build cut short)"
-    _, fingerprints = equation_fingerprints(warehouse_con)
-    built = state.get("papers") or {}
-    changed = sorted(p for p in fingerprints.keys() | built.keys() if fingerprints.get(p) != built.get(p))
-    return f"equations changed in {len(changed)} paper(s)" if changed else None
 
 
 def update_formula_graph(
@@ -250,7 +115,7 @@ def update_formula_graph(
     report.equations = sum(counts.values())
     state = read_graph_state(out_dir, turtle_path)
     built: dict[str, str] = dict(state.get("papers") or {}) if state else {}
-    graph = FormulaGraph.from_rows(_read_tables(out_dir)) if state else FormulaGraph()
+    graph = FormulaGraph.from_rows(read_tables(out_dir)) if state else FormulaGraph()
     if assistant is not None:
         graph.describer, graph.proposer = assistant.describe_parameters, assistant.propose_template
         judge = judge or assistant.same_formula
@@ -276,10 +141,10 @@ def update_formula_graph(
     turtle = to_turtle(graph, blocks).encode()
     atomic_write_bytes(turtle_path, lambda handle: handle.write(turtle))
     _write_rdf_blocks(turtle_path, blocks)
-    files = {name: _file_digest(path) for name, path in _output_paths(out_dir, turtle_path).items()}
+    files = {name: file_digest(path) for name, path in output_paths(out_dir, turtle_path).items()}
     payload = json.dumps(
         {
-            "extractor_version": EXTRACTOR_VERSION,
+            "extractor_version": graph_state.EXTRACTOR_VERSION,  # (read at the call: tests stand in a new one)
             "files": files,
             "papers": {p: fingerprints[p] for p in sorted(fingerprints)},
         },
@@ -292,15 +157,11 @@ def update_formula_graph(
     return report
 
 
-def _rdf_blocks_path(turtle_path: Path) -> Path:
-    return turtle_path.with_name(turtle_path.name + ".blocks.parquet")
-
-
 def _read_rdf_blocks(turtle_path: Path) -> dict[str, tuple[str, str]]:
     """The Turtle document's blocks as last written (formula id → (digest, statements)): a cache, so a formula
     that did not change is not serialised again. A missing or unreadable cache only costs serialising anew."""
     try:
-        table = pq.read_table(_rdf_blocks_path(turtle_path)).to_pydict()
+        table = pq.read_table(rdf_blocks_path(turtle_path)).to_pydict()
     except Exception:
         return {}
     return {key: (digest, block) for key, digest, block in zip(table["formula_id"], table["digest"], table["block"])}
@@ -315,7 +176,7 @@ def _write_rdf_blocks(turtle_path: Path, blocks: dict[str, tuple[str, str]]) -> 
             "block": [blocks[key][1] for key in keys],
         }
     )
-    write_table_atomic(table, _rdf_blocks_path(turtle_path))
+    write_table_atomic(table, rdf_blocks_path(turtle_path))
 
 
 def ensure_formula_contract(out_dir: Path) -> None:
@@ -381,6 +242,7 @@ __all__ = [
     "equation_fingerprints",
     "equation_rows",
     "formula_graph_staleness",
+    "rdf_blocks_problem",
     "graph_counts",
     "graph_digest",
     "minilm_embedder",

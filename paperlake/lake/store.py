@@ -16,6 +16,7 @@ a known paper too (:meth:`Lake.paper_keys`), so they are re-parsed or removed, n
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -31,6 +32,7 @@ import pyarrow.parquet as pq
 
 from paperlake.lake.views import ENRICHMENT_SCHEMA, ENRICHMENT_VIEW, VIEW_SCHEMAS, VIEWS, ParsedPaper, to_arrow
 from paperlake.runtime.failpoints import fault_point
+from paperlake.runtime.healing import set_aside
 
 ERROR_VIEW = "ingest_errors"
 ERROR_SCHEMA = pa.schema(
@@ -143,10 +145,12 @@ class Lake:
             path = self.root / view / CONTRACT_DIR / "schema.parquet"
             try:
                 current = pq.read_schema(path)
-            except (OSError, pa.ArrowException):  # missing, damaged, or not a file: written again
+            except FileNotFoundError:
                 current = None
-                if path.is_dir():
-                    shutil.rmtree(path)
+            except (OSError, pa.ArrowException) as error:  # damaged, or not a file: set aside, written again
+                current = None
+                with contextlib.suppress(FileNotFoundError):  # another writer set it aside first
+                    set_aside(path, "a directory, not a file" if path.is_dir() else f"{type(error).__name__}: {error}")
             if current != schema:
                 write_table_atomic(schema.empty_table(), path)
 

@@ -25,6 +25,7 @@ still there (:func:`_count_stands` says what that trades away).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
@@ -37,6 +38,7 @@ import yaml
 
 from paperlake.lake.store import atomic_write_bytes
 from paperlake.runtime.failpoints import fault_point
+from paperlake.runtime.healing import set_aside
 from paperlake.vectors.config import default_config_path, load_config
 from paperlake.vectors.entities import POOLING_VERSION, Cell, collect_cells, default_encodable, paper_filter
 
@@ -484,8 +486,14 @@ def stale_papers(settings: Any, store: Any, collections: list[str]) -> VectorPla
         counted: dict[str, int | None] = {}
         for collection in collections:
             incarnation = store.incarnation(collection)
+            probed = store.take_probed_count(collection)
             if incarnation is None:
                 counted[collection] = None
+            elif probed is not None:  # counted as the store opened (it loaded the collection to check it)
+                counted[collection] = probed
+                _read_count_record(settings.home, collection)  # (only to set a damaged one aside)
+                if probed == recorded[collection]:
+                    _record_count(settings.home, collection, incarnation, records[collection], now)
             elif _count_stands(settings.home, collection, incarnation, records[collection], recount_hours, now):
                 counted[collection] = recorded[collection]
             else:
@@ -509,6 +517,8 @@ def stale_papers(settings: Any, store: Any, collections: list[str]) -> VectorPla
             record = ledger.get(key)
             if record is None:
                 plan.mark(key, collection, "never synced")
+            elif not record:
+                plan.mark(key, collection, "its sync record cannot be read")
             elif record.get("paper_id") != paper_id:
                 plan.mark(key, collection, "the file now holds another paper")
             elif incarnation is None or record.get("incarnation") != incarnation:
@@ -551,6 +561,20 @@ def _record_count(home: Path, collection: str, incarnation: str, ledger: dict[st
         pass
 
 
+def _read_count_record(home: Path, collection: str) -> Any:
+    """The collection's count record, or None; a damaged one is set aside (the collection is counted again, and the
+    record rewritten if the count holds)."""
+    path = count_record_path(home, collection)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        with contextlib.suppress(OSError):
+            set_aside(path, f"{type(error).__name__}: {error}")
+        return None
+
+
 def _count_stands(
     home: Path, collection: str, incarnation: str, ledger: dict[str, dict], recount_hours: float, now: float
 ) -> bool:
@@ -565,10 +589,7 @@ def _count_stands(
     count, entities inserted or deleted in Milvus by hand; ``PAPERLAKE_VECTOR_RECOUNT_HOURS=0`` counts every time."""
     if recount_hours <= 0:
         return False
-    try:
-        record = json.loads(count_record_path(home, collection).read_text())
-    except (OSError, ValueError):
-        return False
+    record = _read_count_record(home, collection)
     if not isinstance(record, dict) or record.get("incarnation") != incarnation:
         return False
     counted_at, papers = record.get("counted_at"), record.get("papers")

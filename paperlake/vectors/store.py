@@ -227,6 +227,9 @@ class VectorStore:
         self._guard: FileLockGuard | None = None
         self.db_path: Path | None = None
         self.healed = None  # the SetAside of a damaged Milvus Lite file this store replaced (heal=True)
+        self._loaded: set[str] = set()
+        # collection → its entity count, taken by the heal probe (it loaded the collection: counting is then cheap)
+        self.probed_counts: dict[str, int] = {}
         if is_server_uri(self.uri):
             self.client = MilvusClient(self.uri, token=token, **_keepalive(self.uri))
         else:
@@ -241,7 +244,6 @@ class VectorStore:
             except Exception:
                 self._guard.release()
                 raise
-        self._loaded: set[str] = set()
         self._partitions: dict[str, set[str]] = {}
         self._query_vectors: dict[tuple[str, str], list[float]] = {}  # (encoder, query) → vector, bounded
         # collection → (partition, replacing) → rows that syncs with flush=False left for flush_collection to write
@@ -251,7 +253,9 @@ class VectorStore:
 
     def _open_lite(self, path: Path, heal: bool) -> MilvusClient:
         """The Milvus Lite client of ``path``. With ``heal`` (the writers: syncs, sensors, formula builds) every
-        collection is described once, which reads its segments and manifests; a file Milvus Lite cannot read sets
+        collection is described, loaded (which reads its segments and their scalar and vector indexes) and counted
+        (:attr:`probed_counts`: a manifest Milvus Lite fell back from shows as fewer entities than the sync records
+        hold, and those papers are synced again); a file Milvus Lite cannot read sets
         the whole ``.db`` aside (:func:`paperlake.runtime.healing.set_aside`; its entities are derived from the
         warehouse) and an empty one is opened: the collections come back with new incarnations, so every paper's
         ledger record is stale and the same run syncs it again. Only the lock's sole holder heals; another holder
@@ -268,7 +272,13 @@ class VectorStore:
             with _quiet("pymilvus", "milvus_lite"):  # their loggers print the damage as tracebacks; it is said once
                 for name in client.list_collections():
                     client.describe_collection(name)
-        except Exception as error:  # pymilvus wraps Milvus Lite's (pyarrow, json, os) errors; any is damage here
+                    client.load_collection(name)
+                    self._loaded.add(name)
+                    rows = client.query(name, filter="", output_fields=["count(*)"])
+                    self.probed_counts[name] = int(rows[0]["count(*)"]) if rows else 0
+        except Exception as error:  # pymilvus wraps Milvus Lite's (pyarrow, numpy, json, os) errors; any is damage
+            self._loaded.clear()
+            self.probed_counts.clear()
             return self._reopen_aside(client, path, error)
         return client
 
@@ -467,6 +477,11 @@ class VectorStore:
         stays, but for this store's own drop, which forgets the load; one dropped by another process fails the next
         call on it, saying so). A search asked it every time, which cost Milvus Lite as much as the search."""
         return name in self._loaded or self.client.has_collection(name)
+
+    def take_probed_count(self, name: str) -> int | None:
+        """The entity count the heal probe took when this store opened, once (what is written after makes it old);
+        None when there was no probe."""
+        return self.probed_counts.pop(name, None)
 
     def load(self, name: str) -> None:
         """Load a collection once per store: a reopened Milvus Lite file starts with its collections released."""

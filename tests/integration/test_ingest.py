@@ -215,6 +215,7 @@ class TestIncremental:
     def test_changed_stage_code_redoes_only_that_stage(self, state, monkeypatch):
         """Upgrading paperlake (new dbt models, formula rules or encoder) redoes exactly the stages that changed."""
         from paperlake import freshness
+        from paperlake.formulas import state as formula_state
         from paperlake.formulas import store as formula_store
 
         settings = state["settings"]
@@ -230,7 +231,7 @@ class TestIncremental:
         summary = run(state)
         assert not summary.warehouse_built and not summary.formulas_built and not summary.vectors_synced
 
-        monkeypatch.setattr(formula_store, "EXTRACTOR_VERSION", formula_store.EXTRACTOR_VERSION + "-new")
+        monkeypatch.setattr(formula_state, "EXTRACTOR_VERSION", formula_state.EXTRACTOR_VERSION + "-new")
         with duckdb.connect(str(settings.warehouse), read_only=True) as con:
             assert formula_store.formula_graph_staleness(
                 con, settings.lake / "formulas", settings.home / "formulas" / "formulas.ttl"

@@ -144,9 +144,10 @@ def snapshot(home: Path) -> dict:
         store.close()
     from rdflib import Graph
 
-    from paperlake.formulas.store import _read_tables, graph_counts
+    from paperlake.formulas.state import read_tables
+    from paperlake.formulas.store import graph_counts
 
-    state["formulas.counts"] = graph_counts(_read_tables(home / "lake" / "formulas"))
+    state["formulas.counts"] = graph_counts(read_tables(home / "lake" / "formulas"))
     state["formulas.triples"] = len(Graph().parse(home / "formulas" / "formulas.ttl", format="turtle"))
     state["lake.files"] = sorted(
         str(p.relative_to(home / "lake")) for p in (home / "lake").rglob("*.parquet") if not p.name.startswith(".")

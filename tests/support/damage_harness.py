@@ -165,8 +165,10 @@ KINDS: tuple[FileKind, ...] = (
              prefer=f"{COLLECTION}/partitions/chunks__text_content", names=("milvus", "vector", "collection")),
     FileKind("vector_record", ("vectors/*/*/*.json",), "a paper's sync record for one collection",
              note="unreadable", read=_read_json, prefer=f"{COLLECTION}/{FIRST_KEY}", names=("vector",)),
+    # read only by the next sync of its paper, which checks it against its record's sha256 and asks the collection
+    # when they differ: a cache verified at its use, left as it is until then
     FileKind("vector_entities", ("vectors/*/*/*.entities",), "the entity hashes a sync record vouches for",
-             note="unreadable", read=_read_json, prefer=f"{COLLECTION}/{FIRST_KEY}", names=("vector",)),
+             note="never", read=_read_json, prefer=f"{COLLECTION}/{FIRST_KEY}", names=("vector",)),
     FileKind("vector_count", ("vectors/*/.counted.json",), "a collection's last full count (the vector check's)",
              note="unreadable", read=_read_json, prefer=COLLECTION, names=("vector", "count")),
     FileKind("embedding_cache", ("cache/embeddings.sqlite",), "the embedding cache (content-addressed)",

@@ -1,0 +1,185 @@
+"""The formula graph's state: which outputs a build vouches for, and whether the graph is stale.
+
+Light on purpose (pyarrow and the standard library only, no sympy): the ingest's and the sensors' checks
+(:mod:`paperlake.freshness`) read it on every run, and only a build (:mod:`paperlake.formulas.store`) needs the
+LaTeX machinery.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+_S, _I, _F = pa.string(), pa.int32(), pa.float64()
+FORMULA_SCHEMAS: dict[str, pa.Schema] = {
+    "formulas": pa.schema(
+        [
+            ("formula_id", _S),
+            ("label", _S),
+            ("latex", _S),
+            ("normalised_latex", _S),
+            ("sympy_str", _S),
+            ("template", _S),
+            ("output", _S),
+            ("status", _S),
+            ("reason", _S),
+            ("canonical_key", _S),
+            ("conversion_step", _S),
+            ("units", _S),
+            ("template_constants", _S),
+            ("notes", pa.list_(_S)),
+            ("paper_ids", pa.list_(_S)),
+            ("occurrence_count", _I),
+            ("description", _S),
+        ]
+    ),
+    "formula_parameters": pa.schema(
+        [
+            ("formula_id", _S),
+            ("position", _I),
+            ("name", _S),
+            ("latex_symbol", _S),
+            ("description", _S),
+            ("default_value", _F),
+            ("unit", _S),
+        ]
+    ),
+    "constants": pa.schema(
+        [
+            ("constant_id", _S),
+            ("name", _S),
+            ("value", _F),
+            ("unit", _S),
+            ("description", _S),
+            ("latex", _S),
+            ("source", _S),
+            ("evidence", _S),
+            ("paper_id", _S),
+        ]
+    ),
+    "formula_occurrences": pa.schema(
+        [
+            ("occurrence_id", _S),
+            ("formula_id", _S),
+            ("equation_id", _S),
+            ("paper_id", _S),
+            ("part", _I),
+            ("page_number", _I),
+            ("bbox", pa.list_(_F)),
+            ("equation_number", _S),
+            ("section", _S),
+            ("context", _S),
+            ("latex", _S),
+            ("symbol_map", _S),
+            ("matched_by", _S),
+            ("similarity", _F),
+        ]
+    ),
+    "formula_relations": pa.schema(
+        [("relation_id", _S), ("source", _S), ("target", _S), ("relation_type", _S), ("evidence", _S)]
+    ),
+}
+_EQUATION_COLUMNS = """e.equation_id::varchar as equation_id, e.ref_paper_id::varchar as paper_id, e.page_number,
+           case when e.latex_source is not null then e.equation_content end as equation_latex, e.equation_text,
+           e.equation_number, e.bounding_box::double[] as bbox, e.context, e.context_after"""
+EQUATIONS_SQL = (
+    f"select {_EQUATION_COLUMNS} from equations e {{where}} order by e.ref_paper_id, e.page_number, e.ordinal"
+)
+# Each paper's equation rows, fingerprinted by DuckDB: hashing every paper's rows in Python made each check and each
+# build grow with the number of papers, where the build then reads only the changed papers' rows.
+FINGERPRINTS_SQL = f"""
+    select paper_id, count(*) as equations,
+           md5(string_agg(to_json(r)::varchar, chr(10) order by r.page_number, r.ordinal, r.equation_id)) as fingerprint
+    from (select {_EQUATION_COLUMNS}, e.ordinal from equations e) r
+    group by paper_id
+"""
+
+# Bump when extraction, conversion or merging changes what a paper's equations become: the next update rebuilds the
+# graph from every paper instead of only the changed ones.
+EXTRACTOR_VERSION = "formulas-4"
+STATE_NAME = "state.json"
+
+
+def equation_fingerprints(warehouse_con: Any) -> tuple[dict[str, int], dict[str, str]]:
+    """(paper id → its number of display equations, paper id → a fingerprint of its equation rows), for the papers
+    that have equations."""
+    rows = warehouse_con.execute(FINGERPRINTS_SQL).fetchall()
+    return {paper: count for paper, count, _ in rows}, {paper: fingerprint for paper, _, fingerprint in rows}
+
+
+def file_digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def output_paths(out_dir: Path, turtle_path: Path) -> dict[str, Path]:
+    return {**{name: out_dir / f"{name}.parquet" for name in FORMULA_SCHEMAS}, "turtle": turtle_path}
+
+
+def read_graph_state(out_dir: Path, turtle_path: Path) -> dict[str, Any] | None:
+    """The graph's state when it is whole: written by these extraction rules, and every output file exactly the one
+    the state recorded (its sha256). None otherwise: never built, built by other rules, or a build cut short (the
+    state is written last, after every output, so a kill in between leaves outputs the state does not vouch for)."""
+    try:
+        state = json.loads((out_dir / STATE_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(state, dict) or state.get("extractor_version") != EXTRACTOR_VERSION:
+        return None
+    files = state.get("files") or {}
+    for name, path in output_paths(out_dir, turtle_path).items():
+        if files.get(name) is None or files.get(name) != file_digest(path):
+            return None
+    return state
+
+
+def graph_digest(out_dir: Path) -> str | None:
+    """Names the graph's current state (the state file vouches for every output): downstream builds record it."""
+    digest = file_digest(out_dir / STATE_NAME)
+    return digest[:16] if digest else None
+
+
+def formula_graph_staleness(warehouse_con: Any, out_dir: Path, turtle_path: Path) -> str | None:
+    """Why the graph must be updated from the warehouse, or None when it is up to date."""
+    state = read_graph_state(out_dir, turtle_path)
+    if state is None:
+        return "no complete formula graph (never built, other extraction rules, or a build cut short)"
+    _, fingerprints = equation_fingerprints(warehouse_con)
+    built = state.get("papers") or {}
+    changed = sorted(p for p in fingerprints.keys() | built.keys() if fingerprints.get(p) != built.get(p))
+    if changed:
+        return f"equations changed in {len(changed)} paper(s)"
+    return rdf_blocks_problem(turtle_path)
+
+
+def rdf_blocks_path(turtle_path: Path) -> Path:
+    return turtle_path.with_name(turtle_path.name + ".blocks.parquet")
+
+
+def rdf_blocks_problem(turtle_path: Path) -> str | None:
+    """Why the Turtle document's block cache cannot serve the next build (missing, or unreadable), or None. Only a
+    cache, but one the graph's state does not vouch for: a build that finds none serialises every formula anew and
+    writes it again, so a damaged one makes the graph stale (the outputs come out the same)."""
+    path = rdf_blocks_path(turtle_path)
+    if not path.exists() and not path.is_symlink():
+        return f"its Turtle block cache {path.name} is missing"
+    try:
+        columns = pq.read_table(path).column_names
+    except Exception as error:  # pyarrow's errors, or a directory: a cache is only ever a cache
+        return f"its Turtle block cache {path.name} cannot be read ({type(error).__name__})"
+    return None if {"formula_id", "digest", "block"} <= set(columns) else f"{path.name} lacks its columns"
+
+
+def read_tables(out_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    return {
+        name: pq.read_table(out_dir / f"{name}.parquet").to_pylist()
+        for name in FORMULA_SCHEMAS
+        if (out_dir / f"{name}.parquet").exists()
+    }
