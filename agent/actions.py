@@ -10,6 +10,7 @@ an observation too, and the observation's text is cut to ``MAX_OBSERVATION_CHARS
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import logging
@@ -36,6 +37,7 @@ from agent.formats import (
     preview,
     render_action,
 )
+from paperlake.runtime.safe_eval import SafeEvalError, safe_eval
 from paperlake.runtime.sql_sandbox import SQLFailed, SQLRefused, SQLTimeout
 
 log = logging.getLogger(__name__)
@@ -507,8 +509,6 @@ class ViewImage(Action):
     @classmethod
     def _sha256(cls, path: Any) -> str:
         """The file's sha256, hashed once per (path, mtime, size): viewing more pages of a paper does not re-read it."""
-        import hashlib
-
         stat = path.stat()
         key = (str(path), stat.st_mtime_ns, stat.st_size)
         if key not in cls._file_hashes:
@@ -521,7 +521,7 @@ class ViewImage(Action):
 
 def render_region(path: Any, page_number: int, box: list[float], dpi: int, max_pixels: int) -> tuple[bytes, list]:
     """PNG of a page or a clipped region, scaled so its longer side is at most ``max_pixels``."""
-    import pymupdf  # heavy import, only when an image is asked for
+    import pymupdf  # deferred: pymupdf
 
     with pymupdf.open(str(path)) as document:
         if page_number > document.page_count:
@@ -549,8 +549,6 @@ class CalculateExpr(Action):
     examples: ClassVar[tuple[dict[str, Any], ...]] = ({"expr": "round((71.2 - 68.5) / 68.5 * 100, 2)"},)
 
     def execute(self, env: AgentEnv) -> Observation:
-        from paperlake.runtime.safe_eval import SafeEvalError, safe_eval
-
         try:
             value = safe_eval(self.expr)
         except (SafeEvalError, ArithmeticError, ValueError, RecursionError) as problem:

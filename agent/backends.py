@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
+from paperlake import formulas
+from paperlake.vectors.filters import FilterError
+from paperlake.vectors.filters import validate_filter as validate
+
 FILTER_FIELDS = {"pdf_id": str, "page_number": int, "table_name": str, "column_name": str, "primary_key": str}
 FILTER_OPERATORS = ("==", "!=", ">", ">=", "<", "<=", "in", "not in", "like", "and", "or", "not")
 
@@ -107,9 +111,6 @@ def tool_outcome(result: Any) -> ToolOutcome:
 
 def validate_filter(expression: str) -> str:
     """The filter, normalised, if valid (empty is valid), else :class:`InvalidFilter` saying why in one line."""
-    from paperlake.vectors.filters import FilterError
-    from paperlake.vectors.filters import validate_filter as validate
-
     try:
         return validate(expression, fields=FILTER_FIELDS)
     except FilterError as problem:
@@ -127,7 +128,7 @@ def quote_filter_list(values: Sequence[str]) -> str:
 
 def open_vector_backend(milvus_uri: str) -> VectorBackend | None:
     """The Milvus collections through ``paperlake.vectors``; None when no collection has been built yet."""
-    from paperlake.vectors.store import VectorStore  # heavy: torch, pymilvus
+    from paperlake.vectors.store import VectorStore  # deferred: pymilvus
 
     store = VectorStore(milvus_uri)
     if not any(store.client.has_collection(spec.name) for spec in store.active_specs()):
@@ -140,7 +141,7 @@ class MilvusVectors:
     """Adapter from ``paperlake.vectors`` (store, search, descriptions) to the agent's vector backend."""
 
     def __init__(self, store: Any) -> None:
-        from paperlake.vectors import describe, filters, search
+        from paperlake.vectors import describe, filters, search  # deferred: pymilvus
 
         self._store = store
         self._describe = describe.describe_collections
@@ -206,11 +207,6 @@ class MilvusVectors:
 
 
 def open_formula_backend(warehouse: Any, milvus_uri: str | None = None) -> FormulaBackend | None:
-    """The formula graph through ``paperlake.formulas``, or None when that layer is not installed yet; with
+    """The formula graph through ``paperlake.formulas``, or None when the warehouse has no formula tables yet; with
     ``milvus_uri`` its search uses the Milvus ``formulas`` collection when that exists."""
-    try:
-        from paperlake import formulas  # optional layer
-    except ImportError:
-        return None
-    factory = getattr(formulas, "agent_backend", None)
-    return factory(warehouse, milvus_uri) if factory else None
+    return formulas.agent_backend(warehouse, milvus_uri)

@@ -31,7 +31,7 @@ from agent.formats import (
 )
 from agent.prompt import system_prompt, task_prompt
 from agent.task import Task
-from paperlake.runtime.llm import ChatClient, LLMError, Usage
+from paperlake.runtime.llm import ChatClient, LLMError, Usage, image_part
 
 log = logging.getLogger(__name__)
 IMAGE_TOKEN_ESTIMATE = 800
@@ -111,7 +111,6 @@ def observation_message(env: AgentEnv, observation: Observation, with_images: bo
         return {"role": "user", "content": text}
     if not with_images:
         return {"role": "user", "content": text + "\n(the image is no longer shown; view it again if needed)"}
-    from paperlake.runtime.llm import image_part
 
     return {"role": "user", "content": [{"type": "text", "text": text}, *(image_part(p) for p in observation.images)]}
 

@@ -9,11 +9,15 @@ gold answer (or, for retrieval questions, the gold paper) is in what came back.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import time
 import uuid as uuid_lib
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+from rapidfuzz import fuzz
 
 from agent.actions import describe
 from agent.backends import BackendUnavailable, open_formula_backend, open_vector_backend
@@ -244,8 +248,6 @@ def _score_question(example: Any, items: list[Any], env: AgentEnv) -> QuestionRe
     evaluator = _example_field(example, "evaluator")
     gold = [g for g in gold_values(evaluator) if answer_needles(g)]
     if "retrieval" in task.tags:
-        from rapidfuzz import fuzz
-
         titles = env.titles(i.paper_id for i in items if i.paper_id)
         found_titles = [t.lower() for t in titles.values()]
         gold_titles = [str(g).lower() for g in gold]
@@ -319,8 +321,6 @@ def _page_hit(example: Any, items: Sequence[Any]) -> int:
 def probe_metrics(examples: Iterable[Any], env: AgentEnv, method: str = "neusym_rag", k: int = 5) -> ProbeMetrics:
     """Answer@1 and answer@k (answer-bearing recall of the first hit and of the first ``k``) and page@k of
     ``method``'s deterministic first retrieval; no LLM is called."""
-    import time
-
     get_method(method)
     started = time.perf_counter()
     rows: list[tuple[str, int, float, float]] = []  # kind, page hit, recall@1, recall@k
@@ -366,9 +366,12 @@ def probe_metrics(examples: Iterable[Any], env: AgentEnv, method: str = "neusym_
 def volume_quality(settings: Settings, volume: str, env: AgentEnv | None = None) -> dict[str, Any]:
     """Score a volume's probe set (``paperlake.evaluation.sets``) with each of ``settings.eval_methods``'s first
     retrievals and record the report; the first method's answer@5 is held against the threshold."""
-    import datetime as dt
-
-    from paperlake.evaluation.sets import quality_fingerprint, read_jsonl, record_quality, volume_set_path
+    from paperlake.evaluation.sets import (  # deferred: polars
+        quality_fingerprint,
+        read_jsonl,
+        record_quality,
+        volume_set_path,
+    )
 
     methods = [m.strip() for m in settings.eval_methods.split(",") if m.strip()]
     for method in methods:

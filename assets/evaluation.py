@@ -14,6 +14,7 @@ import hashlib
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
+from agent.run import volume_quality
 from assets.partitions import papers, run_paper_keys, volumes
 from assets.resources import PaperlakeResource
 from assets.vectors import vector_assets
@@ -95,8 +96,6 @@ def volume_set(context: dg.AssetExecutionContext, paperlake: PaperlakeResource) 
     "PAPERLAKE_EVAL_MIN_ANSWER5.",
 )
 def retrieval_quality(context: dg.AssetCheckExecutionContext, paperlake: PaperlakeResource) -> dg.AssetCheckResult:
-    from agent.run import volume_quality  # the agent stack loads only when the check runs
-
     volume = context.partition_key
     report = volume_quality(paperlake.settings(), volume)
     # every figure is named after its volume: the UI plots a metadata key's history across the check's runs,

@@ -6,7 +6,7 @@ import dagster as dg
 
 from assets.partitions import papers, run_paper_keys
 from assets.resources import PaperlakeResource, run_inputs
-from paperlake.lake.inbox import ManifestError
+from paperlake.lake.inbox import ManifestError, scan_inbox
 from paperlake.lake.pipeline import PaperOutcome, ingest_papers, locate_source, parse_code_version
 from paperlake.lake.store import ERROR_VIEW
 from paperlake.lake.views import VIEWS
@@ -31,8 +31,6 @@ WARNING_VIEWS = ("sections", "tables", "images")
     ),
 )
 def inbox_pdf(context: dg.AssetExecutionContext, paperlake: PaperlakeResource) -> dg.DataVersionsByPartition:
-    from paperlake.lake.inbox import scan_inbox
-
     keys = set(context.instance.get_dynamic_partitions(papers.name))
     versions = {s.paper_key: s.data_version for s in scan_inbox(paperlake.inbox_paths()) if s.paper_key in keys}
     return dg.DataVersionsByPartition(versions)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import dagster as dg
+from dagster_duckdb import DuckDBResource
 
 from paperlake.config import RUN_INBOXES_TAG, RUN_MINERU_TAG, Settings
 from paperlake.lake.store import Lake
@@ -69,8 +71,6 @@ class LLMResource(dg.ConfigurableResource):
     requests_per_minute: int = 0
 
     def apply(self, settings: Settings) -> Settings:
-        from dataclasses import replace
-
         changes = {
             name: value
             for name, value in (
@@ -115,6 +115,4 @@ def paperlake_from_env() -> PaperlakeResource:
 def warehouse_resource(paperlake: PaperlakeResource):
     """dagster-duckdb's resource on the warehouse, read-only: assets that read the warehouse (the evaluation probes)
     open it per use, so the file swapped in by each dbt build is the one they read."""
-    from dagster_duckdb import DuckDBResource
-
     return DuckDBResource(database=str(paperlake.settings().warehouse), connection_config={"access_mode": "READ_ONLY"})

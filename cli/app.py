@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import traceback
 import warnings
+from pathlib import Path
 
 import typer
 
@@ -55,6 +57,8 @@ def main() -> None:  # pragma: no cover - console entry
             code = problem.exit_code
         elif (cause := operational_cause(problem)) is not None:
             code = one_line(_operational_line(cause))
+        elif (unreadable := _unreadable_warehouse(problem)) is not None:
+            code = one_line(str(unreadable))
         else:  # the last guard between a bug and the user's terminal
             code = one_line(f"{type(problem).__name__}: {problem} (a bug: the traceback is in {_log_traceback()})")
     raise SystemExit(code if isinstance(code, int) else 0)
@@ -83,6 +87,17 @@ def operational_cause(problem: BaseException) -> BaseException | None:
             return current
         current = current.__cause__ or current.__context__
     return None
+
+
+def _unreadable_warehouse(problem: BaseException) -> StoreUnreadable | None:
+    """A DuckDB I/O error reading the warehouse (a file damaged since it was opened: DuckDB reads blocks on demand),
+    as the damaged-store line readers give."""
+    import duckdb  # deferred: only on this error path
+
+    named = re.search(r'"([^"]+\.duckdb)"', str(problem))
+    if not isinstance(problem, duckdb.IOException) or named is None:
+        return None
+    return StoreUnreadable("warehouse", Path(named.group(1)), str(problem))
 
 
 def _operational_line(problem: BaseException) -> str:

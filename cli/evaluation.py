@@ -49,11 +49,11 @@ def evaluate_cmd(
     home: Optional[Path] = HomeOption,
 ) -> None:
     """Evaluate a method on an AirQA-format set: trajectories, predictions, and a report per tag."""
-    from agent.loop import LoopConfig
-    from agent.run import answer, open_env
-    from agent.run import retrieval_only as run_retrieval_only
-    from paperlake.evaluation.dataset import evaluate, load_dataset
-    from paperlake.runtime.llm import ChatClient, LLMNotConfigured
+    from agent.loop import LoopConfig  # deferred: cli start-up
+    from agent.run import answer, open_env  # deferred: cli start-up
+    from agent.run import retrieval_only as run_retrieval_only  # deferred: cli start-up
+    from paperlake.evaluation.dataset import evaluate, load_dataset  # deferred: cli start-up
+    from paperlake.runtime.llm import ChatClient, LLMNotConfigured  # deferred: cli start-up
 
     settings = home_settings(home)
     try:
@@ -132,8 +132,8 @@ def eval_score(
     """Score a predictions file (from any system) the way NeuSym-RAG does: matched by uuid, a missing prediction
     counts as wrong. LLM-judged examples use the configured endpoint (OPENAI_BASE_URL, OPENAI_API_KEY,
     PAPERLAKE_LLM_MODEL); without one they are reported as not scored."""
-    from paperlake.evaluation.scoring import score_file, write_outputs
-    from paperlake.runtime.llm import ChatClient
+    from paperlake.evaluation.scoring import score_file, write_outputs  # deferred: cli start-up
+    from paperlake.runtime.llm import ChatClient  # deferred: cli start-up
 
     for path in (data, predictions):
         if not path.is_file():
@@ -192,8 +192,8 @@ def eval_synthesize(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Questions generated from a volume: offline probes (default) or ExTrActor's LLM-written, agent-verified ones."""
-    from paperlake.evaluation.sets import volumes as warehouse_volumes
-    from paperlake.evaluation.sets import write_volume_set
+    from paperlake.evaluation.sets import volumes as warehouse_volumes  # deferred: polars
+    from paperlake.evaluation.sets import write_volume_set  # deferred: polars
 
     settings = home_settings(home)
     if not settings.warehouse.exists():
@@ -235,11 +235,11 @@ def eval_synthesize(
         if out:
             console.print(f"written: {out} ({len(rows)} probes)")
         return
-    from agent.extractor import synthesize
-    from agent.loop import LoopConfig
-    from agent.methods import get_method
-    from agent.run import open_env
-    from paperlake.runtime.llm import ChatClient, LLMNotConfigured
+    from agent.extractor import synthesize  # deferred: cli start-up
+    from agent.loop import LoopConfig  # deferred: cli start-up
+    from agent.methods import get_method  # deferred: cli start-up
+    from agent.run import open_env  # deferred: cli start-up
+    from paperlake.runtime.llm import ChatClient, LLMNotConfigured  # deferred: cli start-up
 
     try:
         get_method(method)
@@ -295,7 +295,7 @@ def eval_quality(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Each volume's retrieval quality on its offline probes (what the retrieval_quality check recorded)."""
-    from paperlake.evaluation.sets import quality_path, read_jsonl, read_quality
+    from paperlake.evaluation.sets import quality_path, read_jsonl, read_quality  # deferred: polars
 
     settings = home_settings(home)
     reports = read_quality(settings)

@@ -16,7 +16,7 @@ formulas_app = typer.Typer(help="The formula graph: search, inspect and run form
 
 
 def _formula_layer(home: Optional[Path], with_collection: bool = False):
-    from paperlake.formulas.store import WarehouseFormulas, minilm_embedder, open_formula_collection
+    from paperlake.formulas.store import WarehouseFormulas, minilm_embedder, open_formula_collection  # deferred: sympy
 
     settings = home_settings(home)
     try:

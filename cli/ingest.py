@@ -29,7 +29,7 @@ def _inboxes(inboxes: list[Path] | None) -> list[Path]:
 
 
 def _run_ingest(inboxes: list[Path], settings: Settings, rebuild_warehouse: bool = False, **enrich: Any) -> None:
-    from orchestration.run import ingest as run_ingest
+    from orchestration.run import ingest as run_ingest  # deferred: dagster
 
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -45,9 +45,9 @@ def _run_ingest(inboxes: list[Path], settings: Settings, rebuild_warehouse: bool
         def notify(key: str, status: str) -> None:
             progress.update(task, advance=1, last=f"{key}: {status}")
 
-        from paperlake.lake.inbox import scan_volumes  # the plan's size sets the bar's total
-        from paperlake.lake.pipeline import plan_ingest
-        from paperlake.lake.store import Lake
+        from paperlake.lake.inbox import scan_volumes  # deferred: polars
+        from paperlake.lake.pipeline import plan_ingest  # deferred: polars
+        from paperlake.lake.store import Lake  # deferred: polars
 
         scan = scan_volumes(inboxes, settings.mineru_dir)
         plan = plan_ingest(scan.sources, Lake(settings.lake), settings, held=scan.held)
@@ -142,9 +142,9 @@ def enrich(
 ) -> None:
     """LLM/VLM enrichment of ingested papers: NeuSym-RAG's summaries, tl;dr and tags (HD-RAG's row/column summaries
     with --views), only for items whose content, prompt or model changed, then the warehouse and vectors."""
-    from paperlake.enrichment import dry_run as estimate_run
-    from paperlake.enrichment import not_configured_reason, resolve_kinds
-    from paperlake.enrichment.runner import Budget, BudgetError
+    from paperlake.enrichment import dry_run as estimate_run  # deferred: polars
+    from paperlake.enrichment import not_configured_reason, resolve_kinds  # deferred: polars
+    from paperlake.enrichment.runner import Budget, BudgetError  # deferred: polars
 
     settings = home_settings(home, mineru_dir=mineru_dir.resolve() if mineru_dir else None)
     try:

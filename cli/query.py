@@ -41,7 +41,12 @@ def sql(
 ) -> None:
     """Query the warehouse read-only, in the same sandbox as the agent: no writes, no file or network access, one
     statement, bounded time, memory and result size (works while an ingest is writing)."""
-    from paperlake.runtime.sql_sandbox import ReadOnlyWarehouse, SQLFailed, SQLRefused, SQLTimeout
+    from paperlake.runtime.sql_sandbox import (  # deferred: cli start-up
+        ReadOnlyWarehouse,
+        SQLFailed,
+        SQLRefused,
+        SQLTimeout,
+    )
 
     settings = home_settings(home)
     try:
@@ -81,8 +86,8 @@ def ask(
     iterative_sym_rag, iterative_neu_rag, iterative_classic_rag, two_stage_sym_rag, two_stage_neu_rag,
     two_stage_hybrid_rag, classic_rag, question_only, title_with_abstract, full_text_with_cutoff, mathrag (the
     formula tools), recap, hdrag (table questions)."""
-    from agent.run import ask as run_ask
-    from paperlake.runtime.llm import LLMNotConfigured
+    from agent.run import ask as run_ask  # deferred: cli start-up
+    from paperlake.runtime.llm import LLMNotConfigured  # deferred: cli start-up
 
     settings = home_settings(home)
     paper_ids = [resolve_paper(settings, text) for text in paper] if paper else None
@@ -152,11 +157,11 @@ def search(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Vector search over the Milvus collections; larger scores are better, whatever the backend returns."""
-    from paperlake.vectors.config import load_config
-    from paperlake.vectors.filters import FilterError, validate_filter
-    from paperlake.vectors.search import SearchFailed
-    from paperlake.vectors.search import search as run_search
-    from paperlake.vectors.store import VectorStore
+    from paperlake.vectors.config import load_config  # deferred: cli start-up
+    from paperlake.vectors.filters import FilterError, validate_filter  # deferred: cli start-up
+    from paperlake.vectors.search import SearchFailed  # deferred: pymilvus
+    from paperlake.vectors.search import search as run_search  # deferred: pymilvus
+    from paperlake.vectors.store import VectorStore  # deferred: pymilvus
 
     for library in ("pymilvus", "milvus_lite"):  # their error logs would repeat, with a traceback, what fail() says
         logging.getLogger(library).setLevel(logging.CRITICAL)

@@ -39,7 +39,7 @@ def executor_definition(settings: Settings) -> dg.ExecutorDefinition:
     """The executor the jobs run with outside `execute_in_process` (launched runs, the UI, the sensors)."""
     name = check_executor(settings.executor)
     if name == "celery":
-        from dagster_celery import celery_executor
+        from dagster_celery import celery_executor  # deferred: optional celery
 
         return celery_executor
     if name == "multiprocess":

@@ -19,11 +19,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import dagster as dg
+import yaml
+
 from paperlake.config import Settings, is_server_uri
 from paperlake.runtime.healing import SetAside, heal_sqlite, set_aside
 from paperlake.runtime.processes import pid_alive
 
 SINGLE_WRITER_POOLS = ("warehouse", "formulas")
+DEFAULT_CONFIG = "telemetry:\n  enabled: false\n"  # a new home's dagster.yaml: Dagster's defaults otherwise
 PID_TAG = "paperlake/pid"
 
 
@@ -94,14 +98,18 @@ def dagster_instance(settings: Settings, home: Path | None = None, healed: list[
     home = home or settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
+    healed = healed if healed is not None else []
     if problem := _config_problem(config):
-        (healed if healed is not None else []).append(set_aside(config, problem))
+        healed.append(set_aside(config, problem))
     if not config.exists():
-        config.write_text("telemetry:\n  enabled: false\n")
-    moved = heal_storage(home)
-    if healed is not None:
-        healed += moved
-    instance = load_instance(home)
+        config.write_text(DEFAULT_CONFIG)
+    healed += heal_storage(home)
+    try:
+        instance = load_instance(home)
+    except dg.DagsterInvalidConfigError as error:  # YAML that Dagster's schema refuses (a file cut short, say)
+        healed.append(set_aside(config, " ".join(str(error).split())[:300]))
+        config.write_text(DEFAULT_CONFIG)
+        instance = load_instance(home)
     configure_pools(instance, settings)
     release_stale_slots(instance)
     fail_orphaned_runs(instance)
@@ -112,7 +120,6 @@ def _config_problem(config: Path) -> str | None:
     """Why ``dagster.yaml`` cannot be the instance's configuration (not a file, not UTF-8 YAML, not a mapping), or
     None. Such a file is set aside and the default written again: a configuration to keep (``deploy/``'s
     PostgreSQL) is the operator's to restore from the set-aside copy."""
-    import yaml
 
     if not os.path.lexists(config):
         return None
@@ -122,7 +129,9 @@ def _config_problem(config: Path) -> str | None:
         loaded = yaml.safe_load(config.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         return f"{type(error).__name__}: {error}"
-    return None if loaded is None or isinstance(loaded, dict) else "not a mapping of settings"
+    if loaded is None:  # (Dagster would take its defaults, telemetry on, and the next ingest would not say why)
+        return "empty"
+    return None if isinstance(loaded, dict) else "not a mapping of settings"
 
 
 ORPHAN_STATUSES = ("NOT_STARTED", "STARTING", "STARTED")
@@ -132,8 +141,6 @@ def fail_orphaned_runs(instance) -> list[str]:
     """Runs this machine's CLI started whose process is gone (killed) but which still read as running or not
     started: marked failed, so the UI does not show them running for ever. Daemon-launched runs (no pid tag) are
     Dagster's run monitoring's."""
-    import dagster as dg
-
     statuses = [getattr(dg.DagsterRunStatus, name) for name in ORPHAN_STATUSES]
     failed = []
     for run in instance.get_runs(dg.RunsFilter(statuses=statuses, tags={"paperlake/trigger": "cli"})):
@@ -148,8 +155,6 @@ def load_instance(home: Path):
     """The Dagster instance of ``home``: its ``dagster.yaml``, with Dagster's stock storage (SQLite files under
     ``home`` unless the file configures PostgreSQL, as ``deploy/`` does), so the UI, the daemon and the CLI read
     and write the same runs the same way."""
-    import dagster as dg
-
     return dg.DagsterInstance.from_config(str(home))
 
 

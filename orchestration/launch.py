@@ -20,7 +20,9 @@ from __future__ import annotations
 import os
 import re
 import time
+import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import urlparse
 
@@ -36,9 +38,6 @@ def webserver_url(configured: str | None, dagster_home: Any) -> str | None:
     home's Dagster folder if it answers now (a UI stopped since is not waited for); None: run in process."""
     if configured:
         return configured
-    import urllib.request
-    from pathlib import Path
-
     try:
         url = (Path(dagster_home) / URL_FILE).read_text(encoding="utf-8").strip()
     except OSError:
@@ -65,7 +64,7 @@ class Launcher:
     """Launches named jobs through the webserver at ``url`` and waits for each in ``instance`` (the same one)."""
 
     def __init__(self, url: str, instance: Any, poll_seconds: float = 0.5) -> None:
-        from dagster_graphql import DagsterGraphQLClient
+        from dagster_graphql import DagsterGraphQLClient  # deferred: dagster_graphql
 
         parsed = urlparse(url if "://" in url else f"http://{url}")
         self.url = url
@@ -86,7 +85,7 @@ class Launcher:
         asset_selection: Iterable[Any] | None = None,
         run_config: dict | None = None,
     ) -> LaunchedRun:
-        from dagster_graphql import DagsterGraphQLClientError
+        from dagster_graphql import DagsterGraphQLClientError  # deferred: dagster_graphql
 
         try:
             run_id = self.client.submit_job_execution(
@@ -141,7 +140,7 @@ def step_failure_reason(events: Iterable[Any]) -> str:
 
 
 def run_failure_reason(instance: Any, run_id: str) -> str:
-    import dagster as dg
+    import dagster as dg  # deferred: dagster
 
     records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
     return step_failure_reason(record.event_log_entry.dagster_event for record in records)

@@ -11,16 +11,19 @@ machine's lake, instance storage and Milvus.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from paperlake.config import Settings
 from paperlake.runtime.processes import stop_process
 from paperlake.vectors.server import free_port, launched
 
@@ -143,7 +146,7 @@ def celery_workers(
                         stdin=subprocess.DEVNULL,
                     )
                 )
-        from celery import Celery
+        from celery import Celery  # deferred: optional celery
 
         app = Celery(broker=broker, backend=broker)
         deadline = time.monotonic() + startup_timeout
@@ -159,11 +162,6 @@ def celery_workers(
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-    import tempfile
-
-    from paperlake.config import Settings
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)

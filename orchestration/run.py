@@ -11,17 +11,40 @@ import contextlib
 import fcntl
 import json
 import logging
+import multiprocessing
 import os
 import subprocess
 import sys
 import time
+import warnings
+import weakref
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import dagster as dg
+
+from assets.parse import observe_inbox
+from assets.partitions import PAPERS, papers, volumes
+from assets.resources import LLMResource, PaperlakeResource
+from assets.vectors import vector_assets
+from orchestration.executors import execution_config, reconstructable_job
 from orchestration.instance import dagster_instance, load_instance, run_tags
-from orchestration.launch import step_failure_reason
+from orchestration.launch import Launcher, step_failure_reason, webserver_url
 from paperlake.config import RUN_INBOXES_TAG, RUN_MINERU_TAG, Settings
+from paperlake.enrichment import Budget, not_configured_reason, resolve_kinds
+from paperlake.enrichment import stale_papers as papers_to_enrich
+from paperlake.evaluation.sets import (
+    heal_quality_histories,
+    orphan_probe_files,
+    read_quality,
+    remove_probes,
+    stale_probe_papers,
+    stale_volumes,
+    volume_set_path,
+)
+from paperlake.evaluation.sets import volumes as warehouse_volumes
 from paperlake.freshness import formula_staleness, warehouse_staleness
 from paperlake.lake.inbox import scan_volumes
 from paperlake.lake.pipeline import IngestPlan, plan_ingest, record_held_volumes
@@ -149,7 +172,6 @@ class _Runner:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         # with the webserver of this home, every run is launched there: the UI's own runs (orchestration.launch)
         self.launcher = None
-        from orchestration.launch import Launcher, webserver_url
 
         url = webserver_url(settings.dagster_url, settings.dagster_home)
         if url:
@@ -202,11 +224,6 @@ class _Runner:
                     tags=tags,
                     run_config=QUIET | (run_config or {}),
                 )
-            import warnings
-
-            import dagster as dg
-
-            from orchestration.executors import execution_config, reconstructable_job
 
             if partition_key:
                 tags["dagster/partition"] = partition_key
@@ -240,7 +257,6 @@ class _Runner:
         locks; a fork would copy gRPC's threads), which rebuilds this runner: that is what keeps several workers
         busy. The stores' pools still hold, since every step claims its pool's slot through the instance whichever
         run it belongs to."""
-        from assets.partitions import PAPERS
 
         launched_elsewhere = self.settings.executor != "in_process" and self.launcher is None
         concurrent = self.settings.concurrent_runs if launched_elsewhere else 1
@@ -252,21 +268,16 @@ class _Runner:
             tasks = [(job_name, batch, asset_selection) for batch in batches]
             runs = (outcome for outcomes in self._processes().map(_run_batch_elsewhere, tasks) for outcome in outcomes)
         outcomes = []
-        for papers, result in runs:
-            outcomes.append((papers, result))
+        for batch, result in runs:
+            outcomes.append((batch, result))
             if on_run is not None:
-                on_run(papers, result)
+                on_run(batch, result)
         return outcomes
 
     def _processes(self):
         """The run processes, started once per runner (each imports Dagster and the definitions, seconds of a core) and
         shut down when the runner goes."""
         if self._pool is None:
-            import multiprocessing
-            import warnings
-            import weakref
-            from concurrent.futures import ProcessPoolExecutor
-
             self._pool = ProcessPoolExecutor(
                 self.settings.concurrent_runs,
                 mp_context=multiprocessing.get_context("spawn"),
@@ -300,10 +311,8 @@ class RunOutcome:
 def _start_run_process(settings: Settings, resource: dict, filters: list) -> None:
     """A run process's start: the runner rebuilt from the same settings and resource values, the parent's warning
     filters (the CLI's quiet_third_party) kept."""
-    import warnings
 
-    from assets.resources import LLMResource, PaperlakeResource
-    from orchestration.definitions import build_definitions
+    from orchestration.definitions import build_definitions  # deferred: dagster-dbt
 
     global _PROCESS_RUNNER
     warnings.filters[:] = filters
@@ -423,11 +432,6 @@ def _ingest(
     if building:  # a new home's builds start from the project's shared parse (same profile in every home)
         seed_parse_state(dbt_target_path(settings.home, "warehouse"), dbt_env(settings.lake, settings.warehouse))
 
-    from assets.parse import observe_inbox
-    from assets.partitions import papers
-    from assets.resources import LLMResource, PaperlakeResource
-    from assets.vectors import vector_assets
-
     summary = IngestSummary(plan=plan, healed=healed)
     for volume, reason in scan.held.items():
         held_note = "its papers stay as the lake has them until the manifest reads again"
@@ -447,7 +451,7 @@ def _ingest(
     summary.healed += [moved.line() for moved in storage_set_aside]
 
     def definitions():
-        from orchestration.definitions import build_definitions
+        from orchestration.definitions import build_definitions  # deferred: dagster-dbt
 
         return build_definitions(resource, LLMResource.from_settings(settings))
 
@@ -557,13 +561,10 @@ def _downstream(
     notify: Callable[[str, str], None],
 ) -> None:
     """The formula graph, the vector sync and the volumes' self-evaluation, for what the check found stale."""
-    import dagster as dg
-
-    from assets.partitions import papers
 
     stage_started = time.perf_counter()
     if formulas:
-        from orchestration.jobs import FORMULA_ASSETS  # the asset modules: imported when a run is to come
+        from orchestration.jobs import FORMULA_ASSETS  # deferred: dagster-dbt
 
         summary.stale |= {f"formula {part}": why for part, why in formulas.items()}
         selection = [key for part in formulas for key in FORMULA_ASSETS[part].keys]
@@ -601,9 +602,6 @@ def _probe(runner: "_Runner", instance, settings: Settings, summary: IngestSumma
     """Probes for the papers whose warehouse rows changed (`probe_paper` runs), as soon as the warehouse is built;
     the files of papers and volumes gone from it go. Their volumes are scored by :func:`_evaluate` once the vectors
     are synced (a volume's staleness sees its papers' new probes, :func:`paperlake.evaluation.sets.stale_volumes`)."""
-    from assets.partitions import papers
-    from paperlake.evaluation.sets import heal_quality_histories, orphan_probe_files, remove_probes, stale_probe_papers
-    from paperlake.evaluation.sets import volumes as warehouse_volumes
 
     heal_quality_histories(settings)
     for key in orphan_probe_files(settings):
@@ -630,8 +628,6 @@ def _probe(runner: "_Runner", instance, settings: Settings, summary: IngestSumma
 def _evaluate(runner: "_Runner", instance, settings: Settings, summary: IngestSummary) -> None:
     """Each volume whose probes or vector collections changed: its set and its retrieval_quality check (one
     `evaluate_volume` run). An unchanged ingest runs none."""
-    from assets.partitions import volumes
-    from paperlake.evaluation.sets import read_quality, stale_volumes, volume_set_path
 
     targets = stale_volumes(settings)
     _add_partitions(instance, volumes.name, list(targets))
@@ -656,15 +652,13 @@ def _enrich(
 ) -> None:
     """One `enrich_paper` run per paper with items to ask, each given what is left of the run's budget; papers the
     budget does not reach are pending (reported, not failed) and come first next time."""
-    from assets.partitions import papers
-    from paperlake.enrichment import Budget, not_configured_reason, resolve_kinds, stale_papers
 
     summary.enrichment_skipped = not_configured_reason(settings)
     if summary.enrichment_skipped:
         return
     kinds = kinds or resolve_kinds(settings.enrich_kinds)
     budget = Budget.parse(settings.llm_budget)
-    stale = stale_papers(settings, kinds, retry_errors=retry_errors)
+    stale = papers_to_enrich(settings, kinds, retry_errors=retry_errors)
     keys = sorted(stale)[:limit] if limit is not None else sorted(stale)
     _add_partitions(instance, papers.name, keys)
     usage = {"calls": 0, "cached_calls": 0, "tokens": 0, "cost_usd": 0.0, "errors": 0}
@@ -705,14 +699,14 @@ def _enrich(
 
 
 def collection_available_here(store) -> bool:
-    from paperlake.formulas.collection import FORMULA_ENCODER
+    from paperlake.formulas.collection import FORMULA_ENCODER  # deferred: pymilvus
 
     return store.encoders.available(FORMULA_ENCODER)
 
 
 @contextlib.contextmanager
 def _open_store(settings: Settings):
-    from paperlake.vectors.store import VectorStore
+    from paperlake.vectors.store import VectorStore  # deferred: pymilvus
 
     store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings, lock_timeout=600.0, heal=True)
     try:

@@ -31,8 +31,14 @@ from orchestration.jobs import (
     probe_paper,
     sync_vectors,
 )
+from paperlake.enrichment import stale_papers as unenriched
+from paperlake.evaluation.sets import stale_probe_papers, stale_volumes
+from paperlake.freshness import formula_staleness, warehouse_inputs, warehouse_staleness
 from paperlake.lake.inbox import InboxScan, scan_volumes
 from paperlake.lake.pipeline import parser_version, plan_ingest, resolve_backend
+from paperlake.vectors.ledger import stale_papers
+from paperlake.vectors.server import StoreLockedError
+from paperlake.vectors.store import VectorStore
 
 ingest_job = ingest_paper
 MAX_ATTEMPTS = 3
@@ -156,18 +162,11 @@ def _request(
 
 def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) -> tuple[list[dg.RunRequest], str]:
     """Run requests for the stale stores, upstream first, and a note on what was found."""
-    from paperlake.freshness import formula_staleness, warehouse_inputs, warehouse_staleness
-    from paperlake.vectors.ledger import stale_papers
-    from paperlake.vectors.server import StoreLockedError
-    from paperlake.vectors.store import VectorStore
-
     settings = paperlake.settings()
     active = _in_flight(instance)
     if ingest_paper.name in active:
         return [], "parse runs in flight"
     if settings.llm_configured and enrich_paper.name not in active:
-        from paperlake.enrichment import stale_papers as unenriched
-
         pending = unenriched(settings)
         if pending:  # summaries first: the warehouse build that follows picks them all up at once
             requests = [
@@ -245,8 +244,6 @@ def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) 
 def _evaluation_requests(settings, instance: dg.DagsterInstance) -> tuple[list[dg.RunRequest], str]:
     """Once every store is current: probes of the papers whose warehouse rows changed, then the volumes whose probe
     set or collections changed (their set and retrieval_quality check), by the rules `paperlake ingest` applies."""
-    from paperlake.evaluation.sets import stale_probe_papers, stale_volumes
-
     probes = stale_probe_papers(settings)
     if probes:
         requests = [

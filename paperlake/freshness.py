@@ -24,8 +24,10 @@ import json
 from typing import Any
 
 from paperlake.config import Settings
-from paperlake.formulas.state import formula_graph_staleness, graph_digest, rdf_blocks_problem
+from paperlake.formulas.state import formula_graph_staleness, graph_digest, rdf_blocks_problem, read_tables
 from paperlake.lake.store import Lake
+from paperlake.vectors.config import load_config
+from paperlake.vectors.onnx_graphs import text_cache_key
 from paperlake.warehouse.build import dbt_digest, recorded_builds
 from paperlake.warehouse.read import connect_read_only
 
@@ -53,9 +55,7 @@ def formula_collection_inputs(settings: Settings) -> str:
     """The graph's digest, the collection's code and the vectors' encoder (model, backend, length): a collection
     synced by another configuration of the encoder is stale, so its vectors never sit beside query vectors of
     another encoder."""
-    from paperlake.formulas.collection import FORMULA_ENCODER
-    from paperlake.vectors.config import load_config
-    from paperlake.vectors.onnx_graphs import text_cache_key
+    from paperlake.formulas.collection import FORMULA_ENCODER  # deferred: pymilvus
 
     spec = load_config().encoders.get(FORMULA_ENCODER)
     encoder = text_cache_key(spec.model_id, spec.backend, spec.max_seq_length) if spec is not None else "none"
@@ -104,8 +104,7 @@ def formula_staleness(settings: Settings, store: Any | None) -> dict[str, str]:
 
 
 def formula_collection_staleness(settings: Settings, store: Any) -> str | None:
-    from paperlake.formulas.collection import FORMULA_COLLECTION, formula_entities
-    from paperlake.formulas.state import read_tables
+    from paperlake.formulas.collection import FORMULA_COLLECTION, formula_entities  # deferred: pymilvus
 
     client = store.client
     if not client.has_collection(FORMULA_COLLECTION):

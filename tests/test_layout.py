@@ -11,6 +11,7 @@ Every import counts, also the ones inside functions (a lazy import is still a de
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -198,3 +199,50 @@ def test_no_private_member_of_a_library_class_is_overridden():
                 if any(member in vars(k) for k in libraries):
                     offences.append(f"{path.relative_to(REPO)}: {class_name}.{member}")
     assert not offences
+
+
+def undeferred_imports(source: str) -> list[tuple[int, str]]:
+    """(line, module) of each import inside a function whose (first) line has no ``# deferred: <reason>``."""
+    lines = source.splitlines()
+    imports = {
+        node
+        for function in ast.walk(ast.parse(source))
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+        for node in ast.walk(function)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+    }
+    return sorted(
+        (node.lineno, getattr(node, "module", None) or ", ".join(alias.name for alias in node.names))
+        for node in imports
+        if not re.search(r"# deferred: \S", lines[node.lineno - 1])
+    )
+
+
+def test_an_import_inside_a_function_says_why():
+    """An import inside a function only defers a heavy dependency (or one only an optional path needs), and its line
+    says which: ``# deferred: torch``, ``# deferred: optional clip``. Every other import is at the module's top."""
+    offenders = [
+        f"{path.relative_to(REPO)}:{line} {module}"
+        for package in FIRST_PARTY
+        for path in sorted((REPO / package).rglob("*.py"))
+        for line, module in undeferred_imports(path.read_text(encoding="utf-8"))
+    ]
+    assert not offenders, "imports inside functions without `# deferred: <reason>`:\n" + "\n".join(offenders)
+
+
+def test_the_deferral_checker_reads_the_first_line():
+    source = (
+        "import json\n"
+        "def f():\n"
+        "    import torch  # deferred: torch\n"
+        "    from sympy import (  # deferred: sympy\n"
+        "        Symbol,\n"
+        "    )\n"
+        "    import re\n"
+        "    class C:\n"
+        "        def g(self):\n"
+        "            from paperlake.config import (\n"
+        "                Settings,  # deferred: cycle\n"
+        "            )\n"
+    )
+    assert undeferred_imports(source) == [(7, "re"), (10, "paperlake.config")]

@@ -23,7 +23,9 @@ from paperlake.enrichment.runner import (
     estimate,
     plan_paper,
 )
+from paperlake.lake.store import Lake
 from paperlake.lake.views import ENRICHMENT_VIEW
+from paperlake.runtime.llm import DEFAULT_MODEL, ChatClient, parse_prices
 
 ENRICHMENT_VERSION = "enrichment-1"
 
@@ -59,15 +61,11 @@ def not_configured_reason(settings: Settings) -> str | None:
 
 
 def models_for(settings: Settings) -> Models:
-    from paperlake.runtime.llm import DEFAULT_MODEL
-
     text = settings.llm_model or DEFAULT_MODEL
     return Models(text=text, vision=settings.vlm_model or text)
 
 
 def _lake(settings: Settings):
-    from paperlake.lake.store import Lake
-
     return Lake(settings.lake)
 
 
@@ -92,8 +90,6 @@ def dry_run(
     settings: Settings, kinds: tuple[str, ...] | None = None, keys: list[str] | None = None, retry_errors: bool = False
 ) -> dict[str, Any]:
     """What enriching would ask, per paper and in total, with worst-case tokens and cost; calls nothing."""
-    from paperlake.runtime.llm import parse_prices
-
     lake = _lake(settings)
     kinds = kinds or resolve_kinds(settings.enrich_kinds)
     models = models_for(settings)
@@ -130,8 +126,6 @@ def enrich_one(
 ) -> PaperOutcome:
     """Ask the paper's stale items and replace its enrichment file. ``client_factory(model)`` makes the chat
     clients (default: :meth:`ChatClient.from_settings` with the response cache)."""
-    from paperlake.runtime.llm import ChatClient
-
     lake = _lake(settings)
     record = lake.record(paper_key)
     if record is None:

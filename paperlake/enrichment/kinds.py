@@ -9,6 +9,7 @@ asked again only when what it would be shown, the prompt or the model changes.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
@@ -19,6 +20,8 @@ from typing import Any
 
 import polars as pl
 import tiktoken
+
+from paperlake.vectors.encoders import render_region
 
 PROMPTS_DIR = Path(__file__).with_name("prompts")
 MAX_CONTENT_TOKENS = 6000  # what one item may show the model (a long page or section is cut)
@@ -103,8 +106,6 @@ class Item:
     def messages(self) -> list[dict[str, Any]]:
         kind = KINDS[self.kind]
         if kind.vision and self.png is not None:
-            import base64
-
             user: Any = [
                 {"type": "text", "text": self.text},
                 {
@@ -197,8 +198,6 @@ def _item(kind: Kind, row: dict[str, Any], paper: dict[str, Any]) -> Item | None
 
 
 def _crop(pdf_path: str, page_number: int, bbox: list[float]) -> bytes | None:
-    from paperlake.vectors.encoders import render_region
-
     try:
         return render_region(pdf_path, page_number, bbox, dpi=VISION_DPI)
     except Exception:  # a moved PDF or a box off the page: the text (caption, HTML) still describes the item

@@ -33,6 +33,7 @@ from paperlake.enrichment.kinds import KINDS, BadAnswer, Item, paper_items, read
 from paperlake.lake.store import CONTRACT_DIR, write_table_atomic
 from paperlake.lake.views import ENRICHMENT_SCHEMA, ENRICHMENT_VIEW
 from paperlake.runtime.healing import set_aside
+from paperlake.runtime.llm import LLMError
 
 
 class BudgetError(ValueError):
@@ -230,8 +231,6 @@ def enrich_paper(
     retry_errors: bool = False,
 ) -> PaperOutcome:
     """Ask every item of the paper that needs it (``clients[vision]`` answers), then replace the paper's file."""
-    from paperlake.runtime.llm import LLMError
-
     todo, rows = plan_paper(lake, paper_key, kinds, models, retry_errors, render=True)
     outcome = PaperOutcome(paper_key, unchanged=len(rows))
     limiter = _RateLimiter(per_minute)

@@ -411,9 +411,9 @@ class Report:
 
     def to_png(self, path: str | Path) -> Path:
         """A bar per tag, coloured by tag group, with the overall score as a dashed line."""
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-        from matplotlib.patches import Patch
+        from matplotlib.backends.backend_agg import FigureCanvasAgg  # deferred: matplotlib
+        from matplotlib.figure import Figure  # deferred: matplotlib
+        from matplotlib.patches import Patch  # deferred: matplotlib
 
         rows = self.by_tag
         figure = Figure(figsize=(max(6.0, 0.8 * len(rows) + 2), 4.0), dpi=120)

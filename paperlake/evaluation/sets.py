@@ -30,6 +30,7 @@ from paperlake.evaluation import probes as probes_module
 from paperlake.evaluation.probes import PROBES_VERSION, paper_probes
 from paperlake.lake.store import atomic_write_bytes
 from paperlake.runtime.healing import set_aside
+from paperlake.vectors.ledger import read_ledger, stage_fingerprint
 from paperlake.warehouse.build import dbt_digest
 from paperlake.warehouse.read import connect_read_only
 
@@ -225,7 +226,6 @@ def write_volume_set(settings: Settings, volume: str) -> dict[str, Any]:
 
 def quality_fingerprint(settings: Settings, volume: str) -> str:
     """What the volume's retrieval-quality report depends on (see the module docstring)."""
-    from paperlake.vectors.ledger import read_ledger, stage_fingerprint  # vectors stack is heavy
 
     keys = set(volumes(settings).get(volume, []))
     root = settings.home / "vectors"
@@ -287,19 +287,28 @@ def record_quality(settings: Settings, volume: str, report: dict[str, Any]) -> N
 
 
 def heal_quality_histories(settings: Settings) -> None:
-    """Every volume's quality history that is not text, set aside (an ingest checks them, evaluated or not)."""
+    """Every volume's quality history checked (an ingest checks them, evaluated or not): see :func:`_heal_history`."""
     root = settings.evaluation / "quality"
     for history_path in sorted(root.glob("*.history.jsonl")) if root.is_dir() else []:
         _heal_history(history_path)
 
 
 def _heal_history(history_path: Path) -> None:
-    """A history is appended to, never rebuilt: one whose bytes no evaluation wrote starts again, the old kept aside
-    (a line cut by a kill is only that line, skipped when it is read)."""
+    """A history is appended to, never rebuilt. One with lines no evaluation wrote (bytes that are not text, a line
+    cut by a kill, garbage) is set aside whole, and its reports that still read are written back, so the next report
+    starts on a line of its own (appended after a cut line, it would be lost with it)."""
     if history_path.is_dir():
         set_aside(history_path, "a directory, not a file")
-    elif damage := _not_text(history_path):
-        set_aside(history_path, damage)
+        return
+    damage = _not_text(history_path) or damaged_jsonl(history_path)
+    if not damage and history_path.exists() and history_path.stat().st_size:
+        with open(history_path, "rb") as handle:
+            handle.seek(-1, os.SEEK_END)
+            damage = None if handle.read(1) == b"\n" else "its last line was cut short"
+    if damage:
+        kept = read_jsonl(history_path, skip_damaged=True)
+        set_aside(history_path, f"{damage}; {len(kept)} report(s) that read kept")
+        _write_text(history_path, _jsonl(kept))
 
 
 def _not_text(path: Path) -> str | None:

@@ -5,6 +5,8 @@ Pure logic with no stores attached: the pipeline feeds :class:`FormulaGraph` row
 into tools with :func:`build_tool`. Every evaluation goes through :func:`paperlake.runtime.safe_eval.safe_eval`.
 """
 
+import importlib
+
 # name → the module that defines it: imported on first use (PEP 562), so a light submodule (the graph's state,
 # read by every ingest's check) does not pull sympy in through this package
 _LAZY = {
@@ -97,8 +99,6 @@ __all__ = [
 
 def __getattr__(name: str):
     if name in _LAZY:
-        import importlib
-
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
@@ -110,6 +110,6 @@ def __dir__() -> list[str]:
 
 
 def agent_backend(warehouse, milvus_uri=None):  # the agent's optional formula layer
-    from paperlake.formulas.store import agent_backend as backend
+    from paperlake.formulas.store import agent_backend as backend  # deferred: sympy
 
     return backend(warehouse, milvus_uri)

@@ -107,7 +107,7 @@ class FormulaAssistant:
         return described
 
     def same_formula(self, new: Formula, existing: Formula) -> bool:
-        from paperlake.formulas.canonical import composite_description
+        from paperlake.formulas.canonical import composite_description  # deferred: sympy
 
         prompt = _JUDGE.format(
             a_latex=existing.normalised_latex,

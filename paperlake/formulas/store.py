@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import paperlake.formulas.state as graph_state
+from paperlake.formulas.constants import STANDARD_CONSTANTS
 from paperlake.formulas.graph import FormulaGraph
 from paperlake.formulas.latex.parse_cache import latex_parse_cache
 from paperlake.formulas.rdf import to_turtle
@@ -38,8 +40,13 @@ from paperlake.formulas.state import (
     read_graph_state,
     read_tables,
 )
+from paperlake.formulas.tools import build_tool
 from paperlake.lake.store import atomic_write_bytes, write_table_atomic
 from paperlake.runtime.failpoints import fault_point
+from paperlake.runtime.healing import set_aside
+from paperlake.vectors.config import load_config
+from paperlake.vectors.embedding_cache import EmbeddingCache, encode_cached
+from paperlake.warehouse.read import paper_filter
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +82,6 @@ def graph_counts(tables: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
 
 def equation_rows(warehouse_con: Any, papers: list[str]) -> dict[str, list[dict[str, Any]]]:
     """The display equations of ``papers``, by paper id, in reading order."""
-    from paperlake.warehouse.read import paper_filter
 
     by_paper: dict[str, list[dict[str, Any]]] = {paper: [] for paper in papers}
     if not papers:
@@ -159,11 +165,14 @@ def update_formula_graph(
 
 def _read_rdf_blocks(turtle_path: Path) -> dict[str, tuple[str, str]]:
     """The Turtle document's blocks as last written (formula id → (digest, statements)): a cache, so a formula
-    that did not change is not serialised again. A missing or unreadable cache only costs serialising anew."""
-    try:
-        table = pq.read_table(rdf_blocks_path(turtle_path)).to_pydict()
-    except Exception:
+    that did not change is not serialised again. A missing cache only costs serialising anew; one that cannot be
+    read (:func:`rdf_blocks_problem`) is set aside first, so the new one can be written in its place."""
+    path = rdf_blocks_path(turtle_path)
+    if problem := rdf_blocks_problem(turtle_path):
+        if os.path.lexists(path):
+            set_aside(path, problem)
         return {}
+    table = pq.read_table(path).to_pydict()
     return {key: (digest, block) for key, digest, block in zip(table["formula_id"], table["digest"], table["block"])}
 
 
@@ -196,10 +205,8 @@ def minilm_embedder(cache_path: Path | None = None) -> Callable[[list[str]], np.
     """
 
     def embed(texts: list[str]) -> np.ndarray:
-        from paperlake.formulas.collection import FORMULA_ENCODER
-        from paperlake.vectors.config import load_config
-        from paperlake.vectors.embedding_cache import EmbeddingCache, encode_cached
-        from paperlake.vectors.encoders import encoder_registry
+        from paperlake.formulas.collection import FORMULA_ENCODER  # deferred: pymilvus
+        from paperlake.vectors.encoders import encoder_registry  # deferred: onnxruntime
 
         encoder = encoder_registry(load_config()).get(FORMULA_ENCODER)
         cache = EmbeddingCache(cache_path) if cache_path is not None else None
@@ -215,8 +222,8 @@ def minilm_embedder(cache_path: Path | None = None) -> Callable[[list[str]], np.
 def open_formula_collection(milvus_uri: str, cache_path: Path | None = None, lock_timeout: float = 2.0) -> Any:
     """A :class:`~paperlake.vectors.store.VectorStore` on which the ``formulas`` collection exists, else None
     (not built yet, MiniLM weights missing, or the Milvus Lite file held by a writer in another process)."""
-    from paperlake.formulas.collection import collection_available
-    from paperlake.vectors.store import VectorStore
+    from paperlake.formulas.collection import collection_available  # deferred: pymilvus
+    from paperlake.vectors.store import VectorStore  # deferred: pymilvus
 
     try:
         store = VectorStore(milvus_uri, cache_path=cache_path, lock_timeout=lock_timeout)
@@ -300,7 +307,7 @@ class WarehouseFormulas:
     def _formula_order(self, query: str, limit: int) -> list[int]:
         formulas = self.tables["formulas"]
         if self.collection is not None:
-            from paperlake.formulas.collection import search_formula_collection
+            from paperlake.formulas.collection import search_formula_collection  # deferred: pymilvus
 
             position = {formula["formula_id"]: index for index, formula in enumerate(formulas)}
             try:
@@ -358,7 +365,6 @@ class WarehouseFormulas:
         return found
 
     def search_constants(self, query: str, limit: int = 5) -> list[dict[str, Any]]:
-        from paperlake.formulas.constants import STANDARD_CONSTANTS
 
         standard = [
             {
@@ -388,7 +394,6 @@ class WarehouseFormulas:
         return [rows[i] for i in order]
 
     def create_tool(self, formula_id: str):
-        from paperlake.formulas.tools import build_tool
 
         graph = self._graph if self._graph is not None else self._graph_of(formula_id)
         formula = graph.formulas.get(formula_id)

@@ -32,6 +32,7 @@ from paperlake.lake.inbox import (
 from paperlake.lake.store import Lake
 from paperlake.lake.views import ParsedPaper
 from paperlake.parsing.backends import PARSERS, auto_parser, parse_with
+from paperlake.parsing.errors import ParseError
 
 if TYPE_CHECKING:  # the gate (pandas, Great Expectations) is imported where it runs
     from paperlake.lake.quality import QualityReport
@@ -68,7 +69,7 @@ def resolve_backend(source: PaperSource, requested: str) -> str:
 
 
 def pdf_page_count(path: Path) -> int:
-    import pymupdf
+    import pymupdf  # deferred: pymupdf
 
     with pymupdf.open(path) as document:
         return document.page_count
@@ -97,8 +98,6 @@ def check_integrity(source: PaperSource) -> None:
 
 def parse_source(source: PaperSource, backend: str, settings: Settings) -> ParsedPaper:
     """``source`` parsed with ``backend``; a parser's refusal becomes the paper's :class:`IngestError`."""
-    from paperlake.parsing.errors import ParseError
-
     try:
         return parse_with(backend, source, settings)
     except ParseError as error:
@@ -220,7 +219,7 @@ def ingest_papers(
         prepared.append((outcome, parsed, time.perf_counter() - started))
     gated = [(outcome, parsed) for outcome, parsed, _ in prepared if parsed is not None]
     started = time.perf_counter()
-    from paperlake.lake.quality import validate_papers
+    from paperlake.lake.quality import validate_papers  # deferred: pandas
 
     reports: list[QualityReport | None]
     try:

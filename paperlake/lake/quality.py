@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from paperlake.lake.views import VIEWS, ParsedPaper, to_arrow
+from paperlake.parsing import DETECTORS
 from paperlake.parsing.table_structure import STRUCTURE_FLAGS
 
 BBOX_TOLERANCE_PT = 2.0
@@ -123,7 +124,7 @@ def import_gx() -> Any:
     with _GX_IMPORT:
         if "great_expectations.expectations" not in sys.modules:
             with _lazily(_LAZY_FOR_GX - set(sys.modules)):
-                import great_expectations.expectations  # noqa: F401
+                import great_expectations.expectations  # noqa: F401  # deferred: great_expectations
     return sys.modules["great_expectations"]
 
 
@@ -131,7 +132,7 @@ def import_gx() -> Any:
 def _context() -> Any:
     logging.getLogger("great_expectations").setLevel(logging.ERROR)
     gx = import_gx()
-    from great_expectations.data_context.types.base import ProgressBarsConfig
+    from great_expectations.data_context.types.base import ProgressBarsConfig  # deferred: great_expectations
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
@@ -260,7 +261,6 @@ def _blocking(
             blocking.setdefault(view, []).extend(
                 [gxe.ExpectColumnValuesToBeUnique(column=column), gxe.ExpectColumnValuesToNotBeNull(column=column)]
             )
-    from paperlake.parsing import DETECTORS
 
     for view, detectors in DETECTORS.items():  # every element says which detector found it
         if not frames[view].empty:

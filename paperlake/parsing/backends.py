@@ -17,6 +17,7 @@ from paperlake.lake.inbox import PaperSource
 from paperlake.lake.views import ParsedPaper
 from paperlake.parsing import versions
 from paperlake.parsing.blocks import DocumentLayout
+from paperlake.parsing.errors import ParseError
 
 
 class ParserBackend(Protocol):
@@ -38,7 +39,7 @@ class PyMuPDFParser:
         return versions.PYMUPDF
 
     def read_layout(self, source: PaperSource, settings: Settings) -> DocumentLayout:
-        from paperlake.parsing import pymupdf_backend
+        from paperlake.parsing import pymupdf_backend  # deferred: pymupdf
 
         return pymupdf_backend.read_layout(source.pdf_path, paper_key=source.paper_key)
 
@@ -54,8 +55,7 @@ class MinerUParser:
         return versions.MINERU
 
     def read_layout(self, source: PaperSource, settings: Settings) -> DocumentLayout:
-        from paperlake.parsing import mineru_backend
-        from paperlake.parsing.errors import ParseError
+        from paperlake.parsing import mineru_backend  # deferred: pymupdf
 
         outputs: Path | None = source.mineru_dir
         if outputs is None:
@@ -86,7 +86,7 @@ def auto_parser(source: PaperSource) -> str:
 
 def parse_with(name: str, source: PaperSource, settings: Settings) -> ParsedPaper:
     """One paper through the named backend and the assembler."""
-    from paperlake.parsing.assemble import assemble
+    from paperlake.parsing.assemble import assemble  # deferred: polars
 
     parser = PARSERS[name]
     return assemble(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -60,8 +61,6 @@ class StoreUnreadable(RuntimeError):
 
 def sqlite_problem(path: Path) -> str | None:
     """Why SQLite cannot read ``path`` (a quick integrity check), or None (None too when it is missing)."""
-    import sqlite3
-
     if not os.path.lexists(path):
         return None
     if not path.is_file():

@@ -153,7 +153,7 @@ class ChatClient:
     def __post_init__(self) -> None:
         if not (self.base_url or self.api_key):
             raise LLMNotConfigured()
-        import openai
+        import openai  # deferred: openai
 
         self._client = openai.OpenAI(
             base_url=self.base_url,
@@ -225,7 +225,7 @@ class ChatClient:
         return LLMResponse(text, usage, completion.model or self.model, finish_reason)
 
     def _create_with_retries(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> tuple[Any, int]:
-        import openai
+        import openai  # deferred: openai
 
         attempt = 0
         while True:

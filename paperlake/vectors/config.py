@@ -15,6 +15,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from paperlake.config import Settings
+
 
 class EncoderUnavailable(RuntimeError):
     """The weights of an encoder are not on this machine."""
@@ -34,8 +36,6 @@ def model_cache_dir() -> Path:
     """Where derived model files (ONNX exports of the configured encoders) are kept: ``$PAPERLAKE_MODEL_CACHE``,
     default ``~/.cache/paperlake`` (``$XDG_CACHE_HOME/paperlake``). They are keyed by the weights' digest, so every
     PAPERLAKE_HOME on the machine shares one export instead of exporting again for each home."""
-    from paperlake.config import Settings
-
     return Settings.from_env().model_cache or Path.home() / ".cache" / "paperlake"
 
 
@@ -162,8 +162,6 @@ class VectorConfig:
 
 
 def default_config_path() -> Path:
-    from paperlake.config import Settings
-
     configured = Settings.from_env().collections_config
     if configured:
         return configured

@@ -12,6 +12,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -136,8 +137,6 @@ class EncodeResult:
 
 def encode_cached(encoder, contents: Sequence[str | bytes], cache: EmbeddingCache | None) -> EncodeResult:
     """Vectors for ``contents`` (texts, or image bytes for a CLIP encoder), encoding only cache misses."""
-    import time
-
     hashes = [content_sha256(c) for c in contents]
     cached = cache.get_many(encoder.cache_key, hashes) if cache is not None else {}
     todo = {}

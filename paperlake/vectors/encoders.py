@@ -13,12 +13,15 @@ import json
 import logging
 import os
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from paperlake.config import Settings
 from paperlake.vectors.config import TEXT_BACKENDS, EncoderSpec, EncoderUnavailable, VectorConfig, model_cache_dir
 from paperlake.vectors.embedding_cache import EmbeddingCache, EncodeResult, content_sha256
 from paperlake.vectors.onnx_graphs import onnx_model_path, text_cache_key
@@ -301,7 +304,7 @@ class TextEncoder:
         return self._model
 
     def _load_torch(self):
-        from sentence_transformers import SentenceTransformer
+        from sentence_transformers import SentenceTransformer  # deferred: sentence_transformers
 
         model = SentenceTransformer(self.path, device=self.device)
         measure = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
@@ -428,8 +431,8 @@ class OnnxTextModel:
         device: str = "cpu",
         threads: int | None = None,
     ):
-        import onnxruntime
-        from tokenizers import Tokenizer
+        import onnxruntime  # deferred: onnxruntime
+        from tokenizers import Tokenizer  # deferred: onnx path
 
         pooling = Path(model_dir) / "1_Pooling" / "config.json"
         if pooling.is_file() and not json.loads(pooling.read_text(encoding="utf-8")).get("pooling_mode_mean_tokens"):
@@ -479,8 +482,6 @@ class OnnxTextModel:
         the parent's threads are gone)."""
         with self._free_lock:
             if self._pool is None or self._pool_pid != os.getpid():
-                from concurrent.futures import ThreadPoolExecutor
-
                 self._pool = ThreadPoolExecutor(self.lanes, thread_name_prefix="paperlake-encoder")
                 self._pool_pid = os.getpid()
             return self._pool
@@ -616,13 +617,13 @@ class ClipImageEncoder:
             if self._loaded is None:
                 _offline()
                 try:
-                    import open_clip
+                    import open_clip  # deferred: optional clip
                 except ImportError as error:  # the lean install (./run demo) has no CLIP stack
                     raise EncoderUnavailable(
                         f"{self.model_id}: open_clip is not installed ({error}); install the CLIP extra: "
                         "pip install -e '.[clip]' (it brings the torch/torchvision pair, see docs/install.md)"
                     ) from error
-                import torch
+                import torch  # deferred: torch
 
                 if self.is_random:
                     torch.manual_seed(0)
@@ -637,8 +638,8 @@ class ClipImageEncoder:
         """Embed encoded images (PNG/JPEG bytes)."""
         if not images:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        import torch
-        from PIL import Image
+        import torch  # deferred: torch
+        from PIL import Image  # deferred: optional clip
 
         model, preprocess, _ = self._load()
         out = []
@@ -655,7 +656,7 @@ class ClipImageEncoder:
         """Embed text queries with CLIP's text tower (for text → image search)."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        import torch
+        import torch  # deferred: torch
 
         model, _, tokenizer = self._load()
         with torch.inference_mode():
@@ -665,7 +666,7 @@ class ClipImageEncoder:
 
 def render_region(pdf_path: str | Path, page_number: int, bbox: Sequence[float] | None = None, dpi: int = 144) -> bytes:
     """PNG of a page region; ``bbox`` is ``[x0, y0, w, h]`` in PDF points, top-left origin; empty = whole page."""
-    import pymupdf
+    import pymupdf  # deferred: pymupdf
 
     with pymupdf.open(str(pdf_path)) as document:
         if not 1 <= page_number <= document.page_count:
@@ -751,8 +752,6 @@ def encode_pooled(
     section the chunks it holds). ``heads``: per item, a number of tokens when its vector reads only the head of its
     first text (:meth:`TextEncoder.head`), else None. ``within``: per item, where its text lies in a chunk's, or
     None. ``misses`` counts the windows run through the model."""
-    import time
-
     started = time.perf_counter()
     heads = list(heads) if heads is not None else [None] * len(segments)
     within = list(within) if within is not None else [None] * len(segments)
@@ -806,10 +805,10 @@ def resolve_device(requested: str = "auto", *, runtime: str = "onnx") -> str:
 def _cuda_available(runtime: str) -> bool:
     try:
         if runtime == "onnx":
-            import onnxruntime
+            import onnxruntime  # deferred: onnxruntime
 
             return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
-        import torch
+        import torch  # deferred: torch
 
         return bool(torch.cuda.is_available())
     except ImportError:
@@ -821,7 +820,7 @@ def gpu_batch_size(configured: int, free_bytes: int | None = None, ceiling: int 
     ``ceiling``); the configured one when the free memory cannot be read."""
     if free_bytes is None:
         try:
-            import torch
+            import torch  # deferred: torch
 
             free_bytes = int(torch.cuda.mem_get_info()[0])
         except Exception:  # no torch, or no CUDA context: keep what the config says
@@ -836,8 +835,6 @@ _SHARED_LOCK = threading.Lock()
 def encoder_registry(config: VectorConfig, **kwargs) -> "EncoderRegistry":
     """A registry with the environment's device and threads (:class:`paperlake.config.Settings`): every store of
     the process asks for the same encoders, so they load once."""
-    from paperlake.config import Settings
-
     settings = Settings.from_env()
     return EncoderRegistry(config, device=settings.encoder_device, threads=settings.encoder_threads, **kwargs)
 

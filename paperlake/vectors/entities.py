@@ -19,6 +19,7 @@ from typing import Iterable, Sequence
 import duckdb
 
 from paperlake.warehouse.read import paper_filter
+from schemas.warehouse import encodable_columns
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +65,8 @@ PRIMARY_KEYS: dict[str, str] = {
 
 
 def default_encodable() -> list[Encodable]:
-    """The catalogue's encodable columns, or REFERENCE.md's list when the catalogue is not importable."""
+    """The catalogue's encodable columns, or REFERENCE.md's list when the catalogue cannot be read."""
     try:
-        from schemas.warehouse import encodable_columns
-
         # per-paper tables only: formula descriptions span papers and are embedded by the formula stage
         columns = [tuple(c) for c in encodable_columns() if c[0] in PRIMARY_KEYS]
     except Exception as error:  # the catalogue reads the dbt model YAMLs; a broken checkout must not stop search

@@ -40,7 +40,15 @@ from paperlake.lake.store import atomic_write_bytes
 from paperlake.runtime.failpoints import fault_point
 from paperlake.runtime.healing import set_aside
 from paperlake.vectors.config import default_config_path, load_config
-from paperlake.vectors.entities import POOLING_VERSION, Cell, collect_cells, default_encodable, paper_filter
+from paperlake.vectors.entities import (
+    POOLING_VERSION,
+    PRIMARY_KEYS,
+    Cell,
+    collect_cells,
+    default_encodable,
+    paper_filter,
+)
+from paperlake.warehouse.read import connect_read_only
 
 # Bump when what a paper's entities are made of changes without the config changing (new cells, new fields).
 VECTORS_CODE_VERSION = "vectors-2"
@@ -149,7 +157,6 @@ VERSIONS_TABLE = "_paperlake.content_versions"  # paper id → content version, 
 
 
 def _content_tables(con: Any) -> list[str]:
-    from paperlake.vectors.entities import PRIMARY_KEYS
 
     tables = sorted({table for table, _, _ in default_encodable()} & set(PRIMARY_KEYS))
     present = {
@@ -238,8 +245,7 @@ def sync_paper_keys(settings: Any, collection: str, paper_keys: Iterable[str]) -
     the warehouse; the entities of the paper id it was last synced as go too), recording each paper's sync as soon
     as its entities are flushed; the store is opened once for the batch. Returns per paper what was done; raises
     :class:`PaperSyncError` naming the papers that failed, after every other paper was synced."""
-    from paperlake.vectors.store import VectorStore
-    from paperlake.warehouse.read import connect_read_only
+    from paperlake.vectors.store import VectorStore  # deferred: pymilvus
 
     keys = list(paper_keys)
     identity = _warehouse_identity(settings.warehouse)  # before it is opened: see _batch_cells
@@ -455,7 +461,6 @@ def _stored_hashes(store: Any, collection: str) -> dict[str, dict[str, str]]:
 
 def stale_papers(settings: Any, store: Any, collections: list[str]) -> VectorPlan:
     """The vector stage's plan, from the warehouse, the sync records and the collections themselves."""
-    from paperlake.warehouse.read import connect_read_only
 
     plan = VectorPlan()
     if not settings.warehouse.exists():

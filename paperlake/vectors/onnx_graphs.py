@@ -67,9 +67,9 @@ def onnx_model_path(model_dir: str | Path, model_id: str, backend: str, onnx_dir
 
 def _export_fused_onnx(model_dir: Path, scratch: Path) -> Path:
     """torch.onnx export of the transformer (last hidden state), then ONNX Runtime's BERT fusions."""
-    import torch
-    from onnxruntime.transformers.optimizer import optimize_model
-    from transformers import AutoConfig, AutoModel
+    import torch  # deferred: torch
+    from onnxruntime.transformers.optimizer import optimize_model  # deferred: onnxruntime
+    from transformers import AutoConfig, AutoModel  # deferred: transformers
 
     class LastHiddenState(torch.nn.Module):
         def __init__(self, body):
@@ -122,8 +122,8 @@ def _quantise_int8(source: Path, target: Path) -> Path:
     Runtime's MultiHeadAttention (the attention itself stays float). No scale depends on another token or text, so
     a text's vector is the same in any batch. Its speed and its cosine to float, measured in one run against
     float: benchmarks/README.md."""
-    import onnx
-    from onnx import helper, numpy_helper
+    import onnx  # deferred: onnx
+    from onnx import helper, numpy_helper  # deferred: onnx
 
     model = onnx.load(str(source))
     graph = model.graph
@@ -179,7 +179,7 @@ def _per_token_int8_matmul(graph, node, weight: np.ndarray) -> None:
     """Replace ``Y = X @ W`` (X [..., K], constant W [K, N]) in place by: X as rows [M, K]; per row s = max|x|/127;
     x_q = round(x / s) + 128 (uint8); Y = (x_q - 128) @ W_q · w_scale · s, back to [..., N]. W_q is W per output
     channel in int8 (w_scale = max|w|/127). MatMulIntegerToFloat applies w_scale in the integer product's kernel."""
-    from onnx import helper, numpy_helper
+    from onnx import helper, numpy_helper  # deferred: onnx
 
     k, n = weight.shape
     w_scale = (np.maximum(np.abs(weight).max(axis=0), 1e-8) / WEIGHT_STEPS).astype(np.float32)

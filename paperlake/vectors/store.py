@@ -24,9 +24,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
+from urllib.parse import urlparse
 
 from paperlake.config import Settings, is_server_uri
 from paperlake.runtime.failpoints import fault_point
+from paperlake.runtime.healing import set_aside
 from paperlake.vectors.config import CollectionSpec, VectorConfig, load_config
 from paperlake.vectors.embedding_cache import EmbeddingCache, encode_cached
 from paperlake.vectors.encoders import (
@@ -179,8 +181,6 @@ def _keepalive(uri: str | None) -> dict:
     """``grpc_options`` for a Milvus Lite file (``uri`` None) or a server on loopback; a remote server keeps
     pymilvus's defaults."""
     if uri is not None:
-        from urllib.parse import urlparse
-
         host = (urlparse(uri).hostname or "").lower()
         if host not in ("127.0.0.1", "localhost", "::1"):
             return {}
@@ -283,9 +283,7 @@ class VectorStore:
         return client
 
     def _reopen_aside(self, client: MilvusClient | None, path: Path, error: Exception) -> MilvusClient:
-        from milvus_lite.server_manager import server_manager_instance
-
-        from paperlake.runtime.healing import set_aside
+        from milvus_lite.server_manager import server_manager_instance  # deferred: milvus_lite
 
         if client is not None:
             client.close()
@@ -302,7 +300,7 @@ class VectorStore:
         last = self._guard.holders == 1
         self.client.close()
         if last:
-            from milvus_lite.server_manager import server_manager_instance
+            from milvus_lite.server_manager import server_manager_instance  # deferred: milvus_lite
 
             server_manager_instance.release_server(str(self.db_path))
         self._guard.release()

@@ -35,6 +35,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from paperlake.lake.store import Lake
+from paperlake.lake.views import VIEWS
 from paperlake.runtime.healing import SetAside, StoreUnreadable, set_aside
 from paperlake.warehouse.dbt_launcher import WORKDIR_VAR
 from paperlake.warehouse.read import connect_read_only
@@ -73,8 +75,6 @@ def plan_build(target: Path, lake_root: Path, dbt: str) -> BuildScope:
     """The scope of the next warehouse build into the side file ``target`` (a copy of the live warehouse), written
     into it for dbt (:data:`DELTA_TABLE`, :data:`MODE_TABLE`, and :data:`FILES_TABLE`: every view file of the papers
     an incremental build loads, the only files its lake sources read)."""
-    from paperlake.lake.store import Lake
-    from paperlake.lake.views import VIEWS
 
     lake = Lake(lake_root)
     contracts, digests = lake.paper_digests()
@@ -293,6 +293,10 @@ def prepare_build(warehouse: Path) -> Path:
     return target
 
 
+# A DuckDB file begins with three 4 KiB headers, then its blocks (DuckDB's storage format, versions 1.x)
+DUCKDB_HEADER_BYTES = 3 * 4096
+
+
 def warehouse_problem(warehouse: Path) -> str | None:
     """Why DuckDB cannot read the live warehouse, or None (None too when there is none)."""
     if not os.path.lexists(warehouse):
@@ -302,8 +306,16 @@ def warehouse_problem(warehouse: Path) -> str | None:
     try:
         with duckdb.connect(str(warehouse), read_only=True) as con:
             con.execute("select count(*) from duckdb_tables()").fetchone()
+            block_size, blocks = con.execute(
+                "select block_size, total_blocks from pragma_database_size() where database_name = current_database()"
+            ).fetchone()
     except duckdb.Error as error:
         return f"{type(error).__name__}: {error}"
+    # DuckDB reads a block only when a query needs it: a file cut short opens, then fails some later query
+    expected = DUCKDB_HEADER_BYTES + int(blocks) * int(block_size)
+    size = warehouse.stat().st_size
+    if size < expected:
+        return f"{size} bytes where its {blocks} blocks need {expected}: the file was cut short"
     return None
 
 

@@ -45,7 +45,7 @@ def runs_in_workdir(executable: str) -> bool:
 def main() -> None:
     arguments = sys.argv[1:]
     if arguments == ["--version"]:
-        import importlib.metadata
+        import importlib.metadata  # deferred: launcher start-up
 
         print(f"Core:\n  - installed: {importlib.metadata.version('dbt-core')}")
         return

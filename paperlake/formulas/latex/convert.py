@@ -14,6 +14,7 @@ from sympy.core.function import AppliedUndef
 from paperlake.formulas.latex.computability import not_computable_reason
 from paperlake.formulas.latex.names import _read_atom, identifier, symbol_name
 from paperlake.formulas.latex.normalise import normalise_latex
+from paperlake.formulas.latex.parse_cache import active_cache
 from paperlake.formulas.latex.rewrite import _Rewriter
 from paperlake.formulas.latex.split import split_equations, split_relations
 from paperlake.formulas.latex.tokens import (
@@ -337,7 +338,6 @@ def _parse(latex: str, backend: str) -> tuple[sympy.Basic | None, str | None]:
     """sympy's LaTeX parser, memoised: most of the formula stage's time, and a pure function of the text (the same
     LaTeX recurs within a paper, across the rewrite steps and across papers, and sympy's trees are immutable). In a
     stage that opened a parse cache (:mod:`paperlake.formulas.latex.parse_cache`), also across processes."""
-    from paperlake.formulas.latex.parse_cache import active_cache
 
     cache = active_cache()
     if cache is not None and (stored := cache.get(latex, backend)) is not None:
@@ -349,7 +349,7 @@ def _parse(latex: str, backend: str) -> tuple[sympy.Basic | None, str | None]:
 
 
 def _parse_now(latex: str, backend: str) -> tuple[sympy.Basic | None, str | None]:
-    from sympy.parsing.latex import parse_latex
+    from sympy.parsing.latex import parse_latex  # deferred: antlr
 
     try:
         with warnings.catch_warnings():

@@ -339,7 +339,7 @@ def _equation_text(lines: list[_Line]) -> str:
 
 def _add_glyph_latex(document: pymupdf.Document, layout: DocumentLayout) -> None:
     """LaTeX for every display equation, rebuilt from its glyphs and drawings (see paperlake.parsing.glyph_latex)."""
-    from paperlake.parsing.glyph_latex import reconstruct_latex
+    from paperlake.parsing.glyph_latex import reconstruct_latex  # deferred: sympy
 
     for block in layout.blocks:
         if block.kind != "equation":
