@@ -52,13 +52,13 @@ from paperlake.lake.store import Lake
 from paperlake.vectors.ledger import VectorPlan, delete_orphans, read_ledger, stale_papers
 from paperlake.warehouse.build import (
     DBT_PROJECT_DIR,
-    PARSE_ENV_KEYS,
     SHARED_PARSE_ENV,
     SHARED_PARSE_LOCK,
     dbt_env,
     dbt_target_path,
     heal_warehouse,
     seed_parse_state,
+    shared_parse_record,
 )
 from paperlake.warehouse.dbt_launcher import WORKDIR_VAR
 
@@ -129,13 +129,25 @@ def prepare_dbt_manifest(settings: Settings) -> Path:
     with open(shared / SHARED_PARSE_LOCK, "a") as lock:  # concurrent ingests parse once
         fcntl.flock(lock, fcntl.LOCK_EX)
         record = shared / SHARED_PARSE_ENV
-        if not manifest.exists() or manifest.stat().st_mtime < newest or not record.exists():
+        state = shared / "partial_parse.msgpack"
+        if (
+            not manifest.exists()
+            or manifest.stat().st_mtime < newest
+            or _recorded(record) != shared_parse_record(env, state.read_bytes() if state.is_file() else None)
+        ):
             record.unlink(missing_ok=True)  # no home starts from a parse being rewritten
             _dbt_parse(settings, env)
             scratch = shared / f"{SHARED_PARSE_ENV}.tmp"
-            scratch.write_text(json.dumps({key: env[key] for key in PARSE_ENV_KEYS}), encoding="utf-8")
+            scratch.write_text(json.dumps(shared_parse_record(env, state.read_bytes())), encoding="utf-8")
             os.replace(scratch, record)
     return manifest
+
+
+def _recorded(record: Path) -> dict | None:
+    try:
+        return json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def _dbt_parse(settings: Settings, env: dict[str, str]) -> None:

@@ -226,11 +226,21 @@ def _shared_parse_state(env: dict[str, str], shared: Path | None = None) -> byte
         with open(shared / SHARED_PARSE_LOCK, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_SH)
             made_under = json.loads((shared / SHARED_PARSE_ENV).read_text(encoding="utf-8"))
-            if made_under != {key: env.get(key) for key in PARSE_ENV_KEYS}:
-                return None
-            return (shared / "partial_parse.msgpack").read_bytes()
+            state = (shared / "partial_parse.msgpack").read_bytes()
+            if made_under != shared_parse_record(env, state):
+                return None  # another profile, or a parse since by another hand (`dagster dev` parses here too)
+            return state
     except (OSError, ValueError):
         return None
+
+
+def shared_parse_record(env: dict[str, str], state: bytes | None) -> dict[str, str | None]:
+    """What :data:`SHARED_PARSE_ENV` records of the shared parse: the environment keys its profile depends on, and
+    the sha256 of the partial-parse state it left. A parse in that folder by anything else (dagster-dbt's
+    ``prepare_if_dev`` under `dagster dev`, a plain ``dbt`` run in the project) leaves another state, which then
+    seeds nothing and is made again by the next ingest."""
+    digest = hashlib.sha256(state).hexdigest() if state is not None else None
+    return {**{key: env.get(key) for key in PARSE_ENV_KEYS}, "state_sha256": digest}
 
 
 def _sibling_parse_state(target: Path) -> bytes | None:
@@ -306,16 +316,24 @@ def warehouse_problem(warehouse: Path) -> str | None:
     try:
         with duckdb.connect(str(warehouse), read_only=True) as con:
             con.execute("select count(*) from duckdb_tables()").fetchone()
-            block_size, blocks = con.execute(
-                "select block_size, total_blocks from pragma_database_size() where database_name = current_database()"
+            block_size, used = con.execute(
+                "select block_size, used_blocks from pragma_database_size() where database_name = current_database()"
             ).fetchone()
+            last = -1
+            for schema, table in con.execute("select schema_name, table_name from duckdb_tables()").fetchall():
+                name = f'"{schema.replace(chr(34), chr(34) * 2)}"."{table.replace(chr(34), chr(34) * 2)}"'
+                block = con.execute("select max(block_id) from pragma_storage_info(?)", [name]).fetchone()[0]
+                last = max(last, -1 if block is None else int(block))
     except duckdb.Error as error:
         return f"{type(error).__name__}: {error}"
-    # DuckDB reads a block only when a query needs it: a file cut short opens, then fails some later query
-    expected = DUCKDB_HEADER_BYTES + int(blocks) * int(block_size)
+    # DuckDB reads a data block only when a query needs it: a file cut short opens, then fails a later query. The
+    # file must reach past the last block a table's segments name, and hold every block in use (free ones at its end
+    # may be cut off), so it is measured against both, which the catalogue gives without reading the data.
+    blocks = max(int(used), last + 1)
+    least = DUCKDB_HEADER_BYTES + blocks * int(block_size)
     size = warehouse.stat().st_size
-    if size < expected:
-        return f"{size} bytes where its {blocks} blocks need {expected}: the file was cut short"
+    if size < least:
+        return f"{size} bytes where its {blocks} blocks need at least {least}: the file was cut short"
     return None
 
 

@@ -133,12 +133,11 @@ def test_regression_gate_retrieval_quality_holds_against_the_stored_figures(buil
 
 
 def test_an_encoder_or_generator_change_makes_every_volume_stale(built, monkeypatch):
-    import paperlake.vectors.ledger as ledger
     from paperlake.evaluation import sets
 
     assert stale_volumes(built["settings"]) == {}
     with monkeypatch.context() as patch:  # another encoder or collection config: a new vector stage fingerprint
-        patch.setattr(ledger, "stage_fingerprint", lambda: "another encoder")
+        patch.setattr(sets, "stage_fingerprint", lambda: "another encoder")
         assert set(stale_volumes(built["settings"])) == {"emnlp2024", "naacl2024"}
     with monkeypatch.context() as patch:  # another generator (like a parser version, it is in every probe digest)
         patch.setattr(sets, "_GENERATOR_DIGEST", "another generator")

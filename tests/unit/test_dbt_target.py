@@ -17,6 +17,7 @@ from paperlake.warehouse.build import (
     dbt_target_path,
     empty_dbt_target,
     seed_parse_state,
+    shared_parse_record,
 )
 from paperlake.warehouse.dbt_launcher import WORKDIR_VAR
 
@@ -55,10 +56,12 @@ def test_a_fresh_home_has_no_state_to_start_from(tmp_path):
 
 
 def _shared(tmp_path, made_under: dict | None, state: bytes = b"shared") -> Path:
+    """The project's shared parse, recorded as made under ``made_under`` (with the state's sha256, as
+    orchestration.run.prepare_dbt_manifest records it)."""
     shared = tmp_path / "project-target"
     _write(shared / "partial_parse.msgpack", state)
     if made_under is not None:
-        _write(shared / SHARED_PARSE_ENV, json.dumps(made_under).encode())
+        _write(shared / SHARED_PARSE_ENV, json.dumps(shared_parse_record(made_under, state)).encode())
     return shared
 
 
@@ -93,6 +96,12 @@ def test_a_home_with_another_profile_or_an_unrecorded_shared_parse_gets_no_state
     )
     assert not target.exists()
     default = dbt_env(tmp_path / "lake", tmp_path / "warehouse.duckdb")
+    # the shared parse made again by another hand since it was recorded (dagster-dbt's prepare_if_dev under
+    # `dagster dev` parses there, under the profile of a plain dbt run): its state seeds nothing
+    shared = _shared(tmp_path / "reparsed", {"PAPERLAKE_DBT_TARGET_PATH": "warehouse.build.duckdb"})
+    _write(shared / "partial_parse.msgpack", b"parsed under another profile")
+    assert not seed_parse_state(target, default, shared)
+    assert not target.exists()
     for record in (None, "not json"):  # a parse whose record was never written (or is being rewritten)
         shared = tmp_path / "unrecorded"
         _write(shared / "partial_parse.msgpack", b"shared")
