@@ -131,6 +131,8 @@ def stale_probe_papers(settings: Settings) -> dict[str, str]:
         recorded = _read_json(sidecar)
         if not recorded and os.path.lexists(sidecar):
             stale[key] = f"the probe record {sidecar.name} cannot be read"
+        elif probes_path(settings, key).is_dir():
+            stale[key] = f"the probe file {probes_path(settings, key).name} is a folder"
         elif not recorded or not probes_path(settings, key).is_file():
             stale[key] = "no probes yet"
         elif damage := damaged_jsonl(probes_path(settings, key)):
