@@ -150,6 +150,8 @@ def source_for_pdf(
     pdf = Path(os.path.abspath(pdf))  # absolute, links kept: the key is the link's name, the content its target's
     rows = manifest if manifest is not None else read_manifest(pdf.parent)
     problem = link_problem(pdf, inboxes if inboxes is not None else [pdf.parent.parent])
+    if problem is None and not pdf.is_file():
+        problem = "a folder, not a PDF file" if pdf.is_dir() else "not a regular file"
     digest = ""
     if problem is None:
         try:
@@ -173,9 +175,9 @@ def volume_dirs(root: Path) -> list[Path]:
 
 
 def pdf_entries(volume_dir: Path) -> list[Path]:
-    """Every ``*.pdf`` entry of a volume folder (case-insensitive suffix) that is a file or a link, whether or not
-    the link can be followed, by name."""
-    return sorted(p for p in volume_dir.iterdir() if p.suffix.lower() == ".pdf" and (p.is_symlink() or p.is_file()))
+    """Every ``*.pdf`` entry of a volume folder (case-insensitive suffix), by name: files, links whether or not they
+    can be followed, and anything else so named (a folder called ``x.pdf`` is its paper's error, not a removal)."""
+    return sorted(p for p in volume_dir.iterdir() if p.suffix.lower() == ".pdf")
 
 
 @dataclass

@@ -44,6 +44,16 @@ def set_aside(path: Path, reason: str) -> SetAside:
     return moved
 
 
+def open_lock_file(path: Path) -> int:
+    """A descriptor on the lock file ``path`` for ``fcntl.flock``, made if missing. A lock file holds no data, so
+    anything else found under its name (a folder, a socket) is set aside and a new file made: damage to a lock never
+    blocks its store."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if os.path.lexists(path) and not path.is_file():
+        set_aside(path, "a lock file's name taken by something that is not a file")
+    return os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+
+
 def is_set_aside(path: Path) -> bool:
     return DAMAGED_SUFFIX in path.name
 

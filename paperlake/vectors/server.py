@@ -23,6 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from paperlake.runtime.healing import open_lock_file, set_aside
+
+
+MILVUS_LITE_LOCK = "LOCK"  # the advisory lock Milvus Lite takes inside its data folder while it has it open
+
 
 class StoreLockedError(TimeoutError):
     """Another process holds the Milvus Lite file."""
@@ -72,8 +77,7 @@ class FileLockGuard:
                 _held[key] = (fd, pid, count + 1, purpose, shared)
                 self._acquired = True
                 return self
-        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR, 0o644)
+        fd = open_lock_file(self.lock_path)
         deadline = time.monotonic() + self.timeout
         while True:
             try:
@@ -91,6 +95,9 @@ class FileLockGuard:
                 time.sleep(0.1)
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"pid": os.getpid(), "purpose": self.purpose, "since": time.time()}).encode())
+        own_lock = self.db_path / MILVUS_LITE_LOCK  # Milvus Lite's own: only it opens the folder, and only under ours
+        if self.db_path.is_dir() and os.path.lexists(own_lock) and not own_lock.is_file():
+            set_aside(own_lock, "Milvus Lite's lock file's name taken by something that is not a file")
         with _held_lock:
             _held[key] = (fd, os.getpid(), 1, self.purpose, self.shared)
         self._acquired = True
