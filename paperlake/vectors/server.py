@@ -25,7 +25,6 @@ from typing import Iterator
 
 from paperlake.runtime.healing import open_lock_file, set_aside
 
-
 MILVUS_LITE_LOCK = "LOCK"  # the advisory lock Milvus Lite takes inside its data folder while it has it open
 
 
