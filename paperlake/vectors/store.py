@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import re
+import sys
 import time
 import uuid
 from collections import defaultdict
@@ -39,6 +40,7 @@ from paperlake.vectors.encoders import (
 )
 from paperlake.vectors.entities import POOLING_VERSION, Cell, Encodable, collect_cells
 from paperlake.vectors.filters import quote_literal, validate_filter
+from paperlake.vectors.lite_state import folder_state, forget_state, record_state, recorded_state
 from paperlake.vectors.pymilvus_names import (
     DataType,
     Function,
@@ -227,6 +229,7 @@ class VectorStore:
         self._guard: FileLockGuard | None = None
         self.db_path: Path | None = None
         self.healed = None  # the SetAside of a damaged Milvus Lite file this store replaced (heal=True)
+        self._record_on_close = False  # it proved (or trusted) the Lite folder: a clean close records its state
         self._loaded: set[str] = set()
         # collection → its entity count, taken by the heal probe (it loaded the collection: counting is then cheap)
         self.probed_counts: dict[str, int] = {}
@@ -259,14 +262,20 @@ class VectorStore:
         the whole ``.db`` aside (:func:`paperlake.runtime.healing.set_aside`; its entities are derived from the
         warehouse) and an empty one is opened: the collections come back with new incarnations, so every paper's
         ledger record is stale and the same run syncs it again. Only the lock's sole holder heals; another holder
-        of this process keeps its client on the files it opened."""
+        of this process keeps its client on the files it opened. A folder no byte of which changed since the last
+        writer proved it and closed it cleanly is not probed again (:mod:`paperlake.vectors.lite_state`)."""
+        sole = heal and self._guard.holders == 1
+        unchanged = sole and (state := folder_state(path)) is not None and state == recorded_state(path)
         try:
             client = MilvusClient(str(path), **_keepalive(None))
         except Exception as error:
-            if not heal or not path.exists() or self._guard.holders != 1:
+            if not sole or not path.exists():
                 raise
             return self._reopen_aside(None, path, error)
-        if not heal or self._guard.holders != 1:
+        if not sole:
+            return client
+        self._record_on_close = True
+        if unchanged:  # as the last clean close left it (paperlake.vectors.lite_state): proved then
             return client
         try:
             with _quiet("pymilvus", "milvus_lite"):  # their loggers print the damage as tracebacks; it is said once
@@ -290,6 +299,8 @@ class VectorStore:
         server_manager_instance.release_server(str(path))
         reason = getattr(error, "message", None) or str(error)
         self.healed = set_aside(path, f"{type(error).__name__}: {reason}")
+        forget_state(path)
+        self._record_on_close = True
         return MilvusClient(str(path), **_keepalive(None))
 
     def close(self) -> None:
@@ -298,11 +309,14 @@ class VectorStore:
             self.client.close()
             return
         last = self._guard.holders == 1
+        clean = sys.exc_info()[0] is None  # not closed on the way out of an error
         self.client.close()
         if last:
             from milvus_lite.server_manager import server_manager_instance  # deferred: milvus_lite
 
             server_manager_instance.release_server(str(self.db_path))
+            if self._record_on_close and clean:
+                record_state(self.db_path)
         self._guard.release()
         self._guard = None
 

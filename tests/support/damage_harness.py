@@ -150,6 +150,9 @@ KINDS: tuple[FileKind, ...] = (
              read=_read_parquet, names=("formula",)),
     FileKind("milvus_flock", ("milvus.db.lock",), "paperlake's advisory lock on Milvus Lite", note="never"),
     FileKind("milvus_lite_lock", ("milvus.db/LOCK",), "Milvus Lite's own lock file", note="never", empty=True),
+    # while it holds, the next writer skips its probe of the folder; unreadable, it is none: the folder is probed
+    FileKind("milvus_verified", ("milvus.db.verified",), "the Milvus Lite folder's state at its last clean close",
+             note="never", read=_read_json),
     FileKind("milvus_manifest", ("milvus.db/collections/*/manifest.json",), "a collection's segment manifest",
              read=_read_json, prefer=COLLECTION, names=("milvus", "vector", "collection")),
     FileKind("milvus_manifest_prev", ("milvus.db/collections/*/manifest.json.prev",),
