@@ -48,7 +48,7 @@ _FLOAT_TYPES = {"table": "table", "image": "figure", "chart": "figure", "code": 
 _CAPTION_TARGETS = {"figure": {"figure", "code"}, "table": {"table", "code"}}
 _ENV_NOT_INHERITED = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX")
 
-_CAPTION_LABEL = re.compile(r"^\s*(Figure|Fig\.?|Table|Tab\.?)\s*([A-Z]?\d+(?:\.\d+)?[a-z]?)(?=\s*(?:$|[:.|]))")
+_CAPTION_LABEL = re.compile(r"^\s*(Figure|Fig\.?|Table|Tab\.?)\s*((?:[A-Z]\.?)?\d+(?:\.\d+)?[a-z]?)(?=\s*(?:$|[:.|]))")
 _PARAGRAPH_CAPTION = re.compile(_CAPTION_LABEL.pattern + r"\s*[:.|]")
 _NUMBERED_SUBHEADING = re.compile(r"^(?:\d+|[A-Z])(?:\.\d+)+\.?\s+[A-Z]")
 _SUBCAPTION = re.compile(r"^\s*\(\s*[a-z0-9]{1,3}\s*\)")

@@ -7,7 +7,8 @@ from typing import Literal
 
 from paperlake.parsing.pymupdf.page import _column_box, _DocumentStyle, _Line
 
-_CAPTION = re.compile(r"^(Table|Tab\.|Figure|Fig\.)\s*([A-Z]?\d+)\s*[:.|]\s*")
+# "Table 3", and appendix or chapter numbering: "Figure A.1", "Table B2", "Figure 3.2", "Table S1"
+_CAPTION = re.compile(r"^(Table|Tab\.|Figure|Fig\.)\s*((?:[A-Z]\.?)?\d+(?:\.\d+)?)\s*[:.|]\s*")
 _SUBCAPTION = re.compile(r"^\((?:[a-z]|[ivx]{1,4})\)\s")
 
 
