@@ -1,8 +1,7 @@
 """Each parser backend's version, importable without the backend: the plan
 (:func:`paperlake.lake.pipeline.needs_parse`), the
-parse asset's code version and the parse-ahead worker's check compare them in processes that may parse nothing
-themselves, where importing both readers would cost far more than the rest of the parse asset module's imports. Bump a
+parse asset's code version compare them in processes that may parse nothing themselves, where importing both readers would cost far more than the rest of the parse asset module's imports. Bump a
 backend's version here (its module re-exports it as ``PARSER_VERSION``)."""
 
-PYMUPDF = "pymupdf-18"
-MINERU = "mineru-7"
+PYMUPDF = "pymupdf-19"
+MINERU = "mineru-8"

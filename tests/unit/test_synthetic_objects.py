@@ -70,3 +70,40 @@ def test_gold_boxes_hold_what_they_claim(gold) -> None:
                     assert drawn or imaged, (document.doc, element["id"])
                 for part in element.get("parts", []):
                     assert part["page"] == element["page"] and box.contains(pymupdf.Rect(part["bbox"]))
+
+
+def _iou(a, b) -> float:
+    inter = max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union else 0.0
+
+
+def _detected(doc: str, page: int) -> list:
+    from paperlake.parsing.pymupdf_backend import read_layout
+
+    layout = read_layout(PATTERNS / f"{doc}.pdf")
+    return [b for b in layout.blocks if b.kind in ("figure", "table") and b.page_number == page and b.parent is None]
+
+
+def _gold_on(gold, doc: str, page: int) -> list[dict]:
+    (document,) = [d for d in gold if d.doc == doc]
+    return [e for e in document.elements if e["page"] == page and e["type"] in ("figure", "table")]
+
+
+@pytest.mark.parametrize(("doc", "page"), [("syn-002", 9), ("syn-002", 11), ("syn-005", 8)])
+def test_appendix_objects_are_found_with_their_labels(gold, doc: str, page: int) -> None:
+    """Every "Figure A.1" / "Table B.2" of the page is found, over its gold box, with its label (none was)."""
+    wanted = [e for e in _gold_on(gold, doc, page) if re.fullmatch(r"(Figure|Table) [A-Z]\.\d+", e.get("label") or "")]
+    assert wanted, "the page holds no appendix object: the set changed"
+    found = _detected(doc, page)
+    for element in wanted:
+        assert any(b.label == element["label"] and _iou(b.bbox, element["bbox"]) >= 0.5 for b in found), element["id"]
+
+
+def test_a_plot_set_apart_from_its_legend_is_one_figure(gold) -> None:
+    """syn-002 p8: the plot, a blank wider than a line, then its legend and the caption; the caption's region reached
+    the legend only, and the plot came out as an uncaptioned drawing."""
+    (split,) = [e for e in _gold_on(gold, "syn-002", 8) if e.get("kind") == "split"]
+    figures = [b for b in _detected("syn-002", 8) if b.kind == "figure"]
+    assert [b.label for b in figures] == [split["label"]]
+    assert _iou(figures[0].bbox, split["bbox"]) >= 0.8

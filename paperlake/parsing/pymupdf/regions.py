@@ -412,6 +412,8 @@ def _uncaptioned_diagrams(
         if not any(_contains(area, rect, 2.0) for area in taken) and _area(rect) < 0.5 * page.width * page.height
     ]
     body = [line for line in free if line.role == "body"]
+    # what may not lie between a figure and a drawing for them to be one: text that is not a label, other floats
+    blockers = [line.bbox for line in free if line.role in {"body", "caption"}] + [r.outer_bbox for r in regions]
     labels = [  # node labels: free text at most the body's size, not a heading (bold and larger)
         line for line in free if not line.role and not _looks_like_heading(line) and line.size <= body_size + 0.5
     ]
@@ -446,10 +448,21 @@ def _uncaptioned_diagrams(
                 break
     diagrams = []
     for box, inside, rects in found:
-        figure = next((region for region in regions if region.kind == "figure" and _continues(region.bbox, box)), None)
+        figure = next(
+            (
+                region
+                for region in regions
+                if region.kind == "figure" and (_continues(region.bbox, box) or _split_above(region, box, blockers))
+            ),
+            None,
+        )
         if figure is not None:  # a drawing that runs on past its figure's column edge is still that figure
             figure.bbox = _union([figure.bbox, box])
-            figure.lines += inside
+            taken = {id(line) for line in figure.lines}
+            figure.lines += [line for line in inside if id(line) not in taken]
+            taken |= {id(line) for line in inside}
+            # and the labels between its parts (an axis's title and ticks between a plot and its legend)
+            figure.lines += [l for l in labels if id(l) not in taken and _contains(figure.bbox, l.bbox, 1.0)]
             continue
         words = sum(len(_WORD.findall(line.text)) for line in inside)
         if (
@@ -471,6 +484,25 @@ def _uncaptioned_diagrams(
                 )
             )
     return diagrams
+
+
+_SPLIT_GAP = 50.0  # points: the widest blank between the parts of a figure that its caption's region left apart
+
+
+def _split_above(figure: _Region, part: Box, blockers: list[Box]) -> bool:
+    """A drawing right above a captioned figure whose caption is under it, over the same columns, with nothing
+    between (no running text, caption or other float): the figure's upper part (a plot set apart from its legend,
+    which alone reached the caption). The caption under the figure is what makes it one: a caption above would sit
+    between the two."""
+    if not figure.caption_lines or min(line.bbox[1] for line in figure.caption_lines) < figure.bbox[3] - 2:
+        return False
+    gap = figure.bbox[1] - part[3]
+    overlap = min(figure.bbox[2], part[2]) - max(figure.bbox[0], part[0])
+    narrower = min(figure.bbox[2] - figure.bbox[0], part[2] - part[0])
+    if not (-2 <= gap <= _SPLIT_GAP and overlap >= 0.5 * narrower):
+        return False
+    between = (max(figure.bbox[0], part[0]), part[3], min(figure.bbox[2], part[2]), figure.bbox[1])
+    return not any(_area(_intersection(between, box)) > 0 for box in blockers)
 
 
 def _continues(figure: Box, part: Box) -> bool:

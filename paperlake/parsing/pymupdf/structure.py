@@ -91,7 +91,7 @@ def _analyse_page(page: _PageContent, style: _DocumentStyle) -> _PageAnalysis:
         style.body_size,
     )
     regions += diagrams
-    claimed |= {id(line) for diagram in diagrams for line in diagram.lines}
+    claimed |= {id(line) for region in regions for line in region.lines}  # a figure may have taken a drawing's
     free = [line for line in lines if id(line) not in claimed]
     order = _reading_order([*regions, *equations, *free], style)
     free_in_order = [item for item in order if isinstance(item, _Line)]
