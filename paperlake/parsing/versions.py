@@ -1,7 +1,7 @@
 """Each parser backend's version, importable without the backend: the plan
-(:func:`paperlake.lake.pipeline.needs_parse`), the
-parse asset's code version compare them in processes that may parse nothing themselves, where importing both readers would cost far more than the rest of the parse asset module's imports. Bump a
-backend's version here (its module re-exports it as ``PARSER_VERSION``)."""
+(:func:`paperlake.lake.pipeline.needs_parse`) and the parse asset's code version compare them in processes that may
+parse nothing themselves, where importing both readers would cost far more than the rest of the parse asset module's
+imports. Bump a backend's version here (its module re-exports it as ``PARSER_VERSION``)."""
 
 PYMUPDF = "pymupdf-19"
 MINERU = "mineru-8"

@@ -462,7 +462,7 @@ def _uncaptioned_diagrams(
             figure.lines += [line for line in inside if id(line) not in taken]
             taken |= {id(line) for line in inside}
             # and the labels between its parts (an axis's title and ticks between a plot and its legend)
-            figure.lines += [l for l in labels if id(l) not in taken and _contains(figure.bbox, l.bbox, 1.0)]
+            figure.lines += [x for x in labels if id(x) not in taken and _contains(figure.bbox, x.bbox, 1.0)]
             continue
         words = sum(len(_WORD.findall(line.text)) for line in inside)
         if (
