@@ -52,6 +52,8 @@ def status(home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False
                     "reference",
                 )
             }
+            # a figure of several plots is one row plus one per plot (panel): figures are the rows without a parent
+            panels = con.execute("select count(*) from images where parent_image_id is not null").fetchone()[0]
             errors = con.execute("select paper_key, stage, reason from ingest_errors order by paper_key").fetchall()
             backends = dict(con.execute("select backend, count(*) from metadata group by backend").fetchall())
             try:
@@ -92,6 +94,7 @@ def status(home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False
             for v in volumes
         ],
         "rows": counts,
+        "figures": {"figures": counts["images"] - panels, "panels": panels},  # images rows = figures + panels
         "backends": backends,
         "formulas": formulas,
         "enriched": enriched,
@@ -104,7 +107,10 @@ def status(home: Optional[Path] = HomeOption, as_json: bool = typer.Option(False
     if not any(v[5] for v in volumes):  # nothing enriched yet: the LLM columns would be all zero
         columns, volumes = columns[:5], [v[:5] for v in volumes]
     print_rows(columns, volumes, False, title="volumes")
-    console.print("rows: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    shown = {
+        k: f"{v} ({v - panels} figures, {panels} panels)" if k == "images" and panels else v for k, v in counts.items()
+    }
+    console.print("rows: " + ", ".join(f"{k} {v}" for k, v in shown.items()))
     if any(enriched.values()):
         console.print("enriched: " + ", ".join(f"{k} {v}" for k, v in enriched.items()))
     console.print("backends: " + ", ".join(f"{k} {v}" for k, v in backends.items()))

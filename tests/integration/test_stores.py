@@ -149,6 +149,11 @@ def test_formula_graph_tables_status_and_sparql(built):
     settings = built["settings"]
     status = json.loads(cli(settings, "status", "--json").stdout)
     assert status["formulas"]["equations"] > 0 and status["formulas"]["formulas"] >= status["formulas"]["equations"]
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        wholes, parts = con.execute(
+            "select count(*) filter (where parent_image_id is null), count(parent_image_id) from images"
+        ).fetchone()
+    assert status["figures"] == {"figures": wholes, "panels": parts} and wholes + parts == status["rows"]["images"]
     turtle = (settings.home / "formulas" / "formulas.ttl").read_text()
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         uses = con.execute(
