@@ -107,3 +107,13 @@ def test_a_plot_set_apart_from_its_legend_is_one_figure(gold) -> None:
     figures = [b for b in _detected("syn-002", 8) if b.kind == "figure"]
     assert [b.label for b in figures] == [split["label"]]
     assert _iou(figures[0].bbox, split["bbox"]) >= 0.8
+
+
+def test_side_by_side_floats_captioned_above_keep_to_their_own_half(gold) -> None:
+    """syn-010 p8: a plot and a table side by side on a one-column page, each captioned above; the table's region
+    grew over the plot's lower half."""
+    wanted = _gold_on(gold, "syn-010", 8)
+    assert {e["label"] for e in wanted} == {"Figure A.2", "Table A.2"}
+    found = _detected("syn-010", 8)
+    for element in wanted:
+        assert any(b.label == element["label"] and _iou(b.bbox, element["bbox"]) >= 0.8 for b in found), element["id"]

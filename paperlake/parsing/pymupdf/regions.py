@@ -137,9 +137,10 @@ def _both_sides(
     style: _DocumentStyle,
     directions: tuple[str, ...] = ("up", "down"),
 ) -> tuple[list[_Element], list[_Element]]:
-    """What a caption could claim above and below it, within its column (or the page width)."""
+    """What a caption could claim above and below it, within its column (or the page width), and within its half of
+    the row when another caption sits beside it (side-by-side floats, each captioned)."""
     caption_box = _union([line.bbox for line in caption])
-    left, right = _column_box(style, style.column_of(caption_box))
+    left, right = _side_by_side(caption_box, captions, *_column_box(style, style.column_of(caption_box)))
     candidates = [e for e in elements if id(e) not in claimed and _within_extent(e.bbox, left, right)]
     other_boxes = [_union([line.bbox for line in other]) for other in captions if other is not caption]
     other_boxes = [box for box in other_boxes if min(box[2], right) - max(box[0], left) > 0]
@@ -154,6 +155,20 @@ def _both_sides(
         else []
     )
     return (above if _substantive(above) else []), (below if _substantive(below) else [])
+
+
+def _side_by_side(caption_box: Box, captions: list[list[_Line]], left: float, right: float) -> tuple[float, float]:
+    """The column span narrowed to this caption's share: another caption on the same rows, to one side, owns what is
+    nearer to it (the boundary is midway between the two captions)."""
+    for other in captions:
+        box = _union([line.bbox for line in other])
+        if box == caption_box or min(box[3], caption_box[3]) - max(box[1], caption_box[1]) <= 0:
+            continue
+        if box[2] <= caption_box[0] and box[2] > left:
+            left = max(left, (box[2] + caption_box[0]) / 2)
+        elif box[0] >= caption_box[2] and box[0] < right:
+            right = min(right, (caption_box[2] + box[0]) / 2)
+    return left, right
 
 
 def _substantive(taken: list[_Element]) -> bool:
