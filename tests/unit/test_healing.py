@@ -75,6 +75,7 @@ def test_a_linked_pdf_is_a_paper_under_the_links_name(tmp_path):
         (lambda link, tmp: link.symlink_to(link), "loops"),
         (lambda link, tmp: link.symlink_to(tmp / "gone.pdf"), "points to nothing"),
         (lambda link, tmp: link.symlink_to(tmp), "does not point to a file"),
+        (lambda link, tmp: link.mkdir(), "a folder, not a PDF file"),  # an entry named .pdf is never a removal
     ],
 )
 def test_a_link_that_is_not_read_becomes_the_papers_error_row(tmp_path, make, reason):
@@ -239,3 +240,18 @@ def test_a_damaged_probe_file_is_stale_and_a_damaged_history_line_is_skipped(tmp
     assert read_jsonl(path, skip_damaged=True) == [{"a": 1}, {"b": 2}]
     with pytest.raises(ValueError, match="line 2"):
         read_jsonl(path)
+
+
+def test_a_lock_file_replaced_by_a_folder_is_set_aside_and_locked_again(tmp_path):
+    from paperlake.vectors.server import MILVUS_LITE_LOCK, FileLockGuard, lock_path_for
+
+    db = tmp_path / "milvus.db"
+    (db / MILVUS_LITE_LOCK).mkdir(parents=True)  # Milvus Lite's own lock, inside its folder
+    lock_path_for(db).mkdir()  # ours, beside it
+    guard = FileLockGuard(db, timeout=1).acquire()
+    try:
+        assert lock_path_for(db).is_file() and (db / MILVUS_LITE_LOCK).is_dir() is False
+        assert sorted(p.name.split(".damaged-")[0] for p in tmp_path.iterdir() if is_set_aside(p)) == ["milvus.db.lock"]
+        assert [p for p in db.iterdir() if is_set_aside(p)]
+    finally:
+        guard.release()
