@@ -17,6 +17,7 @@ Run ``python -m orchestration.instance`` to apply the limits to ``$DAGSTER_HOME`
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import dagster as dg
@@ -97,6 +98,7 @@ def dagster_instance(settings: Settings, home: Path | None = None, healed: list[
     ``home`` defaults to ``PAPERLAKE_HOME/dagster``; ``healed`` collects the storage files set aside."""
     home = home or settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
+    _check_writable(home)
     config = home / "dagster.yaml"
     healed = healed if healed is not None else []
     if problem := _config_problem(config):
@@ -114,6 +116,17 @@ def dagster_instance(settings: Settings, home: Path | None = None, healed: list[
     release_stale_slots(instance)
     fail_orphaned_runs(instance)
     return instance
+
+
+def _check_writable(folder: Path) -> None:
+    """A file can be made in ``folder``, or an ``OSError`` naming it (what SQLite would otherwise say deep in
+    Dagster's storage as "attempt to write a readonly database", without a path)."""
+    try:
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".write-check-")
+        os.close(fd)
+        os.unlink(name)
+    except OSError as error:
+        raise OSError(error.errno, f"Dagster's storage cannot be written ({error.strerror})", str(folder)) from None
 
 
 def _config_problem(config: Path) -> str | None:

@@ -396,7 +396,18 @@ def ingest(
 HEALING_LOGGER = "paperlake.runtime.healing"
 # Why a paper's vectors or probes are made again in the ordinary course (new or changed papers): not printed; any
 # other reason (a record or file that cannot be read, a collection recreated, a cut sync) is a line of the summary.
-ROUTINE_REASONS = ("never synced", "its cells changed", "left the warehouse", "no probes yet", "the paper, its")
+ROUTINE_REASONS = (
+    "never synced",
+    "its cells changed",
+    "left the warehouse",
+    "no probes yet",
+    "the paper, its",
+    "probes of changed papers",
+    "no probe set yet",
+    "papers left the volume",
+    "never evaluated",
+    "the probe set, the vector stage",
+)
 
 
 class _SetAsideLines(logging.Handler):
@@ -661,6 +672,7 @@ def _evaluate(runner: "_Runner", instance, settings: Settings, summary: IngestSu
     `evaluate_volume` run). An unchanged ingest runs none."""
 
     targets = stale_volumes(settings)
+    _note_unusual(summary, "evaluation set", targets)
     _add_partitions(instance, volumes.name, list(targets))
     for volume in sorted(targets):
         result = runner.run("evaluate_volume", partition_key=volume)

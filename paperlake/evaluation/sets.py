@@ -127,16 +127,23 @@ def stale_probe_papers(settings: Settings) -> dict[str, str]:
     """paper_key → why its probes must be (re)generated."""
     stale = {}
     for key, paper in warehouse_papers(settings).items():
-        sidecar = probes_path(settings, key).with_suffix(".json")
+        path = probes_path(settings, key)
+        sidecar = path.with_suffix(".json")
         recorded = _read_json(sidecar)
         if not recorded and os.path.lexists(sidecar):
             stale[key] = f"the probe record {sidecar.name} cannot be read"
-        elif probes_path(settings, key).is_dir():
-            stale[key] = f"the probe file {probes_path(settings, key).name} is a folder"
-        elif not recorded or not probes_path(settings, key).is_file():
+        elif path.is_dir():
+            stale[key] = f"the probe file {path.name} is a folder"
+        elif not recorded and not os.path.lexists(path):
             stale[key] = "no probes yet"
-        elif damage := damaged_jsonl(probes_path(settings, key)):
-            stale[key] = f"the probe file {probes_path(settings, key).name} is damaged ({damage})"
+        elif not recorded:
+            stale[key] = f"the probe record {sidecar.name} is missing"
+        elif not path.is_file():
+            stale[key] = f"the probe file {path.name} is missing"
+        elif damage := damaged_jsonl(path):
+            stale[key] = f"the probe file {path.name} is damaged ({damage})"
+        elif (held := len(read_jsonl(path))) != recorded.get("count"):
+            stale[key] = f"the probe file {path.name} holds {held} probes, its record {recorded.get('count')}"
         elif recorded.get("digest") != paper["digest"]:
             stale[key] = "the paper, its parser, the warehouse models or the probe generator changed"
     return stale
@@ -263,14 +270,17 @@ def stale_volumes(settings: Settings) -> dict[str, str]:
     result = {}
     for volume, keys in sorted(volumes(settings).items()):
         report = _read_json(quality_path(settings, volume))
+        path = volume_set_path(settings, volume)
         if any(key in stale_papers for key in keys):
             result[volume] = "probes of changed papers"
-        elif not volume_set_path(settings, volume).is_file():
-            result[volume] = "no probe set yet"
-        elif damage := damaged_jsonl(volume_set_path(settings, volume)):
-            result[volume] = f"the probe set is damaged ({damage})"
-        elif not {r.get("paper_key") for r in read_jsonl(volume_set_path(settings, volume))} <= set(keys):
+        elif not path.is_file():
+            result[volume] = f"the probe set {path.name} is missing" if report else "no probe set yet"
+        elif damage := damaged_jsonl(path):
+            result[volume] = f"the probe set {path.name} is damaged ({damage})"
+        elif not {r.get("paper_key") for r in read_jsonl(path)} <= set(keys):
             result[volume] = "papers left the volume"
+        elif report and (held := len(read_jsonl(path))) != report.get("probes"):
+            result[volume] = f"the probe set {path.name} holds {held} probes, its last report {report.get('probes')}"
         elif not report:
             result[volume] = "never evaluated"
         elif report.get("fingerprint") != quality_fingerprint(settings, volume):

@@ -75,6 +75,8 @@ def sqlite_problem(path: Path) -> str | None:
         return None
     if not path.is_file():
         return "not a file"
+    if path.stat().st_size == 0:  # SQLite reads it as a database without tables, which its owner does not make
+        return "empty: no database in it"
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=30)  # no journal made
         try:

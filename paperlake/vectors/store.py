@@ -14,11 +14,15 @@ Layout decisions:
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
+import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from collections import defaultdict
@@ -29,7 +33,7 @@ from urllib.parse import urlparse
 
 from paperlake.config import Settings, is_server_uri
 from paperlake.runtime.failpoints import fault_point
-from paperlake.runtime.healing import set_aside
+from paperlake.runtime.healing import DAMAGED_SUFFIX, set_aside
 from paperlake.vectors.config import CollectionSpec, VectorConfig, load_config
 from paperlake.vectors.embedding_cache import EmbeddingCache, encode_cached
 from paperlake.vectors.encoders import (
@@ -49,7 +53,7 @@ from paperlake.vectors.pymilvus_names import (
     MilvusClient,
     MilvusException,
 )
-from paperlake.vectors.server import FileLockGuard
+from paperlake.vectors.server import MILVUS_LITE_LOCK, FileLockGuard, lock_path_for
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +206,33 @@ def _quiet(*loggers: str):
             logging.getLogger(name).setLevel(level)
 
 
+def _lockable(path: Path) -> bool:
+    """Whether this process can take the locks on a Milvus Lite folder (ours beside it, Milvus Lite's inside it):
+    False on a read-only home."""
+    for lock in (lock_path_for(path), path / MILVUS_LITE_LOCK):
+        try:
+            os.close(os.open(lock, os.O_RDWR | os.O_CREAT, 0o644))
+        except FileNotFoundError:  # no folder yet: Milvus Lite makes it
+            continue
+        except IsADirectoryError:  # a damaged lock: the guard sets it aside
+            continue
+        except OSError as error:
+            if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                return False
+            raise
+    return True
+
+
+def _unlisted_collection_folders(path: Path, listed: list[str]) -> list[str]:
+    """Folders of Milvus Lite's default database (``<db>/collections/<name>``, the layout its ``db`` module
+    documents) that it does not list as collections: one whose schema is gone, which it would then refuse to create
+    again ("File exists")."""
+    root = path / "collections"
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and p.name not in listed)
+
+
 class VectorStore:
     """Milvus collections of paperlake; see the module docstring."""
 
@@ -229,6 +260,7 @@ class VectorStore:
         self._guard: FileLockGuard | None = None
         self.db_path: Path | None = None
         self.healed = None  # the SetAside of a damaged Milvus Lite file this store replaced (heal=True)
+        self._scratch: Path | None = None  # a read-only home's Milvus Lite folder is read from a copy made here
         self._record_on_close = False  # it proved (or trusted) the Lite folder: a clean close records its state
         self._loaded: set[str] = set()
         # collection → its entity count, taken by the heal probe (it loaded the collection: counting is then cheap)
@@ -240,6 +272,8 @@ class VectorStore:
             if path.suffix != ".db":
                 raise ValueError(f"Milvus Lite path must end in .db (pymilvus' rule), got {self.uri}")
             path.parent.mkdir(parents=True, exist_ok=True)
+            if not heal and not _lockable(path):
+                path = self._read_only_copy(path)
             self._guard = FileLockGuard(path, timeout=lock_timeout).acquire()
             self.db_path = path
             try:
@@ -279,7 +313,10 @@ class VectorStore:
             return client
         try:
             with _quiet("pymilvus", "milvus_lite"):  # their loggers print the damage as tracebacks; it is said once
-                for name in client.list_collections():
+                listed = client.list_collections()
+                if stray := _unlisted_collection_folders(path, listed):  # e.g. its schema.json gone
+                    raise RuntimeError(f"collection folders Milvus Lite does not list: {', '.join(stray)}")
+                for name in listed:
                     client.describe_collection(name)
                     client.load_collection(name)
                     self._loaded.add(name)
@@ -290,6 +327,15 @@ class VectorStore:
             self.probed_counts.clear()
             return self._reopen_aside(client, path, error)
         return client
+
+    def _read_only_copy(self, path: Path) -> Path:
+        """Milvus Lite takes a lock inside its folder, which a read-only home (a read-only mount, an archive) cannot
+        give: a reader opens a copy in a temporary folder instead, removed when it closes."""
+        self._scratch = Path(tempfile.mkdtemp(prefix="paperlake-milvus-read-only-"))
+        copy = self._scratch / path.name
+        shutil.copytree(path, copy, ignore=shutil.ignore_patterns(MILVUS_LITE_LOCK, f"*{DAMAGED_SUFFIX}*"))
+        log.info("%s cannot be locked (a read-only home): reading a copy in %s", path, self._scratch)
+        return copy
 
     def _reopen_aside(self, client: MilvusClient | None, path: Path, error: Exception) -> MilvusClient:
         from milvus_lite.server_manager import server_manager_instance  # deferred: milvus_lite
@@ -319,6 +365,9 @@ class VectorStore:
                 record_state(self.db_path)
         self._guard.release()
         self._guard = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     def __enter__(self) -> "VectorStore":
         return self

@@ -298,7 +298,8 @@ def new_lines(output: str, quiet: str) -> list[str]:
     return [" ".join(line.split()) for line in output.splitlines() if line.strip() and _normal(line) not in known]
 
 
-PAPER_FAILURE = re.compile(r"failed [^\s/:]+/[^\s:]+: ")  # a paper's own failure line (its key has a volume)
+# a paper's own failure line (its key has a volume), or a volume's held for its manifest
+PAPER_FAILURE = re.compile(r"failed (?:[^\s/:]+/[^\s:]+|[^\s/:]+: manifest): ")
 
 
 def failure_lines(output: str) -> list[str]:
