@@ -87,3 +87,15 @@ def test_a_damaged_file_is_still_set_aside(db: Path):
         store.close()
     assert lite_state.recorded_state(db) == lite_state.folder_state(db)  # the new, empty folder, proved
     assert not _probed(db)
+
+
+def test_a_collection_whose_schema_is_gone_sets_the_folder_aside(db: Path):
+    """Milvus Lite no longer lists the collection, and would refuse to create it again ("File exists")."""
+    (schema,) = db.glob("collections/*/schema.json")
+    schema.unlink()
+    store = _writer(db)
+    try:
+        assert store.healed is not None and "does not list" in store.healed.line()
+        assert store.ensure_collections(COLLECTIONS) == COLLECTIONS  # made again in the new folder
+    finally:
+        store.close()

@@ -178,3 +178,9 @@ def test_the_stamp_is_utc_whatever_the_local_zone(tmp_path, monkeypatch):
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
+
+
+def test_an_empty_file_where_the_database_belongs_is_damage(tmp_path):
+    """SQLite reads a file cut to nothing as a database without tables; Dagster then fails on its first query."""
+    (tmp_path / "index.db").write_bytes(b"")
+    assert sqlite_problem(tmp_path / "index.db") == "empty: no database in it"
