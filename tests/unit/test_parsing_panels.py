@@ -128,3 +128,14 @@ def test_whitest_cut_takes_the_widest_empty_stretch():
     # Nothing empty: the cut crosses as few elements as possible.
     packed = [element(95, 120), element(118, 145), element(119, 121)]
     assert 121 <= _whitest_cut(packed, 0, 100, 140) <= 140
+
+
+def test_a_paragraphs_justified_first_line_under_a_table_is_not_the_tables():
+    """loretta p13: "Subsequently, we selected both SuperGLUE" opens the paragraph under Table 8, justified with wide
+    word gaps (so not prose by itself); it was taken into the table's box, which then ran across the column."""
+    (table,) = [
+        block
+        for block in read_layout(corpus_pdf("naacl2024-174-loretta")).blocks
+        if block.kind == "table" and block.page_number == 13 and block.label == "Table 8"
+    ]
+    assert table.bbox[3] < 440 and table.bbox[2] - table.bbox[0] < 140, table.bbox

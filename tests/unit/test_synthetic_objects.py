@@ -117,3 +117,26 @@ def test_side_by_side_floats_captioned_above_keep_to_their_own_half(gold) -> Non
     found = _detected("syn-010", 8)
     for element in wanted:
         assert any(b.label == element["label"] and _iou(b.bbox, element["bbox"]) >= 0.8 for b in found), element["id"]
+
+
+PATTERN_FLOORS = {  # benchmarks/results/parse_fidelity_patterns.json, a little under (the bar is issue 50's 0.97)
+    ("tables", "recall"): 0.92,
+    ("tables", "precision"): 0.90,
+    ("figures", "recall"): 0.92,
+    ("figures", "precision"): 0.85,
+}
+
+
+def test_the_default_parser_stays_above_its_floors_on_the_patterns(gold) -> None:
+    from paperlake.lake.inbox import PaperSource
+    from paperlake.parsing.gold import detections_from_parsed, score
+    from paperlake.parsing.pymupdf_backend import parse
+
+    found = {}
+    for document in gold:
+        source = PaperSource(paper_key=document.doc, volume="patterns", pdf_path=document.pdf, sha256="0" * 64)
+        found[document.doc] = detections_from_parsed(parse(source))
+    result = score(gold, found)
+    for (kind, measure), floor in PATTERN_FLOORS.items():
+        assert result[kind][measure] >= floor, (kind, measure, result[kind][measure], result[kind]["misses"][:5])
+    assert result["captions"]["right_of_gold"] >= 0.88, result["captions"]["wrong"][:5]

@@ -424,6 +424,22 @@ def _mark_body_text(lines: list[_Line], page: _PageContent, style: _DocumentStyl
             if id(line) in prose_ids or continues:
                 line.role = "body"
             previous = line
+        # A paragraph's first line, justified with few words (wide gaps: not prose by itself), right above its body
+        following: _Line | None = None
+        for line in sorted(column_lines, key=lambda column_line: -column_line.bbox[1]):
+            opens = (
+                not line.role
+                and following is not None
+                and following.role == "body"
+                and _is_plain(line, style)
+                and line.width >= 0.6 * (_column_box(style, column)[1] - left)
+                and line.bbox[0] <= left + 20
+                and 0 <= following.bbox[1] - line.bbox[3] <= 0.6 * line.size
+                and not _inside_any(line.bbox, enclosures)
+            )
+            if opens:
+                line.role = "body"
+            following = line
 
 
 def _flush_prose(lines: list[_Line], style: _DocumentStyle) -> set[int]:
