@@ -7,6 +7,7 @@ started again, a failing read is a miss, a failing write is logged (:mod:`paperl
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import logging
 import os
@@ -51,10 +52,16 @@ class EmbeddingCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.stats = CacheStats()
         self._local = threading.local()
+        self.in_memory = False  # a home this process cannot write (read-only): the cache lives for the process
         try:
             self._create()
         except (sqlite3.DatabaseError, OSError) as error:  # damaged: a cache is only a cache, it starts again
             self.close()
+            if _cannot_write(error, self.path):
+                log.info("embedding cache %s cannot be written (%s): kept in memory", self.path, error)
+                self.in_memory = True
+                self._create()
+                return
             for damaged in (self.path, *(self.path.with_name(self.path.name + s) for s in ("-wal", "-shm"))):
                 if os.path.lexists(damaged):
                     set_aside(damaged, f"{type(error).__name__}: {error}")
@@ -71,6 +78,9 @@ class EmbeddingCache:
     def _connect(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)
         if con is None:
+            if self.in_memory:
+                con = self._local.con = sqlite3.connect(":memory:", isolation_level=None)
+                return con
             con = sqlite3.connect(self.path, timeout=60, isolation_level=None)
             con.execute("pragma journal_mode=wal")
             con.execute("pragma synchronous=normal")
@@ -124,6 +134,17 @@ class EmbeddingCache:
         if con is not None:
             con.close()
             self._local.con = None
+
+
+def _cannot_write(error: BaseException, path: Path) -> bool:
+    """Whether ``error`` says the cache's file or folder may not be written (a read-only home), not that it is
+    damaged: a damaged file is set aside, which a read-only folder would refuse anyway."""
+    if isinstance(error, OSError) and error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return True
+    said = str(error).lower()
+    if "readonly" in said or "read-only" in said:
+        return True
+    return "unable to open" in said and not os.access(path.parent, os.W_OK)
 
 
 @dataclass

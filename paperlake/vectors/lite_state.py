@@ -34,12 +34,12 @@ def record_path(db_path: Path) -> Path:
     return db_path.with_name(db_path.name + RECORD_SUFFIX)
 
 
-def folder_state(db_path: Path) -> str | None:
-    """The folder's state (a sha256 over its entries' paths, types, sizes and times), or None without a folder.
+def folder_entries(db_path: Path) -> dict[str, list[int]] | None:
+    """Each entry of the folder (relative path → type, size, modification time), or None without a folder.
     Milvus Lite's own lock file and anything set aside are left out: taking the lock touches nothing else."""
     if not db_path.is_dir() or db_path.is_symlink():
         return None
-    entries = []
+    entries = {}
     for root, dirs, files in os.walk(db_path):
         dirs.sort()
         relative = os.path.relpath(root, db_path)
@@ -48,8 +48,23 @@ def folder_state(db_path: Path) -> str | None:
                 continue
             info = os.lstat(os.path.join(root, name))
             size = 0 if stat.S_ISDIR(info.st_mode) else info.st_size
-            entries.append([os.path.join(relative, name), stat.S_IFMT(info.st_mode), size, info.st_mtime_ns])
-    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
+            entries[os.path.join(relative, name)] = [stat.S_IFMT(info.st_mode), size, info.st_mtime_ns]
+    return entries
+
+
+def folder_state(db_path: Path, entries: dict[str, list[int]] | None = None) -> str | None:
+    """The folder's state: a sha256 over its :func:`folder_entries` (given, or read now), or None without a folder."""
+    entries = folder_entries(db_path) if entries is None else entries
+    if entries is None:
+        return None
+    return hashlib.sha256(json.dumps(sorted(entries.items())).encode()).hexdigest()
+
+
+def written_between(before: dict[str, list[int]] | None, after: dict[str, list[int]] | None) -> list[str]:
+    """Files that appeared or changed from ``before`` to ``after`` (folders left out)."""
+    if before is None or after is None:
+        return []
+    return sorted(k for k, v in after.items() if not stat.S_ISDIR(v[0]) and before.get(k) != v)
 
 
 def recorded_state(db_path: Path) -> str | None:

@@ -21,10 +21,12 @@ import logging
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import time
 import uuid
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +46,14 @@ from paperlake.vectors.encoders import (
 )
 from paperlake.vectors.entities import POOLING_VERSION, Cell, Encodable, collect_cells
 from paperlake.vectors.filters import quote_literal, validate_filter
-from paperlake.vectors.lite_state import folder_state, forget_state, record_state, recorded_state
+from paperlake.vectors.lite_state import (
+    folder_entries,
+    folder_state,
+    forget_state,
+    record_state,
+    recorded_state,
+    written_between,
+)
 from paperlake.vectors.pymilvus_names import (
     DataType,
     Function,
@@ -56,6 +65,7 @@ from paperlake.vectors.pymilvus_names import (
 from paperlake.vectors.server import MILVUS_LITE_LOCK, FileLockGuard, lock_path_for
 
 log = logging.getLogger(__name__)
+HEALING_LOGGER = "paperlake.runtime.healing"  # what an ingest prints as `healed` lines
 
 SPEC_PROPERTY = "paperlake.spec"
 INCARNATION_PROPERTY = "paperlake.incarnation"
@@ -299,7 +309,8 @@ class VectorStore:
         of this process keeps its client on the files it opened. A folder no byte of which changed since the last
         writer proved it and closed it cleanly is not probed again (:mod:`paperlake.vectors.lite_state`)."""
         sole = heal and self._guard.holders == 1
-        unchanged = sole and (state := folder_state(path)) is not None and state == recorded_state(path)
+        entries = folder_entries(path) if sole else None
+        unchanged = sole and (state := folder_state(path, entries)) is not None and state == recorded_state(path)
         try:
             client = MilvusClient(str(path), **_keepalive(None))
         except Exception as error:
@@ -326,14 +337,26 @@ class VectorStore:
             self._loaded.clear()
             self.probed_counts.clear()
             return self._reopen_aside(client, path, error)
+        if written := written_between(entries, folder_entries(path)):  # a sound folder's probe writes nothing
+            logging.getLogger(HEALING_LOGGER).warning(
+                "%s: Milvus Lite rebuilt %d file(s) it found missing or damaged while loading it (%s)",
+                path,
+                len(written),
+                ", ".join(written[:3]) + (", ..." if len(written) > 3 else ""),
+            )
         return client
 
     def _read_only_copy(self, path: Path) -> Path:
         """Milvus Lite takes a lock inside its folder, which a read-only home (a read-only mount, an archive) cannot
         give: a reader opens a copy in a temporary folder instead, removed when it closes."""
         self._scratch = Path(tempfile.mkdtemp(prefix="paperlake-milvus-read-only-"))
+        weakref.finalize(self, shutil.rmtree, self._scratch, True)  # also at exit, for a store never closed
         copy = self._scratch / path.name
         shutil.copytree(path, copy, ignore=shutil.ignore_patterns(MILVUS_LITE_LOCK, f"*{DAMAGED_SUFFIX}*"))
+        for root, dirs, files in os.walk(copy):  # the copy took the read-only modes along: Milvus Lite writes in it
+            for name in [*dirs, *files, "."]:
+                target = os.path.join(root, name)
+                os.chmod(target, os.stat(target).st_mode | stat.S_IWUSR)
         log.info("%s cannot be locked (a read-only home): reading a copy in %s", path, self._scratch)
         return copy
 
