@@ -184,3 +184,26 @@ def test_an_empty_file_where_the_database_belongs_is_damage(tmp_path):
     """SQLite reads a file cut to nothing as a database without tables; Dagster then fails on its first query."""
     (tmp_path / "index.db").write_bytes(b"")
     assert sqlite_problem(tmp_path / "index.db") == "empty: no database in it"
+
+
+def test_an_embedding_cache_on_a_read_only_home_is_kept_in_memory(tmp_path, monkeypatch):
+    """Not damage: nothing is set aside (a read-only folder would refuse it anyway), the vectors are cached for the
+    process."""
+    import numpy as np
+
+    from paperlake.vectors import embedding_cache
+
+    path = tmp_path / "embeddings.sqlite"
+    path.write_bytes(b"")
+    real = sqlite3.connect
+
+    def refuse(target, *args, **kwargs):
+        if str(target) == str(path):
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+        return real(target, *args, **kwargs)
+
+    monkeypatch.setattr(embedding_cache.sqlite3, "connect", refuse)
+    cache = embedding_cache.EmbeddingCache(path)
+    assert cache.in_memory and sorted(p.name for p in tmp_path.iterdir()) == ["embeddings.sqlite"]
+    cache.put_many("model", {"abc": np.ones(3, dtype=np.float32)})
+    assert list(cache.get_many("model", ["abc"])) == ["abc"]
