@@ -15,9 +15,8 @@ from pathlib import Path
 import pymupdf
 import pytest
 
-from paperlake.lake.inbox import PaperSource
-from paperlake.parsing.gold import Detection, detections_from_parsed, grid_exact, load_gold, normalise_text, score
-from paperlake.parsing.pymupdf_backend import parse
+from paperlake.parsing.gold import Detection, grid_exact, load_gold, normalise_text, score
+from support.parser_scores import default_parser_score
 
 SYNTHETIC = Path(__file__).parents[1] / "data" / "synthetic"
 
@@ -141,11 +140,7 @@ def test_algorithms_are_neither_hits_nor_false_alarms(gold) -> None:
 
 
 def test_the_default_parser_stays_above_its_floors(gold) -> None:
-    found = {}
-    for document in gold:
-        source = PaperSource(paper_key=document.doc, volume="synthetic", pdf_path=document.pdf, sha256="0" * 64)
-        found[document.doc] = detections_from_parsed(parse(source))
-    result = score(gold, found)
+    result = default_parser_score(gold, "synthetic")
     for (kind, measure), floor in FLOORS.items():
         assert result[kind][measure] >= floor, (kind, measure, result[kind][measure], result[kind]["misses"][:5])
     assert result["captions"]["right_of_gold"] >= CAPTION_FLOOR, result["captions"]["wrong"][:5]

@@ -13,6 +13,7 @@ import pymupdf
 import pytest
 
 from paperlake.parsing.gold import load_gold, normalise_text
+from support.parser_scores import default_parser_score
 
 PATTERNS = Path(__file__).parents[1] / "data" / "synthetic" / "patterns"
 
@@ -128,15 +129,7 @@ PATTERN_FLOORS = {  # benchmarks/results/parse_fidelity_patterns.json, a little 
 
 
 def test_the_default_parser_stays_above_its_floors_on_the_patterns(gold) -> None:
-    from paperlake.lake.inbox import PaperSource
-    from paperlake.parsing.gold import detections_from_parsed, score
-    from paperlake.parsing.pymupdf_backend import parse
-
-    found = {}
-    for document in gold:
-        source = PaperSource(paper_key=document.doc, volume="patterns", pdf_path=document.pdf, sha256="0" * 64)
-        found[document.doc] = detections_from_parsed(parse(source))
-    result = score(gold, found)
+    result = default_parser_score(gold, "patterns")
     for (kind, measure), floor in PATTERN_FLOORS.items():
         assert result[kind][measure] >= floor, (kind, measure, result[kind][measure], result[kind]["misses"][:5])
     assert result["captions"]["right_of_gold"] >= 0.88, result["captions"]["wrong"][:5]
