@@ -15,7 +15,6 @@ import multiprocessing
 import os
 import subprocess
 import sys
-import threading
 import time
 import warnings
 import weakref
@@ -176,9 +175,8 @@ class _Runner:
     """Executes the Definitions' named jobs against the persistent instance: in this process, or with the configured
     executor (:mod:`orchestration.executors`), whose workers rebuild the job from ``resource``'s fields."""
 
-    def __init__(self, defs, instance, settings: Settings, resource: dict | None = None, url: str | None = "ask"):
-        """``defs``: the Definitions, or a function that builds them when the first run needs them; ``url``: the
-        webserver to launch through (:func:`~orchestration.launch.webserver_url`, asked here by default)."""
+    def __init__(self, defs, instance, settings: Settings, resource: dict | None = None):
+        """``defs``: the Definitions, or a function that builds them when the first run needs them."""
         self._defs, self.instance, self.settings = defs, instance, settings
         self.resource = resource or {}
         self._pool = None
@@ -187,8 +185,7 @@ class _Runner:
         # with the webserver of this home, every run is launched there: the UI's own runs (orchestration.launch)
         self.launcher = None
 
-        if url == "ask":
-            url = webserver_url(settings.dagster_url, settings.dagster_home)
+        url = webserver_url(settings.dagster_url, settings.dagster_home)
         if url:
             self.launcher = Launcher(url, instance)
 
@@ -439,30 +436,13 @@ def _ingest(
     inboxes: list[Path],
     settings: Settings,
     progress: Callable[[str, str], None] | None,
-    *options,  # rebuild_warehouse, enrich_kinds, enrich_limit, retry_errors: as _ingest_with takes them
-) -> IngestSummary:
-    started = time.perf_counter()
-    notify = progress or (lambda key, status: None)
-    url = webserver_url(settings.dagster_url, settings.dagster_home)
-    collections = [definition.key.path[-1] for definition in vector_assets]
-    # steps run here share the check's store: it is opened now, beside the plan, the instance and the builds
-    with _StoreOpening(settings, collections, early=settings.executor == "in_process" and not url) as opening:
-        return _ingest_with(opening, url, collections, inboxes, settings, notify, started, *options)
-
-
-def _ingest_with(
-    opening: "_StoreOpening",
-    url: str | None,
-    collections: list[str],
-    inboxes: list[Path],
-    settings: Settings,
-    notify: Callable[[str, str], None],
-    started: float,
     rebuild_warehouse: bool,
     enrich_kinds: tuple[str, ...] | None,
     enrich_limit: int | None,
     retry_errors: bool,
 ) -> IngestSummary:
+    started = time.perf_counter()
+    notify = progress or (lambda key, status: None)
     lake = Lake(settings.lake)
     lake.ensure_contract()
     healed = [moved.line() for moved in heal_warehouse(settings.warehouse)]
@@ -498,7 +478,7 @@ def _ingest_with(
 
         return build_definitions(resource, LLMResource.from_settings(settings))
 
-    runner = _Runner(definitions, instance, settings, resource.model_dump(), url=url)
+    runner = _Runner(definitions, instance, settings, resource.model_dump())
     if building:  # runs will come
         runner.build_definitions()
     keys = plan.removed + [s.paper_key for s in plan.to_parse]  # a removed paper frees its id first
@@ -556,12 +536,13 @@ def _ingest_with(
     summary.step_seconds["probes"] = time.perf_counter() - stage_started
 
     stage_started = time.perf_counter()
+    collections = [definition.key.path[-1] for definition in vector_assets]
     # The store opened for the check stays open through the stages that use it: in process, the steps' own stores
     # share its server, so a Milvus Lite file's collections are loaded once per ingest (loading is what grows with
     # the store) instead of once per step.
     held = contextlib.ExitStack()
     try:
-        store = held.enter_context(opening.store())
+        store = held.enter_context(_open_store(settings))
         if store.healed is not None:
             summary.healed.append(store.healed.line())
         formulas = formula_staleness(settings, store if collection_available_here(store) else None)
@@ -749,68 +730,13 @@ def collection_available_here(store) -> bool:
 
 @contextlib.contextmanager
 def _open_store(settings: Settings):
-    store = _new_store(settings)
-    try:
-        yield store
-    finally:
-        store.close()
-
-
-def _new_store(settings: Settings, warm: list[str] = ()):
-    """The ingest's store (a writer: it heals); ``warm``: collections asked for once, which makes Milvus Lite read
-    their metadata (the first question about a collection costs a tenth of a second)."""
     from paperlake.vectors.store import VectorStore  # deferred: pymilvus
 
     store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings, lock_timeout=600.0, heal=True)
     try:
-        for name in warm:
-            store.incarnation(name)
-    except BaseException:
+        yield store
+    finally:
         store.close()
-        raise
-    return store
-
-
-class _StoreOpening:
-    """The check's vector store, opened in a thread from the start of the ingest when ``early`` (its steps run in
-    this process and share it), so that starting Milvus Lite's server, its probe and the collections' first answers
-    overlap the plan, the Dagster instance and the builds instead of following them. Otherwise it opens when asked.
-    Whatever is not taken (an ingest that stops before the check) is closed on exit."""
-
-    def __init__(self, settings: Settings, collections: list[str], early: bool):
-        self.settings = settings
-        self._opened = None
-        self._error: BaseException | None = None
-        self._thread = None
-        if early:
-            self._thread = threading.Thread(target=self._open, args=(collections,), name="open-vector-store")
-            self._thread.start()
-
-    def _open(self, collections: list[str]) -> None:
-        try:
-            self._opened = _new_store(self.settings, collections)
-        except BaseException as error:  # said where the store is taken, as an open there would say it
-            self._error = error
-
-    def store(self):
-        """The store, as a context manager that closes it (its open's error raised here)."""
-        if self._thread is None:
-            return _open_store(self.settings)
-        self._thread.join()
-        self._thread = None
-        if self._error is not None:
-            raise self._error
-        store, self._opened = self._opened, None
-        return contextlib.closing(store)
-
-    def __enter__(self) -> "_StoreOpening":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._thread is not None:
-            self._thread.join()
-        if self._opened is not None:
-            self._opened.close()
 
 
 def _add_partitions(instance, name: str, keys: list[str]) -> None:
