@@ -49,6 +49,7 @@ from paperlake.freshness import formula_staleness, warehouse_staleness
 from paperlake.lake.inbox import scan_volumes
 from paperlake.lake.pipeline import IngestPlan, plan_ingest, record_held_volumes
 from paperlake.lake.store import Lake
+from paperlake.runtime.healing import log as healing_log
 from paperlake.vectors.ledger import VectorPlan, delete_orphans, read_ledger, stale_papers
 from paperlake.warehouse.build import (
     DBT_PROJECT_DIR,
@@ -380,7 +381,6 @@ def ingest(
     run's event log."""
     said: list[str] = []
     collector = _SetAsideLines(said)
-    healing_log = logging.getLogger(HEALING_LOGGER)
     healing_log.addHandler(collector)
     try:
         summary = _ingest(inboxes, settings, progress, rebuild_warehouse, enrich_kinds, enrich_limit, retry_errors)
@@ -390,7 +390,6 @@ def ingest(
     return summary
 
 
-HEALING_LOGGER = "paperlake.runtime.healing"
 # Why a paper's vectors or probes are made again in the ordinary course (new or changed papers): not printed; any
 # other reason (a record or file that cannot be read, a collection recreated, a cut sync) is a line of the summary.
 ROUTINE_REASONS = (

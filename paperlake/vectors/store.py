@@ -36,6 +36,7 @@ from urllib.parse import urlparse
 from paperlake.config import Settings, is_server_uri
 from paperlake.runtime.failpoints import fault_point
 from paperlake.runtime.healing import DAMAGED_SUFFIX, set_aside
+from paperlake.runtime.healing import log as healing_log
 from paperlake.vectors.config import CollectionSpec, VectorConfig, load_config
 from paperlake.vectors.embedding_cache import EmbeddingCache, encode_cached
 from paperlake.vectors.encoders import (
@@ -65,7 +66,6 @@ from paperlake.vectors.pymilvus_names import (
 from paperlake.vectors.server import MILVUS_LITE_LOCK, FileLockGuard, lock_path_for
 
 log = logging.getLogger(__name__)
-HEALING_LOGGER = "paperlake.runtime.healing"  # what an ingest prints as `healed` lines
 
 SPEC_PROPERTY = "paperlake.spec"
 INCARNATION_PROPERTY = "paperlake.incarnation"
@@ -338,7 +338,7 @@ class VectorStore:
             self.probed_counts.clear()
             return self._reopen_aside(client, path, error)
         if written := written_between(entries, folder_entries(path)):  # a sound folder's probe writes nothing
-            logging.getLogger(HEALING_LOGGER).warning(
+            healing_log.warning(  # the ingest prints what is logged there as `healed` lines
                 "%s: Milvus Lite rebuilt %d file(s) it found missing or damaged while loading it (%s)",
                 path,
                 len(written),
