@@ -500,11 +500,41 @@ class ViewImage(Action):
             return error("invalid_parameter", str(problem))
         region = "the whole page" if not box else "region [" + ", ".join(f"{v:g}" for v in shown) + "]"
         evidence = Evidence(canonical, self.page_number, tuple(shown) if box else None, source=self.action_name())
-        return Observation(
-            f"Page {self.page_number} of paper {canonical}, {region}, is attached as an image.",
-            images=[png],
-            evidence=[evidence],
-        )
+        text = f"Page {self.page_number} of paper {canonical}, {region}, is attached as an image."
+        figures = self._figures_shown(env, canonical, list(shown) if box else None)
+        return Observation(text + figures, images=[png], evidence=[evidence])
+
+    FIGURE_TEXT_CHARS: ClassVar[int] = 1200  # per figure: the labels a reader would look for, not a page of text
+
+    def _figures_shown(self, env: AgentEnv, paper_id: str, box: list | None) -> str:
+        """The caption and printed words (images.image_text) of each figure whose box's centre is in the shown
+        region (every whole figure of the page when it is shown whole): what the image says in text, for a model
+        that cannot read small labels, or none. Nothing when the warehouse predates the column."""
+        try:
+            rows = env.query(
+                "select image_label, image_caption, image_text, bounding_box, parent_image_id is not null "
+                "from images where cast(ref_paper_id as varchar) = ? and page_number = ? order by ordinal",
+                [paper_id, self.page_number],
+                max_rows=200,
+            ).rows
+        except (SQLFailed, SQLTimeout, SQLRefused):
+            return ""
+        lines = []
+        for label, caption, text, bbox, is_panel in rows:
+            if not bbox or (box is None and is_panel):
+                continue
+            cx, cy = bbox[0] + bbox[2] / 2, bbox[1] + bbox[3] / 2
+            if box is not None and not (box[0] <= cx <= box[0] + box[2] and box[1] <= cy <= box[1] + box[3]):
+                continue
+            name = ("a panel of " if is_panel else "") + (label or "an unlabelled figure")
+            words = " / ".join((text or "").split("\n"))
+            if len(words) > self.FIGURE_TEXT_CHARS:
+                words = words[: self.FIGURE_TEXT_CHARS].rsplit(" ", 1)[0] + " …"
+            lines.append(
+                f"- {name} at [{', '.join(str(v) for v in bbox)}]: caption: {snippet(caption or '(none)')}; "
+                f"words inside: {words or '(none in the text layer)'}"
+            )
+        return ("\nFigures in view (images rows):\n" + "\n".join(lines)) if lines else ""
 
     @classmethod
     def _sha256(cls, path: Any) -> str:

@@ -140,7 +140,7 @@ def _interleave(ranked: Sequence[Sequence[ContextItem]], k: int) -> list[Context
 _SYMBOLIC_VIEWS = (
     ("chunks", ("text_content",)),
     ("tables", ("table_caption", "table_content")),
-    ("images", ("image_caption",)),
+    ("images", ("image_caption", "image_text")),
 )
 
 
@@ -267,6 +267,7 @@ NEURAL_VIEWS = (
     ("tables", "table_content"),
     ("tables", "table_caption"),
     ("images", "image_caption"),
+    ("images", "image_text"),
     ("equations", "equation_content"),
 )
 # RECAP computes over header-addressed cells: the row and column lines name each value's headers.

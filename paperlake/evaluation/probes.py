@@ -8,8 +8,12 @@ Six kinds, so a volume's evaluation exercises every view that retrieval serves:
 - ``sentence_number``: a number stated in a body sentence, asked for through the sentence's rarest content words
   (a keyword paraphrase, not the sentence);
 - ``figure_caption``: which figure a caption describes, asked through the caption's distinctive words;
+- ``figure_text``: a label printed inside a figure (a legend entry, an axis title, a diagram's box), asked as the
+  label beside another one on the same line of the figure, the figure named by its label and caption gist;
 - ``equation_symbol``: what a symbol defined right after a display equation ("where X denotes the …") stands for;
 - ``reference_author``: the first author of a cited work, asked by the work's title (its first ten words);
+- ``reference_citation``: the first author of a cited work, asked by what the citing sentence says of it (its
+  rarest words, the citation left out), answered from ``reference.citing_context``;
 - ``sentence_name``: a model, dataset or method name stated in a body sentence, asked like a sentence number.
 
 (A "which section covers …" kind was tried and dropped: retrieved chunks do not carry their section's title, so its
@@ -38,15 +42,27 @@ import duckdb
 import polars as pl
 
 from paperlake.evaluation.needles import answer_needles, contains_needle
+from paperlake.parsing.citations import CITATION
 
-PROBES_VERSION = "probes-2"
-KINDS = ("table_cell", "sentence_number", "figure_caption", "equation_symbol", "reference_author", "sentence_name")
+PROBES_VERSION = "probes-3"
+KINDS = (
+    "table_cell",
+    "sentence_number",
+    "figure_caption",
+    "figure_text",
+    "equation_symbol",
+    "reference_author",
+    "reference_citation",
+    "sentence_name",
+)
 KIND_ELEMENT = {
     "table_cell": "table",
     "sentence_number": "text",
     "figure_caption": "image",
+    "figure_text": "image",
     "equation_symbol": "formula",
     "reference_author": "metadata",
+    "reference_citation": "metadata",
     "sentence_name": "text",
 }
 PER_PAPER = 16  # probes per paper at most, taken round-robin over the kinds
@@ -463,6 +479,67 @@ def _figure_captions(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[C
     return found
 
 
+_LABEL = re.compile(r"[A-Za-z][A-Za-z0-9 ()\-+/.,:'&]{2,39}")
+
+
+def _figure_texts(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
+    """Pairs of labels printed side by side in a figure (``image_text`` keeps a row's labels two spaces apart): the
+    question gives the figure and one label, the answer is its neighbour. A label that is a number, repeats in the
+    figure, appears in the caption or is frequent in the paper proves nothing and is skipped."""
+    columns = "select column_name from information_schema.columns where table_name = 'images'"
+    if "image_text" not in {row[0] for row in con.execute(columns).fetchall()}:  # a warehouse built before it
+        return []
+    images = _frame(
+        con,
+        "select image_id, image_caption, image_label, image_text, page_number from images where ref_paper_id = ? "
+        "and parent_image_id is null and image_label is not null and image_text is not null",
+        [paper.paper_id],
+    )
+    found = []
+    labels = Counter(images["image_label"].to_list()) if not images.is_empty() else Counter()
+    for image in images.iter_rows(named=True):
+        label = image["image_label"].strip()
+        if labels[label] > 1 or not re.fullmatch(r"(?:Figure|Fig\.)\s*\d+", label):
+            continue
+        text, caption = image["image_text"], (image["image_caption"] or "").lower()
+        gist = _caption_gist(re.sub(r"\$[^$]*\$", " ", image["image_caption"] or ""), 10)
+        for line in text.split("\n"):
+            parts = [part.strip() for part in line.split("  ") if part.strip()]
+            for before, answer in zip(parts, parts[1:]):
+                if not all(_LABEL.fullmatch(p) for p in (before, answer)) or before.lower() == answer.lower():
+                    continue
+                if text.count(answer) > 1 or text.count(before) > 1 or answer.lower() in caption:
+                    continue
+                if any(paper.word_counts.get(w.lower(), 0) > MAX_NAME_MENTIONS for w in _WORD.findall(answer)):
+                    continue
+                question = _variant(
+                    f"{image['image_id']}|{answer}",
+                    (
+                        "In {label} of the paper ({gist}), which label is printed right after “{before}”, on the "
+                        "same line?",
+                        "{label} of the paper shows {gist}. What label follows “{before}” on the same line of the "
+                        "figure?",
+                    ),
+                ).format(label=label, gist=gist or "its figure", before=before)
+                found.append(
+                    Candidate(
+                        "figure_text",
+                        question,
+                        "the label as printed in the figure",
+                        _phrase_evaluator(answer, 90),
+                        answer,
+                        {
+                            "table": "images",
+                            "column": "image_text",
+                            "row_id": image["image_id"],
+                            "page_number": image["page_number"],
+                        },
+                        f"{image['image_id']}|{before}|{answer}",
+                    )
+                )
+    return found
+
+
 def _equation_symbols(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
     equations = _frame(
         con,
@@ -566,12 +643,67 @@ def _reference_authors(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list
     return found
 
 
+def _reference_citations(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
+    columns = "select column_name from information_schema.columns where table_name = 'reference'"
+    if "citing_context" not in {row[0] for row in con.execute(columns).fetchall()}:  # a warehouse built before it
+        return []
+    references = _frame(
+        con,
+        "select reference_id, reference_content, citing_context, page_number from reference "
+        "where ref_paper_id = ? and citing_context is not null order by ordinal",
+        [paper.paper_id],
+    )
+    found = []
+    for reference in references.iter_rows(named=True):
+        match = _REFERENCE.match(re.sub(r"\s+", " ", reference["reference_content"] or "").strip())
+        if not match:
+            continue
+        names = re.split(r",|\band\b|&", match.group("authors"))[0].split()
+        if not 2 <= len(names) <= 4 or not all(n[:1].isupper() for n in names):
+            continue
+        surname = names[-1]
+        if len(surname) < 3 or paper.word_counts.get(surname.lower(), 0) > MAX_NAME_MENTIONS:
+            continue
+        # the sentence that cites the fewest works says the most about this one
+        sentences = sorted(reference["citing_context"].split("\n"), key=lambda line: len(CITATION.findall(line)))
+        said = CITATION.sub(" ", sentences[0])
+        words = _rare_words(paper, said, 5, exclude=[surname])
+        if len(words) < 3:
+            continue
+        question = _variant(
+            reference["reference_id"],
+            (
+                "Which work does the paper cite where it writes about {words}? Give its first author.",
+                "The paper cites a work when discussing {words}. Who is that work's first author?",
+            ),
+        ).format(words=_listing(words))
+        found.append(
+            Candidate(
+                "reference_citation",
+                question,
+                "the first author's surname as printed",
+                _phrase_evaluator(surname, 90),
+                surname,
+                {
+                    "table": "reference",
+                    "column": "citing_context",
+                    "row_id": reference["reference_id"],
+                    "page_number": reference["page_number"],
+                },
+                f"{reference['reference_id']}|cited",
+            )
+        )
+    return found
+
+
 GENERATORS: dict[str, Callable[[duckdb.DuckDBPyConnection, PaperText], list[Candidate]]] = {
     "table_cell": _table_cells,
     "sentence_number": _sentence_numbers,
     "figure_caption": _figure_captions,
+    "figure_text": _figure_texts,
     "equation_symbol": _equation_symbols,
     "reference_author": _reference_authors,
+    "reference_citation": _reference_citations,
     "sentence_name": _sentence_names,
 }
 _PRIMARY_KEYS = {

@@ -18,7 +18,9 @@ from paperlake.lake import ids
 from paperlake.lake.inbox import PaperSource
 from paperlake.lake.views import ParsedPaper
 from paperlake.parsing.blocks import Block, DocumentLayout, TableCell
+from paperlake.parsing.citations import link_citations
 from paperlake.parsing.errors import ParseError
+from paperlake.parsing.front_matter import FRONT_MATTER_COLUMNS
 from paperlake.parsing.glossary import table_glossary
 from paperlake.parsing.inline_math import plain_text
 from paperlake.parsing.table_structure import (
@@ -110,6 +112,8 @@ def assemble(
     parsed.views["sections"] = _section_rows(sections, common)
     parsed.views["chunks"] = _chunk_rows(sections, tokens, max_chunk_tokens, common)
     _add_element_rows(parsed, layout.blocks, common)
+    prose = (b.text for b in layout.blocks if b.kind in {"text", "list_item", "abstract", "footnote"} and b.text)
+    link_citations(parsed.rows("references"), (s for text in prose for s in split_sentences(" ".join(text.split()))))
     return parsed
 
 
@@ -169,6 +173,7 @@ def _metadata_row(
         "download_url": manifest.get("pdf_url"),
         "bibtex": _bibtex(title, layout.authors, manifest, source.venue),
         "authors": list(layout.authors),
+        **{column: layout.front_matter.get(column) for column in FRONT_MATTER_COLUMNS},
         "pdf_path": str(source.pdf_path),
         "file_name": source.pdf_path.name,
         "license": manifest.get("license"),
@@ -478,6 +483,7 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
                     "ordinal": ordinal,
                     "image_label": block.label,
                     "image_caption": block.caption,
+                    "image_text": block.figure_text,
                     "image_kind": block.image_kind,
                     "parent_image_id": None,
                     "detector": block.detector,
@@ -495,6 +501,7 @@ def _add_element_rows(parsed: ParsedPaper, blocks: list[Block], common: dict[str
                     "ordinal": panel,
                     "image_label": block.label,
                     "image_caption": block.caption,
+                    "image_text": block.figure_text,
                     "image_kind": block.image_kind,
                     "parent_image_id": parent_id,
                     "detector": block.detector,

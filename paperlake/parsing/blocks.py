@@ -59,6 +59,8 @@ class Block:
     # A panel's whole figure: an earlier figure block on the same page whose box holds the panel's. The whole
     # figure is one row (for counting figures), each panel another (for finding one plot).
     parent: Block | None = field(default=None, repr=False, compare=False)
+    # A figure's (or panel's) own words in reading order: labels, ticks, legend (paperlake.parsing.figure_text)
+    figure_text: str | None = None
 
 
 @dataclass
@@ -78,3 +80,5 @@ class DocumentLayout:
     title: str | None = None
     authors: list[str] = field(default_factory=list)
     abstract: str | None = None
+    # page 1's affiliations and e-mail addresses (paperlake.parsing.front_matter.front_matter_row's columns)
+    front_matter: dict = field(default_factory=dict)

@@ -33,6 +33,8 @@ from paperlake.parsing import versions
 from paperlake.parsing.assemble import assemble
 from paperlake.parsing.blocks import Block, DocumentLayout, PageInfo, TableCell
 from paperlake.parsing.errors import ParseError
+from paperlake.parsing.figure_text import text_inside, word_lines
+from paperlake.parsing.front_matter import front_matter_row
 from paperlake.parsing.geometry import union as _union
 from paperlake.parsing.inline_math import plain_text
 
@@ -625,8 +627,23 @@ class _Reader:
                 image_kind = self._image_kind(entry, members) if entry.kind == "figure" else None
                 blocks.extend(_float_blocks(entry, members, image_kind))
         blocks = _merge_split_references(blocks)
+        self._add_figure_text(blocks)
         title, authors, abstract = self._front_matter(blocks)
-        return DocumentLayout(pages=pages, blocks=blocks, title=title, authors=authors, abstract=abstract)
+        layout = DocumentLayout(pages=pages, blocks=blocks, title=title, authors=authors, abstract=abstract)
+        layout.front_matter = front_matter_row(self.document[0], authors) if len(self.document) else {}
+        return layout
+
+    def _add_figure_text(self, blocks: list[Block]) -> None:
+        """A figure's own words from the PDF's text layer (MinerU keeps only an image of it), tables on the same page
+        left out."""
+        tables: dict[int, list[tuple]] = {}
+        for block in blocks:
+            if block.kind == "table":
+                tables.setdefault(block.page_number, []).append(block.bbox)
+        for block in blocks:
+            if block.kind == "figure":
+                lines = word_lines(self.words(block.page_number - 1))
+                block.figure_text = text_inside(lines, block.bbox, tables.get(block.page_number, []))
 
     def _entries(self, content: list[dict[str, Any]]) -> list[Block | _Float]:
         entries: list[Block | _Float] = []

@@ -130,6 +130,20 @@ def test_view_image_sends_an_image_message(tmp_path: Path, env) -> None:  # noqa
     assert base64.b64decode(url.split(",", 1)[1]).startswith(b"\x89PNG\r\n\x1a\n")
     image_citation = next(c for c in result.citations if c.source == "ViewImage")
     assert image_citation.bbox == [72.0, 100.0, 328.0, 200.0] and image_citation.page_number == 2
+    # the figure in view is named with its caption and the words printed in it (images.image_text)
+    said = last["content"][0]["text"]
+    assert "Figure 3 at [72, 100, 328, 200]" in said and "WER of DD2 and NV1" in said
+    assert "DD2  NV1 / Word error rate (%) / 12.4  17.9" in said
+
+
+def test_view_image_of_a_region_without_figures_names_none(tmp_path: Path, env) -> None:  # noqa: F811
+    script = [
+        turn("ViewImage", {"paper_id": CALIBRATION, "page_number": 2, "bounding_box": [400, 600, 100, 100]}),
+        turn("GenerateAnswer", {"answer": "none"}),
+    ]
+    _, requests = run("neusym_rag", script, tmp_path, env)
+    said = requests[1]["messages"][-1]["content"][0]["text"]
+    assert "is attached as an image" in said and "Figures in view" not in said
 
 
 def test_only_the_latest_images_are_resent(tmp_path: Path, env) -> None:  # noqa: F811

@@ -189,6 +189,7 @@ def _rows(home: Path) -> dict[str, list[dict[str, Any]]]:
             {
                 "image_id": IMAGE_ID,
                 "image_caption": "Figure 3: WER of DD2 and NV1.",
+                "image_text": "DD2  NV1\nWord error rate (%)\n12.4  17.9",
                 "bounding_box": [72, 100, 328, 200],
                 "ordinal": 0,
                 "ref_paper_id": CALIBRATION,

@@ -17,12 +17,15 @@ from typing import Iterable
 import duckdb
 
 from paperlake.lake.ids import element_id, page_id, paper_id, venue_key
+from paperlake.parsing.assemble import split_sentences
+from paperlake.parsing.citations import link_citations
+from paperlake.parsing.figure_text import text_inside, word_lines
 
 WAREHOUSE_DDL = """
 create table if not exists metadata (
   paper_id uuid primary key, title varchar, abstract varchar, num_pages integer, conference_full varchar,
   conference_abbreviation varchar, pub_year integer, volume varchar, download_url varchar, bibtex varchar,
-  authors varchar[], pdf_path varchar, tldr varchar, tags varchar[], sha256 varchar);
+  authors varchar[], front_matter varchar, pdf_path varchar, tldr varchar, tags varchar[], sha256 varchar);
 create table if not exists pages (
   page_id varchar primary key, page_number integer, page_width integer, page_height integer, page_content varchar,
   page_summary varchar, ref_paper_id uuid);
@@ -41,14 +44,14 @@ create table if not exists table_columns (
   column_id varchar primary key, column_text varchar, column_summary varchar, col_index integer,
   ref_table_id varchar, ref_paper_id uuid, ref_page_id varchar, page_number integer);
 create table if not exists images (
-  image_id varchar primary key, image_caption varchar, image_summary varchar, bounding_box integer[4],
-  ordinal integer, ref_paper_id uuid, ref_page_id varchar);
+  image_id varchar primary key, image_caption varchar, image_text varchar, image_summary varchar,
+  bounding_box integer[4], ordinal integer, ref_paper_id uuid, ref_page_id varchar);
 create table if not exists equations (
   equation_id varchar primary key, equation_content varchar, ordinal integer, ref_paper_id uuid,
   ref_page_id varchar);
 create table if not exists reference (
-  reference_id varchar primary key, reference_content varchar, ordinal integer, ref_paper_id uuid,
-  ref_page_id varchar);
+  reference_id varchar primary key, reference_content varchar, citing_context varchar, ordinal integer,
+  ref_paper_id uuid, ref_page_id varchar);
 """
 
 
@@ -110,7 +113,8 @@ def build_sample_warehouse(
             with pymupdf.open(paper.pdf_path) as document:
                 sizes = [(page.rect.width, page.rect.height) for page in document]
                 texts = [page.get_text() for page in document]
-            _insert_paper(con, corpus, paper, sizes, texts)
+                words = [word_lines(page.get_text("words")) for page in document]
+            _insert_paper(con, corpus, paper, sizes, texts, words)
     finally:
         con.close()
     return papers
@@ -132,7 +136,7 @@ def _delete_paper(con: duckdb.DuckDBPyConnection, pid: str) -> None:
         con.execute(f'delete from "{table}" where ref_paper_id = ?', [pid])
 
 
-def _insert_paper(con, corpus: Path, paper: SamplePaper, sizes, texts) -> None:
+def _insert_paper(con, corpus: Path, paper: SamplePaper, sizes, texts, words) -> None:
     pid = paper.paper_id
     items = _content_list(corpus, paper.slug)
     pages = [(page_id(pid, n), n, round(w), round(h), texts[n - 1], None, pid) for n, (w, h) in enumerate(sizes, 1)]
@@ -182,9 +186,9 @@ def _insert_paper(con, corpus: Path, paper: SamplePaper, sizes, texts) -> None:
         elif kind in ("image", "chart"):
             n = ordinal("image", page)
             caption = " ".join(item.get("image_caption") or item.get("chart_caption") or []) or None
-            images.append(
-                (element_id(pid, "image", page, n), caption, None, _box(item["bbox"], width, height), n, pid, ref_page)
-            )
+            x, y, w, h = box = _box(item["bbox"], width, height)
+            text = text_inside(words[page - 1], (x, y, x + w, y + h))
+            images.append((element_id(pid, "image", page, n), caption, text, None, box, n, pid, ref_page))
         elif kind == "equation":
             n = ordinal("equation", page)
             equations.append((element_id(pid, "equation", page, n), (item.get("text") or "").strip(), n, pid, ref_page))
@@ -193,6 +197,10 @@ def _insert_paper(con, corpus: Path, paper: SamplePaper, sizes, texts) -> None:
                 n = len(references)
                 references.append((element_id(pid, "reference", n), entry.strip(), n, pid, ref_page))
 
+    # the citing sentences as the parser links them (paperlake.parsing.citations), from the body paragraphs
+    linked = [{"reference_content": row[1]} for row in references]
+    link_citations(linked, (sentence for chunk in chunks for sentence in split_sentences(chunk[1])))
+    references = [(*row[:2], link["citing_context"], *row[2:]) for row, link in zip(references, linked)]
     section_rows = [
         (element_id(pid, "section", i), s["title"], "\n".join(s["content"]) or None, None, i, s["pages"], pid)
         for i, s in enumerate(sections)
@@ -212,9 +220,9 @@ def _insert_paper(con, corpus: Path, paper: SamplePaper, sizes, texts) -> None:
         ("tables", tables, 8),
         ("table_rows", lines["table_rows"], 8),
         ("table_columns", lines["table_columns"], 8),
-        ("images", images, 7),
+        ("images", images, 8),
         ("equations", equations, 5),
-        ("reference", references, 5),
+        ("reference", references, 6),
     ):
         if rows:
             con.executemany(f'insert into "{table}" values ({", ".join("?" * width)})', rows)

@@ -16,6 +16,7 @@ final as (
     select
         image_id,
         image_caption,
+        image_text,
         e.summary as image_summary,
         {{ int_bbox('bbox') }} as bounding_box,
         ordinal,

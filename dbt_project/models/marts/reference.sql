@@ -16,6 +16,8 @@ final as (
     select
         reference_id,
         reference_content,
+        citing_context,
+        coalesce(cited_count, 0) as cited_count,
         ordinal,
         paper_id as ref_paper_id,
         page_id as ref_page_id,

@@ -11,6 +11,7 @@ renamed as (
         ordinal,
         image_label,
         image_caption,
+        image_text,
         bbox,
         image_kind,
         parent_image_id::uuid as parent_image_id,

@@ -10,6 +10,8 @@ renamed as (
         page_number,
         ordinal,
         reference_content,
+        citing_context,
+        cited_count,
         backend
     from source
 )

@@ -13,6 +13,7 @@ from paperlake.parsing import versions
 from paperlake.parsing.assemble import assemble
 from paperlake.parsing.blocks import DocumentLayout
 from paperlake.parsing.errors import ParseError
+from paperlake.parsing.front_matter import front_matter_row
 from paperlake.parsing.pymupdf.equations import _add_glyph_latex
 from paperlake.parsing.pymupdf.page import _DocumentStyle, _PageContent, _read_page
 from paperlake.parsing.pymupdf.structure import _analyse_page, _build_layout
@@ -48,6 +49,7 @@ def read_layout(pdf_path: str | Path, *, paper_key: str | None = None) -> Docume
                 _fill_table_cells(page, analysis)
             stage = "structure"
             layout = _build_layout(pages, analysed, style)
+            layout.front_matter = front_matter_row(document[0], layout.authors) if len(document) else {}
             stage = "latex"
             _add_glyph_latex(document, layout)
             return layout

@@ -68,18 +68,24 @@ class _PageContent:
     images: list[Box]
     drawings: list[tuple[Box, bool]]  # (rect, is a visible box outline or fill)
     clips: list[Box]  # the areas drawing was clipped to: a plot's axes, an included graphic's frame
+    # every line of the text layer with its text, rotated ones too (a figure's words: paperlake.parsing.figure_text)
+    text_lines: list[tuple[Box, str]] = field(default_factory=list)
 
 
 def _read_page(page: pymupdf.Page) -> _PageContent:
     width, height = page.rect.width, page.rect.height
     raw_lines: list[_Line] = []
     rotated: list[Box] = []
+    text_lines: list[tuple[Box, str]] = []
     for block in page.get_text("dict", flags=_TEXT_FLAGS)["blocks"]:
         for line in block.get("lines", []):
             spans = [s for s in line["spans"] if s["text"].strip()]
             if not spans:
                 continue
-            if abs(line["dir"][1]) > 0.1:
+            rotated_line = abs(line["dir"][1]) > 0.1
+            text = " ".join("".join(s["text"] for s in spans).split()) if rotated_line else _join_spans(spans)
+            text_lines.append((tuple(line["bbox"]), text))
+            if rotated_line:
                 rotated.append(tuple(line["bbox"]))
                 continue
             raw_lines += [_line_from_spans(part) for part in _split_stacked(spans)]
@@ -109,7 +115,9 @@ def _read_page(page: pymupdf.Page) -> _PageContent:
         if invisible:
             continue
         drawings.append(((rect.x0, rect.y0, rect.x1, rect.y1), rect.width > 2 and rect.height > 2))
-    return _PageContent(page.number + 1, width, height, raw_lines, rotated, images, drawings, sorted(clip_areas))
+    return _PageContent(
+        page.number + 1, width, height, raw_lines, rotated, images, drawings, sorted(clip_areas), text_lines
+    )
 
 
 def _split_stacked(spans: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

@@ -52,6 +52,7 @@ class _Region:
     cells: list[TableCell] = field(default_factory=list)
     panels: list[_Region] = field(default_factory=list)
     detector: str = "caption_region"  # or uncaptioned_raster, uncaptioned_drawing
+    text: str | None = None  # a figure's own words (paperlake.parsing.figure_text), set with the page's floats
 
     @property
     def caption(self) -> str | None:

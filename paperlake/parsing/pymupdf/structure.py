@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from paperlake.parsing.blocks import Block, BlockKind, DocumentLayout, PageInfo
+from paperlake.parsing.figure_text import text_inside
 from paperlake.parsing.pymupdf.captions import _CAPTION
 from paperlake.parsing.pymupdf.equations import _Equation, _equation_text, _find_equations
 from paperlake.parsing.pymupdf.geometry import Box, _union
@@ -93,9 +94,29 @@ def _analyse_page(page: _PageContent, style: _DocumentStyle) -> _PageAnalysis:
     regions += diagrams
     claimed |= {id(line) for region in regions for line in region.lines}  # a figure may have taken a drawing's
     free = [line for line in lines if id(line) not in claimed]
+    prose = [line.bbox for line in free if line.role == "body"]  # a figure's box may reach over running text
+    _set_figure_text(regions, page, prose)
     order = _reading_order([*regions, *equations, *free], style)
     free_in_order = [item for item in order if isinstance(item, _Line)]
     return _PageAnalysis(page, style, regions, free_in_order, order)
+
+
+def _set_figure_text(regions: list[_Region], page: _PageContent, body: list[Box]) -> None:
+    """Each figure's and panel's words; captions, tables (a table set inside a figure's box is its own row) and the
+    running text ``body`` a box may overlap left out."""
+    captions = [line.bbox for region in regions for line in region.caption_lines] + body
+    tables = [region.bbox for region in regions if region.kind == "table"]
+    for region in regions:
+        if region.kind != "figure":
+            continue
+        exclude = captions + [box for box in tables if not _holds(box, region.bbox)]
+        for figure in (region, *region.panels):
+            figure.text = text_inside(page.text_lines, figure.bbox, exclude)
+
+
+def _holds(box: Box, inner: Box) -> bool:
+    """Whether ``inner`` lies inside ``box`` (a table box holding the whole figure is no table inside it)."""
+    return box[0] <= inner[0] and box[1] <= inner[1] and box[2] >= inner[2] and box[3] >= inner[3]
 
 
 def _item_box(item: Any) -> Box:
@@ -447,6 +468,7 @@ def _figure_block(region: _Region, page_number: int, parent: Block | None) -> Bl
         image_kind=image_kind,
         parent=parent,
         detector=region.detector,
+        figure_text=region.text,
     )
 
 
