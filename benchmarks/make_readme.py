@@ -443,6 +443,28 @@ def probes(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def findable(data: dict[str, Any]) -> list[str]:
+    hybrid = data.get("hybrid", {})
+    lines = [
+        "Answer-bearing recall@5 over every text view, the paper filter on; hybrid = "
+        f"{hybrid.get('fusion', '?')} fusion, weights {'/'.join(num(w) for w in hybrid.get('weights', []))}. "
+        "Questions per kind in brackets.",
+        "",
+    ]
+    for name, part in data["sets"].items():
+        routes = part["by_route"]
+        kinds = sorted({kind for scores in routes.values() for kind in scores}, key=lambda k: (k == "all", k))
+        rows = [
+            (
+                f"{kind} ({routes['bm25'][kind]['questions']})",
+                *(num(routes[route][kind]["recall_at_5"]) for route in ("bm25", "dense", "hybrid")),
+            )
+            for kind in kinds
+        ]
+        lines += [f"Set `{name}`:", ""] + table(["kind", "BM25", "dense", "hybrid"], rows)
+    return lines
+
+
 def enrichment(data: dict[str, Any]) -> list[str]:
     first = data["first_run"]
     stages = {k: v for k, v in first["stage_seconds"].items() if k != "total"}
@@ -613,6 +635,12 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         table_lines_bm25,
     ),
     "probes": ("Offline probes", "probes.py", "each volume's self-evaluation, four methods", probes),
+    "findable": (
+        "Every answer findable",
+        "findable.py",
+        "retrieval only, per kind of answer, BM25, dense and hybrid side by side",
+        findable,
+    ),
     "enrichment": ("Enrichment", "enrichment.py", "a whole home enriched against a scripted server", enrichment),
     "distributed": ("Executors", "distributed.py", "in process, one and two Celery workers", distributed),
     "scale": ("Adding a paper at scale", "scale.py", "the cost of one more paper in a home of N", scale),

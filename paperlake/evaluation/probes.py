@@ -432,19 +432,32 @@ def _sentence_names(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Ca
     return found
 
 
-def _figure_captions(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
+def _has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+    """Whether the warehouse has ``column`` (one built before it was added has not)."""
+    sql = "select count(*) from information_schema.columns where table_name = ? and column_name = ?"
+    return bool(con.execute(sql, [table, column]).fetchall()[0][0])
+
+
+def _labelled_figures(con: duckdb.DuckDBPyConnection, paper: PaperText, column: str) -> list[dict[str, Any]]:
+    """The paper's whole figures labelled "Figure N" (a label printed once) whose ``column`` is not NULL."""
     images = _frame(
         con,
-        "select image_id, image_caption, image_label, page_number from images where ref_paper_id = ? "
-        "and parent_image_id is null and image_label is not null and image_caption is not null",
+        f"select image_id, image_caption, image_label, {column}, page_number from images where ref_paper_id = ? "
+        f"and parent_image_id is null and image_label is not null and {column} is not null",
         [paper.paper_id],
     )
-    found = []
     labels = Counter(images["image_label"].to_list()) if not images.is_empty() else Counter()
-    for image in images.iter_rows(named=True):
-        label = image["image_label"].strip()
-        if labels[label] > 1 or not re.fullmatch(r"(?:Figure|Fig\.)\s*\d+", label):
-            continue
+    return [
+        image | {"image_label": image["image_label"].strip()}
+        for image in images.iter_rows(named=True)
+        if labels[image["image_label"]] == 1 and re.fullmatch(r"(?:Figure|Fig\.)\s*\d+", image["image_label"].strip())
+    ]
+
+
+def _figure_captions(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
+    found = []
+    for image in _labelled_figures(con, paper, "image_caption"):
+        label = image["image_label"]
         body = re.sub(r"\$[^$]*\$", " ", image["image_caption"])
         words = _rare_words(paper, _caption_gist(body, 30), 4, exclude=label.split())
         if len(words) < 3:
@@ -486,21 +499,11 @@ def _figure_texts(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Cand
     """Pairs of labels printed side by side in a figure (``image_text`` keeps a row's labels two spaces apart): the
     question gives the figure and one label, the answer is its neighbour. A label that is a number, repeats in the
     figure, appears in the caption or is frequent in the paper proves nothing and is skipped."""
-    columns = "select column_name from information_schema.columns where table_name = 'images'"
-    if "image_text" not in {row[0] for row in con.execute(columns).fetchall()}:  # a warehouse built before it
+    if not _has_column(con, "images", "image_text"):
         return []
-    images = _frame(
-        con,
-        "select image_id, image_caption, image_label, image_text, page_number from images where ref_paper_id = ? "
-        "and parent_image_id is null and image_label is not null and image_text is not null",
-        [paper.paper_id],
-    )
     found = []
-    labels = Counter(images["image_label"].to_list()) if not images.is_empty() else Counter()
-    for image in images.iter_rows(named=True):
-        label = image["image_label"].strip()
-        if labels[label] > 1 or not re.fullmatch(r"(?:Figure|Fig\.)\s*\d+", label):
-            continue
+    for image in _labelled_figures(con, paper, "image_text"):
+        label = image["image_label"]
         text, caption = image["image_text"], (image["image_caption"] or "").lower()
         gist = _caption_gist(re.sub(r"\$[^$]*\$", " ", image["image_caption"] or ""), 10)
         for line in text.split("\n"):
@@ -644,8 +647,7 @@ def _reference_authors(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list
 
 
 def _reference_citations(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
-    columns = "select column_name from information_schema.columns where table_name = 'reference'"
-    if "citing_context" not in {row[0] for row in con.execute(columns).fetchall()}:  # a warehouse built before it
+    if not _has_column(con, "reference", "citing_context"):
         return []
     references = _frame(
         con,

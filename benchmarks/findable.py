@@ -1,0 +1,155 @@
+"""Is every answer findable? Retrieval only (no LLM), per kind of answer, BM25, dense and hybrid side by side.
+
+Each question is searched in every text view at once (all of a collection's entities, no table or column filter) with
+the paper filter on (``pdf_id`` = the question's paper), top 5, through ``paperlake.vectors.search.search``: BM25
+(``text_bm25_en``), dense (``text_sentence_transformers_all_minilm_l6_v2``) and hybrid (``text_hybrid``, the configured
+fusion). A question counts as found at k when one of the first k hits' text bears its answer (the needles of
+``paperlake.evaluation.needles``, as the self-evaluation scores).
+
+Two question sets:
+
+- ``probes``: the home's offline probes (``paperlake.evaluation.probes``: generated from the warehouse, every kind,
+  the evidence row checked to hold the answer), grouped by the kind of view that holds the answer;
+- ``written``: ``benchmarks/findable_questions.jsonl``, questions written by hand from the PDFs of the sample's
+  naacl2024 volume, each with its paper, kind and the answer string as printed.
+
+    python benchmarks/findable.py [--home DIR] [--ingest] [--out benchmarks/results/findable.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+ROUTES = {
+    "bm25": "text_bm25_en",
+    "dense": "text_sentence_transformers_all_minilm_l6_v2",
+    "hybrid": "text_hybrid",
+}
+# the element a probe kind asks about (the issue's kinds: text, table, figure, equation, metadata, reference)
+PROBE_KIND = {
+    "table_cell": "table",
+    "sentence_number": "text",
+    "sentence_name": "text",
+    "figure_caption": "figure",
+    "figure_text": "figure",
+    "equation_symbol": "equation",
+    "reference_author": "reference",
+    "reference_citation": "reference",
+}
+QUESTIONS = REPO / "benchmarks" / "findable_questions.jsonl"
+
+
+def score(store, questions: list[dict], k: int = 5) -> dict:
+    """Answer-bearing recall@1 and @k per route, overall and per kind, and the questions each route missed."""
+    from paperlake.evaluation.needles import answer_needles, contains_needle
+    from paperlake.vectors.search import search
+
+    found = {route: defaultdict(lambda: [0, 0, 0]) for route in ROUTES}  # kind -> [at 1, at k, asked]
+    missed: dict[str, list[str]] = {route: [] for route in ROUTES}
+    for question in questions:
+        needles = answer_needles(question["answer"])
+        scope = f'pdf_id == "{question["paper_id"]}"'
+        for route, collection in ROUTES.items():
+            hits = search(store, question["question"], collection, filter=scope, limit=k)
+            bearing = [any(contains_needle(hit.text or "", n) for n in needles) for hit in hits]
+            for kind in (question["kind"], "all"):
+                found[route][kind][0] += bool(bearing[:1] and bearing[0])
+                found[route][kind][1] += any(bearing)
+                found[route][kind][2] += 1
+            if not any(bearing):
+                missed[route].append(question["question"])
+    table = {
+        route: {
+            kind: {"questions": n, "recall_at_1": round(a1 / n, 3), f"recall_at_{k}": round(ak / n, 3)}
+            for kind, (a1, ak, n) in sorted(kinds.items())
+        }
+        for route, kinds in found.items()
+    }
+    return {"by_route": table, "missed": missed}
+
+
+def probe_questions(settings) -> list[dict]:
+    from paperlake.evaluation.sets import read_jsonl, volume_set_path, volumes, write_probes, write_volume_set
+
+    grouped = volumes(settings)
+    for keys in grouped.values():
+        for key in keys:
+            write_probes(settings, key)
+    questions = []
+    for volume in grouped:
+        write_volume_set(settings, volume)
+        for example in read_jsonl(volume_set_path(settings, volume)):
+            questions.append(
+                {
+                    "question": example["question"],
+                    "paper_id": example["anchor_pdf"][0],
+                    "answer": example["gold_answer"],
+                    "kind": PROBE_KIND[example["probe_kind"]],
+                    "probe_kind": example["probe_kind"],
+                }
+            )
+    return questions
+
+
+def written_questions(settings) -> list[dict]:
+    """The hand-written questions, their paper ids looked up by paper key in the warehouse."""
+    import duckdb
+
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        ids = dict(con.execute("select paper_key, paper_id::varchar from metadata").fetchall())
+    questions = []
+    for line in QUESTIONS.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            questions.append(row | {"paper_id": ids[row["paper_key"]]})
+    return questions
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--home", type=Path, default=Path(os.environ.get("PAPERLAKE_HOME", "data")))
+    parser.add_argument("--ingest", action="store_true", help="ingest the sample corpus into --home first")
+    parser.add_argument("--shared", type=Path, default=REPO.parent / "shared")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "findable.json")
+    args = parser.parse_args()
+
+    from paperlake.config import Settings
+    from paperlake.vectors.config import load_config
+    from paperlake.vectors.store import VectorStore
+
+    settings = Settings.from_env(home=args.home.resolve())
+    if args.ingest:
+        from orchestration.run import ingest
+
+        ingest([args.shared / "corpus" / "inbox"], settings)
+    sets = {"probes": probe_questions(settings), "written": written_questions(settings)}
+    config = load_config()
+    results = {
+        "what": "answer-bearing recall of the first 1 and 5 hits over every text view, the paper filter on, per "
+        "kind and route (benchmarks/findable.py)",
+        "machine": platform.platform(),
+        "hybrid": {"fusion": config.fusion, "weights": list(config.hybrid_weights)},
+        "sets": {},
+    }
+    with VectorStore(settings.milvus_uri) as store:
+        for name, questions in sets.items():
+            results["sets"][name] = score(store, questions)
+            for route, kinds in results["sets"][name]["by_route"].items():
+                cells = "  ".join(f"{kind} {v['recall_at_5']:.2f} ({v['questions']})" for kind, v in kinds.items())
+                print(f"{name:8s} {route:7s} {cells}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"written: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
