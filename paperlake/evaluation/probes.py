@@ -599,6 +599,23 @@ def _equation_symbols(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[
     return found
 
 
+def _entry_author(paper: PaperText, content: str | None) -> tuple[str, str, str] | None:
+    """A bibliography entry's first author (as printed), that author's surname and the entry's title, when the entry
+    reads "Authors. Year. Title." and the author is a person's name of two to four words whose surname is rare in
+    the paper (a frequent one proves nothing)."""
+    match = _REFERENCE.match(re.sub(r"\s+", " ", content or "").strip())
+    if not match:
+        return None
+    first = re.split(r",|\band\b|&", match.group("authors"))[0].strip()
+    names = first.split()
+    if not 2 <= len(names) <= 4 or not all(n[:1].isupper() for n in names):
+        return None
+    surname = names[-1]
+    if len(surname) < 3 or paper.word_counts.get(surname.lower(), 0) > MAX_NAME_MENTIONS:
+        return None
+    return first, surname, match.group("title").strip()
+
+
 def _reference_authors(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
     references = _frame(
         con,
@@ -607,17 +624,10 @@ def _reference_authors(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list
     )
     found = []
     for reference in references.iter_rows(named=True):
-        match = _REFERENCE.match(re.sub(r"\s+", " ", reference["reference_content"] or "").strip())
-        if not match:
+        entry = _entry_author(paper, reference["reference_content"])
+        if entry is None or len(entry[2].split()) < 4:
             continue
-        first = re.split(r",|\band\b|&", match.group("authors"))[0].strip()
-        names = first.split()
-        title = match.group("title").strip()
-        if not 2 <= len(names) <= 4 or not all(n[:1].isupper() for n in names) or len(title.split()) < 4:
-            continue
-        surname = names[-1]
-        if paper.word_counts.get(surname.lower(), 0) > MAX_NAME_MENTIONS or len(surname) < 3:
-            continue
+        first, _, title = entry
         words = title.split()
         title = " ".join(words[:10]) + (" …" if len(words) > 10 else "")  # enough to find it, not a copy of it
         question = _variant(
@@ -657,15 +667,10 @@ def _reference_citations(con: duckdb.DuckDBPyConnection, paper: PaperText) -> li
     )
     found = []
     for reference in references.iter_rows(named=True):
-        match = _REFERENCE.match(re.sub(r"\s+", " ", reference["reference_content"] or "").strip())
-        if not match:
+        entry = _entry_author(paper, reference["reference_content"])
+        if entry is None:
             continue
-        names = re.split(r",|\band\b|&", match.group("authors"))[0].split()
-        if not 2 <= len(names) <= 4 or not all(n[:1].isupper() for n in names):
-            continue
-        surname = names[-1]
-        if len(surname) < 3 or paper.word_counts.get(surname.lower(), 0) > MAX_NAME_MENTIONS:
-            continue
+        surname = entry[1]
         # the sentence that cites the fewest works says the most about this one
         sentences = sorted(reference["citing_context"].split("\n"), key=lambda line: len(CITATION.findall(line)))
         said = CITATION.sub(" ", sentences[0])
