@@ -106,11 +106,9 @@ def formula_staleness(settings: Settings, store: Any | None) -> dict[str, str]:
 def formula_collection_staleness(settings: Settings, store: Any) -> str | None:
     from paperlake.formulas.collection import FORMULA_COLLECTION, formula_entities  # deferred: pymilvus
 
-    client = store.client
-    if not client.has_collection(FORMULA_COLLECTION):
+    if not store.exists(FORMULA_COLLECTION):
         return "no formulas collection"
-    properties = client.describe_collection(FORMULA_COLLECTION).get("properties") or {}
-    if properties.get(SYNCED_PROPERTY) != formula_collection_inputs(settings):
+    if store.properties(FORMULA_COLLECTION).get(SYNCED_PROPERTY) != formula_collection_inputs(settings):
         return "not synced with the current formula graph and encoder"
     expected = len(formula_entities(read_tables(formula_dir(settings))))
     if store.count(FORMULA_COLLECTION) != expected:

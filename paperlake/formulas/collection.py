@@ -22,9 +22,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from paperlake.vectors import pymilvus_names as milvus  # pymilvus itself on first use of a name
 from paperlake.vectors.embedding_cache import encode_cached
 from paperlake.vectors.filters import OPERATORS, validate_filter
-from paperlake.vectors.pymilvus_names import DataType
 from paperlake.vectors.store import (
     INCARNATION_PROPERTY,
     SchemaMismatchError,
@@ -156,17 +156,17 @@ def ensure_formula_collection(store: Any) -> None:
     client = store.client
     dimension = store.config.encoders[FORMULA_ENCODER].dimension
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False, description=FORMULA_COLLECTION_DESCRIPTION)
-    schema.add_field("id", DataType.VARCHAR, max_length=_VARCHAR["id"], is_primary=True)
+    schema.add_field("id", milvus.DataType.VARCHAR, max_length=_VARCHAR["id"], is_primary=True)
     for name in ("formula_id", "label", "status", "pdf_id"):
-        schema.add_field(name, DataType.VARCHAR, max_length=_VARCHAR[name])
-    schema.add_field("page_number", DataType.INT64)
+        schema.add_field(name, milvus.DataType.VARCHAR, max_length=_VARCHAR[name])
+    schema.add_field("page_number", milvus.DataType.INT64)
     for name in ("table_name", "column_name", "primary_key"):
-        schema.add_field(name, DataType.VARCHAR, max_length=_VARCHAR[name])
-    schema.add_field("paper_ids", DataType.JSON)
-    schema.add_field("occurrences", DataType.JSON)
-    schema.add_field("text", DataType.VARCHAR, max_length=_TEXT_MAX_BYTES)
-    schema.add_field("text_hash", DataType.VARCHAR, max_length=_VARCHAR["text_hash"])
-    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
+        schema.add_field(name, milvus.DataType.VARCHAR, max_length=_VARCHAR[name])
+    schema.add_field("paper_ids", milvus.DataType.JSON)
+    schema.add_field("occurrences", milvus.DataType.JSON)
+    schema.add_field("text", milvus.DataType.VARCHAR, max_length=_TEXT_MAX_BYTES)
+    schema.add_field("text_hash", milvus.DataType.VARCHAR, max_length=_VARCHAR["text_hash"])
+    schema.add_field("vector", milvus.DataType.FLOAT_VECTOR, dim=dimension)
     index_params = client.prepare_index_params()
     index_params.add_index("vector", index_type="AUTOINDEX", metric_type="COSINE")
     for scalar in ("pdf_id", "status", "page_number"):

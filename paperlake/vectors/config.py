@@ -6,10 +6,12 @@ enabled and every encoder it uses has weights on local disk. Nothing here loads 
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.resources
 import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -177,8 +179,23 @@ def default_config_path() -> Path:
 def load_config(path: str | Path | None = None) -> VectorConfig:
     """Parse and check the collection spec file (default: ``schemas/collections.yaml``)."""
     path = Path(path) if path else default_config_path()
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    return parse_config(raw, source=str(path))
+    return parse_config(read_yaml(path), source=str(path))
+
+
+# libyaml's parser where PyYAML was built with it (its wheels are): the same documents, several times faster
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML file's document, parsed once per version of the file (its size and modification time) in a process:
+    an unchanged ingest asks for the collection config a dozen times. A copy: the caller may change it."""
+    info = path.stat()
+    return copy.deepcopy(_parsed_yaml(str(path), info.st_size, info.st_mtime_ns))
+
+
+@lru_cache(maxsize=16)
+def _parsed_yaml(path: str, size: int, mtime_ns: int) -> Any:
+    return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_YAML_LOADER)
 
 
 def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> VectorConfig:

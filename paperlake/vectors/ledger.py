@@ -34,12 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-import yaml
-
 from paperlake.lake.store import atomic_write_bytes
 from paperlake.runtime.failpoints import fault_point
 from paperlake.runtime.healing import set_aside
-from paperlake.vectors.config import default_config_path, load_config
+from paperlake.vectors.config import default_config_path, load_config, read_yaml
 from paperlake.vectors.entities import (
     POOLING_VERSION,
     PRIMARY_KEYS,
@@ -59,7 +57,7 @@ def stage_fingerprint() -> str:
     assets' code version. Search-time settings (the ``hybrid`` block) and comments do not count."""
     config = load_config()
     active = ",".join(sorted(spec.name for spec in config.active_collections()))
-    raw = yaml.safe_load(default_config_path().read_text(encoding="utf-8")) or {}
+    raw = read_yaml(default_config_path()) or {}
     raw.pop("hybrid", None)
     canonical = json.dumps(raw, sort_keys=True, default=str)
     code = VECTORS_CODE_VERSION + (f"-pooling-{POOLING_VERSION}" if POOLING_VERSION > 1 else "")

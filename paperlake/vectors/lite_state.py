@@ -12,6 +12,13 @@ time, and the folder is probed again. A record that cannot be read counts as non
 What this trades away is noticing a change that keeps every size and time (bits flipped in place by the disk
 itself); the collections' counts are still checked against the sync records, by the count record's rule
 (:func:`paperlake.vectors.ledger.stale_papers`).
+
+The record also keeps the *facts* the closing writer learned of its collections (whether each exists, its
+properties, its entity count), when that writer wrote nothing: the folder's files at close are the ones it opened.
+A writer that finds the folder as recorded answers those questions from the record and starts no Milvus Lite server
+(nor imports pymilvus) until it is asked something else: what makes an unchanged ingest's vector check cost
+milliseconds instead of seconds. The facts belong to the state they were recorded with; a writer that wrote
+anything records the state alone, and the next writer asks Milvus Lite again.
 """
 
 from __future__ import annotations
@@ -67,30 +74,46 @@ def written_between(before: dict[str, list[int]] | None, after: dict[str, list[i
     return sorted(k for k, v in after.items() if not stat.S_ISDIR(v[0]) and before.get(k) != v)
 
 
-def recorded_state(db_path: Path) -> str | None:
-    """The state the last clean close recorded, or None (no record, or one that cannot be read: a folder in its
-    place is set aside, so the next close can write it)."""
+def _record(db_path: Path) -> dict:
+    """The record the last clean close wrote, or {} (none, or one that cannot be read: a folder in its place is set
+    aside, so the next close can write it)."""
     path = record_path(db_path)
     if os.path.lexists(path) and not path.is_file():
         with contextlib.suppress(OSError):
             set_aside(path, "not a file")
-        return None
+        return {}
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    state = record.get("state") if isinstance(record, dict) else None
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def recorded_state(db_path: Path) -> str | None:
+    """The state the last clean close recorded, or None."""
+    state = _record(db_path).get("state")
     return state if isinstance(state, str) else None
 
 
-def record_state(db_path: Path) -> None:
-    """Record the folder's state now (its server stopped). A home this process may only read keeps no record."""
+def recorded_facts(db_path: Path, state: str | None) -> dict[str, dict] | None:
+    """Collection → the facts recorded with ``state`` (see the module docstring), or None: no facts, or recorded
+    with another state."""
+    record = _record(db_path)
+    facts = record.get("facts")
+    if state is None or record.get("state") != state or not isinstance(facts, dict):
+        return None
+    return {name: dict(known) for name, known in facts.items() if isinstance(known, dict)}
+
+
+def record_state(db_path: Path, facts: dict[str, dict] | None = None) -> None:
+    """Record the folder's state now (its server stopped), and the facts of its collections when the closing
+    writer wrote nothing (``facts``). A home this process may only read keeps no record."""
     from paperlake.lake.store import atomic_write_bytes  # deferred: polars and pyarrow, which a reader needs not
 
     state = folder_state(db_path)
     if state is None:
         return
-    payload = json.dumps({"state": state}).encode()
+    payload = json.dumps({"state": state} | ({"facts": facts} if facts else {}), sort_keys=True).encode()
     with contextlib.suppress(OSError):
         atomic_write_bytes(record_path(db_path), lambda handle: handle.write(payload))
 

@@ -38,6 +38,7 @@ class ServerStartError(RuntimeError):
 
 _held: dict[str, tuple[int, int, int, str, bool]] = {}  # lock path → (fd, pid, reference count, purpose, shared)
 _held_lock = threading.Lock()
+_taken: dict[str, int] = {}  # lock path → how many times a guard of this process took it (see FileLockGuard.taken)
 
 
 def lock_path_for(db_path: str | Path) -> Path:
@@ -74,6 +75,7 @@ class FileLockGuard:
                         "connect through that server's http:// uri instead of opening the file."
                     )
                 _held[key] = (fd, pid, count + 1, purpose, shared)
+                _taken[key] = _taken.get(key, 0) + 1
                 self._acquired = True
                 return self
         fd = open_lock_file(self.lock_path)
@@ -99,6 +101,7 @@ class FileLockGuard:
             set_aside(own_lock, "Milvus Lite's lock file's name taken by something that is not a file")
         with _held_lock:
             _held[key] = (fd, os.getpid(), 1, self.purpose, self.shared)
+            _taken[key] = _taken.get(key, 0) + 1
         self._acquired = True
         return self
 
@@ -108,6 +111,13 @@ class FileLockGuard:
         with _held_lock:
             held = _held.get(str(self.lock_path))
         return held[2] if held and held[1] == os.getpid() else 0
+
+    @property
+    def taken(self) -> int:
+        """How many times guards of this process have taken the lock so far: a holder that sees it grow knows
+        another store of this process may have written the folder meanwhile."""
+        with _held_lock:
+            return _taken.get(str(self.lock_path), 0)
 
     def release(self) -> None:
         if not self._acquired:

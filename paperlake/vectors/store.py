@@ -30,13 +30,14 @@ import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 from urllib.parse import urlparse
 
 from paperlake.config import Settings, is_server_uri
 from paperlake.runtime.failpoints import fault_point
 from paperlake.runtime.healing import DAMAGED_SUFFIX, set_aside
 from paperlake.runtime.healing import log as healing_log
+from paperlake.vectors import pymilvus_names as milvus  # pymilvus itself on first use of a name
 from paperlake.vectors.config import CollectionSpec, VectorConfig, load_config
 from paperlake.vectors.embedding_cache import EmbeddingCache, encode_cached
 from paperlake.vectors.encoders import (
@@ -52,20 +53,14 @@ from paperlake.vectors.lite_state import (
     folder_state,
     forget_state,
     record_state,
+    recorded_facts,
     recorded_state,
     written_between,
-)
-from paperlake.vectors.pymilvus_names import (
-    DataType,
-    Function,
-    FunctionType,
-    IndexParams,
-    MilvusClient,
-    MilvusException,
 )
 from paperlake.vectors.server import MILVUS_LITE_LOCK, FileLockGuard, lock_path_for
 
 log = logging.getLogger(__name__)
+_UNKNOWN = object()  # a fact the Lite folder's record does not hold
 
 SPEC_PROPERTY = "paperlake.spec"
 INCARNATION_PROPERTY = "paperlake.incarnation"
@@ -144,7 +139,7 @@ def _default_cache_dir(uri: str) -> Path:
     return Path(uri).expanduser().resolve().parent / "cache"
 
 
-def create_collection_if_absent(client: MilvusClient, name: str, schema) -> bool:
+def create_collection_if_absent(client: milvus.MilvusClient, name: str, schema) -> bool:
     """Create the collection unless it exists; True when this call created it. Two writers that both saw it
     missing (concurrent steps against one Milvus server) both succeed: the loser's "already exists" is success,
     and the caller checks that the existing schema is the one it wants."""
@@ -152,14 +147,14 @@ def create_collection_if_absent(client: MilvusClient, name: str, schema) -> bool
         return False
     try:
         client.create_collection(name, schema=schema)
-    except MilvusException:
+    except milvus.MilvusException:
         if client.has_collection(name):
             return False
         raise
     return True
 
 
-def ensure_indexes(client: MilvusClient, name: str, index_params) -> None:
+def ensure_indexes(client: milvus.MilvusClient, name: str, index_params) -> None:
     """Create each index of ``index_params`` whose field has none yet (a writer killed between creating the
     collection and its indexes left it without them; a concurrent writer may be creating them right now).
 
@@ -177,8 +172,8 @@ def ensure_indexes(client: MilvusClient, name: str, index_params) -> None:
             continue
         try:
             # sync=False: pymilvus would otherwise poll index state with AllocTimestamp, which Milvus Lite lacks.
-            client.create_index(name, IndexParams([index]), sync=False)
-        except MilvusException:
+            client.create_index(name, milvus.IndexParams([index]), sync=False)
+        except milvus.MilvusException:
             if index.field_name not in set(client.list_indexes(name)):
                 raise
     client.alter_collection_properties(name, properties={INDEXES_PROPERTY: wanted})
@@ -275,8 +270,16 @@ class VectorStore:
         self._loaded: set[str] = set()
         # collection → its entity count, taken by the heal probe (it loaded the collection: counting is then cheap)
         self.probed_counts: dict[str, int] = {}
+        self._client: milvus.MilvusClient | None = None
+        # A Lite folder as the last clean close left it, with that close's facts (lite_state): the client opens on
+        # first use, and what the facts know is answered from them until then
+        self._deferred: Path | None = None
+        self._facts: dict[str, dict] = {}
+        self._facts_taken = 0  # the lock's FileLockGuard.taken when the facts were read: another store voids them
+        self._opened_entries: dict[str, list[int]] | None = None  # the folder as this sole writer opened it
+        self._observed: dict[str, dict] = {}  # collection → what the client told this store (recorded at close)
         if is_server_uri(self.uri):
-            self.client = MilvusClient(self.uri, token=token, **_keepalive(self.uri))
+            self._client = milvus.MilvusClient(self.uri, token=token, **_keepalive(self.uri))
         else:
             path = Path(self.uri).expanduser().resolve()
             if path.suffix != ".db":
@@ -287,7 +290,7 @@ class VectorStore:
             self._guard = FileLockGuard(path, timeout=lock_timeout).acquire()
             self.db_path = path
             try:
-                self.client = self._open_lite(path, heal)
+                self._client = self._open_lite(path, heal)
             except Exception:
                 self._guard.release()
                 raise
@@ -298,7 +301,15 @@ class VectorStore:
 
     # ── lifecycle ────────────────────────────────────────────────────────────────────────────────────────────────
 
-    def _open_lite(self, path: Path, heal: bool) -> MilvusClient:
+    @property
+    def client(self) -> milvus.MilvusClient:
+        """The pymilvus client; a deferred Milvus Lite client is opened now (the folder was proved unchanged when
+        this store took its lock, which it has held since)."""
+        if self._client is None:
+            self._client = milvus.MilvusClient(str(self._deferred), **_keepalive(None))
+        return self._client
+
+    def _open_lite(self, path: Path, heal: bool) -> milvus.MilvusClient | None:
         """The Milvus Lite client of ``path``. With ``heal`` (the writers: syncs, sensors, formula builds) every
         collection is described, loaded (which reads its segments and their scalar and vector indexes) and counted
         (:attr:`probed_counts`: a manifest Milvus Lite fell back from shows as fewer entities than the sync records
@@ -307,16 +318,24 @@ class VectorStore:
         warehouse) and an empty one is opened: the collections come back with new incarnations, so every paper's
         ledger record is stale and the same run syncs it again. Only the lock's sole holder heals; another holder
         of this process keeps its client on the files it opened. A folder no byte of which changed since the last
-        writer proved it and closed it cleanly is not probed again (:mod:`paperlake.vectors.lite_state`)."""
+        writer proved it and closed it cleanly is not probed again (:mod:`paperlake.vectors.lite_state`); when that
+        writer also recorded its collections' facts, none is opened yet (None: :attr:`client` opens it on use)."""
         sole = heal and self._guard.holders == 1
         entries = folder_entries(path) if sole else None
-        unchanged = sole and (state := folder_state(path, entries)) is not None and state == recorded_state(path)
+        state = folder_state(path, entries) if sole else None
+        unchanged = sole and state is not None and state == recorded_state(path)
+        self._opened_entries = entries
+        if unchanged and (facts := recorded_facts(path, state)) is not None:
+            self._deferred, self._facts, self._facts_taken = path, facts, self._guard.taken
+            self._record_on_close = True
+            return None
         try:
-            client = MilvusClient(str(path), **_keepalive(None))
+            client = milvus.MilvusClient(str(path), **_keepalive(None))
         except Exception as error:
             if not sole or not path.exists():
                 raise
             return self._reopen_aside(None, path, error)
+        self._deferred = path
         if not sole:
             return client
         self._record_on_close = True
@@ -360,7 +379,7 @@ class VectorStore:
         log.info("%s cannot be locked (a read-only home): reading a copy in %s", path, self._scratch)
         return copy
 
-    def _reopen_aside(self, client: MilvusClient | None, path: Path, error: Exception) -> MilvusClient:
+    def _reopen_aside(self, client: milvus.MilvusClient | None, path: Path, error: Exception) -> milvus.MilvusClient:
         from milvus_lite.server_manager import server_manager_instance  # deferred: milvus_lite
 
         if client is not None:
@@ -369,8 +388,9 @@ class VectorStore:
         reason = getattr(error, "message", None) or str(error)
         self.healed = set_aside(path, f"{type(error).__name__}: {reason}")
         forget_state(path)
+        self._opened_entries = None  # a new folder: this store learns nothing to record of it
         self._record_on_close = True
-        return MilvusClient(str(path), **_keepalive(None))
+        return milvus.MilvusClient(str(path), **_keepalive(None))
 
     def close(self) -> None:
         """Close the client; for a Milvus Lite file also stop its in-process server and release the lock."""
@@ -379,18 +399,44 @@ class VectorStore:
             return
         last = self._guard.holders == 1
         clean = sys.exc_info()[0] is None  # not closed on the way out of an error
-        self.client.close()
+        if self._client is not None:
+            self._client.close()
         if last:
-            from milvus_lite.server_manager import server_manager_instance  # deferred: milvus_lite
+            # (a process where no client of the folder opened has started no Milvus Lite server to stop, and left
+            # the folder and its record as they were)
+            untouched = self._client is None and self._guard.taken == self._facts_taken
+            if "milvus_lite.server_manager" in sys.modules:
+                from milvus_lite.server_manager import server_manager_instance  # deferred: milvus_lite
 
-            server_manager_instance.release_server(str(self.db_path))
-            if self._record_on_close and clean:
-                record_state(self.db_path)
+                server_manager_instance.release_server(str(self.db_path))
+            if self._record_on_close and clean and not untouched:
+                record_state(self.db_path, self._facts_to_record())
         self._guard.release()
         self._guard = None
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
+
+    def _facts_to_record(self) -> dict[str, dict] | None:
+        """What this store knows of its collections, if the folder's files are still the ones it opened (nothing
+        written, by it or by another store of this process): the facts it was given and what it asked since."""
+        if self._opened_entries is None or written_between(self._opened_entries, folder_entries(self.db_path)):
+            return None
+        facts = {name: dict(known) for name, known in self._facts.items()}
+        for name, known in self._observed.items():
+            facts.setdefault(name, {}).update(known)
+        return facts or None
+
+    def _fact(self, name: str, key: str) -> Any:
+        """A fact of collection ``name`` from the last clean close's record (:mod:`paperlake.vectors.lite_state`),
+        while the client is deferred and no other store of this process has taken the lock since; else _UNKNOWN."""
+        if self._client is not None or self._guard is None or self._guard.taken != self._facts_taken:
+            return _UNKNOWN
+        return self._facts.get(name, {}).get(key, _UNKNOWN)
+
+    def _observe(self, name: str, key: str, value: Any) -> Any:
+        self._observed.setdefault(name, {})[key] = value
+        return value
 
     def __enter__(self) -> "VectorStore":
         return self
@@ -470,31 +516,31 @@ class VectorStore:
 
     def _schema(self, spec: CollectionSpec):
         schema = self.client.create_schema(auto_id=False, enable_dynamic_field=False, description=spec.description)
-        schema.add_field("id", DataType.VARCHAR, max_length=64, is_primary=True)
-        schema.add_field("pdf_id", DataType.VARCHAR, max_length=64)
-        schema.add_field("page_number", DataType.INT64)
-        schema.add_field("table_name", DataType.VARCHAR, max_length=64)
-        schema.add_field("column_name", DataType.VARCHAR, max_length=64)
-        schema.add_field("primary_key", DataType.VARCHAR, max_length=256)
+        schema.add_field("id", milvus.DataType.VARCHAR, max_length=64, is_primary=True)
+        schema.add_field("pdf_id", milvus.DataType.VARCHAR, max_length=64)
+        schema.add_field("page_number", milvus.DataType.INT64)
+        schema.add_field("table_name", milvus.DataType.VARCHAR, max_length=64)
+        schema.add_field("column_name", milvus.DataType.VARCHAR, max_length=64)
+        schema.add_field("primary_key", milvus.DataType.VARCHAR, max_length=256)
         text_options = {"enable_analyzer": True, "analyzer_params": self.config.bm25_analyzer} if spec.has_bm25 else {}
-        schema.add_field("text", DataType.VARCHAR, max_length=self.config.text_max_bytes, **text_options)
-        schema.add_field("bbox", DataType.JSON)
-        schema.add_field("text_hash", DataType.VARCHAR, max_length=64)
+        schema.add_field("text", milvus.DataType.VARCHAR, max_length=self.config.text_max_bytes, **text_options)
+        schema.add_field("bbox", milvus.DataType.JSON)
+        schema.add_field("text_hash", milvus.DataType.VARCHAR, max_length=64)
         index_params = self.client.prepare_index_params()
         for vector in spec.vectors:
             if vector.kind == "bm25":
-                schema.add_field(vector.field, DataType.SPARSE_FLOAT_VECTOR)
+                schema.add_field(vector.field, milvus.DataType.SPARSE_FLOAT_VECTOR)
                 schema.add_function(
-                    Function(
+                    milvus.Function(
                         name=f"{vector.field}_bm25",
-                        function_type=FunctionType.BM25,
+                        function_type=milvus.FunctionType.BM25,
                         input_field_names=["text"],
                         output_field_names=[vector.field],
                     )
                 )
             else:
                 schema.add_field(
-                    vector.field, DataType.FLOAT_VECTOR, dim=self.config.encoders[vector.encoder].dimension
+                    vector.field, milvus.DataType.FLOAT_VECTOR, dim=self.config.encoders[vector.encoder].dimension
                 )
             index_params.add_index(
                 vector.field, index_type=vector.index, metric_type=vector.metric, params=dict(vector.index_params)
@@ -507,10 +553,16 @@ class VectorStore:
         """A token drawn when the collection was created: a collection dropped and recreated (by hand, or a new
         Milvus Lite file) has another, so sync records made against the old one no longer count. None when the
         collection does not exist."""
-        if not self.client.has_collection(name):
+        if not self.exists(name):
             return None
-        properties = self.client.describe_collection(name).get("properties") or {}
-        return properties.get(INCARNATION_PROPERTY)
+        return self.properties(name).get(INCARNATION_PROPERTY)
+
+    def properties(self, name: str) -> dict[str, str]:
+        """The collection's properties (what paperlake records on it: spec, incarnation, indexes, sync inputs)."""
+        if (known := self._fact(name, "properties")) is not _UNKNOWN:
+            return dict(known)
+        properties = dict(self.client.describe_collection(name).get("properties") or {})
+        return dict(self._observe(name, "properties", properties))
 
     def _spec_record(self, spec: CollectionSpec) -> dict:
         return {
@@ -560,7 +612,11 @@ class VectorStore:
         """Whether collection ``name`` exists: asked of Milvus until this store has loaded it (a loaded collection
         stays, but for this store's own drop, which forgets the load; one dropped by another process fails the next
         call on it, saying so). A search asked it every time, which cost Milvus Lite as much as the search."""
-        return name in self._loaded or self.client.has_collection(name)
+        if name in self._loaded:
+            return True
+        if (known := self._fact(name, "exists")) is not _UNKNOWN:
+            return bool(known)
+        return self._observe(name, "exists", bool(self.client.has_collection(name)))
 
     def take_probed_count(self, name: str) -> int | None:
         """The entity count the heal probe took when this store opened, once (what is written after makes it old);
@@ -829,9 +885,12 @@ class VectorStore:
 
     def count(self, collection: str, expr: str = "") -> int:
         """Number of entities in ``collection`` matching the (validated) filter."""
+        if not expr and (known := self._fact(collection, "count")) is not _UNKNOWN:
+            return int(known)
         self.load(collection)
         rows = self.client.query(collection, filter=validate_filter(expr), output_fields=["count(*)"])
-        return int(rows[0]["count(*)"]) if rows else 0
+        count = int(rows[0]["count(*)"]) if rows else 0
+        return self._observe(collection, "count", count) if not expr else count
 
 
 def _text_hash(fingerprint: str, content_key: str) -> str:

@@ -99,3 +99,87 @@ def test_a_collection_whose_schema_is_gone_sets_the_folder_aside(db: Path):
         assert store.ensure_collections(COLLECTIONS) == COLLECTIONS  # made again in the new folder
     finally:
         store.close()
+
+
+# ── the facts a clean close records: what an unchanged ingest's check asks, answered without Milvus Lite ────────
+
+
+def _ask(store: VectorStore) -> tuple:
+    """What the ingest's vector and formula checks ask of a store."""
+    name = COLLECTIONS[0]
+    return store.exists(name), store.incarnation(name), store.count(name), store.exists("formulas")
+
+
+@pytest.fixture()
+def no_client(monkeypatch: pytest.MonkeyPatch):
+    """Opening a pymilvus client fails: what a store answers then, it answered from the record."""
+    from paperlake.vectors.pymilvus_names import MilvusClient
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("a Milvus Lite client was opened")
+
+    with monkeypatch.context() as patch:
+        yield lambda: patch.setattr(MilvusClient, "__init__", refuse)
+
+
+def test_a_writer_that_wrote_nothing_records_what_it_learned_and_the_next_one_answers_from_it(db: Path, no_client):
+    assert lite_state.recorded_facts(db, lite_state.folder_state(db)) is None  # the fixture's writer wrote
+    store = _writer(db)
+    live = _ask(store)
+    store.close()
+    assert live[0] is True and live[1] and live[2] == 0 and live[3] is False
+    facts = lite_state.recorded_facts(db, lite_state.folder_state(db))
+    assert facts is not None and facts[COLLECTIONS[0]]["count"] == 0 and facts["formulas"] == {"exists": False}
+    no_client()
+    for _ in range(2):  # and so on, while nothing changes; the record is left as it was
+        store = _writer(db)
+        assert _ask(store) == live
+        with pytest.raises(AssertionError, match="client was opened"):
+            store.stored_spec(COLLECTIONS[0])  # not a fact: asked of Milvus Lite
+        store.close()
+    assert lite_state.recorded_facts(db, lite_state.folder_state(db)) == facts
+
+
+def test_facts_go_with_any_change_to_the_folder(db: Path):
+    store = _writer(db)
+    _ask(store)
+    store.close()
+    manifest = next(db.glob("collections/*/manifest.json"))
+    os.utime(manifest, ns=(manifest.stat().st_atime_ns, manifest.stat().st_mtime_ns + 1_000_000))
+    assert lite_state.recorded_facts(db, lite_state.folder_state(db)) is None  # recorded with another state
+    assert _probed(db)  # proved again, by Milvus Lite
+
+
+def test_a_writer_that_writes_records_the_state_without_facts(db: Path):
+    store = _writer(db)
+    _ask(store)
+    store.close()
+    store = _writer(db)
+    assert store.exists(COLLECTIONS[0])  # from the facts
+    store.ensure_collections(COLLECTIONS, recreate=True)  # a new incarnation
+    incarnation = store.incarnation(COLLECTIONS[0])
+    store.close()
+    assert lite_state.recorded_state(db) == lite_state.folder_state(db)
+    assert lite_state.recorded_facts(db, lite_state.folder_state(db)) is None
+    store = _writer(db)
+    try:
+        assert store.incarnation(COLLECTIONS[0]) == incarnation
+    finally:
+        store.close()
+
+
+def test_another_store_of_the_process_voids_the_facts_it_may_have_outdated(db: Path):
+    store = _writer(db)
+    _ask(store)
+    store.close()
+    checker = _writer(db)  # the ingest's check, holding its store through the steps
+    before = checker.incarnation(COLLECTIONS[0])
+    step = _writer(db)  # a step of the same process, sharing the lock and the server
+    step.ensure_collections(COLLECTIONS, recreate=True)
+    recreated = step.incarnation(COLLECTIONS[0])
+    step.close()
+    try:
+        assert checker.incarnation(COLLECTIONS[0]) == recreated != before
+    finally:
+        checker.close()
+    assert lite_state.recorded_facts(db, lite_state.folder_state(db)) is None
