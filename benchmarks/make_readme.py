@@ -556,6 +556,20 @@ def hostile(data: dict[str, Any]) -> list[str]:
     return [", ".join(f"{k.replace('_', ' ')} {num(value[k])}" for k in keys) + ".", ""]
 
 
+def noop(data: dict[str, Any]) -> list[str]:
+    lines = [
+        f"Wall seconds of an unchanged `paperlake ingest` of the sample, {data['after']} against {data['before']}, "
+        f"alternated on copies of one home (target {num(data['target_s'])} s):",
+        "",
+    ]
+    rows = [
+        (side, data[f"{side}_first_s"], data[f"{side}_steady_median_s"], data[f"{side}_steady_max_s"])
+        for side in ("before", "after")
+    ]
+    lines += table(["side", "first no-op (a fresh copy: cold file cache)", "steady median", "steady max"], rows)
+    return lines + [f"Steady after / before: {num(data['steady_after_over_before'])}.", ""]
+
+
 def generic(data: dict[str, Any]) -> list[str]:
     scalars = [(k, v) for k, v in data.items() if isinstance(v, (int, float, bool))]
     return table(["figure", "value"], scalars) if scalars else ["(no top-level figures)", ""]
@@ -649,6 +663,12 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         "before_after.py",
         "this checkout against the commit before issue 48, alternated",
         generic,
+    ),
+    "noop": (
+        "An unchanged re-ingest",
+        "noop.py",
+        "the no-op ingest of the 19 papers, this checkout against an earlier commit, alternated",
+        noop,
     ),
     "hostile_sql": ("Hostile SQL", "hostile_sql.py", "the SQL sandbox fuzzed", hostile),
     "hostile_agent": ("Hostile agent actions", "hostile_agent.py", "the agent's action surface fuzzed", hostile),
