@@ -269,6 +269,7 @@ NEURAL_VIEWS = (
     ("images", "image_caption"),
     ("images", "image_text"),
     ("equations", "equation_content"),
+    ("equations", "equation_passage"),
 )
 # RECAP computes over header-addressed cells: the row and column lines name each value's headers.
 RECAP_VIEWS = (

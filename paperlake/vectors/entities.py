@@ -44,6 +44,7 @@ DEFAULT_ENCODABLE: tuple[Encodable, ...] = (
     ("images", "image_text", "text"),
     ("images", "image_summary", "text"),
     ("equations", "equation_content", "text"),
+    ("equations", "equation_passage", "text"),
     ("reference", "reference_content", "text"),
     ("reference", "citing_context", "text"),
     ("images", "bounding_box", "image"),

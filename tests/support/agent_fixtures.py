@@ -202,6 +202,7 @@ def _rows(home: Path) -> dict[str, list[dict[str, Any]]]:
             {
                 "equation_id": element_id(CALIBRATION, "equation", 1, 0),
                 "equation_content": r"RCE = \sum_i |r_i - c_i|",
+                "equation_passage": r"RCE = \sum_i |r_i - c_i|",
                 "ordinal": 0,
                 "ref_paper_id": CALIBRATION,
                 "ref_page_id": page_id(CALIBRATION, 1),

@@ -47,8 +47,8 @@ create table if not exists images (
   image_id varchar primary key, image_caption varchar, image_text varchar, image_summary varchar,
   bounding_box integer[4], ordinal integer, ref_paper_id uuid, ref_page_id varchar);
 create table if not exists equations (
-  equation_id varchar primary key, equation_content varchar, ordinal integer, ref_paper_id uuid,
-  ref_page_id varchar);
+  equation_id varchar primary key, equation_content varchar, equation_passage varchar, ordinal integer,
+  ref_paper_id uuid, ref_page_id varchar);
 create table if not exists reference (
   reference_id varchar primary key, reference_content varchar, citing_context varchar, ordinal integer,
   ref_paper_id uuid, ref_page_id varchar);
@@ -191,7 +191,8 @@ def _insert_paper(con, corpus: Path, paper: SamplePaper, sizes, texts, words) ->
             images.append((element_id(pid, "image", page, n), caption, text, None, box, n, pid, ref_page))
         elif kind == "equation":
             n = ordinal("equation", page)
-            equations.append((element_id(pid, "equation", page, n), (item.get("text") or "").strip(), n, pid, ref_page))
+            content = (item.get("text") or "").strip()  # (MinerU's items carry no sentences around it)
+            equations.append((element_id(pid, "equation", page, n), content, content, n, pid, ref_page))
         elif kind == "list" and item.get("sub_type") == "ref_text":
             for entry in item.get("list_items") or []:
                 n = len(references)
@@ -221,7 +222,7 @@ def _insert_paper(con, corpus: Path, paper: SamplePaper, sizes, texts, words) ->
         ("table_rows", lines["table_rows"], 8),
         ("table_columns", lines["table_columns"], 8),
         ("images", images, 8),
-        ("equations", equations, 5),
+        ("equations", equations, 6),
         ("reference", references, 6),
     ):
         if rows:

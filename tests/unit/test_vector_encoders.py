@@ -34,8 +34,8 @@ def real_texts(tmp_path_factory, corpus):
     build_sample_warehouse(path, corpus, [PAPER])
     with duckdb.connect(str(path), read_only=True) as con:
         # the columns the floors below were measured on: the ones added later (figure text: cosine 0.9965 on this
-        # paper, within them; citing sentences) would shift which 60 cells are taken
-        later = {"image_text", "citing_context"}
+        # paper, within them; citing sentences; equation passages) would shift which 60 cells are taken
+        later = {"image_text", "citing_context", "equation_passage"}
         texts = [c.text for c in collect_cells(con) if c.kind == "text" and c.column_name not in later]
     return texts[:: max(1, len(texts) // 60)][:60]
 

@@ -26,6 +26,14 @@ final as (
         {{ int_bbox('bbox') }} as bounding_box,
         context,
         context_after,
+        -- what a question about the equation or its symbols names: its number, the sentences around it, the formula
+        concat_ws(
+            chr(10),
+            'Equation ' || equation_number,
+            context,
+            coalesce(nullif(trim(equation_latex), ''), equation_text),
+            context_after
+        ) as equation_passage,
         detector,
         backend
     from equations
