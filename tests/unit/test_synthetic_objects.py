@@ -110,6 +110,28 @@ def test_a_plot_set_apart_from_its_legend_is_one_figure(gold) -> None:
     assert _iou(figures[0].bbox, split["bbox"]) >= 0.8
 
 
+@pytest.mark.parametrize(
+    ("doc", "page", "why"),
+    [
+        ("syn-003", 5, "its tick labels and axis title between it and the legend were read as a display equation"),
+        ("syn-006", 3, "the plot is an image, which no uncaptioned drawing stood for"),
+        ("syn-011", 4, "its tick labels bridge a blank wider than the split's"),
+    ],
+)
+def test_a_plot_apart_from_its_legend_is_one_figure_whatever_lies_between(gold, doc: str, page: int, why: str) -> None:
+    """The split pattern again: the caption's region reached the legend only, and the plot above came out as a
+    separate (uncaptioned) figure or not at all."""
+    (split,) = [e for e in _gold_on(gold, doc, page) if e.get("kind") == "split"]
+    figures = [b for b in _detected(doc, page) if b.kind == "figure"]
+    assert [b.label for b in figures] == [split["label"]], why
+    assert _iou(figures[0].bbox, split["bbox"]) >= 0.8, why
+    from paperlake.parsing.pymupdf_backend import read_layout
+
+    blocks = read_layout(PATTERNS / f"{doc}.pdf").blocks
+    equations = [b for b in blocks if b.kind == "equation" and b.page_number == page]
+    assert not [b for b in equations if _iou(b.bbox, split["bbox"]) > 0], why
+
+
 def test_side_by_side_floats_captioned_above_keep_to_their_own_half(gold) -> None:
     """syn-010 p8: a plot and a table side by side on a one-column page, each captioned above; the table's region
     grew over the plot's lower half."""
@@ -124,7 +146,7 @@ PATTERN_FLOORS = {  # benchmarks/results/parse_fidelity_patterns.json, a little 
     ("tables", "recall"): 0.92,
     ("tables", "precision"): 0.90,
     ("figures", "recall"): 0.92,
-    ("figures", "precision"): 0.85,
+    ("figures", "precision"): 0.89,
 }
 
 
@@ -132,4 +154,23 @@ def test_the_default_parser_stays_above_its_floors_on_the_patterns(gold) -> None
     result = default_parser_score(gold, "patterns")
     for (kind, measure), floor in PATTERN_FLOORS.items():
         assert result[kind][measure] >= floor, (kind, measure, result[kind][measure], result[kind]["misses"][:5])
-    assert result["captions"]["right_of_gold"] >= 0.88, result["captions"]["wrong"][:5]
+    assert result["captions"]["right_of_gold"] >= 0.91, result["captions"]["wrong"][:5]
+
+
+def test_only_a_strip_that_a_caption_reached_alone_takes_the_drawing_above_it() -> None:
+    """A legend strip under a plot is the plot's lower part; a whole figure under an uncaptioned drawing (a parse
+    tree between two paragraphs, 38 points above it) is another object. Labels between them bridge the blank."""
+    from types import SimpleNamespace
+
+    from paperlake.parsing.pymupdf.regions import _Region, _split_above
+
+    def figure(top: float, bottom: float) -> _Region:
+        caption = SimpleNamespace(bbox=(80.0, bottom + 6, 540.0, bottom + 16))
+        return _Region("figure", (80.0, top, 540.0, bottom), [caption], "Figure 7")
+
+    tree = (230.0, 438.0, 382.0, 484.0)
+    assert _split_above(figure(522, 530), tree, [], [], 11.0)  # a legend's row
+    assert not _split_above(figure(522, 666), tree, [], [], 11.0)  # a figure of its own
+    assert not _split_above(figure(560, 568), tree, [], [], 11.0)  # 76 points of blank
+    assert _split_above(figure(560, 568), tree, [], [(240.0, 490.0, 380.0, 498.0), (240.0, 510.0, 380.0, 518.0)], 11.0)
+    assert not _split_above(figure(522, 530), tree, [(240.0, 500.0, 380.0, 510.0)], [], 11.0)  # running text between

@@ -75,6 +75,8 @@ def _find_equations(lines: list[_Line], page: _PageContent, style: _DocumentStyl
     _grow_rows(rows, [line for line in free if id(line) not in taken], style)
     equations = []
     for block in _display_blocks(rows, numbers, style):
+        if _axis_labels(block):
+            continue
         box = _union([line.bbox for line in block])
         attached = _numbers_of(box, numbers, page)
         number = _EQUATION_NUMBER.match(attached[-1].text).group(1) if attached else None
@@ -82,6 +84,20 @@ def _find_equations(lines: list[_Line], page: _PageContent, style: _DocumentStyl
             line.role = "equation"
         equations.append(_Equation(box, block, attached, f"({number})" if number else None))
     return equations
+
+
+_TICK = re.compile(r"[−-]?\d+(?:[.,]\d+)?%?")  # a plot's tick label: 0.5, 10, −2, 80%
+
+
+def _axis_labels(block: list[_Line]) -> bool:
+    """A row of tick labels under a plot's axis (and its title), not an equation: at least three pieces, each a
+    number alone, set apart on one row, and nothing else but a few words (the axis title)."""
+    ticks = [line for line in block if _TICK.fullmatch(line.text.strip())]
+    others = [line for line in block if line not in ticks]
+    if len(ticks) < 3 or any(len(line.text.split()) > 3 or _TICK.search(line.text) for line in others):
+        return False
+    baseline = sorted(line.bbox[3] for line in ticks)[len(ticks) // 2]
+    return sum(abs(line.bbox[3] - baseline) <= 2 for line in ticks) >= 3
 
 
 def _numbers_of(box: Box, numbers: list[_Line], page: _PageContent) -> list[_Line]:

@@ -433,6 +433,21 @@ def _uncaptioned_diagrams(
     labels = [  # node labels: free text at most the body's size, not a heading (bold and larger)
         line for line in free if not line.role and not _looks_like_heading(line) and line.size <= body_size + 0.5
     ]
+    label_boxes = [line.bbox for line in labels]
+    # An image no caption reached, right above a figure whose caption did (its legend alone between them): the
+    # figure's upper part, as a drawing would be (below). ``regions`` loses it.
+    for raster in [r for r in regions if r.detector == "uncaptioned_raster"]:
+        others = [box for box in blockers if box != raster.outer_bbox]
+        figure = next(
+            (r for r in regions if r.kind == "figure" and _split_above(r, raster.bbox, others, label_boxes, body_size)),
+            None,
+        )
+        if figure is not None:
+            figure.bbox = _union([figure.bbox, raster.bbox])
+            figure.has_image = True
+            held = {id(line) for line in figure.lines}
+            figure.lines += [x for x in labels if id(x) not in held and _contains(figure.bbox, x.bbox, 1.0)]
+            regions.remove(raster)
     found: list[tuple[Box, list[_Line], list[Box]]] = []
     for cluster in _link(parts, _DIAGRAM_LINK_GAP):
         box = _union(cluster)
@@ -468,7 +483,15 @@ def _uncaptioned_diagrams(
             (
                 region
                 for region in regions
-                if region.kind == "figure" and (_continues(region.bbox, box) or _split_above(region, box, blockers))
+                if region.kind == "figure"
+                and (
+                    _continues(region.bbox, box)
+                    # (rules alone are another float's frame, an algorithm's or a table's, not a plot)
+                    or (
+                        not all(_is_rule(rect) for rect in rects)
+                        and _split_above(region, box, blockers, label_boxes, body_size)
+                    )
+                )
             ),
             None,
         )
@@ -503,22 +526,35 @@ def _uncaptioned_diagrams(
 
 
 _SPLIT_GAP = 50.0  # points: the widest blank between the parts of a figure that its caption's region left apart
+_STRIP_LINES = 3.0  # body sizes: the tallest a legend strip that a caption's region reached alone can be
 
 
-def _split_above(figure: _Region, part: Box, blockers: list[Box]) -> bool:
-    """A drawing right above a captioned figure whose caption is under it, over the same columns, with nothing
-    between (no running text, caption or other float): the figure's upper part (a plot set apart from its legend,
-    which alone reached the caption). The caption under the figure is what makes it one: a caption above would sit
-    between the two."""
+def _split_above(
+    figure: _Region, part: Box, blockers: list[Box], labels: list[Box] = (), body_size: float = 10.0
+) -> bool:
+    """A drawing or image right above a captioned figure whose caption is under it, over the same columns, with
+    nothing between (no running text, caption or other float): the figure's upper part (a plot set apart from its
+    legend, which alone reached the caption). The caption under the figure is what makes it one: a caption above
+    would sit between the two. The figure is then a strip (a legend's row or two): a whole figure under an
+    uncaptioned drawing (a parse tree between two paragraphs) is two objects. Labels between them (an axis's ticks
+    and title) bridge the blank: what may not exceed :data:`_SPLIT_GAP` is the widest blank left between the part,
+    the labels and the figure."""
     if not figure.caption_lines or min(line.bbox[1] for line in figure.caption_lines) < figure.bbox[3] - 2:
+        return False
+    if figure.bbox[3] - figure.bbox[1] > _STRIP_LINES * body_size:
         return False
     gap = figure.bbox[1] - part[3]
     overlap = min(figure.bbox[2], part[2]) - max(figure.bbox[0], part[0])
     narrower = min(figure.bbox[2] - figure.bbox[0], part[2] - part[0])
-    if not (-2 <= gap <= _SPLIT_GAP and overlap >= 0.5 * narrower):
+    if gap < -2 or overlap < 0.5 * narrower:
         return False
     between = (max(figure.bbox[0], part[0]), part[3], min(figure.bbox[2], part[2]), figure.bbox[1])
-    return not any(_area(_intersection(between, box)) > 0 for box in blockers)
+    if any(_area(_intersection(between, box)) > 0 for box in blockers):
+        return False
+    edge, widest = part[3], 0.0
+    for label in sorted((b for b in labels if _area(_intersection(between, b)) > 0), key=lambda b: b[1]):
+        widest, edge = max(widest, label[1] - edge), max(edge, label[3])
+    return max(widest, figure.bbox[1] - edge) <= _SPLIT_GAP
 
 
 def _continues(figure: Box, part: Box) -> bool:
