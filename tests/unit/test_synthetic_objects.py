@@ -132,6 +132,18 @@ def test_a_plot_apart_from_its_legend_is_one_figure_whatever_lies_between(gold, 
     assert not [b for b in equations if _iou(b.bbox, split["bbox"]) > 0], why
 
 
+@pytest.mark.parametrize(("doc", "page"), [("syn-005", 5), ("syn-013", 5), ("syn-018", 3), ("syn-020", 2)])
+def test_the_right_one_of_two_floats_side_by_side_is_found_with_its_caption(gold, doc: str, page: int) -> None:
+    """Two floats side by side in one column, each captioned under it: the right one's caption starts mid-column
+    (it was not read as a caption at all), and starts lower than the left one's when its float is taller."""
+    wanted = _gold_on(gold, doc, page)
+    found = _detected(doc, page)
+    for element in wanted:
+        if element.get("label"):
+            assert any(b.label == element["label"] and _iou(b.bbox, element["bbox"]) >= 0.8 for b in found), element
+    assert len([b for b in found if b.label]) == len([e for e in wanted if e.get("label")])
+
+
 def test_side_by_side_floats_captioned_above_keep_to_their_own_half(gold) -> None:
     """syn-010 p8: a plot and a table side by side on a one-column page, each captioned above; the table's region
     grew over the plot's lower half."""
@@ -143,7 +155,7 @@ def test_side_by_side_floats_captioned_above_keep_to_their_own_half(gold) -> Non
 
 
 PATTERN_FLOORS = {  # benchmarks/results/parse_fidelity_patterns.json, a little under (the bar is issue 50's 0.97)
-    ("tables", "recall"): 0.92,
+    ("tables", "recall"): 0.94,
     ("tables", "precision"): 0.90,
     ("figures", "recall"): 0.92,
     ("figures", "precision"): 0.89,
@@ -154,7 +166,7 @@ def test_the_default_parser_stays_above_its_floors_on_the_patterns(gold) -> None
     result = default_parser_score(gold, "patterns")
     for (kind, measure), floor in PATTERN_FLOORS.items():
         assert result[kind][measure] >= floor, (kind, measure, result[kind][measure], result[kind]["misses"][:5])
-    assert result["captions"]["right_of_gold"] >= 0.91, result["captions"]["wrong"][:5]
+    assert result["captions"]["right_of_gold"] >= 0.93, result["captions"]["wrong"][:5]
 
 
 def test_only_a_strip_that_a_caption_reached_alone_takes_the_drawing_above_it() -> None:

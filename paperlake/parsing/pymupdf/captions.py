@@ -22,7 +22,12 @@ def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
             continue
         left, right = _column_box(style, line.column)
         centred = abs((line.bbox[0] + line.bbox[2]) / 2 - (left + right) / 2) < 20
-        if line.bbox[0] > left + 25 and not centred and line.column != "full":
+        if (
+            line.bbox[0] > left + 25
+            and not centred
+            and line.column != "full"
+            and not _half_caption(line, lines, left, right)
+        ):
             continue
         if i > 0 and _continues_prose(ordered[i - 1], line):
             continue  # "... as shown in / Figure 11. In particular ..." is a sentence, not a caption
@@ -56,6 +61,20 @@ def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
         used |= {id(part) for part in caption}
         captions.append(caption)
     return captions
+
+
+def _half_caption(line: _Line, lines: list[_Line], left: float, right: float) -> bool:
+    """The caption of the right one of two floats side by side in one column: it starts in the column's right half
+    and runs to its right edge, and no running text shares its row on the left (a line cut at a wide space)."""
+    if line.bbox[0] < (left + right) / 2 - 5 or right - line.bbox[2] > 25:
+        return False
+    return not any(
+        other.role == "body"
+        and other.bbox[2] <= line.bbox[0]
+        and other.bbox[1] < line.bbox[3]
+        and line.bbox[1] < other.bbox[3]
+        for other in lines
+    )
 
 
 def _under(line: _Line, caption_line: _Line) -> bool:

@@ -33,6 +33,7 @@ from paperlake.parsing.pymupdf.panels import _MIN_FIGURE_SIDE, _Element, _split_
 
 _FLOAT_GAP = 20.0  # points: the widest gap between two parts of one figure or table
 _CAPTION_GAP = 26.0  # points: the widest gap between a caption and its figure or table
+_BESIDE = 20.0  # points: how far apart in height the captions of two floats side by side may start
 
 _DIGIT_HEADING = re.compile(r"^(\d+(?:\.\d+){0,3})\.?\s+(\S.*)$")
 
@@ -160,10 +161,12 @@ def _both_sides(
 
 def _side_by_side(caption_box: Box, captions: list[list[_Line]], left: float, right: float) -> tuple[float, float]:
     """The column span narrowed to this caption's share: another caption on the same rows, to one side, owns what is
-    nearer to it (the boundary is midway between the two captions)."""
+    nearer to it (the boundary is midway between the two captions). Captions of floats set side by side start at
+    different heights when the floats do: a caption to one side that ends within :data:`_BESIDE` of this one's rows
+    counts as on them."""
     for other in captions:
         box = _union([line.bbox for line in other])
-        if box == caption_box or min(box[3], caption_box[3]) - max(box[1], caption_box[1]) <= 0:
+        if box == caption_box or min(box[3], caption_box[3]) - max(box[1], caption_box[1]) < -_BESIDE:
             continue
         if box[2] <= caption_box[0] and box[2] > left:
             left = max(left, (box[2] + caption_box[0]) / 2)
