@@ -155,8 +155,8 @@ def test_side_by_side_floats_captioned_above_keep_to_their_own_half(gold) -> Non
 
 
 PATTERN_FLOORS = {  # benchmarks/results/parse_fidelity_patterns.json, a little under (the bar is issue 50's 0.97)
-    ("tables", "recall"): 0.94,
-    ("tables", "precision"): 0.90,
+    ("tables", "recall"): 0.96,
+    ("tables", "precision"): 0.92,
     ("figures", "recall"): 0.92,
     ("figures", "precision"): 0.89,
 }
@@ -166,7 +166,7 @@ def test_the_default_parser_stays_above_its_floors_on_the_patterns(gold) -> None
     result = default_parser_score(gold, "patterns")
     for (kind, measure), floor in PATTERN_FLOORS.items():
         assert result[kind][measure] >= floor, (kind, measure, result[kind][measure], result[kind]["misses"][:5])
-    assert result["captions"]["right_of_gold"] >= 0.93, result["captions"]["wrong"][:5]
+    assert result["captions"]["right_of_gold"] >= 0.94, result["captions"]["wrong"][:5]
 
 
 def test_only_a_strip_that_a_caption_reached_alone_takes_the_drawing_above_it() -> None:
@@ -186,3 +186,30 @@ def test_only_a_strip_that_a_caption_reached_alone_takes_the_drawing_above_it() 
     assert not _split_above(figure(560, 568), tree, [], [], 11.0)  # 76 points of blank
     assert _split_above(figure(560, 568), tree, [], [(240.0, 490.0, 380.0, 498.0), (240.0, 510.0, 380.0, 518.0)], 11.0)
     assert not _split_above(figure(522, 530), tree, [(240.0, 500.0, 380.0, 510.0)], [], 11.0)  # running text between
+
+
+@pytest.mark.parametrize(
+    ("doc", "page", "label"), [("syn-005", 9, "Table B.1"), ("syn-014", 1, "Table 2"), ("syn-015", 5, "Table 6")]
+)
+def test_a_table_ends_at_the_prose_beside_it(gold, doc: str, page: int, label: str) -> None:
+    """The last line of a paragraph or a footnote right above a table is not one of its rows: the box took it and
+    missed the table (IoU under 0.5)."""
+    (element,) = [e for e in _gold_on(gold, doc, page) if e.get("label") == label]
+    assert any(b.label == label and _iou(b.bbox, element["bbox"]) >= 0.8 for b in _detected(doc, page))
+
+
+def test_prose_stops_a_table_only_past_its_rows() -> None:
+    from types import SimpleNamespace
+
+    from paperlake.parsing.pymupdf.regions import _beyond_rows
+
+    rows = [SimpleNamespace(bbox=(200.0, y, 400.0, y + 9)) for y in (100.0, 112.0, 124.0, 136.0)]
+
+    def line(text: str, x0: float, x1: float) -> SimpleNamespace:
+        return SimpleNamespace(text=text, bbox=(x0, 80.0, x1, 89.0))
+
+    assert _beyond_rows(line("strong parameter.", 71, 156), rows)  # a paragraph's last line
+    assert _beyond_rows(line("1Metric moreover reports paper sample setting sequence", 190, 524), rows)
+    assert not _beyond_rows(line("the model answers with the label it was trained on", 205, 395), rows)  # a cell
+    assert not _beyond_rows(line("Model  Acc  F1  Recall", 150, 450), rows)  # cells set apart
+    assert not _beyond_rows(line("BM25 retrieval with 5 passages", 150, 450), rows)  # names and numbers

@@ -146,13 +146,14 @@ def _both_sides(
     candidates = [e for e in elements if id(e) not in claimed and _within_extent(e.bbox, left, right)]
     other_boxes = [_union([line.bbox for line in other]) for other in captions if other is not caption]
     other_boxes = [box for box in other_boxes if min(box[2], right) - max(box[0], left) > 0]
+    table = _caption_kind(caption) == "table"
     above = (
-        _collect(candidates, caption_box, "up", [b[3] for b in other_boxes], style.body_size)
+        _collect(candidates, caption_box, "up", [b[3] for b in other_boxes], style.body_size, table)
         if "up" in directions
         else []
     )
     below = (
-        _collect(candidates, caption_box, "down", [b[1] for b in other_boxes], style.body_size)
+        _collect(candidates, caption_box, "down", [b[1] for b in other_boxes], style.body_size, table)
         if "down" in directions
         else []
     )
@@ -344,9 +345,15 @@ def _region_of(kind: Literal["table", "figure"], caption: list[_Line], elements:
 
 
 def _collect(
-    candidates: list[_Element], caption_box: Box, direction: str, other_captions: list[float], body_size: float
+    candidates: list[_Element],
+    caption_box: Box,
+    direction: str,
+    other_captions: list[float],
+    body_size: float,
+    table: bool = False,
 ) -> list[_Element]:
-    """Walk away from the caption, taking elements until a gap wider than a float's or running body text."""
+    """Walk away from the caption, taking elements until a gap wider than a float's or running body text. A table
+    also ends, once it has rows, at prose reaching past them (the last line of a paragraph, a footnote)."""
     if direction == "up":
         side = [e for e in candidates if e.bbox[3] <= caption_box[1] + 2]
         side.sort(key=lambda e: -e.bbox[3])
@@ -370,9 +377,34 @@ def _collect(
             break
         if line is not None and (_looks_like_heading(line) or _is_section_title(line, body_size)) and not inside:
             break
+        if table and line is not None and not inside and len(taken) >= 4 and _beyond_rows(line, taken):
+            break
         taken.append(element)
         edge = min(edge, element.bbox[1]) if direction == "up" else max(edge, element.bbox[3])
     return taken
+
+
+_PROSE_WORD = re.compile(r"^[A-Za-z][a-z]+[,.;:]?$|^[a-z]+-$")
+
+
+def _beyond_rows(line: _Line, taken: list[_Element]) -> bool:
+    """Prose (:func:`_reads_as_prose`) reaching past the table's rows taken so far, on either side: a paragraph or
+    a footnote beside the table, not one of its text cells (which lie within its columns)."""
+    x0, x1 = min(e.bbox[0] for e in taken), max(e.bbox[2] for e in taken)
+    return (line.bbox[0] < x0 - 5 or line.bbox[2] > x1 + 5) and _reads_as_prose(line)
+
+
+def _reads_as_prose(line: _Line) -> bool:
+    """Set as one run (not a row of cells) and either six words or more, nearly all of them lower-case words (a
+    sentence), or the end of one: lower-case words only, the first lower-case too, and a full stop (a paragraph's
+    last line)."""
+    words = line.text.split()
+    if len(words) < 2 or "  " in line.text:
+        return False
+    prose = [bool(_PROSE_WORD.match(word)) for word in words]
+    if len(words) >= 6:
+        return sum(prose) >= 0.85 * len(words)
+    return all(prose) and words[0][0].islower() and line.text.rstrip().endswith(".")
 
 
 def _content_weight(elements: list[_Element]) -> float:
