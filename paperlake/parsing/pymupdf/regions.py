@@ -87,9 +87,10 @@ def _find_regions(lines: list[_Line], page: _PageContent, style: _DocumentStyle)
     placed: set[int] = set()
     for wanted, directions in passes:
         pending = [c for c in captions if _caption_kind(c) == wanted and id(c[0]) not in placed]
-        if wanted == "table":
-            pending.sort(key=lambda c: _nearest_content_gap(c, elements, claimed, captions, style))
-        for caption in pending:
+        while pending:
+            if wanted == "table":  # the order is settled anew after each table: what it claimed changes the rest
+                pending.sort(key=lambda c: _nearest_content_gap(c, elements, claimed, captions, style))
+            caption = pending.pop(0)
             grown = _grow_region(wanted, caption, elements, claimed, captions, style, directions, page.clips)
             if grown is not None:
                 placed.add(id(caption[0]))
@@ -283,9 +284,11 @@ def _nearest_content_gap(
     claimed: set[int],
     captions: list[list[_Line]],
     style: _DocumentStyle,
-) -> float:
+) -> tuple[bool, float]:
+    """The order tables are placed in: captions with content on one side only first (their table is certain, and
+    claiming it settles a caption between two tables), then the nearest content first."""
     above, below = _both_sides(caption, elements, claimed, captions, style)
-    return min(_first_gap(caption, above, "up"), _first_gap(caption, below, "down"))
+    return bool(above) and bool(below), min(_first_gap(caption, above, "up"), _first_gap(caption, below, "down"))
 
 
 def _grow_region(
