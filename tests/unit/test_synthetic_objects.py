@@ -213,3 +213,22 @@ def test_prose_stops_a_table_only_past_its_rows() -> None:
     assert not _beyond_rows(line("the model answers with the label it was trained on", 205, 395), rows)  # a cell
     assert not _beyond_rows(line("Model  Acc  F1  Recall", 150, 450), rows)  # cells set apart
     assert not _beyond_rows(line("BM25 retrieval with 5 passages", 150, 450), rows)  # names and numbers
+
+
+def test_a_figure_without_graphics_must_be_a_grid_of_text() -> None:
+    """The last pass gives a figure caption left without content the text right above it (a small grid of numbers
+    captioned as a figure), but not a line of prose nor a single row (a body sentence that starts "Figure 5.")."""
+    from types import SimpleNamespace
+
+    from paperlake.parsing.pymupdf.regions import _grid_of_text
+
+    def cell(text: str, x: float, y: float) -> SimpleNamespace:
+        return SimpleNamespace(bbox=(x, y, x + 30, y + 9), line=SimpleNamespace(text=text, bbox=(x, y, x + 30, y + 9)))
+
+    grid = [cell(value, x, y) for y in (70.0, 82.0, 94.0) for x, value in ((258.0, "0.91"), (300.0, "0.42"))]
+    assert _grid_of_text(grid, 10.0)
+    assert not _grid_of_text(grid[:2], 10.0)  # one row
+    prose = SimpleNamespace(
+        text="and the results remain stable across all settings we tried here", bbox=(85, 94, 300, 103)
+    )
+    assert not _grid_of_text([*grid, SimpleNamespace(bbox=prose.bbox, line=prose)], 10.0)

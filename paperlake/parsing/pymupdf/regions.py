@@ -83,10 +83,15 @@ def _find_regions(lines: list[_Line], page: _PageContent, style: _DocumentStyle)
         ("figure", ("up",)),
         ("table", ("up", "down")),
         ("figure", ("down",)),
+        # a figure caption still without content: the text right above it (a small grid of numbers captioned as
+        # a figure), now that every table has taken its own
+        ("figure", ("up", "text")),
     ]
     placed: set[int] = set()
     for wanted, directions in passes:
         pending = [c for c in captions if _caption_kind(c) == wanted and id(c[0]) not in placed]
+        if directions == ("up", "text"):  # not a second "Figure 5" (a body sentence that starts with the label)
+            pending = [c for c in pending if _caption_label(c) not in {region.label for region in regions}]
         while pending:
             if wanted == "table":  # the order is settled anew after each table: what it claimed changes the rest
                 pending.sort(key=lambda c: _nearest_content_gap(c, elements, claimed, captions, style))
@@ -313,7 +318,9 @@ def _grow_region(
         chosen = above if _content_weight(above) >= _content_weight(below) else below
     if not chosen:
         return None
-    if kind == "figure" and directions == ("up",) and not _has_graphics(chosen):
+    if directions == ("up", "text") and not _grid_of_text(chosen, style.body_size):
+        return None
+    if kind == "figure" and directions == ("up",) and not _has_graphics(chosen):  # ("up", "text"): text will do
         _, below = _both_sides(caption, elements, claimed, captions, style, ("down",))
         if _has_graphics(below):
             return None  # text above, the graphics below: a caption set above its figure; try below later
@@ -333,6 +340,14 @@ def _grow_region(
     if len(panels) >= 2:
         region.panels = [_region_of(kind, caption, panel) for panel in panels]
     return region
+
+
+def _grid_of_text(elements: list[_Element], body_size: float) -> bool:
+    """Text that can be a figure without graphics: two rows or more, none of them prose (a small grid of numbers,
+    not the end of a paragraph)."""
+    box = _union([e.bbox for e in elements])
+    lines = [e.line for e in elements if e.line is not None]
+    return box[3] - box[1] >= 1.5 * body_size and not any(_reads_as_prose(line) for line in lines)
 
 
 def _region_of(kind: Literal["table", "figure"], caption: list[_Line], elements: list[_Element]) -> _Region:
