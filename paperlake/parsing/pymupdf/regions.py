@@ -331,6 +331,9 @@ def _grow_region(
         if len(nearer) == len(chosen) and directions == ("up",):
             return None  # all of it runs up to a table's caption: the table's; try below this caption later
         chosen = nearer
+    elif kind == "figure" and _runs_into_caption(chosen, direction, caption, captions, elements, claimed, style):
+        # up to another figure's caption with nothing beyond it (one captioned above its panels): that figure's
+        chosen = _nearer_part(chosen, direction)
     elif kind == "table" and _runs_into_caption(chosen, direction, caption, captions, elements, claimed, style):
         chosen = _nearer_part(chosen, direction)
     chosen = _close_at_frame(chosen, caption, direction, style)
