@@ -664,6 +664,12 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         "this checkout against the commit before issue 48, alternated",
         generic,
     ),
+    "before_after_session": (
+        "Ingest before and after the no-op, equation and parser changes",
+        "before_after.py",
+        "this checkout against e8eb908, alternated, one round",
+        generic,
+    ),
     "noop": (
         "An unchanged re-ingest",
         "noop.py",
