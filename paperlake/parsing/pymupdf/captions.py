@@ -17,7 +17,7 @@ def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
     ordered = sorted(lines, key=lambda line: (line.column, line.bbox[1]))
     captions = []
     used: set[int] = set()
-    for i, line in enumerate(ordered):
+    for line in ordered:
         if id(line) in used or line.role in {"footer", "header"} or not _CAPTION.match(line.text):
             continue
         left, right = _column_box(style, line.column)
@@ -29,7 +29,7 @@ def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
             and not _half_caption(line, lines, left, right)
         ):
             continue
-        if i > 0 and _continues_prose(ordered[i - 1], line):
+        if any(_continues_prose(other, line) for other in _lines_above(line, lines)):
             continue  # "... as shown in / Figure 11. In particular ..." is a sentence, not a caption
         caption = [line]
         followers = sorted(
@@ -39,6 +39,7 @@ def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
                 if other.bbox[1] > line.bbox[1]
                 and id(other) not in used
                 and (other.column == line.column or line.column == "full" and _under(other, line))
+                and min(other.bbox[2], line.bbox[2]) - max(other.bbox[0], line.bbox[0]) > 0  # not a float beside
             ),
             key=lambda other: other.bbox[1],
         )
@@ -82,12 +83,24 @@ def _under(line: _Line, caption_line: _Line) -> bool:
     return abs(line.bbox[0] - caption_line.bbox[0]) <= 3 and line.bbox[2] <= caption_line.bbox[2] + 3
 
 
+def _lines_above(line: _Line, lines: list[_Line]) -> list[_Line]:
+    """The lines right above this one that it could continue: over its start, ending at most a line above."""
+    return [
+        other
+        for other in lines
+        if other.bbox[0] <= line.bbox[0] + 20
+        and other.bbox[2] > line.bbox[0]
+        and -1 <= line.bbox[1] - other.bbox[3] <= line.size
+    ]
+
+
 def _continues_prose(previous: _Line, line: _Line) -> bool:
+    """The line goes on with the paragraph above: body text at its size, right under it, not ended by a stop."""
     return (
-        previous.column == line.column
+        -3 <= previous.bbox[0] - line.bbox[0] <= 20  # the paragraph's first line may be indented
         and previous.role == "body"
         and abs(previous.size - line.size) < 0.5
-        and 0 <= line.bbox[1] - previous.bbox[3] <= 0.3 * line.size
+        and 0 <= line.bbox[1] - previous.bbox[3] <= 0.5 * line.size
         and not previous.text.rstrip().endswith((".", ":"))
     )
 

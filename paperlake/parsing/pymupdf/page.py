@@ -452,21 +452,42 @@ def _mark_body_text(lines: list[_Line], page: _PageContent, style: _DocumentStyl
 
 def _flush_prose(lines: list[_Line], style: _DocumentStyle) -> set[int]:
     """Prose lines in runs that touch the column's left edge: a paragraph indents only its first line, while
-    text inset on every line (a prompt or an example set in a frame) belongs to a figure."""
+    text inset on every line (a prompt or an example set in a frame) belongs to a figure. A run whose lines are all
+    indented is a paragraph's start too when the line right under it is a plain line that starts at the edge: the
+    short last line of a two-line paragraph (the "where …" after an equation)."""
     by_column: dict[Column, list[_Line]] = {}
     for line in lines:
         if _is_prose(line, style):
             by_column.setdefault(line.column, []).append(line)
+    plain = [line for line in lines if not line.role and _is_plain(line, style)]
     flush: set[int] = set()
     for column, column_lines in by_column.items():
         left, _ = _column_box(style, column)
+
+        def last_line(run: list[_Line]) -> _Line | None:
+            """The paragraph's short last line right under the run, starting at the edge (a short line may be
+            counted in one half of a page that has two columns elsewhere)."""
+            end = run[-1]
+            return next(
+                (
+                    other
+                    for other in plain
+                    if abs(other.bbox[0] - left) <= 3
+                    and 0 <= other.bbox[1] - end.bbox[3] <= 0.6 * other.size
+                    and other.bbox[2] <= end.bbox[2] + 3
+                ),
+                None,
+            )
+
         run: list[_Line] = []
         for line in sorted(column_lines, key=lambda column_line: column_line.bbox[1]) + [None]:
             if line is not None and run and line.bbox[1] - run[-1].bbox[3] <= 0.8 * line.size:
                 run.append(line)
                 continue
-            if any(abs(member.bbox[0] - left) <= 3 for member in run):
+            if run and any(abs(member.bbox[0] - left) <= 3 for member in run):
                 flush |= {id(member) for member in run}
+            elif run and (last := last_line(run)) is not None:
+                flush |= {id(member) for member in run} | {id(last)}
             run = [line] if line is not None else []
     return flush
 

@@ -148,22 +148,32 @@ def _both_sides(
     """What a caption could claim above and below it, within its column (or the page width), and within its half of
     the row when another caption sits beside it (side-by-side floats, each captioned)."""
     caption_box = _union([line.bbox for line in caption])
-    left, right = _side_by_side(caption_box, captions, *_column_box(style, style.column_of(caption_box)))
+    left, right = _side_by_side(
+        caption_box, captions, *_own_half(caption, *_column_box(style, style.column_of(caption_box)))
+    )
     candidates = [e for e in elements if id(e) not in claimed and _within_extent(e.bbox, left, right)]
     other_boxes = [_union([line.bbox for line in other]) for other in captions if other is not caption]
     other_boxes = [box for box in other_boxes if min(box[2], right) - max(box[0], left) > 0]
     table = _caption_kind(caption) == "table"
-    above = (
-        _collect(candidates, caption_box, "up", [b[3] for b in other_boxes], style.body_size, table)
-        if "up" in directions
-        else []
-    )
+    above = _collect(candidates, caption_box, "up", other_boxes, style.body_size, table) if "up" in directions else []
     below = (
-        _collect(candidates, caption_box, "down", [b[1] for b in other_boxes], style.body_size, table)
-        if "down" in directions
-        else []
+        _collect(candidates, caption_box, "down", other_boxes, style.body_size, table) if "down" in directions else []
     )
     return (above if _substantive(above) else []), (below if _substantive(below) else [])
+
+
+def _own_half(caption: list[_Line], left: float, right: float) -> tuple[float, float]:
+    """The column span narrowed to one half for a caption wrapped within that half (two lines or more): a float set
+    in a minipage beside another, whether or not the other's caption is on the same rows (one captioned above its
+    float, the other below)."""
+    if len(caption) < 2:
+        return left, right
+    middle = (left + right) / 2
+    if all(line.bbox[2] <= middle + 10 for line in caption):
+        return left, middle
+    if all(line.bbox[0] >= middle - 10 for line in caption):
+        return middle, right
+    return left, right
 
 
 def _side_by_side(caption_box: Box, captions: list[list[_Line]], left: float, right: float) -> tuple[float, float]:
@@ -260,6 +270,26 @@ def _runs_into_caption(
     return not (other_below if direction == "down" else other_above)
 
 
+def _nearer_to_caption_beyond(
+    chosen: list[_Element],
+    direction: str,
+    caption: list[_Line],
+    captions: list[list[_Line]],
+    elements: list[_Element],
+    claimed: set[int],
+    style: _DocumentStyle,
+) -> bool:
+    """The content runs up to another caption that has content on its far side too, but nearer on this side: that
+    caption's float is the part next to it (a table captioned on top, over a figure whose caption is below)."""
+    other = _caption_beyond(chosen, direction, caption, captions)
+    if other is None:
+        return False
+    toward = "down" if direction == "up" else "up"
+    above, below = _both_sides(other, elements, claimed, captions, style)
+    far, near = (above, below) if direction == "up" else (below, above)
+    return _first_gap(other, near, toward) + 3 <= _first_gap(other, far, direction)
+
+
 def _nearer_part(taken: list[_Element], direction: str) -> list[_Element]:
     """Content that runs up to a table's caption is shared: keep what lies before its widest internal gap, the
     rest belongs to that table (a figure under a table whose caption is on top)."""
@@ -307,6 +337,8 @@ def _grow_region(
     clip_areas: list[Box],
 ) -> _Region | None:
     above, below = _both_sides(caption, elements, claimed, captions, style, directions)
+    # a framed float ends at its frame before anything is weighed: what lies past it is not its content
+    above, below = _close_at_frame(above, caption, "up", style), _close_at_frame(below, caption, "down", style)
     gap_above, gap_below = _first_gap(caption, above, "up"), _first_gap(caption, below, "down")
     contested_above = above and _runs_into_caption(above, "up", caption, captions, elements, claimed, style)
     contested_below = below and _runs_into_caption(below, "down", caption, captions, elements, claimed, style)
@@ -326,7 +358,10 @@ def _grow_region(
             return None  # text above, the graphics below: a caption set above its figure; try below later
     direction = "up" if chosen is above else "down"
     table_captions = [other for other in captions if _caption_kind(other) == "table"]
-    if kind == "figure" and _runs_into_caption(chosen, direction, caption, table_captions, elements, claimed, style):
+    if kind == "figure" and (
+        _runs_into_caption(chosen, direction, caption, table_captions, elements, claimed, style)
+        or _nearer_to_caption_beyond(chosen, direction, caption, table_captions, elements, claimed, style)
+    ):
         nearer = _nearer_part(chosen, direction)  # figures claim first; leave a table its rows
         if len(nearer) == len(chosen) and directions == ("up",):
             return None  # all of it runs up to a table's caption: the table's; try below this caption later
@@ -369,27 +404,33 @@ def _collect(
     candidates: list[_Element],
     caption_box: Box,
     direction: str,
-    other_captions: list[float],
+    other_captions: list[Box],
     body_size: float,
     table: bool = False,
 ) -> list[_Element]:
-    """Walk away from the caption, taking elements until a gap wider than a float's or running body text. A table
+    """Walk away from the caption, taking elements until a gap wider than a float's or running body text, and
+    none past another caption over it (a caption beside the way, over other columns, leaves the way open). A table
     also ends, once it has rows, at prose reaching past them (the last line of a paragraph, a footnote)."""
+
+    def limit(element: _Element) -> float:
+        over = [box for box in other_captions if min(box[2], element.bbox[2]) - max(box[0], element.bbox[0]) >= 0]
+        if direction == "up":
+            return max((box[3] for box in over if box[3] <= caption_box[1]), default=-1.0)
+        return min((box[1] for box in over if box[1] >= caption_box[3]), default=1e9)
+
     if direction == "up":
         side = [e for e in candidates if e.bbox[3] <= caption_box[1] + 2]
         side.sort(key=lambda e: -e.bbox[3])
-        limit = max((y for y in other_captions if y <= caption_box[1]), default=-1.0)
     else:
         side = [e for e in candidates if e.bbox[1] >= caption_box[3] - 2]
         side.sort(key=lambda e: e.bbox[1])
-        limit = min((y for y in other_captions if y >= caption_box[3]), default=1e9)
     edge = caption_box[1] if direction == "up" else caption_box[3]
     taken: list[_Element] = []
     for element in side:
         gap = edge - element.bbox[3] if direction == "up" else element.bbox[1] - edge
         if gap > (_FLOAT_GAP if taken else _CAPTION_GAP):
             break
-        beyond_caption = element.bbox[1] < limit if direction == "up" else element.bbox[3] > limit
+        beyond_caption = element.bbox[1] < limit(element) if direction == "up" else element.bbox[3] > limit(element)
         if beyond_caption:
             continue
         line = element.line
