@@ -160,10 +160,14 @@ def test_side_by_side_floats_captioned_above_keep_to_their_own_half(gold) -> Non
         ("syn-020", 4, "a two-line paragraph's lines were not body text, so the sentence after it was a caption"),
         ("syn-002", 5, "the same, beside a table and a plot: the sentence's 'Figure 1.' grew over an equation"),
         ("syn-006", 6, "a row of the grid beside the table's caption, at another size, ended the caption"),
-        ("syn-018", 6, "two tables side by side, one captioned above, one below: their captions are not on one row"),
+        ("syn-018", 6, "two tables side by side captioned above and below; a sentence 'Table 1. …' under 'pare'"),
         ("syn-019", 3, "a boxed prompt captioned below: the panels above the box made it contested"),
         ("syn-012", 8, "a plot under a table captioned on top, the table nearer its caption than the figure above"),
         ("syn-009", 4, "a caption over another column stopped a diagram's region from reaching the table's caption"),
+        ("syn-013", 8, "a sentence's end carried over to the page's top, then 'Table 6. …': not a caption"),
+        ("syn-015", 5, "'Table 2. …' at the body's size where the paper's captions are smaller and say 'Table 5:'"),
+        ("syn-010", 5, "a plot's frame closed the figure before its tick labels (small text right at the frame)"),
+        ("syn-017", 8, "a diagram under a reference list grew over the entries (text across the column, sentences)"),
     ],
 )
 def test_each_object_of_the_page_is_found_and_nothing_else(gold, doc: str, page: int, why: str) -> None:
@@ -181,9 +185,9 @@ def test_each_object_of_the_page_is_found_and_nothing_else(gold, doc: str, page:
 
 PATTERN_FLOORS = {  # benchmarks/results/parse_fidelity_patterns.json, a little under (the bar is issue 50's 0.97)
     ("tables", "recall"): 0.99,
-    ("tables", "precision"): 0.95,
-    ("figures", "recall"): 0.97,
-    ("figures", "precision"): 0.96,
+    ("tables", "precision"): 0.99,
+    ("figures", "recall"): 0.98,
+    ("figures", "precision"): 0.98,
 }
 
 
@@ -191,7 +195,7 @@ def test_the_default_parser_stays_above_its_floors_on_the_patterns(gold) -> None
     result = default_parser_score(gold, "patterns")
     for (kind, measure), floor in PATTERN_FLOORS.items():
         assert result[kind][measure] >= floor, (kind, measure, result[kind][measure], result[kind]["misses"][:5])
-    assert result["captions"]["right_of_gold"] >= 0.97, result["captions"]["wrong"][:5]
+    assert result["captions"]["right_of_gold"] >= 0.98, result["captions"]["wrong"][:5]
 
 
 def test_only_a_strip_that_a_caption_reached_alone_takes_the_drawing_above_it() -> None:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from paperlake.parsing.pymupdf.page import _column_box, _DocumentStyle, _Line
+from paperlake.parsing.pymupdf.page import _CAPTION, _column_box, _DocumentStyle, _Line
 
-# "Table 3", and appendix or chapter numbering: "Figure A.1", "Table B2", "Figure 3.2", "Table S1"
-_CAPTION = re.compile(r"^(Table|Tab\.|Figure|Fig\.)\s*((?:[A-Z]\.?)?\d+(?:\.\d+)?)\s*[:.|]\s*")
 _SUBCAPTION = re.compile(r"^\((?:[a-z]|[ivx]{1,4})\)\s")
 
 
@@ -29,7 +27,9 @@ def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
             and not _half_caption(line, lines, left, right)
         ):
             continue
-        if any(_continues_prose(other, line) for other in _lines_above(line, lines)):
+        if _set_otherwise(line, style):
+            continue  # "Table 2. Metric several …" at the body's size, where the paper's captions say "Table 5:"
+        if any(_continues_prose(other, line, lines) for other in _lines_above(line, lines)):
             continue  # "... as shown in / Figure 11. In particular ..." is a sentence, not a caption
         caption = [line]
         followers = sorted(
@@ -94,14 +94,39 @@ def _lines_above(line: _Line, lines: list[_Line]) -> list[_Line]:
     ]
 
 
-def _continues_prose(previous: _Line, line: _Line) -> bool:
-    """The line goes on with the paragraph above: body text at its size, right under it, not ended by a stop."""
+def _continues_prose(previous: _Line, line: _Line, lines: list[_Line]) -> bool:
+    """The line goes on with the paragraph above: body text at its size, right under it, not ended by a stop. The
+    line above may also be the end of a paragraph carried over from the previous column or page, or past a float:
+    alone at the top of its text, starting where this line starts."""
     return (
         -3 <= previous.bbox[0] - line.bbox[0] <= 20  # the paragraph's first line may be indented
-        and previous.role == "body"
+        and (previous.role == "body" or _carried_over(previous, line, lines))
         and abs(previous.size - line.size) < 0.5
         and 0 <= line.bbox[1] - previous.bbox[3] <= 0.5 * line.size
         and not previous.text.rstrip().endswith((".", ":"))
+    )
+
+
+def _set_otherwise(line: _Line, style: _DocumentStyle) -> bool:
+    """Both the delimiter after the label and the size differ from how the paper sets its captions."""
+    if style.caption_style is None:
+        return False
+    delimiter, size = style.caption_style
+    return _CAPTION.match(line.text).group(3) != delimiter and abs(line.size - size) >= 0.5
+
+
+def _carried_over(previous: _Line, line: _Line, lines: list[_Line]) -> bool:
+    return (
+        not previous.role
+        and abs(previous.bbox[0] - line.bbox[0]) <= 3
+        and previous.bold_share < 0.5
+        and previous.math_share < 0.5
+        and not any(
+            other is not previous
+            and min(other.bbox[2], previous.bbox[2]) - max(other.bbox[0], previous.bbox[0]) > 0
+            and -1 <= previous.bbox[1] - other.bbox[3] <= previous.size
+            for other in lines
+        )
     )
 
 

@@ -14,6 +14,8 @@ from paperlake.parsing.pymupdf.geometry import Box, _inside_any, _union
 
 # get_text("dict") without image bytes: image boxes come from get_image_info, which is several times cheaper.
 _TEXT_FLAGS = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES
+# "Table 3:", and appendix or chapter numbering: "Figure A.1.", "Table B2 |", "Figure 3.2:", "Table S1:"
+_CAPTION = re.compile(r"^(Table|Tab\.|Figure|Fig\.)\s*((?:[A-Z]\.?)?\d+(?:\.\d+)?)\s*([:.|])\s*")
 _BOTTOM_MARGIN_SHARE = 0.925  # below this share of the page height: page numbers and proceedings footers
 _TOP_MARGIN_SHARE = 0.06
 _MIN_PLOT_AREA_SIDE = 30.0  # a clip area smaller than this is a bar or a label, not a plot's axes
@@ -216,6 +218,9 @@ class _DocumentStyle:
     gutter: float | None
     columns: dict[Column, tuple[float, float]]
     page_gutters: dict[int, float | None] = field(default_factory=dict)
+    # the paper's own way of setting captions: the delimiter after the label and the size, when most captions
+    # agree (a body sentence "Table 2. …" set otherwise is no caption)
+    caption_style: tuple[str, float] | None = None
 
     @classmethod
     def measure(cls, pages: list[_PageContent]) -> _DocumentStyle:
@@ -237,7 +242,7 @@ class _DocumentStyle:
             for page in pages
         }
         columns = _column_edges(pages, body_size, page_gutters)
-        return cls(body_size, gutter, columns, page_gutters)
+        return cls(body_size, gutter, columns, page_gutters, _caption_style(pages))
 
     def for_page(self, page_number: int) -> _DocumentStyle:
         return replace(self, gutter=self.page_gutters.get(page_number, self.gutter))
@@ -253,6 +258,20 @@ class _DocumentStyle:
 
     def is_body_size(self, size: float) -> bool:
         return abs(size - self.body_size) <= 1.0
+
+
+def _caption_style(pages: list[_PageContent]) -> tuple[str, float] | None:
+    """The delimiter and size that at least three quarters (and three or more) of the lines starting with a
+    caption label share; None when the paper sets its captions in more than one way."""
+    styles: Counter[tuple[str, float]] = Counter()
+    for page in pages:
+        for line in page.raw_lines:
+            if match := _CAPTION.match(line.text):
+                styles[(match.group(3), round(line.size * 2) / 2)] += 1
+    if not styles:
+        return None
+    style, count = styles.most_common(1)[0]
+    return style if count >= 3 and count >= 0.75 * sum(styles.values()) else None
 
 
 def _text_lines(page: _PageContent, body_size: float) -> list[_Line]:
@@ -445,7 +464,21 @@ def _mark_body_text(lines: list[_Line], page: _PageContent, style: _DocumentStyl
                 and 0 <= following.bbox[1] - line.bbox[3] <= 0.6 * line.size
                 and not _inside_any(line.bbox, enclosures)
             )
-            if opens:
+            # a short line of words that the paragraph under it goes on from (no stop at its end, the next line
+            # starting where it starts): "… as we see in" over "Table 1. …"
+            goes_on = (
+                not line.role
+                and following is not None
+                and following.role == "body"
+                and _is_plain(line, style)
+                and abs(following.bbox[0] - line.bbox[0]) <= 3
+                and 0 <= following.bbox[1] - line.bbox[3] <= 0.6 * line.size
+                and line.widest_gap <= 0.6 * line.size
+                and _letter_share(line) >= 0.6
+                and not line.text.rstrip().endswith((".", ":"))
+                and not _inside_any(line.bbox, enclosures)
+            )
+            if opens or goes_on:
                 line.role = "body"
             following = line
 
@@ -500,15 +533,18 @@ def _is_prose(line: _Line, style: _DocumentStyle) -> bool:
     """A line of running text: body size, (nearly) the column's width, no table-like gaps, mostly letters (a row
     of numbers is a table row however wide it is)."""
     left, right = _column_box(style, line.column)
-    visible = line.text.replace(" ", "")
-    letters = sum(char.isalpha() for char in visible)
     return (
         _is_plain(line, style)
         and line.width >= 0.6 * (right - left)
         and line.widest_gap <= 0.6 * line.size
         and line.bbox[0] <= left + 20
-        and letters >= 0.6 * len(visible)
+        and _letter_share(line) >= 0.6
     )
+
+
+def _letter_share(line: _Line) -> float:
+    visible = line.text.replace(" ", "")
+    return sum(char.isalpha() for char in visible) / len(visible) if visible else 0.0
 
 
 def _enclosures(page: _PageContent, prose: list[_Line]) -> list[Box]:

@@ -26,6 +26,7 @@ from paperlake.parsing.pymupdf.page import (
     _column_box,
     _DocumentStyle,
     _join_lines,
+    _letter_share,
     _Line,
     _PageContent,
 )
@@ -155,9 +156,13 @@ def _both_sides(
     other_boxes = [_union([line.bbox for line in other]) for other in captions if other is not caption]
     other_boxes = [box for box in other_boxes if min(box[2], right) - max(box[0], left) > 0]
     table = _caption_kind(caption) == "table"
-    above = _collect(candidates, caption_box, "up", other_boxes, style.body_size, table) if "up" in directions else []
+    above = (
+        _collect(candidates, caption_box, "up", other_boxes, style, table, (left, right)) if "up" in directions else []
+    )
     below = (
-        _collect(candidates, caption_box, "down", other_boxes, style.body_size, table) if "down" in directions else []
+        _collect(candidates, caption_box, "down", other_boxes, style, table, (left, right))
+        if "down" in directions
+        else []
     )
     return (above if _substantive(above) else []), (below if _substantive(below) else [])
 
@@ -230,7 +235,8 @@ def _close_at_frame(
     """A framed float (a prompt box, a listing in a frame; stacked frames too) ends where its frames end: text
     beyond the last frame, however close (a reference list, a heading), is not the float's. Graphics beyond it
     are: the frame is then one part of a larger figure. Frames are drawn boxes at least 60% of the column wide,
-    so a flowchart's nodes are not; the content next to the caption must be framed for the rule to apply."""
+    so a flowchart's nodes are not; the content next to the caption must be framed for the rule to apply. Text
+    past the frames ends the float unless it is small and right at a frame (a plot's tick labels)."""
     caption_box = _union([line.bbox for line in caption])
     left, right = _column_box(style, style.column_of(caption_box))
     frames = [e.bbox for e in chosen if e.line is None and not e.is_image and _is_frame(e.bbox, right - left)]
@@ -240,10 +246,19 @@ def _close_at_frame(
     kept = []
     for element in ordered:
         if not any(_contains(frame, element.bbox, 2.0) for frame in frames):
-            # text past the frames ends the float; graphics past them mean the frame is one part of a figure
-            return kept if kept and element.line is not None else chosen
+            # text past the frames ends the float; graphics past them mean the frame is one part of a figure, and
+            # so does small text right at a frame (an axis's tick labels under a plot's frame)
+            line = element.line
+            ticks = line is not None and not style.is_body_size(line.size) and _near_any(line.bbox, frames, 6.0)
+            return kept if kept and line is not None and not ticks else chosen
         kept.append(element)
     return chosen
+
+
+def _near_any(box: Box, frames: list[Box], distance: float) -> bool:
+    return any(
+        max(frame[0] - box[2], box[0] - frame[2], frame[1] - box[3], box[1] - frame[3]) <= distance for frame in frames
+    )
 
 
 def _is_frame(box: Box, column_width: float) -> bool:
@@ -405,12 +420,16 @@ def _collect(
     caption_box: Box,
     direction: str,
     other_captions: list[Box],
-    body_size: float,
-    table: bool = False,
+    style: _DocumentStyle,
+    table: bool,
+    span: tuple[float, float],
 ) -> list[_Element]:
     """Walk away from the caption, taking elements until a gap wider than a float's or running body text, and
     none past another caption over it (a caption beside the way, over other columns, leaves the way open). A table
-    also ends, once it has rows, at prose reaching past them (the last line of a paragraph, a footnote)."""
+    also ends, once it has rows, at prose reaching past them (the last line of a paragraph, a footnote); a figure
+    with graphics at a line of text run across its whole span at the body's size (a reference list's entry).
+    """
+    body_size = style.body_size
 
     def limit(element: _Element) -> float:
         over = [box for box in other_captions if min(box[2], element.bbox[2]) - max(box[0], element.bbox[0]) >= 0]
@@ -441,12 +460,23 @@ def _collect(
             break
         if table and line is not None and not inside and len(taken) >= 4 and _beyond_rows(line, taken):
             break
+        if not table and line is not None and not inside and _has_graphics(taken) and _spans_as_text(line, span, style):
+            break
         taken.append(element)
         edge = min(edge, element.bbox[1]) if direction == "up" else max(edge, element.bbox[3])
     return taken
 
 
 _PROSE_WORD = re.compile(r"^[A-Za-z][a-z]+[,.;:]?$|^[a-z]+-$")
+
+
+def _spans_as_text(line: _Line, span: tuple[float, float], style: _DocumentStyle) -> bool:
+    """A line of text across (nearly) the whole span at the body's size, set as one run, or one that reads as a
+    sentence or its end: running text, not a figure's label or a row of legend entries."""
+    if not style.is_body_size(line.size):
+        return False
+    across = line.width >= 0.85 * (span[1] - span[0]) and line.widest_gap <= 0.6 * line.size
+    return across and _letter_share(line) >= 0.6 or _reads_as_prose(line)
 
 
 def _beyond_rows(line: _Line, taken: list[_Element]) -> bool:

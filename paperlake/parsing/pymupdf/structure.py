@@ -9,10 +9,10 @@ from typing import Any
 
 from paperlake.parsing.blocks import Block, BlockKind, DocumentLayout, PageInfo
 from paperlake.parsing.figure_text import text_inside
-from paperlake.parsing.pymupdf.captions import _CAPTION
 from paperlake.parsing.pymupdf.equations import _Equation, _equation_text, _find_equations
 from paperlake.parsing.pymupdf.geometry import Box, _union
 from paperlake.parsing.pymupdf.page import (
+    _CAPTION,
     Column,
     _column_box,
     _DocumentStyle,
