@@ -357,8 +357,12 @@ def _grow_region(
     gap_above, gap_below = _first_gap(caption, above, "up"), _first_gap(caption, below, "down")
     contested_above = above and _runs_into_caption(above, "up", caption, captions, elements, claimed, style)
     contested_below = below and _runs_into_caption(below, "down", caption, captions, elements, claimed, style)
+    span = _column_box(style, style.column_of(_union([line.bbox for line in caption])))
+    text_above, text_below = _mostly_text(above, span, style), _mostly_text(below, span, style)
     if above and below and contested_above != contested_below:
         chosen = below if contested_above else above  # the other side's content has its own caption
+    elif above and below and text_above != text_below:
+        chosen = below if text_above else above  # running text on one side (a reference list), the float beyond
     elif abs(gap_above - gap_below) >= 3:
         chosen = above if gap_above < gap_below else below
     else:
@@ -456,18 +460,57 @@ def _collect(
         inside = gap < 0  # within the height the figure already covers, e.g. a legend inside the axes
         if line is not None and (line.role in {"footer", "header"} or line.role == "body" and not inside):
             break
-        if line is not None and (_looks_like_heading(line) or _is_section_title(line, body_size)) and not inside:
+        if (
+            line is not None
+            and (_looks_like_heading(line, body_size) or _is_section_title(line, body_size))
+            and not inside
+        ):
             break
-        if table and line is not None and not inside and len(taken) >= 4 and _beyond_rows(line, taken):
-            break
-        if not table and line is not None and not inside and _has_graphics(taken) and _spans_as_text(line, span, style):
+        # a line on the row just begun is checked as if the row were not taken yet (it starts beyond the edge)
+        fresh = line is not None and (not inside or _same_row_begun(line, taken, direction))
+        ends = fresh and (
+            table
+            and len(taken) >= 4
+            and _beyond_rows(line, taken, style)
+            or not table
+            and _has_graphics(taken)
+            and _spans_as_text(line, span, style)
+        )
+        if ends:
+            # the row's pieces taken before this line are the same running text
+            while taken and taken[-1].line is not None and _same_row(taken[-1].bbox, line.bbox):
+                taken.pop()
             break
         taken.append(element)
         edge = min(edge, element.bbox[1]) if direction == "up" else max(edge, element.bbox[3])
     return taken
 
 
+def _same_row(a: Box, b: Box) -> bool:
+    return min(a[3], b[3]) - max(a[1], b[1]) >= 0.5 * min(a[3] - a[1], b[3] - b[1])
+
+
+def _same_row_begun(line: _Line, taken: list[_Element], direction: str) -> bool:
+    """The line shares its row with the last pieces taken, and that row began past what was taken before it."""
+    row = [e for e in taken if _same_row(e.bbox, line.bbox)]
+    rest = [e for e in taken if not _same_row(e.bbox, line.bbox)]
+    if not row or not rest:
+        return False
+    if direction == "up":
+        return max(e.bbox[3] for e in row) <= min(e.bbox[1] for e in rest) + 1
+    return min(e.bbox[1] for e in row) >= max(e.bbox[3] for e in rest) - 1
+
+
+_STOP_SPACE = re.compile(r"([.;:,])\s{2,}")
 _PROSE_WORD = re.compile(r"^[A-Za-z][a-z]+[,.;:]?$|^[a-z]+-$")
+
+
+def _mostly_text(elements: list[_Element], span: tuple[float, float], style: _DocumentStyle) -> bool:
+    """Most of the lines are running text (:func:`_spans_as_text`) and nothing else is drawn but rules."""
+    lines = [e.line for e in elements if e.line is not None]
+    if not lines or _has_graphics(elements):
+        return False
+    return sum(_spans_as_text(line, span, style) for line in lines) >= 0.6 * len(lines)
 
 
 def _spans_as_text(line: _Line, span: tuple[float, float], style: _DocumentStyle) -> bool:
@@ -479,23 +522,29 @@ def _spans_as_text(line: _Line, span: tuple[float, float], style: _DocumentStyle
     return across and _letter_share(line) >= 0.6 or _reads_as_prose(line)
 
 
-def _beyond_rows(line: _Line, taken: list[_Element]) -> bool:
-    """Prose (:func:`_reads_as_prose`) reaching past the table's rows taken so far, on either side: a paragraph or
-    a footnote beside the table, not one of its text cells (which lie within its columns)."""
+def _beyond_rows(line: _Line, taken: list[_Element], style: _DocumentStyle) -> bool:
+    """Prose (:func:`_reads_as_prose`, or text run across its own column) reaching past the table's rows taken so
+    far, on either side: a paragraph, a footnote or a reference list beside the table, not one of its text cells
+    (which lie within its columns)."""
     x0, x1 = min(e.bbox[0] for e in taken), max(e.bbox[2] for e in taken)
-    return (line.bbox[0] < x0 - 5 or line.bbox[2] > x1 + 5) and _reads_as_prose(line)
+    if not (line.bbox[0] < x0 - 5 or line.bbox[2] > x1 + 5):
+        return False
+    return _reads_as_prose(line) or _spans_as_text(line, _column_box(style, line.column), style)
 
 
 def _reads_as_prose(line: _Line) -> bool:
     """Set as one run (not a row of cells) and either six words or more, nearly all of them lower-case words (a
-    sentence), or the end of one: lower-case words only, the first lower-case too, and a full stop (a paragraph's
-    last line)."""
-    words = line.text.split()
-    if len(words) < 2 or "  " in line.text:
+    sentence), four or more words ending in a hyphenated break, or the end of a sentence: lower-case words only,
+    the first lower-case too, and a full stop (a paragraph's last line)."""
+    text = _STOP_SPACE.sub(r"\1 ", line.text)  # a justified line's wide space after a full stop
+    words = text.split()
+    if len(words) < 2 or "  " in text:
         return False
     prose = [bool(_PROSE_WORD.match(word)) for word in words]
     if len(words) >= 6:
         return sum(prose) >= 0.85 * len(words)
+    if len(words) >= 4 and all(prose) and re.search(r"[a-z]-$", text.rstrip()):
+        return True  # words broken at the line's end: a paragraph's line, which a cell never is
     return all(prose) and words[0][0].islower() and line.text.rstrip().endswith(".")
 
 
@@ -525,9 +574,11 @@ def _is_section_title(line: _Line, body_size: float) -> bool:
     return line.bold_share >= 0.9 and line.size >= body_size + 1 and len(line.text) < 60
 
 
-def _looks_like_heading(line: _Line) -> bool:
+def _looks_like_heading(line: _Line, body_size: float | None = None) -> bool:
+    """A numbered heading ("3.2 Results", "B Baselines"): bold, or (given the body's size) set well above it."""
     numbered = _DIGIT_HEADING.match(line.text) or _APPENDIX_HEADING.match(line.text)
-    return line.bold_share >= 0.9 and bool(numbered) and len(line.text) < 80
+    larger = body_size is not None and line.size >= body_size + 2
+    return (line.bold_share >= 0.9 or larger) and bool(numbered) and len(line.text) < 80
 
 
 # ------------------------------------------------------------------------------------------------ diagrams
