@@ -25,6 +25,7 @@ def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
             and not centred
             and line.column != "full"
             and not _half_caption(line, lines, left, right)
+            and not _block_start(line, lines)
         ):
             continue
         if _set_otherwise(line, style):
@@ -36,10 +37,16 @@ def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
             (
                 other
                 for other in lines
-                if other.bbox[1] > line.bbox[1]
+                if other is not line
+                and other.bbox[1] >= line.bbox[1] - 1
                 and id(other) not in used
                 and (other.column == line.column or line.column == "full" and _under(other, line))
-                and min(other.bbox[2], line.bbox[2]) - max(other.bbox[0], line.bbox[0]) > 0  # not a float beside
+                # under the caption (not a float beside it), or the rest of its first line
+                and (
+                    min(other.bbox[2], line.bbox[2]) - max(other.bbox[0], line.bbox[0]) > 0
+                    or other.bbox[0] >= line.bbox[2] - 1
+                    and other.bbox[1] < line.bbox[3] - 0.5 * line.height
+                )
             ),
             key=lambda other: other.bbox[1],
         )
@@ -47,16 +54,18 @@ def _captions(lines: list[_Line], style: _DocumentStyle) -> list[list[_Line]]:
             last = caption[-1]
             if follower.bbox[1] - last.bbox[3] > 0.45 * last.size:
                 break
-            if abs(follower.size - line.size) > 0.6:
-                break
             if follower.bbox[1] < last.bbox[3] - 0.5 * last.height:
-                # the rest of a justified caption line that a wide space cut off: on the last line's baseline,
-                # after it, within the caption's width
-                if follower.bbox[0] >= last.bbox[2] - 1 and follower.bbox[2] <= line.bbox[2] + 3:
+                # on the last line's row: the rest of a justified caption line that a wide space cut off (after
+                # it, within the caption's width or two ems after its first line), or something beside the
+                # caption (another float's caption, a cell), which is passed over
+                if last is line:  # the caption's width is not known yet: a justified space is at most two ems
+                    rest = 0 <= follower.bbox[0] - line.bbox[2] + 1 <= 2 * line.size and follower.bbox[2] <= right + 3
+                else:
+                    rest = follower.bbox[0] >= last.bbox[2] - 1 and follower.bbox[2] <= line.bbox[2] + 3
+                if rest and abs(follower.size - line.size) <= 0.6 and not _CAPTION.match(follower.text):
                     caption.append(follower)
-                    continue
-                break
-            if _CAPTION.match(follower.text):
+                continue
+            if abs(follower.size - line.size) > 0.6 or _CAPTION.match(follower.text):
                 break
             caption.append(follower)
         used |= {id(part) for part in caption}
@@ -74,6 +83,17 @@ def _half_caption(line: _Line, lines: list[_Line], left: float, right: float) ->
         and other.bbox[2] <= line.bbox[0]
         and other.bbox[1] < line.bbox[3]
         and line.bbox[1] < other.bbox[3]
+        for other in lines
+    )
+
+
+def _block_start(line: _Line, lines: list[_Line]) -> bool:
+    """The first line of a block set at its own left edge, inside the column (a caption in a minipage): the next
+    line starts where it starts, at its size."""
+    return any(
+        abs(other.bbox[0] - line.bbox[0]) <= 2
+        and abs(other.size - line.size) <= 0.6
+        and 0 <= other.bbox[1] - line.bbox[3] <= 0.6 * line.size
         for other in lines
     )
 

@@ -373,8 +373,13 @@ def _grow_region(
         return None
     if kind == "figure" and directions == ("up",) and not _has_graphics(chosen):  # ("up", "text"): text will do
         _, below = _both_sides(caption, elements, claimed, captions, style, ("down",))
-        if _has_graphics(below):
+        grid_above = _grid_of_text(chosen, style.body_size)
+        grid_nearer = grid_above and _first_gap(caption, chosen, "up") + 5 <= _first_gap(caption, below, "down")
+        if _has_graphics(below) and not grid_nearer:
             return None  # text above, the graphics below: a caption set above its figure; try below later
+        grid_below = below and not _has_graphics(below) and _grid_of_text(below, style.body_size)
+        if grid_below and not grid_above and _caption_beyond(below, "down", caption, captions) is None:
+            return None  # a few words above (another figure's legend), a grid of text below: the caption's
     direction = "up" if chosen is above else "down"
     table_captions = [other for other in captions if _caption_kind(other) == "table"]
     if kind == "figure" and (
@@ -473,7 +478,8 @@ def _collect(
             and len(taken) >= 4
             and _beyond_rows(line, taken, style)
             or not table
-            and _has_graphics(taken)
+            and bool(taken)
+            and (_has_graphics(taken) or _cells_only(taken, span))
             and _spans_as_text(line, span, style)
         )
         if ends:
@@ -484,6 +490,12 @@ def _collect(
         taken.append(element)
         edge = min(edge, element.bbox[1]) if direction == "up" else max(edge, element.bbox[3])
     return taken
+
+
+def _cells_only(taken: list[_Element], span: tuple[float, float]) -> bool:
+    """Text in short pieces only (a grid of numbers or labels), none half the span wide: no passage of text."""
+    lines = [e.line for e in taken if e.line is not None]
+    return bool(lines) and all(line.width <= 0.5 * (span[1] - span[0]) for line in lines)
 
 
 def _same_row(a: Box, b: Box) -> bool:
