@@ -230,18 +230,24 @@ def test_a_table_ends_at_the_prose_beside_it(gold, doc: str, page: int, label: s
 def test_prose_stops_a_table_only_past_its_rows() -> None:
     from types import SimpleNamespace
 
+    from paperlake.parsing.pymupdf.page import _DocumentStyle
     from paperlake.parsing.pymupdf.regions import _beyond_rows
 
+    style = _DocumentStyle(body_size=10.0, gutter=298.0, columns={"full": (71.0, 524.0), "left": (71.0, 290.0)})
     rows = [SimpleNamespace(bbox=(200.0, y, 400.0, y + 9)) for y in (100.0, 112.0, 124.0, 136.0)]
 
-    def line(text: str, x0: float, x1: float) -> SimpleNamespace:
-        return SimpleNamespace(text=text, bbox=(x0, 80.0, x1, 89.0))
+    def line(text: str, x0: float, x1: float, column: str = "full", gap: float = 0.0) -> SimpleNamespace:
+        return SimpleNamespace(
+            text=text, bbox=(x0, 80.0, x1, 89.0), width=x1 - x0, size=10.0, column=column, widest_gap=gap
+        )
 
-    assert _beyond_rows(line("strong parameter.", 71, 156), rows)  # a paragraph's last line
-    assert _beyond_rows(line("1Metric moreover reports paper sample setting sequence", 190, 524), rows)
-    assert not _beyond_rows(line("the model answers with the label it was trained on", 205, 395), rows)  # a cell
-    assert not _beyond_rows(line("Model  Acc  F1  Recall", 150, 450), rows)  # cells set apart
-    assert not _beyond_rows(line("BM25 retrieval with 5 passages", 150, 450), rows)  # names and numbers
+    assert _beyond_rows(line("strong parameter.", 71, 156), rows, style)  # a paragraph's last line
+    assert _beyond_rows(line("1Metric moreover reports paper sample setting sequence", 190, 524), rows, style)
+    # a reference list's entry run across its own column, beside the table
+    assert _beyond_rows(line("[4] C. Garcia and E. Khan. 2019. Measures", 71, 290, "left"), rows, style)
+    assert not _beyond_rows(line("the model answers with the label it was trained on", 205, 395), rows, style)
+    assert not _beyond_rows(line("Model  Acc  F1  Recall", 150, 450, gap=30.0), rows, style)  # cells set apart
+    assert not _beyond_rows(line("BM25 retrieval with 5 passages", 150, 450), rows, style)  # names and numbers
 
 
 def test_a_figure_without_graphics_must_be_a_grid_of_text() -> None:
