@@ -234,7 +234,7 @@ def test_prose_stops_a_table_only_past_its_rows() -> None:
     from paperlake.parsing.pymupdf.regions import _beyond_rows
 
     style = _DocumentStyle(body_size=10.0, gutter=298.0, columns={"full": (71.0, 524.0), "left": (71.0, 290.0)})
-    rows = [SimpleNamespace(bbox=(200.0, y, 400.0, y + 9)) for y in (100.0, 112.0, 124.0, 136.0)]
+    rows = (200.0, 400.0)  # the rows taken so far run across these
 
     def line(text: str, x0: float, x1: float, column: str = "full", gap: float = 0.0) -> SimpleNamespace:
         return SimpleNamespace(

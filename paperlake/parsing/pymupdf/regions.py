@@ -453,7 +453,10 @@ def _collect(
         side = [e for e in candidates if e.bbox[1] >= caption_box[3] - 2]
         side.sort(key=lambda e: e.bbox[1])
     edge = caption_box[1] if direction == "up" else caption_box[3]
+    row_edge, row_start = edge, None  # the edge before the row now being taken began, and what began it
     taken: list[_Element] = []
+    x_lo, x_hi = float("inf"), float("-inf")  # what is taken, kept as it grows (the walk is long in a big table)
+    graphics, cells_only = False, True
     for element in side:
         gap = edge - element.bbox[3] if direction == "up" else element.bbox[1] - edge
         if gap > (_FLOAT_GAP if taken else _CAPTION_GAP):
@@ -471,46 +474,35 @@ def _collect(
             and not inside
         ):
             break
-        # a line on the row just begun is checked as if the row were not taken yet (it starts beyond the edge)
-        fresh = line is not None and (not inside or _same_row_begun(line, taken, direction))
-        ends = fresh and (
-            table
-            and len(taken) >= 4
-            and _beyond_rows(line, taken, style)
-            or not table
-            and bool(taken)
-            and (_has_graphics(taken) or _cells_only(taken, span))
-            and _spans_as_text(line, span, style)
+        # a line on the row just begun (by a piece on its row, after other rows) is checked as if that row were not
+        # taken yet
+        begun = line is not None and (
+            not inside
+            or row_start is not None
+            and _same_row(row_start, line.bbox)
+            and (line.bbox[3] <= row_edge + 1 if direction == "up" else line.bbox[1] >= row_edge - 1)
         )
+        if table:
+            ends = begun and len(taken) >= 4 and _beyond_rows(line, (x_lo, x_hi), style)
+        else:
+            ends = begun and bool(taken) and (graphics or cells_only) and _spans_as_text(line, span, style)
         if ends:
             # the row's pieces taken before this line are the same running text
             while taken and taken[-1].line is not None and _same_row(taken[-1].bbox, line.bbox):
                 taken.pop()
             break
+        if not inside:
+            row_edge, row_start = edge, (element.bbox if taken else None)
         taken.append(element)
         edge = min(edge, element.bbox[1]) if direction == "up" else max(edge, element.bbox[3])
+        x_lo, x_hi = min(x_lo, element.bbox[0]), max(x_hi, element.bbox[2])
+        graphics = graphics or element.line is None and (element.is_image or _area(element.bbox) > 100)
+        cells_only = cells_only and (line is None or line.width <= 0.5 * (span[1] - span[0]))
     return taken
-
-
-def _cells_only(taken: list[_Element], span: tuple[float, float]) -> bool:
-    """Text in short pieces only (a grid of numbers or labels), none half the span wide: no passage of text."""
-    lines = [e.line for e in taken if e.line is not None]
-    return bool(lines) and all(line.width <= 0.5 * (span[1] - span[0]) for line in lines)
 
 
 def _same_row(a: Box, b: Box) -> bool:
     return min(a[3], b[3]) - max(a[1], b[1]) >= 0.5 * min(a[3] - a[1], b[3] - b[1])
-
-
-def _same_row_begun(line: _Line, taken: list[_Element], direction: str) -> bool:
-    """The line shares its row with the last pieces taken, and that row began past what was taken before it."""
-    row = [e for e in taken if _same_row(e.bbox, line.bbox)]
-    rest = [e for e in taken if not _same_row(e.bbox, line.bbox)]
-    if not row or not rest:
-        return False
-    if direction == "up":
-        return max(e.bbox[3] for e in row) <= min(e.bbox[1] for e in rest) + 1
-    return min(e.bbox[1] for e in row) >= max(e.bbox[3] for e in rest) - 1
 
 
 _STOP_SPACE = re.compile(r"([.;:,])\s{2,}")
@@ -534,11 +526,11 @@ def _spans_as_text(line: _Line, span: tuple[float, float], style: _DocumentStyle
     return across and _letter_share(line) >= 0.6 or _reads_as_prose(line)
 
 
-def _beyond_rows(line: _Line, taken: list[_Element], style: _DocumentStyle) -> bool:
+def _beyond_rows(line: _Line, extent: tuple[float, float], style: _DocumentStyle) -> bool:
     """Prose (:func:`_reads_as_prose`, or text run across its own column) reaching past the table's rows taken so
-    far, on either side: a paragraph, a footnote or a reference list beside the table, not one of its text cells
-    (which lie within its columns)."""
-    x0, x1 = min(e.bbox[0] for e in taken), max(e.bbox[2] for e in taken)
+    far (their ``extent`` across), on either side: a paragraph, a footnote or a reference list beside the table, not
+    one of its text cells (which lie within its columns)."""
+    x0, x1 = extent
     if not (line.bbox[0] < x0 - 5 or line.bbox[2] > x1 + 5):
         return False
     return _reads_as_prose(line) or _spans_as_text(line, _column_box(style, line.column), style)
