@@ -570,6 +570,38 @@ def noop(data: dict[str, Any]) -> list[str]:
     return lines + [f"Steady after / before: {num(data['steady_after_over_before'])}.", ""]
 
 
+def parse_speed(data: dict[str, Any]) -> list[str]:
+    summary = data["summary"]
+    lines = [
+        f"Pages/s of the PyMuPDF parser on the {data['pdfs']} PDFs ({data['pages']} pages) MinerU flash parses "
+        f"offline, {data['after']} against {data['before']}, beside MinerU flash in process, median of "
+        f"{len(data['rounds'])} alternated rounds:",
+        "",
+    ]
+    rows = [
+        ("this checkout", summary["after_pages_per_second"], summary["after_over_mineru"]),
+        (data["before"], summary["before_pages_per_second"], summary["before_over_mineru"]),
+        ("MinerU flash, in process", summary["mineru_pages_per_second"], 1),
+    ]
+    return lines + table(["parser", "pages/s", "against MinerU flash"], rows)
+
+
+def launch(data: dict[str, Any]) -> list[str]:
+    summary = data["summary"]
+    lines = [f"{data['what']}; medians:", ""]
+    rows = [
+        ("in process", summary["in_process_ingest_s"], summary["in_process_run_wait_s"], "-"),
+        (
+            "through the webserver",
+            summary["webserver_ingest_s"],
+            summary["webserver_run_wait_s"],
+            summary["webserver_start_s"],
+        ),
+    ]
+    lines += table(["runs", "ingest s", "runs waiting to start, s", "webserver start, s"], rows)
+    return lines + [f"Through the webserver / in process: {num(summary['webserver_over_in_process'])}.", ""]
+
+
 def generic(data: dict[str, Any]) -> list[str]:
     scalars = [(k, v) for k, v in data.items() if isinstance(v, (int, float, bool))]
     return table(["figure", "value"], scalars) if scalars else ["(no top-level figures)", ""]
@@ -675,6 +707,18 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         "noop.py",
         "the no-op ingest of the 19 papers, this checkout against an earlier commit, alternated",
         noop,
+    ),
+    "parse_speed": (
+        "Parse throughput against MinerU flash",
+        "parse_speed.py",
+        "the PyMuPDF parser, this checkout against an earlier commit, beside MinerU flash in process",
+        parse_speed,
+    ),
+    "launch": (
+        "Runs launched through the webserver",
+        "launch.py",
+        "a cold ingest executed in process against the same ingest launched through a Dagster webserver",
+        launch,
     ),
     "hostile_sql": ("Hostile SQL", "hostile_sql.py", "the SQL sandbox fuzzed", hostile),
     "hostile_agent": ("Hostile agent actions", "hostile_agent.py", "the agent's action surface fuzzed", hostile),
