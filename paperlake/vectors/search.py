@@ -27,6 +27,7 @@ A filter is validated before Milvus sees it (see ``filters``); whatever Milvus s
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -212,7 +213,10 @@ def _search(
                 fractions = store.encoders.get(vector.encoder).seen_fractions(texts)
                 scales[index] = {str(raw["id"]): fraction for raw, fraction in zip(raws, fractions)}
             sources.append(route_spec.name)
-        fused = fuse(routes, weights, fusion, store.config.rrf_k, scales)[:limit]
+        fused = fuse(routes, weights, fusion, store.config.rrf_k, scales)
+        if partitions is None:  # every view, or the equations' passages among them
+            fused = _named_first(fused, _named_equation_ids(store, sources, expression, query))
+        fused = fused[:limit]
         rows: dict[str, dict] = {}
         for source in dict.fromkeys(sources):
             missing = [key for key, _ in fused if key not in rows]
@@ -269,6 +273,44 @@ def fuse(
                 part *= scale.get(key, 1.0)
             scores[key] = scores.get(key, 0.0) + part
     return sorted(scores.items(), key=lambda item: -item[1])
+
+
+# "Equation (3)", "Eq. 3", "equation 12": a question that names a numbered equation
+_EQUATION_REFERENCE = re.compile(r"\b(?:equation|eq\.)\s*\(?(\d{1,3})\)?", re.IGNORECASE)
+_EQUATION_VIEW = ("equations", "equation_passage")
+
+
+def _named_equation_ids(store: VectorStore, sources: list[str], expression: str, query: str) -> list[str]:
+    """The entities of the equations' passages (``Equation N`` first, then the sentences around the formula) for
+    every equation the question names by its number, within the search's filter (one paper, as a rule)."""
+    numbers = list(dict.fromkeys(match.group(1) for match in _EQUATION_REFERENCE.finditer(query)))
+    if not numbers or not sources:
+        return []
+    table, column = _EQUATION_VIEW
+    view = f"table_name == {quote_literal(table)} and column_name == {quote_literal(column)}"
+    rows = store.client.query(
+        sources[0],
+        filter=f"({expression}) and {view}" if expression else view,
+        output_fields=["text"],
+        limit=_NAMED_LIMIT,
+    )
+    heads = {
+        str(row["id"]): (row.get("text") or "").split("\n", 1)[0].replace("(", "").replace(")", "").strip()
+        for row in rows
+    }
+    return [key for number in numbers for key, head in heads.items() if head == f"Equation {number}"]
+
+
+_NAMED_LIMIT = 1000  # equations' passages read to find the named ones (a paper has tens)
+
+
+def _named_first(fused: list[tuple[str, float]], named: list[str]) -> list[tuple[str, float]]:
+    """The named objects' entities first (scored just above the best fused score), then the fused order."""
+    if not named:
+        return fused
+    top = fused[0][1] if fused else 1.0
+    first = [(key, top + (len(named) - rank) * 1e-6) for rank, key in enumerate(dict.fromkeys(named))]
+    return first + [(key, score) for key, score in fused if key not in set(named)]
 
 
 def _routes(store: VectorStore, spec: CollectionSpec) -> list[tuple[CollectionSpec, VectorFieldSpec]]:

@@ -342,6 +342,63 @@ def test_hybrid_search_fuses_bm25_and_dense_routes(synced, sample):
         search(store, query, "text_hybrid", "chunks", "text_content", weights=[1.0])
 
 
+def test_hybrid_search_puts_a_named_equation_first(tmp_path, cache_path):
+    """A question that names "Equation (N)" gets that equation's passage (its number, the sentences around it and
+    the formula) first from the fused search, though other cells share its words; a question naming none keeps the
+    fused order, and a view searched alone is not touched."""
+    from support.sample_warehouse import WAREHOUSE_DDL
+
+    paper = "00000000-0000-0000-0000-000000000001"
+    warehouse = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute(WAREHOUSE_DDL)
+        passages = {
+            3: "Equation 3\nThe loss sums the token terms.\nL = \\sum_i \\ell_i\nwhere d is the margin of the loss.",
+            4: "Equation 4\nThe score of a pair.\ns = x \\cdot y\nwhere d is the width of the embedding.",
+        }
+        for number, passage in passages.items():
+            con.execute(
+                "insert into equations (equation_id, equation_content, equation_passage, ordinal, ref_paper_id) "
+                "values (?, ?, ?, ?, ?)",
+                [f"eq-{number}", passage.split("\n")[2], passage, number, paper],
+            )
+        for n in range(4):
+            con.execute(
+                "insert into chunks (chunk_id, text_content, ordinal, ref_paper_id) values (?, ?, ?, ?)",
+                [f"chunk-{n}", f"The paper defines d right after the equation, as the width of part {n}.", n, paper],
+            )
+        store = open_store(tmp_path / "vectors.db", cache_path)
+        try:
+            report = sync_warehouse(store, con)
+            assert not report.failures
+            scope = f"pdf_id == '{paper}'"
+            for number in (3, 4):
+                hits = search(
+                    store,
+                    f"Right after Equation ({number}), what does d stand for?",
+                    "text_hybrid",
+                    limit=5,
+                    filter=scope,
+                )
+                assert (hits[0].table_name, hits[0].primary_key) == ("equations", f"eq-{number}"), hits
+            unnamed = "Right after the equation, what does d stand for?"
+            assert [h.primary_key for h in search(store, unnamed, "text_hybrid", limit=5, filter=scope)] == [
+                h.primary_key for h in search(store, unnamed, "text_hybrid", limit=5, filter=scope, fusion="convex")
+            ]
+            alone = search(
+                store,
+                "Right after Equation (3), what is d?",
+                "text_hybrid",
+                "chunks",
+                "text_content",
+                limit=5,
+                filter=scope,
+            )
+            assert all(h.table_name == "chunks" for h in alone)
+        finally:
+            store.close()
+
+
 def test_hybrid_routes_and_coverage_weighting(synced, sample, monkeypatch):
     """The configured routes make hybrid's BM25 route the BM25 search itself; without them the hybrid collection's
     own fields answer; coverage weighting only ever lowers dense contributions, by the share of the cell seen."""
