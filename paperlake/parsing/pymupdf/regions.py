@@ -285,20 +285,16 @@ def _runs_into_caption(
     return not (other_below if direction == "down" else other_above)
 
 
-def _nearer_to_caption_beyond(
-    chosen: list[_Element],
+def _nearer_its_caption(
+    other: list[_Line],
     direction: str,
-    caption: list[_Line],
-    captions: list[list[_Line]],
     elements: list[_Element],
     claimed: set[int],
+    captions: list[list[_Line]],
     style: _DocumentStyle,
 ) -> bool:
-    """The content runs up to another caption that has content on its far side too, but nearer on this side: that
+    """``other``, a caption the content runs up to, has content on its far side too, but nearer on this side: that
     caption's float is the part next to it (a table captioned on top, over a figure whose caption is below)."""
-    other = _caption_beyond(chosen, direction, caption, captions)
-    if other is None:
-        return False
     toward = "down" if direction == "up" else "up"
     above, below = _both_sides(other, elements, claimed, captions, style)
     far, near = (above, below) if direction == "up" else (below, above)
@@ -384,7 +380,8 @@ def _grow_region(
     table_captions = [other for other in captions if _caption_kind(other) == "table"]
     if kind == "figure" and (
         _runs_into_caption(chosen, direction, caption, table_captions, elements, claimed, style)
-        or _nearer_to_caption_beyond(chosen, direction, caption, table_captions, elements, claimed, style)
+        or (beyond := _caption_beyond(chosen, direction, caption, table_captions)) is not None
+        and _nearer_its_caption(beyond, direction, elements, claimed, captions, style)
     ):
         nearer = _nearer_part(chosen, direction)  # figures claim first; leave a table its rows
         if len(nearer) == len(chosen) and directions == ("up",):
