@@ -44,6 +44,7 @@ PROBE_KIND = {
     "equation_symbol": "equation",
     "reference_author": "reference",
     "reference_citation": "reference",
+    "author_affiliation": "metadata",
 }
 QUESTIONS = REPO / "benchmarks" / "findable_questions.jsonl"
 

@@ -44,7 +44,7 @@ import polars as pl
 from paperlake.evaluation.needles import answer_needles, contains_needle
 from paperlake.parsing.citations import CITATION
 
-PROBES_VERSION = "probes-3"
+PROBES_VERSION = "probes-4"
 KINDS = (
     "table_cell",
     "sentence_number",
@@ -54,6 +54,7 @@ KINDS = (
     "reference_author",
     "reference_citation",
     "sentence_name",
+    "author_affiliation",
 )
 KIND_ELEMENT = {
     "table_cell": "table",
@@ -64,6 +65,7 @@ KIND_ELEMENT = {
     "reference_author": "metadata",
     "reference_citation": "metadata",
     "sentence_name": "text",
+    "author_affiliation": "metadata",
 }
 PER_PAPER = 16  # probes per paper at most, taken round-robin over the kinds
 MAX_NUMBER_SENTENCES = 2  # a number printed in more sentences than this is too common to prove anything
@@ -703,6 +705,49 @@ def _reference_citations(con: duckdb.DuckDBPyConnection, paper: PaperText) -> li
     return found
 
 
+_ORGANISATION = re.compile(
+    r"Universit|Institut|College|Inc\b|Corp|Lab\b|Labs\b|Laborator|Research|Academy|Cent(?:er|re)"
+)
+
+
+def _author_affiliations(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
+    """Where an author works, as the front matter prints it under their name (``metadata.author_affiliations``,
+    aligned with ``authors``): the organisation's name, without the city and country that may follow it."""
+    if not _has_column(con, "metadata", "author_affiliations") or not _has_column(con, "metadata", "front_matter"):
+        return []
+    rows = con.execute(
+        "select authors, author_affiliations from metadata where paper_id = ?", [paper.paper_id]
+    ).fetchall()
+    if not rows or not rows[0][0] or not rows[0][1]:
+        return []
+    found = []
+    for author, affiliations in zip(rows[0][0], rows[0][1]):
+        parts = [part.strip() for part in (affiliations or "").split(";")[0].split(",") if part.strip()]
+        # "Dept of Computer Science, Ben-Gurion University, Israel": the university, not the department
+        organisation = next((part for part in parts if _ORGANISATION.search(part)), parts[0] if parts else "")
+        if not author or len(organisation) < 3:
+            continue
+        question = _variant(
+            f"{paper.paper_id}|{author}",
+            (
+                "Which organisation is {author}, an author of the paper, affiliated with?",
+                "Where does {author}, one of the paper's authors, work according to the author list?",
+            ),
+        ).format(author=author)
+        found.append(
+            Candidate(
+                "author_affiliation",
+                question,
+                "the organisation's name as printed",
+                _phrase_evaluator(organisation, 90),
+                organisation,
+                {"table": "metadata", "column": "front_matter", "row_id": paper.paper_id, "page_number": 1},
+                author,
+            )
+        )
+    return found
+
+
 GENERATORS: dict[str, Callable[[duckdb.DuckDBPyConnection, PaperText], list[Candidate]]] = {
     "table_cell": _table_cells,
     "sentence_number": _sentence_numbers,
@@ -712,8 +757,10 @@ GENERATORS: dict[str, Callable[[duckdb.DuckDBPyConnection, PaperText], list[Cand
     "reference_author": _reference_authors,
     "reference_citation": _reference_citations,
     "sentence_name": _sentence_names,
+    "author_affiliation": _author_affiliations,
 }
 _PRIMARY_KEYS = {
+    "metadata": "paper_id",
     "table_cells": "cell_id",
     "chunks": "chunk_id",
     "images": "image_id",

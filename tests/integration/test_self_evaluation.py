@@ -60,6 +60,7 @@ def _row_text(settings, evidence) -> str:
         "images": "image_id",
         "equations": "equation_id",
         "reference": "reference_id",
+        "metadata": "paper_id",
     }
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         sql = f'select "{evidence["column"]}" from "{evidence["table"]}" where "{keys[evidence["table"]]}" = ?'
