@@ -58,11 +58,13 @@ class VectorBackend(Protocol):
         self,
         query: str,
         collection: str,
-        table_name: str,
-        column_name: str,
+        table_name: str | None,
+        column_name: str | None,
         filter: str = "",
         limit: int = 5,
-    ) -> list[Hit]: ...
+    ) -> list[Hit]:
+        """Top ``limit`` cells of ``collection``: of one view, or of every view when both names are None."""
+        ...
 
 
 @dataclass
@@ -177,7 +179,13 @@ class MilvusVectors:
         self._store.prepare_queries(queries)
 
     def search(
-        self, query: str, collection: str, table_name: str, column_name: str, filter: str = "", limit: int = 5
+        self,
+        query: str,
+        collection: str,
+        table_name: str | None,
+        column_name: str | None,
+        filter: str = "",
+        limit: int = 5,
     ) -> list[Hit]:
         try:
             hits = self._search(

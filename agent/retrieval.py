@@ -1,8 +1,9 @@
 """The first retrievals: what each method reads before (or instead of) asking the model, deterministic and
 without an LLM (the retrieval-only metrics score them), and their items written out as a prompt's context.
 
-Views of different collections or stores are interleaved by rank (their scores do not compare); a view the method's
-collection holds no vectors of is searched by BM25; without vectors, some fall back to keyword matching in SQL. HD-RAG's
+The views of one collection are ranked together by score (:func:`neural_items`); lists of different collections or
+stores are interleaved by rank (their scores do not compare); a view the method's collection holds no vectors of is
+searched by BM25; without vectors, some fall back to keyword matching in SQL. HD-RAG's
 ensemble over table lines is :mod:`agent.hdrag`."""
 
 from __future__ import annotations
@@ -100,23 +101,22 @@ def _vector_items(env: AgentEnv, task: Task, views: Sequence[tuple[str, str]], k
             searched = bm25.name
         hits = env.vectors.search(task.question, searched, table, column, scope, k)
         located = env.locate(table, [h.primary_key for h in hits if not h.bbox]) if hits else {}
-        ranked.append(
-            [
-                ContextItem(
-                    text=h.text or "",
-                    paper_id=str(h.pdf_id),
-                    page_number=h.page_number,
-                    table_name=h.table_name,
-                    column_name=h.column_name,
-                    row_id=str(h.primary_key),
-                    bbox=tuple(h.bbox) if h.bbox else located.get(str(h.primary_key), (None, None, None))[2],
-                    score=float(h.score),
-                    source=searched,
-                )
-                for h in hits
-            ]
-        )
+        ranked.append([_item(h, searched, located.get(str(h.primary_key), (None, None, None))[2]) for h in hits])
     return _interleave(ranked, k)
+
+
+def _item(hit: Any, source: str, located_bbox: tuple | None) -> ContextItem:
+    return ContextItem(
+        text=hit.text or "",
+        paper_id=str(hit.pdf_id),
+        page_number=hit.page_number,
+        table_name=hit.table_name,
+        column_name=hit.column_name,
+        row_id=str(hit.primary_key),
+        bbox=tuple(hit.bbox) if hit.bbox else located_bbox,
+        score=float(hit.score),
+        source=source,
+    )
 
 
 def _interleave(ranked: Sequence[Sequence[ContextItem]], k: int) -> list[ContextItem]:
@@ -262,15 +262,6 @@ def _formula_items(env: AgentEnv, task: Task, k: int) -> list[ContextItem]:
     return items
 
 
-NEURAL_VIEWS = (
-    ("chunks", "text_content"),
-    ("tables", "table_content"),
-    ("tables", "table_caption"),
-    ("images", "image_caption"),
-    ("images", "image_text"),
-    ("equations", "equation_content"),
-    ("equations", "equation_passage"),
-)
 # RECAP computes over header-addressed cells: the row and column lines name each value's headers.
 RECAP_VIEWS = (
     ("table_rows", "row_text"),
@@ -286,7 +277,44 @@ def classic_items(env: AgentEnv, task: Task, k: int) -> list[ContextItem]:
 
 
 def neural_items(env: AgentEnv, task: Task, k: int) -> list[ContextItem]:
-    return _vector_items(env, task, NEURAL_VIEWS, k)
+    """One ranking over every encodable text view of one collection (chunks, tables, figures and their words,
+    equations, references with their citing sentences, the front matter): within a collection and a query the
+    scores compare, so a view earns its place by its score, not by its turn. The configured collection if one is
+    set, else the hybrid one (BM25 and dense fused), else the classic one."""
+    if env.vectors is None:
+        raise BackendUnavailable("no vector collections: build them with the vector assets (paperlake ingest)")
+    collection = env.classic_collection() if env.default_collection else None
+    collection = collection or _hybrid_collection(env) or env.classic_collection()
+    if collection is None:
+        raise BackendUnavailable("no text vector collection is built")
+    papers = scope_papers(task, env)
+    scope = f"pdf_id in {quote_filter_list(papers)}" if papers else ""
+    # a figure's caption and words, a table's caption and content are one row each: ask for more, keep k rows
+    hits = env.vectors.search(task.question, collection, None, None, scope, 2 * k)
+    items: list[ContextItem] = []
+    seen: set[tuple[str, str]] = set()
+    for hit in hits:
+        if (hit.table_name, str(hit.primary_key)) in seen:
+            continue
+        seen.add((hit.table_name, str(hit.primary_key)))
+        items.append(_item(hit, collection, None))
+        if len(items) == k:
+            break
+    for table in {item.table_name for item in items if item.bbox is None}:
+        located = env.locate(table, [item.row_id for item in items if item.table_name == table and not item.bbox])
+        for item in items:
+            if item.table_name == table and item.bbox is None and item.row_id in located:
+                item.bbox = located[item.row_id][2]
+    return items
+
+
+def _hybrid_collection(env: AgentEnv) -> str | None:
+    """The text collection that fuses a BM25 and a dense route, when one is built."""
+    for info in env.collections():
+        metrics = {m.strip().upper() for m in info.metric.split(",")}
+        if info.modality == "text" and "BM25" in metrics and len(metrics) > 1:
+            return info.name
+    return None
 
 
 def hybrid_items(env: AgentEnv, task: Task, k: int) -> list[ContextItem]:

@@ -436,6 +436,20 @@ def test_first_retrieval_and_retrieval_only_metrics_need_no_llm(home: Path, env)
     assert first_retrieval("classic_rag", examples[1], env, 3)[0].paper_id == LORETTA
 
 
+def test_neural_first_retrieval_ranks_every_view_by_score(env) -> None:  # noqa: F811
+    """Not a turn per view: the front matter (no per-view list named it) and an equation come first when they
+    answer best."""
+    where = TASK | {"question": "Which university are Xinmeng Huang and Shuo Li affiliated with?"}
+    assert [(i.table_name, i.column_name) for i in first_retrieval("two_stage_neu_rag", where, env, 3)][0] == (
+        "metadata",
+        "front_matter",
+    )
+    formula = TASK | {"question": "RCE = sum |r_i - c_i|: what does the equation compute?"}
+    assert first_retrieval("two_stage_neu_rag", formula, env, 3)[0].table_name == "equations"
+    calls = env.vectors.calls[-1]
+    assert (calls["table_name"], calls["column_name"]) == (None, None) and CALIBRATION in calls["filter"]
+
+
 def test_retrieval_only_opens_the_stores_itself(home: Path) -> None:  # noqa: F811
     metrics = retrieval_only(
         [TASK | {"evaluator": {"eval_func": "eval_float_exact_match", "eval_kwargs": {"gold": 71.2}}}],

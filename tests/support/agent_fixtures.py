@@ -60,6 +60,7 @@ def _rows(home: Path) -> dict[str, list[dict[str, Any]]]:
                 "volume": "emnlp2024",
                 "venue": "emnlp2024",
                 "authors": ["Xinmeng Huang", "Shuo Li"],
+                "front_matter": "Xinmeng Huang, Shuo Li\nUniversity of Pennsylvania\nxinmengh@upenn.edu",
                 "pdf_path": str(pdf),
                 "bibtex": "@inproceedings{huang2024}",
             },
@@ -283,7 +284,13 @@ class FakeVectors:
         ]
 
     def search(
-        self, query: str, collection: str, table_name: str, column_name: str, filter: str = "", limit: int = 5
+        self,
+        query: str,
+        collection: str,
+        table_name: str | None,
+        column_name: str | None,
+        filter: str = "",
+        limit: int = 5,
     ) -> list[Hit]:
         self.calls.append(
             dict(
@@ -301,7 +308,7 @@ class FakeVectors:
         terms = set(re.findall(r"\w+", query.lower()))
         scored = []
         for entity in self.entities:
-            if (entity.table_name, entity.column_name) != (table_name, column_name):
+            if table_name is not None and (entity.table_name, entity.column_name) != (table_name, column_name):
                 continue
             if papers and entity.pdf_id not in papers:
                 continue
