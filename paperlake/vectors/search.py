@@ -214,8 +214,9 @@ def _search(
                 scales[index] = {str(raw["id"]): fraction for raw, fraction in zip(raws, fractions)}
             sources.append(route_spec.name)
         fused = fuse(routes, weights, fusion, store.config.rrf_k, scales)
-        if partitions is None:  # every view, or the equations' passages among them
-            fused = _named_first(fused, _named_equation_ids(store, sources, expression, query))
+        if partitions is None:  # every view: the equations' passages and the front matter among them
+            named = _named_equation_ids(store, sources, expression, query)
+            fused = _named_first(fused, named + _front_matter_ids(store, sources, expression, query))
         fused = fused[:limit]
         rows: dict[str, dict] = {}
         for source in dict.fromkeys(sources):
@@ -302,6 +303,54 @@ def _named_equation_ids(store: VectorStore, sources: list[str], expression: str,
 
 
 _NAMED_LIMIT = 1000  # equations' passages read to find the named ones (a paper has tens)
+
+# A question about where its authors work: an affiliation or an e-mail; an organisation of a kind that an author is
+# from, works at or belongs to ("which company released the model the authors fine-tune?" is not one); where a named
+# person works
+_AFFILIATION_WORD = re.compile(r"\baffiliat\w*|\be-?mail", re.IGNORECASE)
+_ORGANISATION_KIND = re.compile(
+    r"\b(?:organi[sz]ations?|institutions?|institutes?|universit(?:y|ies)|compan(?:y|ies)|labs?|laborator(?:y|ies)|"
+    r"departments?)\b",
+    re.IGNORECASE,
+)
+_AUTHOR_FROM = re.compile(r"\bauthors?\b[^?]*?\b(?:from|work\w*|based|belong\w*)\b", re.IGNORECASE)
+_PERSON_FROM = re.compile(r"\b(?:is|are)\s+[A-Z][\w'’-]+\s+[A-Z][\w'’-]+\s+(?:from|at|with)\b")
+_WHERE_SOMEONE_WORKS = re.compile(r"\b[Ww]here\b[^?]*?(?:\bauthors?\b|\b[A-Z][\w'’-]+\s+[A-Z][\w'’-]+)[^?]*\bwork")
+
+
+def _asks_affiliation(query: str) -> bool:
+    return bool(
+        _AFFILIATION_WORD.search(query)
+        or (_ORGANISATION_KIND.search(query) and (_AUTHOR_FROM.search(query) or _PERSON_FROM.search(query)))
+        or _WHERE_SOMEONE_WORKS.search(query)
+    )
+
+
+_FRONT_MATTER_VIEW = ("metadata", "front_matter")
+_CAPITALISED = re.compile(r"(?<=\s)[A-Z][\w\-'’]+")
+_FRONT_MATTER_UNNAMED = 3  # front matters put first when the question names nobody in them: a few papers' at most
+
+
+def _front_matter_ids(store: VectorStore, sources: list[str], expression: str, query: str) -> list[str]:
+    """For a question about affiliations, the front matter (authors, affiliations, e-mails) within the search's
+    filter that names a person the question names; when none does, the front matter of the filter's papers if they
+    are a few. Neither route ranks it first: the question's words are "affiliated" and a name, and the name is
+    printed in the references and their citing sentences too, often more than once."""
+    if not sources or not _asks_affiliation(query):
+        return []
+    table, column = _FRONT_MATTER_VIEW
+    view = f"table_name == {quote_literal(table)} and column_name == {quote_literal(column)}"
+    rows = store.client.query(
+        sources[0],
+        filter=f"({expression}) and {view}" if expression else view,
+        output_fields=["text"],
+        limit=_NAMED_LIMIT,
+    )
+    names = set(_CAPITALISED.findall(query))
+    named = [str(row["id"]) for row in rows if names & set(re.findall(r"[\w\-'’]+", row.get("text") or ""))]
+    if named:
+        return named
+    return [str(row["id"]) for row in rows] if expression and len(rows) <= _FRONT_MATTER_UNNAMED else []
 
 
 def _named_first(fused: list[tuple[str, float]], named: list[str]) -> list[tuple[str, float]]:

@@ -399,6 +399,54 @@ def test_hybrid_search_puts_a_named_equation_first(tmp_path, cache_path):
             store.close()
 
 
+def test_hybrid_search_puts_the_front_matter_first_for_an_affiliation(tmp_path, cache_path):
+    """A question about where a named author works gets the front matter that names them first from the fused
+    search, though the references and their citing sentences repeat the name; other questions keep the fused order."""
+    from paperlake.vectors.search import _asks_affiliation
+    from support.sample_warehouse import WAREHOUSE_DDL
+
+    papers = ["00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000002"]
+    warehouse = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute(WAREHOUSE_DDL)
+        for index, (paper, author) in enumerate(zip(papers, ["Ana Ruiz", "Bo Chen"])):
+            con.execute(
+                "insert into metadata (paper_id, title, front_matter) values (?, ?, ?)",
+                [paper, f"Paper {index}", f"{author}, Carla Diaz\nUniversity of Lisbon {index}\n{author[:2]}@ul.pt"],
+            )
+            for n in range(4):
+                con.execute(
+                    "insert into reference (reference_id, reference_content, citing_context, ordinal, ref_paper_id) "
+                    "values (?, ?, ?, ?, ?)",
+                    [
+                        f"ref-{index}-{n}",
+                        f"{author} and Dan Wu. 202{n}. Tagging organisations affiliated with authors {n}. In ACL.",
+                        f"{author} et al. (202{n}) tag which organisation an author is affiliated with.",
+                        n,
+                        paper,
+                    ],
+                )
+        store = open_store(tmp_path / "vectors.db", cache_path)
+        try:
+            report = sync_warehouse(store, con)
+            assert not report.failures
+            for paper, author in zip(papers, ["Ana Ruiz", "Bo Chen"]):
+                question = f"Which organisation is {author}, an author of the paper, affiliated with?"
+                scoped = search(store, question, "text_hybrid", limit=5, filter=f"pdf_id == '{paper}'")
+                assert (scoped[0].table_name, scoped[0].column_name) == ("metadata", "front_matter"), scoped
+                everywhere = search(store, question, "text_hybrid", limit=5)
+                assert everywhere[0].column_name == "front_matter" and everywhere[0].pdf_id == paper, everywhere
+            # questions that name an organisation or a person without asking where someone works are left alone
+            for other in (
+                "Which company released the model the authors fine-tune?",
+                "Which method for tagging organisations did Ana Ruiz propose?",
+                "Where does the method work best?",
+            ):
+                assert not _asks_affiliation(other)
+        finally:
+            store.close()
+
+
 def test_hybrid_routes_and_coverage_weighting(synced, sample, monkeypatch):
     """The configured routes make hybrid's BM25 route the BM25 search itself; without them the hybrid collection's
     own fields answer; coverage weighting only ever lowers dense contributions, by the share of the cell seen."""
