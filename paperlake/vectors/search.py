@@ -216,6 +216,7 @@ def _search(
         fused = fuse(routes, weights, fusion, store.config.rrf_k, scales)
         if partitions is None:  # every view: the equations' passages and the front matter among them
             named = _named_equation_ids(store, sources, expression, query)
+            named += _named_figure_ids(store, sources, expression, query, [key for key, _ in fused])
             fused = _named_first(fused, named + _front_matter_ids(store, sources, expression, query))
         fused = fused[:limit]
         rows: dict[str, dict] = {}
@@ -303,6 +304,74 @@ def _named_equation_ids(store: VectorStore, sources: list[str], expression: str,
 
 
 _NAMED_LIMIT = 1000  # equations' passages read to find the named ones (a paper has tens)
+
+_FIGURE_REFERENCE = re.compile(r"\b(?:figure|fig\.)\s*(\d{1,3})\b", re.IGNORECASE)
+_NAMED_FIGURES = 3  # figures put first for a question that names one: those of a few papers at most
+
+
+def _named_figure_ids(
+    store: VectorStore, sources: list[str], expression: str, query: str, ranked: list[str]
+) -> list[str]:
+    """The cells of every figure the question names by its number ("Figure 3", "Fig. 3"), within the search's
+    filter, when that leaves a few figures (one paper's, as a rule): neither route ranks them first, since the
+    question's other words often describe the figure as its caption does not, or quote one of its labels. A figure's
+    caption and words are ordered by what the question quotes, then by the question's words each has and the other
+    lacks, then by the fused order (``ranked``); else the caption comes first."""
+    numbers = list(dict.fromkeys(match.group(1) for match in _FIGURE_REFERENCE.finditer(query)))
+    if not numbers or not sources:
+        return []
+    captions = "table_name == 'images' and column_name == 'image_caption'"
+    rows = store.client.query(
+        sources[0],
+        filter=f"({expression}) and {captions}" if expression else captions,
+        output_fields=["text", "primary_key"],
+        limit=_NAMED_LIMIT,
+    )
+    wanted = [
+        row["primary_key"]
+        for number in numbers
+        for row in rows
+        if re.match(rf"(?:figure|fig\.)\s*{number}\b", (row.get("text") or "").strip(), re.IGNORECASE)
+    ]
+    if not wanted or len(wanted) > _NAMED_FIGURES:
+        return []
+    cells = store.client.query(
+        sources[0],
+        filter=f"table_name == 'images' and primary_key in [{', '.join(quote_literal(key) for key in wanted)}]",
+        output_fields=["primary_key", "column_name", "text"],
+        limit=_NAMED_LIMIT,
+    )
+    words = _words(query)
+    quoted = [q.lower() for q in _QUOTED.findall(query) if q.strip()]
+    own = {}  # per cell: the question's quoted strings it prints, then its words that the figure's other cells lack
+    for row in cells:
+        others = set().union(
+            *(_words(o.get("text") or "") for o in cells if o is not row and o["primary_key"] == row["primary_key"])
+        )
+        text = row.get("text") or ""
+        own[str(row["id"])] = (
+            sum(q in " ".join(text.lower().split()) for q in quoted),
+            len((words & _words(text)) - others),
+        )
+    rank = {key: index for index, key in enumerate(ranked)}
+    order = {"image_caption": 0, "image_text": 1}
+    cells.sort(
+        key=lambda row: (
+            wanted.index(row["primary_key"]),
+            tuple(-n for n in own[str(row["id"])]),
+            rank.get(str(row["id"]), len(rank)),
+            order.get(row["column_name"], 2),
+        )
+    )
+    return [str(row["id"]) for row in cells]
+
+
+_QUOTED = re.compile(r"[“\"]([^”\"]{1,80})[”\"]")
+
+
+def _words(text: str) -> set[str]:
+    return {word for word in re.findall(r"\w[\w'’-]*", text.lower()) if len(word) > 2}
+
 
 # A question about where its authors work: an affiliation or an e-mail; an organisation of a kind that an author is
 # from, works at or belongs to ("which company released the model the authors fine-tune?" is not one); where a named

@@ -399,6 +399,57 @@ def test_hybrid_search_puts_a_named_equation_first(tmp_path, cache_path):
             store.close()
 
 
+def test_hybrid_search_puts_a_named_figure_first(tmp_path, cache_path):
+    """A question that names "Figure N" gets that figure's cells first from the fused search, though the running
+    text shares its words: the words inside it first when the question quotes one of them, the caption first when
+    the question describes what the figure shows."""
+    from support.sample_warehouse import WAREHOUSE_DDL
+
+    papers = ["00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000002"]
+    warehouse = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute(WAREHOUSE_DDL)
+        for paper in papers:
+            for number, (caption, words) in enumerate(
+                [
+                    ("Loss curves of the three runs during training.", "Loss\n0.5 1.0 1.5\nSteps\nbaseline ours"),
+                    ("Recall of each retriever on the held-out queries.", "Recall\nBM25 Dense Hybrid\n0.6 0.8"),
+                ],
+                start=1,
+            ):
+                con.execute(
+                    "insert into images (image_id, image_caption, image_text, ordinal, ref_paper_id) "
+                    "values (?, ?, ?, ?, ?)",
+                    [f"img-{paper[-1]}-{number}", f"Figure {number}: {caption}", words, number, paper],
+                )
+            for n in range(4):
+                con.execute(
+                    "insert into chunks (chunk_id, text_content, ordinal, ref_paper_id) values (?, ?, ?, ?)",
+                    [
+                        f"chunk-{paper[-1]}-{n}",
+                        f"What Figure 1 and Figure 2 show: the label that follows BM25 is the best, and the loss "
+                        f"curves of the training runs show what the recall of the retriever is, in part {n}.",
+                        n,
+                        paper,
+                    ],
+                )
+        store = open_store(tmp_path / "vectors.db", cache_path)
+        try:
+            report = sync_warehouse(store, con)
+            assert not report.failures
+            scope = f"pdf_id == '{papers[0]}'"
+            quoted = search(store, "In Figure 2, what label follows “BM25”?", "text_hybrid", limit=5, filter=scope)
+            assert [(h.primary_key, h.column_name) for h in quoted[:2]] == [
+                ("img-1-2", "image_text"),
+                ("img-1-2", "image_caption"),
+            ], quoted
+            described = "What does Figure 1 show about the loss curves of the training runs?"
+            hits = search(store, described, "text_hybrid", limit=5, filter=scope)
+            assert (hits[0].primary_key, hits[0].column_name) == ("img-1-1", "image_caption"), hits
+        finally:
+            store.close()
+
+
 def test_hybrid_search_puts_the_front_matter_first_for_an_affiliation(tmp_path, cache_path):
     """A question about where a named author works gets the front matter that names them first from the fused
     search, though the references and their citing sentences repeat the name; other questions keep the fused order."""
