@@ -289,17 +289,23 @@ def neural_items(env: AgentEnv, task: Task, k: int) -> list[ContextItem]:
         raise BackendUnavailable("no text vector collection is built")
     papers = scope_papers(task, env)
     scope = f"pdf_id in {quote_filter_list(papers)}" if papers else ""
-    # a figure's caption and words, a table's caption and content are one row each: ask for more, keep k rows
+    # a figure's caption and words, a table's caption and content are one row each: ask for more, keep k rows, a
+    # row's cells as one item (its best-ranked cell's place, their texts joined)
     hits = env.vectors.search(task.question, collection, None, None, scope, 2 * k)
     items: list[ContextItem] = []
-    seen: set[tuple[str, str]] = set()
+    rows: dict[tuple[str, str], ContextItem] = {}
     for hit in hits:
-        if (hit.table_name, str(hit.primary_key)) in seen:
+        row = (hit.table_name, str(hit.primary_key))
+        if row in rows:
+            item = rows[row]
+            if hit.text and hit.text not in item.text:
+                item.text = f"{item.text}\n{hit.text}"
+                item.column_name = f"{item.column_name},{hit.column_name}"
             continue
-        seen.add((hit.table_name, str(hit.primary_key)))
-        items.append(_item(hit, collection, None))
         if len(items) == k:
-            break
+            continue
+        rows[row] = _item(hit, collection, None)
+        items.append(rows[row])
     for table in {item.table_name for item in items if item.bbox is None}:
         located = env.locate(table, [item.row_id for item in items if item.table_name == table and not item.bbox])
         for item in items:

@@ -6,14 +6,17 @@ the paper filter on (``pdf_id`` = the question's paper), top 5, through ``paperl
 fusion). A question counts as found at k when one of the first k hits' text bears its answer (the needles of
 ``paperlake.evaluation.needles``, as the self-evaluation scores).
 
-Two question sets:
+The question sets:
 
 - ``probes``: the home's offline probes (``paperlake.evaluation.probes``: generated from the warehouse, every kind,
   the evidence row checked to hold the answer), grouped by the kind of view that holds the answer;
 - ``written``: ``benchmarks/findable_questions.jsonl``, questions written by hand from the PDFs of the sample's
-  naacl2024 volume, each with its paper, kind and the answer string as printed.
+  naacl2024 volume, each with its paper, kind and the answer string as printed;
+- ``heldout_tables`` (with ``--heldout-home``): ``benchmarks/heldout_table_questions.jsonl``, table questions from
+  the gold tables of synthetic papers no method was tuned on (``benchmarks/heldout_tables.py``), over the home that
+  holds those papers.
 
-    python benchmarks/findable.py [--home DIR] [--ingest] [--out benchmarks/results/findable.json]
+    python benchmarks/findable.py [--home DIR] [--ingest] [--heldout-home DIR] [--out benchmarks/results/findable.json]
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ PROBE_KIND = {
     "author_affiliation": "metadata",
 }
 QUESTIONS = REPO / "benchmarks" / "findable_questions.jsonl"
+HELDOUT_TABLES = REPO / "benchmarks" / "heldout_table_questions.jsonl"
 
 
 def score(store, questions: list[dict], k: int = 5) -> dict:
@@ -115,12 +119,36 @@ def written_questions(settings) -> list[dict]:
     return questions
 
 
+def heldout_table_questions() -> list[dict]:
+    """benchmarks/heldout_table_questions.jsonl (written from synthetic papers' gold tables), as table questions."""
+    questions = []
+    for line in HELDOUT_TABLES.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            example = json.loads(line)
+            answer = example["evidence"]["text"]  # the value as printed
+            questions.append(
+                {
+                    "question": example["question"],
+                    "paper_id": example["anchor_pdf"][0],
+                    "answer": answer,
+                    "kind": "table",
+                }
+            )
+    return questions
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, default=Path(os.environ.get("PAPERLAKE_HOME", "data")))
     parser.add_argument("--ingest", action="store_true", help="ingest the sample corpus into --home first")
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "findable.json")
+    parser.add_argument(
+        "--heldout-home",
+        type=Path,
+        help="a home holding the synthetic papers of benchmarks/heldout_tables.py: its table questions are scored "
+        "too, as the set heldout_tables",
+    )
     args = parser.parse_args()
 
     from paperlake.config import Settings
@@ -141,12 +169,16 @@ def main() -> None:
         "hybrid": {"fusion": config.fusion, "weights": list(config.hybrid_weights)},
         "sets": {},
     }
-    with VectorStore(settings.milvus_uri) as store:
-        for name, questions in sets.items():
+    homes = {name: settings for name in sets}
+    if args.heldout_home:
+        heldout = Settings.from_env(home=args.heldout_home.resolve())
+        sets["heldout_tables"], homes["heldout_tables"] = heldout_table_questions(), heldout
+    for name, questions in sets.items():
+        with VectorStore(homes[name].milvus_uri) as store:
             results["sets"][name] = score(store, questions)
-            for route, kinds in results["sets"][name]["by_route"].items():
-                cells = "  ".join(f"{kind} {v['recall_at_5']:.2f} ({v['questions']})" for kind, v in kinds.items())
-                print(f"{name:8s} {route:7s} {cells}")
+        for route, kinds in results["sets"][name]["by_route"].items():
+            cells = "  ".join(f"{kind} {v['recall_at_5']:.2f} ({v['questions']})" for kind, v in kinds.items())
+            print(f"{name:8s} {route:7s} {cells}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"written: {args.out}")

@@ -448,6 +448,11 @@ def test_neural_first_retrieval_ranks_every_view_by_score(env) -> None:  # noqa:
     assert first_retrieval("two_stage_neu_rag", formula, env, 3)[0].table_name == "equations"
     calls = env.vectors.calls[-1]
     assert (calls["table_name"], calls["column_name"]) == (None, None) and CALIBRATION in calls["filter"]
+    # a figure's caption and the words inside it, both ranked, are one item holding both
+    figure = TASK | {"question": "What word error rate of DD2 and NV1 does Figure 3 show?"}
+    items = [i for i in first_retrieval("two_stage_neu_rag", figure, env, 3) if i.table_name == "images"]
+    assert len(items) == 1 and "WER of DD2" in items[0].text and "12.4" in items[0].text, items
+    assert items[0].column_name in ("image_caption,image_text", "image_text,image_caption")
 
 
 def test_retrieval_only_opens_the_stores_itself(home: Path) -> None:  # noqa: F811
