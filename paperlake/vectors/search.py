@@ -215,8 +215,10 @@ def _search(
             sources.append(route_spec.name)
         fused = fuse(routes, weights, fusion, store.config.rrf_k, scales)
         if partitions is None:  # every view: the equations' passages and the front matter among them
+            fused = _quoted_first(store, sources, fused, query)
             named = _named_equation_ids(store, sources, expression, query)
             named += _named_figure_ids(store, sources, expression, query, [key for key, _ in fused])
+            named += _named_table_ids(store, sources, expression, query, fused)
             fused = _named_first(fused, named + _front_matter_ids(store, sources, expression, query))
         fused = fused[:limit]
         rows: dict[str, dict] = {}
@@ -304,6 +306,77 @@ def _named_equation_ids(store: VectorStore, sources: list[str], expression: str,
 
 
 _NAMED_LIMIT = 1000  # equations' passages read to find the named ones (a paper has tens)
+
+_QUOTED_DEPTH = 20  # fused candidates whose texts are read for the strings a question quotes
+
+
+def _quoted_first(
+    store: VectorStore, sources: list[str], fused: list[tuple[str, float]], query: str
+) -> list[tuple[str, float]]:
+    """Among the first fused candidates, those printing more of the strings the question quotes ("the label
+    “Threshold”") first, the fused order kept otherwise: a quoted string is asked for as it is printed, which
+    neither route holds to (BM25 weighs its words as any others, the dense route hardly sees them)."""
+    quoted = [" ".join(q.lower().split()) for q in _QUOTED.findall(query) if q.strip()]
+    if not quoted or not fused or not sources:
+        return fused
+    head = fused[:_QUOTED_DEPTH]
+    texts = {
+        str(row["id"]): " ".join((row.get("text") or "").lower().split())
+        for row in store.client.get(sources[0], ids=[key for key, _ in head], output_fields=["text"])
+    }
+    printed = {key: sum(q in texts.get(key, "") for q in quoted) for key, _ in head}
+    if not any(printed.values()):
+        return fused
+    top = fused[0][1]
+    reordered = sorted(head, key=lambda pair: -printed[pair[0]])  # stable: the fused order within each count
+    return [(key, top + printed[key] * 1e-7 if printed[key] else score) for key, score in reordered] + fused[
+        _QUOTED_DEPTH:
+    ]
+
+
+_TABLE_REFERENCE = re.compile(r"\b(?:table|tab\.)\s*([A-Z]?\d{1,3}(?:\.\d{1,2})?)\b", re.IGNORECASE)
+_TABLE_VIEWS = ("tables", "table_rows", "table_columns")
+
+
+def _named_table_ids(
+    store: VectorStore, sources: list[str], expression: str, query: str, fused: list[tuple[str, float]]
+) -> list[str]:
+    """The cells of every table the question names by its number ("Table 2", "Tab. 2", "Table A.1"), within the
+    search's filter, when that leaves a few tables (one paper's, as a rule): its row and column lines among the
+    first fused candidates, in the fused order, then its content (every cell of it). Short cells elsewhere that
+    share the question's labels (a plot's legend, a sentence naming the same model) otherwise outrank them."""
+    numbers = list(dict.fromkeys(match.group(1) for match in _TABLE_REFERENCE.finditer(query)))
+    if not numbers or not sources:
+        return []
+    captions = "table_name == 'tables' and column_name == 'table_caption'"
+    rows = store.client.query(
+        sources[0],
+        filter=f"({expression}) and {captions}" if expression else captions,
+        output_fields=["text", "primary_key"],
+        limit=_NAMED_LIMIT,
+    )
+    labels = [re.compile(rf"(?:table|tab\.)\s*{re.escape(number)}\b", re.IGNORECASE) for number in numbers]
+    wanted = [row["primary_key"] for label in labels for row in rows if label.match((row.get("text") or "").strip())]
+    if not wanted or len(wanted) > _NAMED_FIGURES:
+        return []
+    head = [key for key, _ in fused[:_QUOTED_DEPTH]]
+    lines = [
+        str(row["id"])
+        for row in store.client.get(sources[0], ids=head, output_fields=["text", "table_name"])
+        if row.get("table_name") in _TABLE_VIEWS[1:]
+        and any(label.match((row.get("text") or "").strip()) for label in labels)
+    ]
+    lines.sort(key=head.index)
+    contents = store.client.query(
+        sources[0],
+        filter=f"table_name == 'tables' and column_name == 'table_content' and primary_key in "
+        f"[{', '.join(quote_literal(key) for key in wanted)}]",
+        output_fields=["primary_key"],
+        limit=_NAMED_LIMIT,
+    )
+    contents.sort(key=lambda row: wanted.index(row["primary_key"]))
+    return lines[:2] + [str(row["id"]) for row in contents]
+
 
 _FIGURE_REFERENCE = re.compile(r"\b(?:figure|fig\.)\s*(\d{1,3})\b", re.IGNORECASE)
 _NAMED_FIGURES = 3  # figures put first for a question that names one: those of a few papers at most

@@ -450,6 +450,71 @@ def test_hybrid_search_puts_a_named_figure_first(tmp_path, cache_path):
             store.close()
 
 
+def test_hybrid_search_puts_a_named_table_first(tmp_path, cache_path):
+    """A question that names "Table N" gets that table's matching row line, then its content, first from the fused
+    search, though a figure's legend and the running text share its labels."""
+    from support.sample_warehouse import WAREHOUSE_DDL
+
+    paper = "00000000-0000-0000-0000-000000000001"
+    warehouse = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute(WAREHOUSE_DDL)
+        tables = {
+            1: ("Accuracy on the dev set.", {"GPT-2": 61.3, "BERT": 58.2}),
+            2: ("EM on the test set.", {"GPT-2": 94.2, "BERT": 90.1}),
+        }
+        for number, (caption, values) in tables.items():
+            cells = "".join(f"<tr><td>{model}</td><td>{value}</td></tr>" for model, value in values.items())
+            con.execute(
+                "insert into tables (table_id, table_caption, table_content, ordinal, ref_paper_id) "
+                "values (?, ?, ?, ?, ?)",
+                [
+                    f"tab-{number}",
+                    f"Table {number}: {caption}",
+                    f"<table><tr><th>Model</th><th>EM</th></tr>{cells}</table>",
+                    number,
+                    paper,
+                ],
+            )
+            for index, (model, value) in enumerate(values.items()):
+                con.execute(
+                    "insert into table_rows (row_id, row_text, row_index, ref_table_id, ref_paper_id) "
+                    "values (?, ?, ?, ?, ?)",
+                    [
+                        f"row-{number}-{index}",
+                        f"Table {number}: {caption} | Row: {model} | EM: {value}",
+                        index,
+                        f"tab-{number}",
+                        paper,
+                    ],
+                )
+        con.execute(
+            "insert into images (image_id, image_caption, image_text, ordinal, ref_paper_id) values (?, ?, ?, ?, ?)",
+            ["img-1", "Figure 1: Training loss.", "EM\nGPT-2  BERT\nTable", 1, paper],
+        )
+        for n in range(3):
+            con.execute(
+                "insert into chunks (chunk_id, text_content, ordinal, ref_paper_id) values (?, ?, ?, ?)",
+                [
+                    f"chunk-{n}",
+                    f"Table 2 shows the EM of GPT-2 and BERT; what GPT-2 is in Table 2 matters, part {n}.",
+                    n,
+                    paper,
+                ],
+            )
+        store = open_store(tmp_path / "vectors.db", cache_path)
+        try:
+            report = sync_warehouse(store, con)
+            assert not report.failures
+            hits = search(
+                store, "What is the EM of GPT-2 in Table 2?", "text_hybrid", limit=5, filter=f"pdf_id == '{paper}'"
+            )
+            assert hits[0].table_name in ("table_rows", "tables") and "94.2" in hits[0].text, hits
+            assert any(h.table_name == "tables" and h.primary_key == "tab-2" for h in hits[:3]), hits
+        finally:
+            store.close()
+
+
 def test_hybrid_search_puts_the_front_matter_first_for_an_affiliation(tmp_path, cache_path):
     """A question about where a named author works gets the front matter that names them first from the fused
     search, though the references and their citing sentences repeat the name; other questions keep the fused order."""
