@@ -515,6 +515,40 @@ def test_hybrid_search_puts_a_named_table_first(tmp_path, cache_path):
             store.close()
 
 
+def test_hybrid_search_puts_what_prints_a_quoted_string_first(tmp_path, cache_path):
+    """Among the first fused candidates, the cells printing the question's quoted string come first, though others
+    have its words more often, apart."""
+    from support.sample_warehouse import WAREHOUSE_DDL
+
+    paper = "00000000-0000-0000-0000-000000000001"
+    warehouse = tmp_path / "warehouse.duckdb"
+    texts = [
+        "The rank is low when the low layers share a rank; the rank of low layers, rank by rank.",
+        "Rank and low: the layers of low cost keep their rank, and the rank stays low.",
+        "Our adapters are low rank.",
+        "The training loss of the adapters.",
+    ]
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute(WAREHOUSE_DDL)
+        for n, text in enumerate(texts):
+            con.execute(
+                "insert into chunks (chunk_id, text_content, ordinal, ref_paper_id) values (?, ?, ?, ?)",
+                [f"chunk-{n}", text, n, paper],
+            )
+        store = open_store(tmp_path / "vectors.db", cache_path)
+        try:
+            report = sync_warehouse(store, con)
+            assert not report.failures
+            scope = f"pdf_id == '{paper}'"
+            plain = search(store, "Which layers have a low rank?", "text_hybrid", limit=4, filter=scope)
+            assert plain[0].primary_key != "chunk-2", plain  # the words apart outrank the phrase
+            quoted = search(store, "Which layers are “low rank”?", "text_hybrid", limit=4, filter=scope)
+            assert quoted[0].primary_key == "chunk-2", quoted
+            assert [h.score for h in quoted] == sorted((h.score for h in quoted), reverse=True)
+        finally:
+            store.close()
+
+
 def test_hybrid_search_puts_the_front_matter_first_for_an_affiliation(tmp_path, cache_path):
     """A question about where a named author works gets the front matter that names them first from the fused
     search, though the references and their citing sentences repeat the name; other questions keep the fused order."""
