@@ -290,14 +290,7 @@ def _named_equation_ids(store: VectorStore, sources: list[str], expression: str,
     numbers = list(dict.fromkeys(match.group(1) for match in _EQUATION_REFERENCE.finditer(query)))
     if not numbers or not sources:
         return []
-    table, column = _EQUATION_VIEW
-    view = f"table_name == {quote_literal(table)} and column_name == {quote_literal(column)}"
-    rows = store.client.query(
-        sources[0],
-        filter=f"({expression}) and {view}" if expression else view,
-        output_fields=["text"],
-        limit=_NAMED_LIMIT,
-    )
+    rows = _view_cells(store, sources[0], expression, *_EQUATION_VIEW)
     heads = {
         str(row["id"]): (row.get("text") or "").split("\n", 1)[0].replace("(", "").replace(")", "").strip()
         for row in rows
@@ -338,6 +331,17 @@ _TABLE_REFERENCE = re.compile(r"\b(?:table|tab\.)\s*([A-Z]?\d{1,3}(?:\.\d{1,2})?
 _TABLE_VIEWS = ("tables", "table_rows", "table_columns")
 
 
+def _view_cells(store: VectorStore, source: str, expression: str, table: str, column: str) -> list[dict]:
+    """Every cell of one view within the search's filter: its id, text and row's primary key."""
+    view = f"table_name == {quote_literal(table)} and column_name == {quote_literal(column)}"
+    return store.client.query(
+        source,
+        filter=f"({expression}) and {view}" if expression else view,
+        output_fields=["text", "primary_key"],
+        limit=_NAMED_LIMIT,
+    )
+
+
 def _named_table_ids(
     store: VectorStore, sources: list[str], expression: str, query: str, fused: list[tuple[str, float]]
 ) -> list[str]:
@@ -348,13 +352,7 @@ def _named_table_ids(
     numbers = list(dict.fromkeys(match.group(1) for match in _TABLE_REFERENCE.finditer(query)))
     if not numbers or not sources:
         return []
-    captions = "table_name == 'tables' and column_name == 'table_caption'"
-    rows = store.client.query(
-        sources[0],
-        filter=f"({expression}) and {captions}" if expression else captions,
-        output_fields=["text", "primary_key"],
-        limit=_NAMED_LIMIT,
-    )
+    rows = _view_cells(store, sources[0], expression, "tables", "table_caption")
     labels = [re.compile(rf"(?:table|tab\.)\s*{re.escape(number)}\b", re.IGNORECASE) for number in numbers]
     wanted = [row["primary_key"] for label in labels for row in rows if label.match((row.get("text") or "").strip())]
     if not wanted or len(wanted) > _NAMED_FIGURES:
@@ -393,13 +391,7 @@ def _named_figure_ids(
     numbers = list(dict.fromkeys(match.group(1) for match in _FIGURE_REFERENCE.finditer(query)))
     if not numbers or not sources:
         return []
-    captions = "table_name == 'images' and column_name == 'image_caption'"
-    rows = store.client.query(
-        sources[0],
-        filter=f"({expression}) and {captions}" if expression else captions,
-        output_fields=["text", "primary_key"],
-        limit=_NAMED_LIMIT,
-    )
+    rows = _view_cells(store, sources[0], expression, "images", "image_caption")
     wanted = [
         row["primary_key"]
         for number in numbers
@@ -480,14 +472,7 @@ def _front_matter_ids(store: VectorStore, sources: list[str], expression: str, q
     printed in the references and their citing sentences too, often more than once."""
     if not sources or not _asks_affiliation(query):
         return []
-    table, column = _FRONT_MATTER_VIEW
-    view = f"table_name == {quote_literal(table)} and column_name == {quote_literal(column)}"
-    rows = store.client.query(
-        sources[0],
-        filter=f"({expression}) and {view}" if expression else view,
-        output_fields=["text"],
-        limit=_NAMED_LIMIT,
-    )
+    rows = _view_cells(store, sources[0], expression, *_FRONT_MATTER_VIEW)
     names = set(_CAPITALISED.findall(query))
     named = [str(row["id"]) for row in rows if names & set(re.findall(r"[\w\-'’]+", row.get("text") or ""))]
     if named:
