@@ -12,6 +12,9 @@ The question sets:
   the evidence row checked to hold the answer), grouped by the kind of view that holds the answer;
 - ``written``: ``benchmarks/findable_questions.jsonl``, questions written by hand from the PDFs of the sample's
   naacl2024 volume, each with its paper, kind and the answer string as printed;
+- ``written_later``: ``benchmarks/findable_questions_later.jsonl``, 17 more written by hand from emnlp2024's PDFs
+  after the named-object rules of ``paperlake.vectors.search`` were chosen, each worded apart from the text it asks
+  about (no quoted strings, few of the answer sentence's words);
 - ``heldout_tables`` (with ``--heldout-home``): ``benchmarks/heldout_table_questions.jsonl``, table questions from
   the gold tables of synthetic papers no method was tuned on (``benchmarks/heldout_tables.py``), over the home that
   holds those papers.
@@ -51,6 +54,8 @@ PROBE_KIND = {
 }
 QUESTIONS = REPO / "benchmarks" / "findable_questions.jsonl"
 HELDOUT_TABLES = REPO / "benchmarks" / "heldout_table_questions.jsonl"
+# written by hand from emnlp2024's PDFs after the named-object rules of paperlake.vectors.search, paraphrasing
+LATER_QUESTIONS = REPO / "benchmarks" / "findable_questions_later.jsonl"
 
 
 def score(store, questions: list[dict], k: int = 5) -> dict:
@@ -105,14 +110,14 @@ def probe_questions(settings) -> list[dict]:
     return questions
 
 
-def written_questions(settings) -> list[dict]:
-    """The hand-written questions, their paper ids looked up by paper key in the warehouse."""
+def written_questions(settings, path: Path = QUESTIONS) -> list[dict]:
+    """The hand-written questions of ``path``, their paper ids looked up by paper key in the warehouse."""
     import duckdb
 
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         ids = dict(con.execute("select paper_key, paper_id::varchar from metadata").fetchall())
     questions = []
-    for line in QUESTIONS.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8").splitlines():
         if line.strip():
             row = json.loads(line)
             questions.append(row | {"paper_id": ids[row["paper_key"]]})
@@ -160,7 +165,11 @@ def main() -> None:
         from orchestration.run import ingest
 
         ingest([args.shared / "corpus" / "inbox"], settings)
-    sets = {"probes": probe_questions(settings), "written": written_questions(settings)}
+    sets = {
+        "probes": probe_questions(settings),
+        "written": written_questions(settings),
+        "written_later": written_questions(settings, LATER_QUESTIONS),
+    }
     config = load_config()
     results = {
         "what": "answer-bearing recall of the first 1 and 5 hits over every text view, the paper filter on, per "

@@ -229,7 +229,10 @@ def _search(
                     (str(row["id"]), row) for row in store.client.get(source, ids=missing, output_fields=output_fields)
                 )
         # a cell deleted between the two calls (a concurrent re-sync) is dropped rather than reported without fields
-        return [_hit(spec, "fused", {**rows[key], "distance": score}) for key, score in fused if key in rows]
+        found = [(key, score) for key, score in fused if key in rows]
+        if partitions is None:  # every view: a citing sentence brings the entry it cites
+            found = _entries_after_citations(store, sources[0], found, rows, output_fields, limit)
+        return [_hit(spec, "fused", {**rows[key], "distance": score}) for key, score in found]
     vector = spec.vectors[0]
     results = store.client.search(
         spec.name,
@@ -374,6 +377,49 @@ def _named_table_ids(
     )
     contents.sort(key=lambda row: wanted.index(row["primary_key"]))
     return lines[:2] + [str(row["id"]) for row in contents]
+
+
+_CITING_VIEW = ("reference", "citing_context")
+_ENTRY_VIEW = ("reference", "reference_content")
+
+
+def _entries_after_citations(
+    store: VectorStore,
+    source: str,
+    found: list[tuple[str, float]],
+    rows: dict[str, dict],
+    output_fields: list[str],
+    limit: int,
+) -> list[tuple[str, float]]:
+    """Each reference's entry right after its citing sentences' hit (``reference.citing_context``), at that hit's
+    score, when the entry is not among the hits: a question names a cited work by what the paper does with it,
+    which is the citing sentence, and asks who or what it is, which is the entry. Cut back to ``limit``."""
+    citing = {
+        key: rows[key]["primary_key"]
+        for key, _ in found
+        if (rows[key].get("table_name"), rows[key].get("column_name")) == _CITING_VIEW
+    }
+    if not citing:
+        return found
+    table, column = _ENTRY_VIEW
+    entries = store.client.query(
+        source,
+        filter=f"table_name == {quote_literal(table)} and column_name == {quote_literal(column)} and primary_key in "
+        f"[{', '.join(quote_literal(key) for key in dict.fromkeys(citing.values()))}]",
+        output_fields=output_fields,
+        limit=_NAMED_LIMIT,
+    )
+    entry_of = {row["primary_key"]: row for row in entries}
+    present = {key for key, _ in found}
+    result: list[tuple[str, float]] = []
+    for key, score in found:
+        result.append((key, score))
+        entry = entry_of.get(citing.get(key))
+        if entry is not None and str(entry["id"]) not in present:
+            rows[str(entry["id"])] = entry
+            present.add(str(entry["id"]))
+            result.append((str(entry["id"]), score))
+    return result[:limit]
 
 
 _FIGURE_REFERENCE = re.compile(r"\b(?:figure|fig\.)\s*(\d{1,3})\b", re.IGNORECASE)

@@ -549,6 +549,55 @@ def test_hybrid_search_puts_what_prints_a_quoted_string_first(tmp_path, cache_pa
             store.close()
 
 
+def test_a_citing_sentence_brings_its_entry(tmp_path, cache_path):
+    """A question that names a cited work by what the paper does with it finds the citing sentence; the entry it
+    cites (who and what) follows it at its score, within the limit."""
+    from support.sample_warehouse import WAREHOUSE_DDL
+
+    paper = "00000000-0000-0000-0000-000000000001"
+    warehouse = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(warehouse)) as con:
+        con.execute(WAREHOUSE_DDL)
+        entries = [
+            (
+                "Zhuoshi Pan and Qianhui Wu. 2024. LLMLingua-2: data distillation. In ACL.",
+                "We split sentences with the SpaCy toolkit following Pan et al. (2024).",
+            ),
+            ("Ana Ruiz. 2021. Retrieval for questions. In EMNLP.", "Retrieval helps open questions (Ruiz, 2021)."),
+            (
+                "Bo Chen. 2020. Reading comprehension at scale. In ACL.",
+                "Reading comprehension was studied at scale (Chen, 2020).",
+            ),
+        ]
+        for n, (entry, citing) in enumerate(entries):
+            con.execute(
+                "insert into reference (reference_id, reference_content, citing_context, ordinal, ref_paper_id) "
+                "values (?, ?, ?, ?, ?)",
+                [f"ref-{n}", entry, citing, n, paper],
+            )
+        for n in range(3):
+            con.execute(
+                "insert into chunks (chunk_id, text_content, ordinal, ref_paper_id) values (?, ?, ?, ?)",
+                [f"chunk-{n}", f"We split the documents into sentences before retrieval, part {n}.", n, paper],
+            )
+        store = open_store(tmp_path / "vectors.db", cache_path)
+        try:
+            report = sync_warehouse(store, con)
+            assert not report.failures
+            question = "Whose work do the authors follow when they split sentences with SpaCy?"
+            hits = search(store, question, "text_hybrid", limit=3, filter=f"pdf_id == '{paper}'")
+            assert len(hits) == 3
+            assert [(h.primary_key, h.column_name) for h in hits[:2]] == [
+                ("ref-0", "citing_context"),
+                ("ref-0", "reference_content"),
+            ], hits
+            assert hits[0].score == hits[1].score and "Zhuoshi Pan" in hits[1].text
+            alone = search(store, question, "text_hybrid", "reference", "citing_context", limit=3)
+            assert all(h.column_name == "citing_context" for h in alone)  # a view searched alone is left as it is
+        finally:
+            store.close()
+
+
 def test_hybrid_search_puts_the_front_matter_first_for_an_affiliation(tmp_path, cache_path):
     """A question about where a named author works gets the front matter that names them first from the fused
     search, though the references and their citing sentences repeat the name; other questions keep the fused order."""
