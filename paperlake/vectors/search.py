@@ -303,7 +303,8 @@ def _named_equation_ids(store: VectorStore, sources: list[str], expression: str,
 
 _NAMED_LIMIT = 1000  # equations' passages read to find the named ones (a paper has tens)
 
-_QUOTED_DEPTH = 20  # fused candidates whose texts are read for the strings a question quotes
+_QUOTED_DEPTH = 20  # fused candidates whose texts are read (quoted strings, a named table's lines)
+_NAMED_OBJECTS = 3  # objects put first for a question that names them: those of a few papers at most
 
 
 def _quoted_first(
@@ -312,12 +313,12 @@ def _quoted_first(
     """Among the first fused candidates, those printing more of the strings the question quotes ("the label
     “Threshold”") first, the fused order kept otherwise: a quoted string is asked for as it is printed, which
     neither route holds to (BM25 weighs its words as any others, the dense route hardly sees them)."""
-    quoted = [" ".join(q.lower().split()) for q in _QUOTED.findall(query) if q.strip()]
+    quoted = _quoted_strings(query)
     if not quoted or not fused or not sources:
         return fused
     head = fused[:_QUOTED_DEPTH]
     texts = {
-        str(row["id"]): " ".join((row.get("text") or "").lower().split())
+        str(row["id"]): _flat(row.get("text") or "")
         for row in store.client.get(sources[0], ids=[key for key, _ in head], output_fields=["text"])
     }
     printed = {key: sum(q in texts.get(key, "") for q in quoted) for key, _ in head}
@@ -358,7 +359,7 @@ def _named_table_ids(
     rows = _view_cells(store, sources[0], expression, "tables", "table_caption")
     labels = [re.compile(rf"(?:table|tab\.)\s*{re.escape(number)}\b", re.IGNORECASE) for number in numbers]
     wanted = [row["primary_key"] for label in labels for row in rows if label.match((row.get("text") or "").strip())]
-    if not wanted or len(wanted) > _NAMED_FIGURES:
+    if not wanted or len(wanted) > _NAMED_OBJECTS:
         return []
     head = [key for key, _ in fused[:_QUOTED_DEPTH]]
     lines = [
@@ -423,7 +424,6 @@ def _entries_after_citations(
 
 
 _FIGURE_REFERENCE = re.compile(r"\b(?:figure|fig\.)\s*(\d{1,3})\b", re.IGNORECASE)
-_NAMED_FIGURES = 3  # figures put first for a question that names one: those of a few papers at most
 
 
 def _named_figure_ids(
@@ -444,7 +444,7 @@ def _named_figure_ids(
         for row in rows
         if re.match(rf"(?:figure|fig\.)\s*{number}\b", (row.get("text") or "").strip(), re.IGNORECASE)
     ]
-    if not wanted or len(wanted) > _NAMED_FIGURES:
+    if not wanted or len(wanted) > _NAMED_OBJECTS:
         return []
     cells = store.client.query(
         sources[0],
@@ -453,7 +453,7 @@ def _named_figure_ids(
         limit=_NAMED_LIMIT,
     )
     words = _words(query)
-    quoted = [q.lower() for q in _QUOTED.findall(query) if q.strip()]
+    quoted = _quoted_strings(query)
     own = {}  # per cell: the question's quoted strings it prints, then its words that the figure's other cells lack
     for row in cells:
         others = set().union(
@@ -461,7 +461,7 @@ def _named_figure_ids(
         )
         text = row.get("text") or ""
         own[str(row["id"])] = (
-            sum(q in " ".join(text.lower().split()) for q in quoted),
+            sum(q in _flat(text) for q in quoted),
             len((words & _words(text)) - others),
         )
     rank = {key: index for index, key in enumerate(ranked)}
@@ -478,6 +478,15 @@ def _named_figure_ids(
 
 
 _QUOTED = re.compile(r"[“\"]([^”\"]{1,80})[”\"]")
+
+
+def _quoted_strings(query: str) -> list[str]:
+    """The strings a question quotes, as :func:`_flat` writes texts."""
+    return [_flat(q) for q in _QUOTED.findall(query) if q.strip()]
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.lower().split())
 
 
 def _words(text: str) -> set[str]:
@@ -508,22 +517,21 @@ def _asks_affiliation(query: str) -> bool:
 
 _FRONT_MATTER_VIEW = ("metadata", "front_matter")
 _CAPITALISED = re.compile(r"(?<=\s)[A-Z][\w\-'’]+")
-_FRONT_MATTER_UNNAMED = 3  # front matters put first when the question names nobody in them: a few papers' at most
 
 
 def _front_matter_ids(store: VectorStore, sources: list[str], expression: str, query: str) -> list[str]:
     """For a question about affiliations, the front matter (authors, affiliations, e-mails) within the search's
-    filter that names a person the question names; when none does, the front matter of the filter's papers if they
-    are a few. Neither route ranks it first: the question's words are "affiliated" and a name, and the name is
-    printed in the references and their citing sentences too, often more than once."""
+    filter that names a person the question names, if a few do; when none does, the front matter of the filter's
+    papers if they are a few. Neither route ranks it first: the question's words are "affiliated" and a name, and
+    the name is printed in the references and their citing sentences too, often more than once."""
     if not sources or not _asks_affiliation(query):
         return []
     rows = _view_cells(store, sources[0], expression, *_FRONT_MATTER_VIEW)
     names = set(_CAPITALISED.findall(query))
     named = [str(row["id"]) for row in rows if names & set(re.findall(r"[\w\-'’]+", row.get("text") or ""))]
-    if named:
-        return named
-    return [str(row["id"]) for row in rows] if expression and len(rows) <= _FRONT_MATTER_UNNAMED else []
+    if named:  # a name many front matters print ("University" in "Besides Stanford University, …") picks none
+        return named if len(named) <= _NAMED_OBJECTS else []
+    return [str(row["id"]) for row in rows] if expression and len(rows) <= _NAMED_OBJECTS else []
 
 
 def _named_first(fused: list[tuple[str, float]], named: list[str]) -> list[tuple[str, float]]:
