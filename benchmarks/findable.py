@@ -15,6 +15,9 @@ The question sets:
 - ``written_later``: ``benchmarks/findable_questions_later.jsonl``, 17 more written by hand from emnlp2024's PDFs
   after the named-object rules of ``paperlake.vectors.search`` were chosen, each worded apart from the text it asks
   about (no quoted strings, few of the answer sentence's words);
+- ``written_heldout``: ``benchmarks/findable_questions_heldout.jsonl``, 48 questions on the seven emnlp2024 papers no
+  other set asks about, written by helpers who saw the PDFs only (not the retrieval, the rules or the other sets),
+  committed before any route was scored on them;
 - ``heldout_tables`` (with ``--heldout-home``): ``benchmarks/heldout_table_questions.jsonl``, table questions from
   the gold tables of synthetic papers no method was tuned on (``benchmarks/heldout_tables.py``), over the home that
   holds those papers.
@@ -56,6 +59,8 @@ QUESTIONS = REPO / "benchmarks" / "findable_questions.jsonl"
 HELDOUT_TABLES = REPO / "benchmarks" / "heldout_table_questions.jsonl"
 # written by hand from emnlp2024's PDFs after the named-object rules of paperlake.vectors.search, paraphrasing
 LATER_QUESTIONS = REPO / "benchmarks" / "findable_questions_later.jsonl"
+# written from the PDFs of the emnlp2024 papers no other set asks about, by writers who never saw the retrieval
+HELDOUT_QUESTIONS = REPO / "benchmarks" / "findable_questions_heldout.jsonl"
 
 
 def score(store, questions: list[dict], k: int = 5) -> dict:
@@ -65,9 +70,17 @@ def score(store, questions: list[dict], k: int = 5) -> dict:
 
     found = {route: defaultdict(lambda: [0, 0, 0]) for route in ROUTES}  # kind -> [at 1, at k, asked]
     missed: dict[str, list[str]] = {route: [] for route in ROUTES}
+    stored = defaultdict(lambda: [0, 0])  # kind -> [the answer is in one of the paper's cells, asked]
+    texts: dict[str, list[str]] = {}
     for question in questions:
         needles = answer_needles(question["answer"])
         scope = f'pdf_id == "{question["paper_id"]}"'
+        if question["paper_id"] not in texts:
+            texts[question["paper_id"]] = [row.get("text") or "" for row in _cells(store, scope)]
+        held = any(contains_needle(text, n) for text in texts[question["paper_id"]] for n in needles)
+        for kind in (question["kind"], "all"):
+            stored[kind][0] += held
+            stored[kind][1] += 1
         for route, collection in ROUTES.items():
             hits = search(store, question["question"], collection, filter=scope, limit=k)
             bearing = [any(contains_needle(hit.text or "", n) for n in needles) for hit in hits]
@@ -84,7 +97,23 @@ def score(store, questions: list[dict], k: int = 5) -> dict:
         }
         for route, kinds in found.items()
     }
-    return {"by_route": table, "missed": missed}
+    return {
+        "stored": {kind: round(held / n, 3) for kind, (held, n) in sorted(stored.items())},
+        "by_route": table,
+        "missed": missed,
+    }
+
+
+def _cells(store, scope: str) -> list[dict]:
+    """Every encodable text cell of one paper (the BM25 collection holds them all), paged past Milvus's query cap."""
+    collection, rows, offset = ROUTES["bm25"], [], 0
+    store.load(collection)
+    while True:
+        page = store.client.query(collection, filter=scope, output_fields=["text"], limit=5000, offset=offset)
+        rows += page
+        if len(page) < 5000:
+            return rows
+        offset += len(page)
 
 
 def probe_questions(settings) -> list[dict]:
@@ -169,6 +198,7 @@ def main() -> None:
         "probes": probe_questions(settings),
         "written": written_questions(settings),
         "written_later": written_questions(settings, LATER_QUESTIONS),
+        "written_heldout": written_questions(settings, HELDOUT_QUESTIONS),
     }
     config = load_config()
     results = {
@@ -185,6 +215,8 @@ def main() -> None:
     for name, questions in sets.items():
         with VectorStore(homes[name].milvus_uri) as store:
             results["sets"][name] = score(store, questions)
+        stored = results["sets"][name]["stored"]
+        print(f"{name:8s} stored  " + "  ".join(f"{kind} {share:.2f}" for kind, share in stored.items()))
         for route, kinds in results["sets"][name]["by_route"].items():
             cells = "  ".join(f"{kind} {v['recall_at_5']:.2f} ({v['questions']})" for kind, v in kinds.items())
             print(f"{name:8s} {route:7s} {cells}")

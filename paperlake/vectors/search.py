@@ -183,43 +183,22 @@ def _search(
         # Each route returns ids and scores only (one light field: Milvus Lite assembles every output field of every
         # candidate in Python, so fetching the text of 2 x depth candidates cost more than both searches); the fused
         # top ``limit`` are then fetched by primary key, which every collection shares.
-        pairs = _routes(store, spec)
-        routes: list[list[tuple[str, float]]] = [[] for _ in pairs]
-        scales: list = [None] * len(pairs)
-        sources = []
-        for index, (route_spec, vector) in enumerate(pairs):
-            route_partitions = partitions
-            if partitions is not None:
-                route_partition = store.view_partition(route_spec.name, table_name, column_name, create=False)
-                if route_partition is None:
-                    continue
-                route_partitions = [route_partition]
-            store.load(route_spec.name)
-            seen = vector.kind == "dense" and store.config.coverage_weighting and route_spec.modality == "text"
-            found = store.client.search(
-                route_spec.name,
-                data=[_query_vector(store, vector, query)],
-                anns_field=vector.field,
-                search_params={"params": dict(vector.search_params)},
-                filter=expression,
-                limit=depth,
-                output_fields=["text"] if seen else ["pdf_id"],
-                partition_names=route_partitions,
-            )
-            raws = found[0] if found else []
-            routes[index] = [(str(raw["id"]), _score(vector.metric, float(raw["distance"]))) for raw in raws]
-            if seen and raws:
-                texts = [(raw.get("entity", raw).get("text") or "") for raw in raws]
-                fractions = store.encoders.get(vector.encoder).seen_fractions(texts)
-                scales[index] = {str(raw["id"]): fraction for raw, fraction in zip(raws, fractions)}
-            sources.append(route_spec.name)
-        fused = fuse(routes, weights, fusion, store.config.rrf_k, scales)
+        fused, sources = _route_and_fuse(
+            store, spec, query, expression, partitions, table_name, column_name, depth, weights, fusion
+        )
         if partitions is None:  # every view: the equations' passages and the front matter among them
             fused = _quoted_first(store, sources, fused, query)
             named = _named_equation_ids(store, sources, expression, query)
             named += _named_figure_ids(store, sources, expression, query, [key for key, _ in fused])
             named += _named_table_ids(store, sources, expression, query, fused)
-            fused = _named_first(fused, named + _front_matter_ids(store, sources, expression, query))
+            named += _cited_entry_ids(store, sources, expression, query)
+            named += _front_matter_ids(store, sources, expression, query)
+            for asks, views, cells in _INTENTS:
+                if not named and asks.search(query):
+                    within = f"({expression}) and {views}" if expression else views
+                    best, _ = _route_and_fuse(store, spec, query, within, None, None, None, depth, weights, fusion)
+                    fused = _second(fused, [key for key, _ in best[:cells]])
+            fused = _named_first(fused, named)
         fused = fused[:limit]
         rows: dict[str, dict] = {}
         for source in dict.fromkeys(sources):
@@ -230,8 +209,8 @@ def _search(
                 )
         # a cell deleted between the two calls (a concurrent re-sync) is dropped rather than reported without fields
         found = [(key, score) for key, score in fused if key in rows]
-        if partitions is None:  # every view: a citing sentence brings the entry it cites
-            found = _entries_after_citations(store, sources[0], found, rows, output_fields, limit)
+        if partitions is None:  # every view: a citing sentence brings the entry it cites, a caption its figure's words
+            found = _companions_after(store, sources[0], found, rows, output_fields, limit)
         return [_hit(spec, "fused", {**rows[key], "distance": score}) for key, score in found]
     vector = spec.vectors[0]
     results = store.client.search(
@@ -245,6 +224,52 @@ def _search(
         partition_names=partitions,
     )
     return [_hit(spec, vector.metric, raw) for raw in (results[0] if results else [])]
+
+
+def _route_and_fuse(
+    store: VectorStore,
+    spec: CollectionSpec,
+    query: str,
+    expression: str,
+    partitions: list[str] | None,
+    table_name: str | None,
+    column_name: str | None,
+    depth: int,
+    weights: Sequence[float],
+    fusion: str,
+) -> tuple[list[tuple[str, float]], list[str]]:
+    """Each route's ``depth`` best (ids and scores), fused; and the collections searched."""
+    pairs = _routes(store, spec)
+    routes: list[list[tuple[str, float]]] = [[] for _ in pairs]
+    scales: list = [None] * len(pairs)
+    sources = []
+    for index, (route_spec, vector) in enumerate(pairs):
+        route_partitions = partitions
+        if partitions is not None:
+            route_partition = store.view_partition(route_spec.name, table_name, column_name, create=False)
+            if route_partition is None:
+                continue
+            route_partitions = [route_partition]
+        store.load(route_spec.name)
+        seen = vector.kind == "dense" and store.config.coverage_weighting and route_spec.modality == "text"
+        found = store.client.search(
+            route_spec.name,
+            data=[_query_vector(store, vector, query)],
+            anns_field=vector.field,
+            search_params={"params": dict(vector.search_params)},
+            filter=expression,
+            limit=depth,
+            output_fields=["text"] if seen else ["pdf_id"],
+            partition_names=route_partitions,
+        )
+        raws = found[0] if found else []
+        routes[index] = [(str(raw["id"]), _score(vector.metric, float(raw["distance"]))) for raw in raws]
+        if seen and raws:
+            texts = [(raw.get("entity", raw).get("text") or "") for raw in raws]
+            fractions = store.encoders.get(vector.encoder).seen_fractions(texts)
+            scales[index] = {str(raw["id"]): fraction for raw, fraction in zip(raws, fractions)}
+        sources.append(route_spec.name)
+    return fuse(routes, weights, fusion, store.config.rrf_k, scales), sources
 
 
 def fuse(
@@ -382,9 +407,11 @@ def _named_table_ids(
 
 _CITING_VIEW = ("reference", "citing_context")
 _ENTRY_VIEW = ("reference", "reference_content")
+# a cell's hit brings its row's companion cell: a citing sentence its reference entry, a caption its figure's words
+_COMPANIONS = {_CITING_VIEW: _ENTRY_VIEW, ("images", "image_caption"): ("images", "image_text")}
 
 
-def _entries_after_citations(
+def _companions_after(
     store: VectorStore,
     source: str,
     found: list[tuple[str, float]],
@@ -392,38 +419,92 @@ def _entries_after_citations(
     output_fields: list[str],
     limit: int,
 ) -> list[tuple[str, float]]:
-    """Each reference's entry right after its citing sentences' hit (``reference.citing_context``), at that hit's
-    score, when the entry is not among the hits: a question names a cited work by what the paper does with it,
-    which is the citing sentence, and asks who or what it is, which is the entry. Cut back to ``limit``."""
-    citing = {
-        key: rows[key]["primary_key"]
-        for key, _ in found
-        if (rows[key].get("table_name"), rows[key].get("column_name")) == _CITING_VIEW
-    }
-    if not citing:
+    """Each hit of a view with a companion (:data:`_COMPANIONS`) followed by its row's companion cell, at the hit's
+    score, when the companion is not among the hits; cut back to ``limit``. A question names a cited work by what
+    the paper does with it, which is the citing sentence, and asks who or what it is, which is the entry; it names
+    a figure by what it shows, which is the caption, and asks what it prints, which is the figure's words."""
+    wanted: dict[str, tuple[tuple[str, str], str]] = {}
+    for key, _ in found:
+        view = (rows[key].get("table_name"), rows[key].get("column_name"))
+        if view in _COMPANIONS:
+            wanted[key] = (_COMPANIONS[view], rows[key]["primary_key"])
+    if not wanted:
         return found
-    table, column = _ENTRY_VIEW
-    entries = store.client.query(
-        source,
-        filter=f"table_name == {quote_literal(table)} and column_name == {quote_literal(column)} and primary_key in "
-        f"[{', '.join(quote_literal(key) for key in dict.fromkeys(citing.values()))}]",
-        output_fields=output_fields,
-        limit=_NAMED_LIMIT,
-    )
-    entry_of = {row["primary_key"]: row for row in entries}
+    companion_of: dict[tuple[tuple[str, str], str], dict] = {}
+    for view in dict.fromkeys(companion for companion, _ in wanted.values()):
+        keys = [primary for companion, primary in wanted.values() if companion == view]
+        table, column = view
+        for row in store.client.query(
+            source,
+            filter=f"table_name == {quote_literal(table)} and column_name == {quote_literal(column)} and "
+            f"primary_key in [{', '.join(quote_literal(key) for key in dict.fromkeys(keys))}]",
+            output_fields=output_fields,
+            limit=_NAMED_LIMIT,
+        ):
+            companion_of[(view, row["primary_key"])] = row
     present = {key for key, _ in found}
     result: list[tuple[str, float]] = []
     for key, score in found:
         result.append((key, score))
-        entry = entry_of.get(citing.get(key))
-        if entry is not None and str(entry["id"]) not in present:
-            rows[str(entry["id"])] = entry
-            present.add(str(entry["id"]))
-            result.append((str(entry["id"]), score))
+        companion = companion_of.get(wanted.get(key))
+        if companion is not None and str(companion["id"]) not in present:
+            rows[str(companion["id"])] = companion
+            present.add(str(companion["id"]))
+            result.append((str(companion["id"]), score))
     return result[:limit]
 
 
+# a citation as papers print it: "He et al., 2021", "He et al. (2021)", "Yu and Ananiadou, 2024b", "(Speer, 2022)"
+_CITATION = re.compile(
+    r"\b([A-Z][\w'’-]+)(?:\s+et\s+al\.?,?|\s+(?:and|&)\s+[A-Z][\w'’-]+,?|,)\s*\(?((?:19|20)\d\d)([a-z]?)\)?(?!\d)"
+)
+
+
+def _cited_entry_ids(store: VectorStore, sources: list[str], expression: str, query: str) -> list[str]:
+    """The reference entries, within the search's filter, of the works the question cites as the paper does ("the
+    NLI model (He et al., 2021)"), when that leaves a few: an entry holds the surname and the year, but is one short
+    cell among many that print the same surname (its citing sentences, the page of the bibliography)."""
+    citations = list(dict.fromkeys(_CITATION.findall(query)))
+    if not citations or not sources:
+        return []
+    rows = _view_cells(store, sources[0], expression, *_ENTRY_VIEW)
+    named = []
+    for surname, year, suffix in citations:
+        printed = re.compile(rf"\b{re.escape(year)}{suffix or '[a-z]?'}\b")
+        matches = [
+            str(row["id"])
+            for row in rows
+            if re.search(rf"\b{re.escape(surname)}\b", row.get("text") or "") and printed.search(row.get("text") or "")
+        ]
+        if len(matches) <= _NAMED_OBJECTS:
+            named += matches
+    return named
+
+
 _FIGURE_REFERENCE = re.compile(r"\b(?:figure|fig\.)\s*(\d{1,3})\b", re.IGNORECASE)
+
+
+# A question about what a figure shows, the figure not named by its number: a plot, a chart, a diagram, a legend, an
+# axis ("the bar chart of …", "the legend of the overview diagram"). "Figure" alone is not one: "what figure does the
+# paper report" asks for a number.
+_ASKS_FIGURE = re.compile(
+    r"\b(?:plots?|plotted|charts?|diagrams?|legends?|ax[ie]s|heat ?maps?|histograms?|curves?|panels?|bars?|"
+    r"scatter|violin|illustrations?)\b",
+    re.IGNORECASE,
+)
+# A question about a cited work: what the paper cites, borrows or follows, a prior or earlier work, whose idea it is
+_ASKS_CITED = re.compile(
+    r"\b(?:cit(?:e|es|ed|ing|ations?)|prior|earlier|previous|whose|"
+    r"(?:which|what)\s+(?:\w+\s+)?(?:paper|work|study|software|toolkit|library|release|textbook|book)'?s?)\b",
+    re.IGNORECASE,
+)
+# Per intent, the views whose best cells follow the first hit, and how many: the words such a question asks about are
+# a few short labels or one entry, which longer passages sharing the question's other words outrank; the citing
+# sentences bring their entries after them (:data:`_COMPANIONS`), the captions their figure's words
+_INTENTS = (
+    (_ASKS_FIGURE, "table_name == 'images'", 2),
+    (_ASKS_CITED, "table_name == 'reference' and column_name == 'citing_context'", 1),
+)
 
 
 def _named_figure_ids(
@@ -532,6 +613,16 @@ def _front_matter_ids(store: VectorStore, sources: list[str], expression: str, q
     if named:  # a name many front matters print ("University" in "Besides Stanford University, …") picks none
         return named if len(named) <= _NAMED_OBJECTS else []
     return [str(row["id"]) for row in rows] if expression and len(rows) <= _NAMED_OBJECTS else []
+
+
+def _second(fused: list[tuple[str, float]], cells: list[str]) -> list[tuple[str, float]]:
+    """``cells`` right after the fused first (at its score), then the fused order: their view's best, brought up
+    without displacing the best of every view."""
+    if not fused or not cells:
+        return fused
+    first, top = fused[0]
+    lifted = [(key, top) for key in cells if key != first]
+    return [fused[0], *lifted] + [(key, score) for key, score in fused[1:] if key not in set(cells)]
 
 
 def _named_first(fused: list[tuple[str, float]], named: list[str]) -> list[tuple[str, float]]:

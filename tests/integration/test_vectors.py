@@ -598,6 +598,145 @@ def test_a_citing_sentence_brings_its_entry(tmp_path, cache_path):
             store.close()
 
 
+def test_a_caption_brings_its_figures_words(tmp_path, cache_path):
+    """A question that describes a figure finds its caption; the words printed inside the figure (what it asks
+    about) follow the caption at its score, within the limit, though they share none of the question's words."""
+    from support.sample_warehouse import WAREHOUSE_DDL
+
+    paper = "00000000-0000-0000-0000-000000000001"
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as con:
+        con.execute(WAREHOUSE_DDL)
+        for number, (caption, words) in enumerate(
+            [
+                ("The four stages of the pipeline that answers a question.", "Draft\nVerify\nRevise\nSubmit"),
+                ("Recall of each retriever on held-out queries.", "Recall\nBM25 Dense Hybrid\n0.6 0.8"),
+            ],
+            start=1,
+        ):
+            con.execute(
+                "insert into images (image_id, image_caption, image_text, ordinal, ref_paper_id) "
+                "values (?, ?, ?, ?, ?)",
+                [f"img-{number}", f"Figure {number}: {caption}", words, number, paper],
+            )
+        for n in range(4):
+            con.execute(
+                "insert into chunks (chunk_id, text_content, ordinal, ref_paper_id) values (?, ?, ?, ?)",
+                [f"chunk-{n}", f"Each question passes through the pipeline in stages, part {n}.", n, paper],
+            )
+        store = open_store(tmp_path / "vectors.db", cache_path)
+        try:
+            assert not sync_warehouse(store, con).failures
+            question = "Which step opens the four-stage pipeline that answers a question?"
+            hits = search(store, question, "text_hybrid", limit=3, filter=f"pdf_id == '{paper}'")
+            keys = [(h.primary_key, h.column_name) for h in hits]
+            assert len(hits) == 3 and ("img-1", "image_text") in keys, hits
+            caption = keys.index(("img-1", "image_caption"))
+            assert keys[caption + 1] == ("img-1", "image_text") and hits[caption].score == hits[caption + 1].score
+        finally:
+            store.close()
+
+
+def test_a_cited_work_named_as_the_paper_cites_it_comes_first(tmp_path, cache_path):
+    """A question that cites a work as papers do ("(He et al., 2021)", "Yu and Ananiadou (2024b)") gets that work's
+    reference entry first: the surname and the year, not another entry of the same author, not the running text
+    that cites it too."""
+    from support.sample_warehouse import WAREHOUSE_DDL
+
+    paper = "00000000-0000-0000-0000-000000000001"
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as con:
+        con.execute(WAREHOUSE_DDL)
+        entries = [
+            "Pengcheng He, Xiaodong Liu, and Weizhu Chen. 2021. Deberta: decoding-enhanced bert.",
+            "Pengcheng He and Jianfeng Gao. 2019. A study of natural language inference models.",
+            "Zeping Yu and Sophia Ananiadou. 2024a. In-context heads as towers.",
+            "Zeping Yu and Sophia Ananiadou. 2024b. Neuron-level knowledge attribution.",
+        ]
+        for n, entry in enumerate(entries):
+            con.execute(
+                "insert into reference (reference_id, reference_content, ordinal, ref_paper_id) values (?, ?, ?, ?)",
+                [f"ref-{n}", entry, n, paper],
+            )
+        texts = [  # the running text cites both works of each author; the bibliography page prints every entry
+            "The NLI model (He et al., 2021) scores the affinities between sampled responses; an NLI model of He and "
+            "Gao (2019) is weaker, part {n}.",
+            "References. Pengcheng He, Xiaodong Liu, and Weizhu Chen. 2021. Deberta. Pengcheng He and Jianfeng Gao. "
+            "2019. A study of natural language inference models. Zeping Yu and Sophia Ananiadou. 2024a. In-context "
+            "heads. Zeping Yu and Sophia Ananiadou. 2024b. Neuron-level knowledge attribution, page {n}.",
+            "We take the importance score of Yu and Ananiadou (2024b) for each neuron, as Yu and Ananiadou (2024a) do "
+            "for heads, part {n}.",
+        ]
+        for n, text in enumerate(text.format(n=n) for text in texts for n in range(3)):
+            con.execute(
+                "insert into chunks (chunk_id, text_content, ordinal, ref_paper_id) values (?, ?, ?, ?)",
+                [f"chunk-{n}", text, n, paper],
+            )
+        store = open_store(tmp_path / "vectors.db", cache_path)
+        try:
+            assert not sync_warehouse(store, con).failures
+            scope = f"pdf_id == '{paper}'"
+            nli = "Which NLI model (He et al., 2021) scores the affinities?"
+            assert search(store, nli, "text_hybrid", limit=3, filter=scope)[0].primary_key == "ref-0"
+            score = "What importance score, Yu and Ananiadou (2024b), is taken for each neuron?"
+            assert search(store, score, "text_hybrid", limit=3, filter=scope)[0].primary_key == "ref-3"
+            plain = search(store, "Which NLI model scores the affinities?", "text_hybrid", limit=3, filter=scope)
+            assert plain[0].table_name == "chunks"  # no citation in the question: the fused order is left as it is
+        finally:
+            store.close()
+
+
+def test_a_question_about_a_plot_or_a_cited_work_lifts_that_views_best_to_second(tmp_path, cache_path):
+    """A question that asks what a plot or diagram shows (not named by its number), or which work the paper cites
+    or follows, gets the best cells of the figures, or of the citing sentences, right after the first hit: they are
+    short, and passages that share more of the question's words outrank them. The first hit stays first."""
+    from support.sample_warehouse import WAREHOUSE_DDL
+
+    paper = "00000000-0000-0000-0000-000000000001"
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as con:
+        con.execute(WAREHOUSE_DDL)
+        con.execute(
+            "insert into images (image_id, image_caption, image_text, ordinal, ref_paper_id) values (?, ?, ?, ?, ?)",
+            ["img-1", "Figure 1: Accuracy by model size.", "Gaze Duration\nfirst pass  total", 1, paper],
+        )
+        con.execute(
+            "insert into reference (reference_id, reference_content, citing_context, ordinal, ref_paper_id) "
+            "values (?, ?, ?, ?, ?)",
+            ["ref-1", "Robyn Speer. 2022. wordfreq: v3.0.", "Counts come from Speer (2022).", 1, paper],
+        )
+        for n in range(8):
+            con.execute(
+                "insert into chunks (chunk_id, text_content, ordinal, ref_paper_id) values (?, ?, ?, ?)",
+                [
+                    f"chunk-{n}",
+                    f"The per-language results of the eye movement study: accuracy grows with model size and the "
+                    f"word frequencies of the study matter for each language, part {n}.",
+                    n,
+                    paper,
+                ],
+            )
+        store = open_store(tmp_path / "vectors.db", cache_path)
+        try:
+            assert not sync_warehouse(store, con).failures
+            scope = f"pdf_id == '{paper}'"
+
+            def ranked(question: str) -> list[tuple[str, str]]:
+                return [
+                    (h.primary_key, h.column_name)
+                    for h in search(store, question, "text_hybrid", limit=4, filter=scope)
+                ]
+
+            plot = ranked("In the per-language plot of the eye movement study, what does the legend list?")
+            assert plot[0][0].startswith("chunk-") and plot[1][0] == "img-1", plot
+            cited = ranked("Which release do the authors cite for the word frequencies of each language?")
+            assert cited[0][0].startswith("chunk-") and cited[1:3] == [
+                ("ref-1", "citing_context"),
+                ("ref-1", "reference_content"),
+            ], cited
+            plain = ranked("What are the per-language results of the eye movement study?")
+            assert all(key.startswith("chunk-") for key, _ in plain), plain  # neither a figure nor a cited work
+        finally:
+            store.close()
+
+
 def test_hybrid_search_puts_the_front_matter_first_for_an_affiliation(tmp_path, cache_path):
     """A question about where a named author works gets the front matter that names them first from the fused
     search, though the references and their citing sentences repeat the name; other questions keep the fused order."""
