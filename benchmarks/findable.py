@@ -18,6 +18,9 @@ The question sets:
 - ``written_heldout``: ``benchmarks/findable_questions_heldout.jsonl``, 48 questions on the seven emnlp2024 papers no
   other set asks about, written by helpers who saw the PDFs only (not the retrieval, the rules or the other sets),
   committed before any route was scored on them;
+- ``written_fresh``: ``benchmarks/findable_questions_fresh.jsonl``, 48 questions on the other twelve papers (4 each,
+  no figure or table named by its number, no citation marker), written the same way after the rules that
+  ``written_heldout``'s misses suggested, and committed before any route was scored on them;
 - ``heldout_tables`` (with ``--heldout-home``): ``benchmarks/heldout_table_questions.jsonl``, table questions from
   the gold tables of synthetic papers no method was tuned on (``benchmarks/heldout_tables.py``), over the home that
   holds those papers.
@@ -61,6 +64,8 @@ HELDOUT_TABLES = REPO / "benchmarks" / "heldout_table_questions.jsonl"
 LATER_QUESTIONS = REPO / "benchmarks" / "findable_questions_later.jsonl"
 # written from the PDFs of the emnlp2024 papers no other set asks about, by writers who never saw the retrieval
 HELDOUT_QUESTIONS = REPO / "benchmarks" / "findable_questions_heldout.jsonl"
+# the same, on the other twelve papers, written after the rules that the held-out set's misses suggested
+FRESH_QUESTIONS = REPO / "benchmarks" / "findable_questions_fresh.jsonl"
 
 
 def score(store, questions: list[dict], k: int = 5) -> dict:
@@ -199,6 +204,7 @@ def main() -> None:
         "written": written_questions(settings),
         "written_later": written_questions(settings, LATER_QUESTIONS),
         "written_heldout": written_questions(settings, HELDOUT_QUESTIONS),
+        "written_fresh": written_questions(settings, FRESH_QUESTIONS),
     }
     config = load_config()
     results = {
