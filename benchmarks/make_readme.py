@@ -452,20 +452,22 @@ def findable(data: dict[str, Any]) -> list[str]:
     lines = [
         "Answer-bearing recall@5 over every text view, the paper filter on; hybrid = "
         f"{hybrid.get('fusion', '?')} fusion, weights {'/'.join(num(w) for w in hybrid.get('weights', []))}. "
-        "Questions per kind in brackets.",
+        "Questions per kind in brackets; stored: the share whose answer is printed in one of the paper's cells at "
+        "all (the ceiling of any route).",
         "",
     ]
     for name, part in data["sets"].items():
-        routes = part["by_route"]
+        routes, stored = part["by_route"], part.get("stored", {})
         kinds = sorted({kind for scores in routes.values() for kind in scores}, key=lambda k: (k == "all", k))
         rows = [
             (
                 f"{kind} ({routes['bm25'][kind]['questions']})",
+                num(stored[kind]) if kind in stored else "",
                 *(num(routes[route][kind]["recall_at_5"]) for route in ("bm25", "dense", "hybrid")),
             )
             for kind in kinds
         ]
-        lines += [f"Set `{name}`:", ""] + table(["kind", "BM25", "dense", "hybrid"], rows)
+        lines += [f"Set `{name}`:", ""] + table(["kind", "stored", "BM25", "dense", "hybrid"], rows)
     return lines
 
 

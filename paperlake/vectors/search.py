@@ -494,7 +494,8 @@ _ASKS_FIGURE = re.compile(
 )
 # A question about a cited work: what the paper cites, borrows or follows, a prior or earlier work, whose idea it is
 _ASKS_CITED = re.compile(
-    r"\b(?:cit(?:e|es|ed|ing|ations?)|prior|earlier|previous|whose|"
+    r"(?:^|[,;:]\s*)whose\b|"  # "Whose method …?", not "the figure whose caption …"
+    r"\b(?:cit(?:e|es|ed|ing|ations?)|prior|earlier|previous|"
     r"(?:which|what)\s+(?:\w+\s+)?(?:paper|work|study|software|toolkit|library|release|textbook|book)'?s?)\b",
     re.IGNORECASE,
 )
