@@ -28,6 +28,7 @@ A filter is validated before Milvus sees it (see ``filters``); whatever Milvus s
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -69,8 +70,25 @@ def _score(metric: str, distance: float) -> float:
 
 def _query_vector(store: VectorStore, vector: VectorFieldSpec, query: str):
     if vector.kind == "bm25":
-        return query
+        return bm25_query(query)
     return store.query_vector(vector.encoder, query)
+
+
+# "delta_t", "W^Q", "x_{i}": a symbol typed as LaTeX's source; the analyzer keeps "delta_t" one token, which no text
+# holds (MinerU prints "\\delta _ { t }": "delta", "t"; the text layer "δ")
+_TYPED_SYMBOL = re.compile(r"(?<=\w)[_^]\{?(?=\w)|(?<=\w)\}")
+
+
+def bm25_query(query: str) -> str:
+    """The question as the BM25 route reads it: a symbol typed with ``_`` or ``^`` split into its letters, and a
+    Greek letter followed by its name ("δ" → "δ delta"), since MinerU's LaTeX spells the letters out."""
+    text = _TYPED_SYMBOL.sub(" ", query)
+    named = []
+    for char in dict.fromkeys(unicodedata.normalize("NFKC", text)):
+        name = unicodedata.name(char, "")
+        if name.startswith(("GREEK SMALL LETTER ", "GREEK CAPITAL LETTER ")) and " WITH " not in name:
+            named.append(name.rsplit(" ", 1)[-1].lower())
+    return " ".join([text, *named]) if named else text
 
 
 def search(
@@ -193,11 +211,15 @@ def _search(
             named += _named_table_ids(store, sources, expression, query, fused)
             named += _cited_entry_ids(store, sources, expression, query)
             named += _front_matter_ids(store, sources, expression, query)
-            for asks, views, cells in _INTENTS:
-                if not named and asks.search(query):
-                    within = f"({expression}) and {views}" if expression else views
-                    best, _ = _route_and_fuse(store, spec, query, within, None, None, None, depth, weights, fusion)
-                    fused = _second(fused, [key for key, _ in best[:cells]])
+            asked = [] if named else [intent for intent in _INTENTS if intent[0].search(query)]
+            if len(asked) > 1:  # a symbol in a question about a plot or a cited work ("(k, epsilon)-anonymity")
+                asked = [intent for intent in asked if intent[0] is not _ASKS_SYMBOL]
+            for _, views, cells in asked:
+                within = f"({expression}) and {views}" if expression else views
+                best, _ = _route_and_fuse(store, spec, query, within, None, None, None, depth, weights, fusion)
+                if views == _REFERENCE_ROWS:
+                    best = _best_references(store, sources, best)
+                fused = _second(fused, [key for key, _ in best[:cells]])
             fused = _named_first(fused, named)
         fused = fused[:limit]
         rows: dict[str, dict] = {}
@@ -499,13 +521,52 @@ _ASKS_CITED = re.compile(
     r"(?:which|what)\s+(?:\w+\s+)?(?:paper|work|study|software|toolkit|library|release|textbook|book)'?s?)\b",
     re.IGNORECASE,
 )
+# A question that names a mathematical symbol as typed ("delta_t", "W^Q", "x_{i}"), as printed ("λ"), or by a Greek
+# letter's name in lower case without an article ("the role of lambda"; not "the delta between two runs", "Lambda
+# Labs"), the equation not named by its number: the symbol's definition is in an equation's passage, a short cell
+# whose other words the question seldom shares
+_GREEK_NAMES = (
+    "alpha|beta|gamma|delta|epsilon|varepsilon|zeta|eta|theta|vartheta|iota|kappa|lambda|mu|nu|xi|rho|sigma|tau|"
+    "upsilon|phi|varphi|chi|psi|omega"
+)
+_ASKS_SYMBOL = re.compile(
+    r"(?<![\w-])[A-Za-z]\w{0,5}[_^]\{?\w{1,4}\}?(?![\w-])|[α-ωΑ-Ω]|"
+    rf"(?<![\w-])(?<!\bthe )(?<!\ba )(?<!\ban )(?:{_GREEK_NAMES})(?![\w-])"
+)
 # Per intent, the views whose best cells follow the first hit, and how many: the words such a question asks about are
 # a few short labels or one entry, which longer passages sharing the question's other words outrank; the citing
 # sentences bring their entries after them (:data:`_COMPANIONS`), the captions their figure's words
+_REFERENCE_ROWS = "table_name == 'reference'"
 _INTENTS = (
     (_ASKS_FIGURE, "table_name == 'images'", 2),
-    (_ASKS_CITED, "table_name == 'reference' and column_name == 'citing_context'", 1),
+    (_ASKS_CITED, _REFERENCE_ROWS, 2),
+    (_ASKS_SYMBOL, f"table_name == '{_EQUATION_VIEW[0]}' and column_name == '{_EQUATION_VIEW[1]}'", 1),
 )
+
+
+def _best_references(store: VectorStore, sources: list[str], fused: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Reference rows, best first, each scored by the sum of its cells' fused scores (its citing sentences and its
+    entry), as its citing sentence (which brings the entry, :data:`_COMPANIONS`), or its entry when no citing
+    sentence ranks. One sentence often cites several works ("NanoGPT (Karpathy, 2022), as in Lee et al. (2024)") and
+    is then the citing sentence of each; the entry that also has the question's words is the work asked about."""
+    if not fused or not sources:
+        return fused
+    rows = store.client.get(sources[0], ids=[key for key, _ in fused], output_fields=["primary_key", "column_name"])
+    cells = {str(row["id"]): row for row in rows}
+    totals: dict[str, float] = {}
+    citing: dict[str, str] = {}
+    entry: dict[str, str] = {}
+    for key, score in fused:
+        row = cells.get(key)
+        if row is None:
+            continue
+        primary = row["primary_key"]
+        totals[primary] = totals.get(primary, 0.0) + score
+        (citing if row["column_name"] == _CITING_VIEW[1] else entry).setdefault(primary, key)
+    ranked = sorted(totals, key=lambda primary: -totals[primary])  # stable: ties keep the fused order
+    shown = [citing.get(primary) or entry[primary] for primary in ranked[:1]]
+    shown += [entry.get(primary) or citing[primary] for primary in ranked[1:]]
+    return [(key, totals[primary]) for key, primary in zip(shown, ranked)]
 
 
 def _named_figure_ids(

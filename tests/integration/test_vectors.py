@@ -737,6 +737,96 @@ def test_a_question_about_a_plot_or_a_cited_work_lifts_that_views_best_to_second
             store.close()
 
 
+def test_a_cited_work_is_found_by_its_row_and_a_typed_symbol_by_its_passage(tmp_path, cache_path):
+    """A question about a cited work gets the best reference rows, each scored by its citing sentences and its entry
+    together: the best one's citing sentence (with its entry), then the next one's entry. One sentence often cites
+    two works, and the entry that shares the question's other words is the work asked about. A question that names
+    a symbol as typed ("delta_t") gets the best equation passage: BM25 reads it as "delta t", as MinerU spells it."""
+    from paperlake.vectors.search import _ASKS_SYMBOL, bm25_query
+    from support.sample_warehouse import WAREHOUSE_DDL
+
+    assert bm25_query("what is delta_t in W^{Q}?") == "what is delta t in W Q ?"
+    assert bm25_query("the δ of the bound") == "the δ of the bound delta"
+    for asks in ("what is delta_t?", "the role of lambda in the loss", "what does λ weigh?", "x_i and W^Q"):
+        assert _ASKS_SYMBOL.search(asks), asks
+    for plain in ("the delta between two runs", "Lambda Labs' GPUs", "the eta-reduction", "what does Table 2 say?"):
+        assert not _ASKS_SYMBOL.search(plain), plain
+    paper = "00000000-0000-0000-0000-000000000001"
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as con:
+        con.execute(WAREHOUSE_DDL)
+        references = [
+            (
+                "ref-karpathy",
+                "Andrej Karpathy. 2022. NanoGPT. GitHub repository.",
+                "We trained NanoGPT (Karpathy, 2022) from scratch jointly on five arithmetic tasks.",
+            ),
+            (
+                "ref-lee",
+                "Nayoung Lee. 2024. Teaching arithmetic to small transformers. In ICLR.",
+                "Recent studies improve arithmetic in language models (Lee et al., 2024).\n"
+                "We followed the protocol of Section D.2 in (Lee et al., 2024).",
+            ),
+        ]
+        for ordinal, (key, entry, citing) in enumerate(references):
+            con.execute(
+                "insert into reference (reference_id, reference_content, citing_context, ordinal, ref_paper_id) "
+                "values (?, ?, ?, ?, ?)",
+                [key, entry, citing, ordinal, paper],
+            )
+        con.execute(
+            "insert into equations (equation_id, equation_content, equation_passage, ordinal, ref_paper_id) "
+            "values (?, ?, ?, ?, ?)",
+            [
+                "eq-10",
+                "L \\leq \\delta _ { t } ^ { 2 }",
+                "Equation (10)\nThe loss is bounded by:\nL \\leq \\delta _ { t } ^ { 2 }\n"
+                "where $\\delta _ { t }$ is a data-dependent constant.",
+                10,
+                paper,
+            ],
+        )
+        for n in range(1, 4):  # passages sharing the question's other words, not the symbol
+            con.execute(
+                "insert into equations (equation_id, equation_content, equation_passage, ordinal, ref_paper_id) "
+                "values (?, ?, ?, ?, ?)",
+                [
+                    f"eq-{n}",
+                    f"L \\leq C _ {n}",
+                    f"Equation ({n})\nThe loss of training is bounded by a quantity of kind {n}:\nL \\leq C _ {n}",
+                    n,
+                    paper,
+                ],
+            )
+        for n in range(12):
+            con.execute(
+                "insert into chunks (chunk_id, text_content, ordinal, ref_paper_id) values (?, ?, ?, ?)",
+                [
+                    f"chunk-{n}",
+                    f"The protocol we follow for training NanoGPT: training small transformers on arithmetic as "
+                    f"we do, we follow the training protocol and bound the loss of training by a quantity, part {n}.",
+                    n,
+                    paper,
+                ],
+            )
+        store = open_store(tmp_path / "vectors.db", cache_path)
+        try:
+            assert not sync_warehouse(store, con).failures
+            scope = f"pdf_id == '{paper}'"
+
+            def ranked(question: str) -> list[tuple[str, str]]:
+                return [
+                    (h.primary_key, h.column_name)
+                    for h in search(store, question, "text_hybrid", limit=5, filter=scope)
+                ]
+
+            cited = ranked("Whose protocol do they follow when training NanoGPT on the five arithmetic tasks?")
+            assert ("ref-karpathy", "citing_context") in cited and ("ref-lee", "reference_content") in cited, cited
+            symbol = ranked("In the bound on the loss of training, what kind of quantity is delta_t?")
+            assert ("eq-10", "equation_passage") in symbol[:2], symbol
+        finally:
+            store.close()
+
+
 def test_hybrid_search_puts_the_front_matter_first_for_an_affiliation(tmp_path, cache_path):
     """A question about where a named author works gets the front matter that names them first from the fused
     search, though the references and their citing sentences repeat the name; other questions keep the fused order."""
