@@ -21,6 +21,13 @@ The question sets:
 - ``written_fresh``: ``benchmarks/findable_questions_fresh.jsonl``, 48 questions on the other twelve papers (4 each,
   no figure or table named by its number, no citation marker), written the same way after the rules that
   ``written_heldout``'s misses suggested, and committed before any route was scored on them;
+- ``written_blind``: ``benchmarks/findable_questions_blind.jsonl``, 100 questions on all nineteen papers (five or
+  six each, about 16 per kind; about half the figure and table questions name the object by its number, a third of
+  the reference questions print the citation), written the same way after the rules that ``written_fresh``'s misses
+  suggested, and committed before any route was scored on them;
+- ``written_blind2``: ``benchmarks/findable_questions_blind2.jsonl``, 100 more on all nineteen papers, written the
+  same way (avoiding every earlier set's facts) while the rules that ``written_blind``'s misses suggested were being
+  written, and committed before any route was scored on them;
 - ``heldout_tables`` (with ``--heldout-home``): ``benchmarks/heldout_table_questions.jsonl``, table questions from
   the gold tables of synthetic papers no method was tuned on (``benchmarks/heldout_tables.py``), over the home that
   holds those papers.
@@ -66,6 +73,10 @@ LATER_QUESTIONS = REPO / "benchmarks" / "findable_questions_later.jsonl"
 HELDOUT_QUESTIONS = REPO / "benchmarks" / "findable_questions_heldout.jsonl"
 # the same, on the other twelve papers, written after the rules that the held-out set's misses suggested
 FRESH_QUESTIONS = REPO / "benchmarks" / "findable_questions_fresh.jsonl"
+# the same on all nineteen papers, written after the rules that the fresh set's misses suggested
+BLIND_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind.jsonl"
+# 100 more, written while the rules that the first blind set's misses suggested were being written
+BLIND2_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind2.jsonl"
 
 
 def score(store, questions: list[dict], k: int = 5) -> dict:
@@ -205,6 +216,8 @@ def main() -> None:
         "written_later": written_questions(settings, LATER_QUESTIONS),
         "written_heldout": written_questions(settings, HELDOUT_QUESTIONS),
         "written_fresh": written_questions(settings, FRESH_QUESTIONS),
+        "written_blind": written_questions(settings, BLIND_QUESTIONS),
+        "written_blind2": written_questions(settings, BLIND2_QUESTIONS),
     }
     config = load_config()
     results = {

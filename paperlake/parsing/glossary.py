@@ -18,6 +18,10 @@ Only labels of the table are looked up, and only where a definition is written t
   most (``on Movie Reviews (5D)``);
 - **denotes** (the paragraphs): ``LABEL denotes / means / … long form``.
 
+- **truncation** (the paragraphs, last): a word-like label the prose never writes as a word (``Params``, ``Acc.``)
+  stands for the prose's word it begins, when one word (with its inflections) is most of the prose's words that
+  begin so (``parameters``; ``Rec`` is left alone where "recall", "recent" and "recognition" all occur).
+
 A label is one token of 2–12 characters with a letter in it (a caption definition may also name a number label such
 as ``1722``); a long form has a word of three letters or more and is not the label again. The caption's definition
 wins over the prose's, the first one written over later ones. Nothing here knows a paper or a field.
@@ -177,6 +181,44 @@ def _prose_definitions(paragraphs: Iterable[str], labels: list[str]) -> dict[str
     return found
 
 
+_TRUNCATED = re.compile(r"[A-Za-z]{3,8}\.?")  # "Params", "Acc.", "Prec": a word cut short
+_PROSE_WORD = re.compile(r"[A-Za-z]{3,}")
+MIN_EXPANSION_USES = 2  # a word the prose writes once is not what a table's label abbreviates
+
+
+def _truncation_definitions(paragraphs: Iterable[str], labels: list[str]) -> dict[str, str]:
+    stems = {}
+    for label in labels:
+        if _TRUNCATED.fullmatch(label):
+            stem = label.rstrip(".").lower()
+            stems[label] = stem[:-1] if len(stem) > 4 and stem.endswith("s") else stem  # "Params": "param"
+    if not stems:
+        return {}
+    counts: dict[str, int] = {}
+    for paragraph in paragraphs:
+        for word in _PROSE_WORD.findall(_readable(paragraph or "")):
+            counts[word.lower()] = counts.get(word.lower(), 0) + 1
+    found: dict[str, str] = {}
+    for label, stem in stems.items():
+        if counts.get(stem) or counts.get(label.rstrip(".").lower()):
+            continue  # the prose writes the label as a word: not a word cut short
+        begun = {word: n for word, n in counts.items() if word.startswith(stem) and len(word) >= len(stem) + 2}
+        if not begun:
+            continue
+        best = max(begun, key=lambda word: (begun[word], -len(word)))
+        family = sum(n for word, n in begun.items() if _shared(word, best) >= len(stem) + 2)
+        if family >= MIN_EXPANSION_USES and family >= 2 * (sum(begun.values()) - family):
+            found[label] = best
+    return found
+
+
+def _shared(a: str, b: str) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
 @lru_cache(maxsize=4096)
 def _readable(paragraph: str) -> str:
     """A paragraph as printed (inline math read, whitespace collapsed, MinerU's Markdown escapes undone:
@@ -185,11 +227,14 @@ def _readable(paragraph: str) -> str:
 
 
 def table_glossary(labels: Iterable[str], caption: str | None, paragraphs: Iterable[str]) -> dict[str, str]:
-    """Label → long form for a table's header and stub labels, from its caption first, then the paper's paragraphs."""
+    """Label → long form for a table's header and stub labels, from its caption first, then the paper's paragraphs
+    (definitions, then words a label cuts short)."""
     candidates = list(dict.fromkeys(label.strip() for label in labels if is_label(label, numeric=True)))
     glossary = _caption_definitions(caption or "", candidates)
     rest = [label for label in candidates if label not in glossary]
+    paragraphs = list(paragraphs)
     glossary.update(_prose_definitions(paragraphs, rest))
+    glossary.update(_truncation_definitions(paragraphs, [label for label in rest if label not in glossary]))
     return {label: glossary[label] for label in candidates if label in glossary}
 
 

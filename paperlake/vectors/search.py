@@ -518,7 +518,9 @@ _ASKS_FIGURE = re.compile(
 _ASKS_CITED = re.compile(
     r"(?:^|[,;:]\s*)whose\b|"  # "Whose method …?", not "the figure whose caption …"
     r"\b(?:cit(?:e|es|ed|ing|ations?)|prior|earlier|previous|"
-    r"(?:which|what)\s+(?:\w+\s+)?(?:paper|work|study|software|toolkit|library|release|textbook|book)'?s?)\b",
+    r"(?:which|what)\s+(?:\w+\s+)?(?:paper|work|study|software|toolkit|library|release|textbook|book)'?s?|"
+    r"(?:paper|work|study|article)\s+(?:introducing|proposing|(?:that|which)\s+(?:introduced|proposed))"
+    r")\b",
     re.IGNORECASE,
 )
 # A question that names a mathematical symbol as typed ("delta_t", "W^Q", "x_{i}"), as printed ("λ"), or by a Greek
@@ -650,9 +652,19 @@ _PERSON_FROM = re.compile(r"\b(?:is|are)\s+[A-Z][\w'’-]+\s+[A-Z][\w'’-]+\s+(
 _WHERE_SOMEONE_WORKS = re.compile(r"\b[Ww]here\b[^?]*?(?:\bauthors?\b|\b[A-Z][\w'’-]+\s+[A-Z][\w'’-]+)[^?]*\bwork")
 
 
+# A question about who wrote the paper itself ("the first author of the survey", "who wrote this paper"), not a work
+# it cites ("Who is that work's first author?", "the first author of the paper introducing them")
+_AUTHORSHIP = re.compile(
+    r"\b(?:(?:first|second|third|last|corresponding|senior|lead|sole)\s+authors?\s+of|who\s+(?:wrote|authored))\s+"
+    r"(?:the|this)\s+(?:paper|survey|article|study)\b",
+    re.IGNORECASE,
+)
+
+
 def _asks_affiliation(query: str) -> bool:
     return bool(
         _AFFILIATION_WORD.search(query)
+        or (_AUTHORSHIP.search(query) and not _ASKS_CITED.search(query))
         or (_ORGANISATION_KIND.search(query) and (_AUTHOR_FROM.search(query) or _PERSON_FROM.search(query)))
         or _WHERE_SOMEONE_WORKS.search(query)
     )

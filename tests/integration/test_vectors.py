@@ -731,6 +731,8 @@ def test_a_question_about_a_plot_or_a_cited_work_lifts_that_views_best_to_second
                 ("ref-1", "citing_context"),
                 ("ref-1", "reference_content"),
             ], cited
+            introducing = ranked("What is the title of the work introducing the word frequencies of each language?")
+            assert ("ref-1", "reference_content") in introducing[:3], introducing
             plain = ranked("What are the per-language results of the eye movement study?")
             assert all(key.startswith("chunk-") for key, _ in plain), plain  # neither a figure nor a cited work
         finally:
@@ -864,6 +866,15 @@ def test_hybrid_search_puts_the_front_matter_first_for_an_affiliation(tmp_path, 
                 assert (scoped[0].table_name, scoped[0].column_name) == ("metadata", "front_matter"), scoped
                 everywhere = search(store, question, "text_hybrid", limit=5)
                 assert everywhere[0].column_name == "front_matter" and everywhere[0].pdf_id == paper, everywhere
+                # who wrote the paper: its first author is in the front matter, not in the references that repeat it
+                first = search(
+                    store,
+                    "Who is the first author of the paper?",
+                    "text_hybrid",
+                    limit=5,
+                    filter=f"pdf_id == '{paper}'",
+                )
+                assert (first[0].table_name, first[0].column_name) == ("metadata", "front_matter"), first
             # questions that name an organisation or a person without asking where someone works are left alone
             for other in (
                 "Which company released the model the authors fine-tune?",

@@ -97,3 +97,20 @@ def test_what_counts_as_a_label(label, numeric, expected):
 def test_glossed_states_the_definition_beside_the_label():
     assert glossed("2D+", {"2D+": "addition"}) == "2D+ (addition)"
     assert glossed("BLEU", {"2D+": "addition"}) == "BLEU"
+
+
+def test_a_label_cut_short_stands_for_the_prose_word_it_begins():
+    """'Params' and 'Acc.' are words cut short: they stand for the prose's word they begin, when one word (with its
+    inflections) is most of the words that begin so. A label the prose writes as a word, one whose beginning many
+    words share, and one the prose writes once are not expanded; a definition the paper writes wins."""
+    paragraphs = [
+        "We count the parameters of each model: parameters are shared, and the parameter budget is small.",
+        "Recall on recent data, and recognition of speech: recognition is hard.",
+        "The accuracy of the baselines is reported; our accuracy is higher. The model is small, the models large.",
+        "A rare tempest once.",
+    ]
+    glossary = table_glossary(["Params", "Rec", "Acc.", "Model", "Temp", "Dev"], None, paragraphs)
+    assert glossary == {"Params": "parameters", "Acc.": "accuracy"}
+    assert table_glossary(["Params"], None, ["Params denotes the trainable weights", "parameters, parameters"]) == {
+        "Params": "trainable weights"
+    }
