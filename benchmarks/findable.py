@@ -33,6 +33,7 @@ The question sets:
   holds those papers.
 
     python benchmarks/findable.py [--home DIR] [--ingest] [--heldout-home DIR] [--out benchmarks/results/findable.json]
+                                  [--baseline RESULTS.json --baseline-label COMMIT]
 """
 
 from __future__ import annotations
@@ -199,6 +200,13 @@ def main() -> None:
         help="a home holding the synthetic papers of benchmarks/heldout_tables.py: its table questions are scored "
         "too, as the set heldout_tables",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="the results of this script run from a worktree of an earlier commit on a home that commit ingested: "
+        "its hybrid recall@5 per set and kind is kept beside this run's, as `baseline`",
+    )
+    parser.add_argument("--baseline-label", default="baseline", help="what the baseline is (e.g. the commit)")
     args = parser.parse_args()
 
     from paperlake.config import Settings
@@ -239,6 +247,16 @@ def main() -> None:
         for route, kinds in results["sets"][name]["by_route"].items():
             cells = "  ".join(f"{kind} {v['recall_at_5']:.2f} ({v['questions']})" for kind, v in kinds.items())
             print(f"{name:8s} {route:7s} {cells}")
+    if args.baseline:
+        earlier = json.loads(args.baseline.read_text(encoding="utf-8"))
+        results["baseline"] = {
+            "label": args.baseline_label,
+            "sets": {
+                name: {kind: v["recall_at_5"] for kind, v in part["by_route"]["hybrid"].items()}
+                for name, part in earlier["sets"].items()
+                if name in results["sets"]
+            },
+        }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"written: {args.out}")

@@ -456,18 +456,28 @@ def findable(data: dict[str, Any]) -> list[str]:
         "all (the ceiling of any route).",
         "",
     ]
+    baseline = data.get("baseline")
+    if baseline:
+        lines += [
+            f"`hybrid at {baseline['label']}`: the same fusion with that commit's search rules, run from its worktree "
+            "on a home it ingested, the same questions and needles.",
+            "",
+        ]
     for name, part in data["sets"].items():
         routes, stored = part["by_route"], part.get("stored", {})
         kinds = sorted({kind for scores in routes.values() for kind in scores}, key=lambda k: (k == "all", k))
+        before = (baseline or {}).get("sets", {}).get(name)
         rows = [
             (
                 f"{kind} ({routes['bm25'][kind]['questions']})",
                 num(stored[kind]) if kind in stored else "",
                 *(num(routes[route][kind]["recall_at_5"]) for route in ("bm25", "dense", "hybrid")),
+                *([num(before[kind]) if kind in before else ""] if before is not None else []),
             )
             for kind in kinds
         ]
-        lines += [f"Set `{name}`:", ""] + table(["kind", "stored", "BM25", "dense", "hybrid"], rows)
+        header = ["kind", "stored", "BM25", "dense", "hybrid"] + ([f"hybrid at {baseline['label']}"] if before else [])
+        lines += [f"Set `{name}`:", ""] + table(header, rows)
     return lines
 
 

@@ -1,12 +1,15 @@
 """When a text bears an answer: the needles an answer is looked for as, and number matching as papers print numbers.
 
 Shared by answer-bearing retrieval metrics, the agent's citations and the offline probes' verification, so that
-"the evidence states the answer" means the same thing everywhere.
+"the evidence states the answer" means the same thing everywhere. A text is read as printed, not as laid out: a line
+break is a space ("Three random\nsampled output") and a hyphen between two letters may be a line break's that the
+text keeps or drops ("data-\nproduction", "dataproduction" for "data-production").
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 
@@ -45,4 +48,18 @@ def contains_needle(snippet_text: str, needle: str) -> bool:
         )
         pattern = ("[-−–]" if sign else "") + grouped + (rf"\.{fraction}0*" if fraction else r"(?:\.0+)?")
         return re.search(rf"(?<![\d.])(?<!\d,){pattern}(?!\d|\.\d|,\d{{3}}(?!\d))", haystack) is not None
-    return needle in haystack
+    if needle in haystack:
+        return True
+    return _text_pattern(needle).search(haystack) is not None
+
+
+@lru_cache(maxsize=4096)
+def _text_pattern(needle: str) -> re.Pattern:
+    """A text needle as laid-out text may print it: any run of whitespace for its spaces, and for a hyphen between
+    two letters, that hyphen or none, a line break after it or not."""
+    parts = []
+    for piece in re.split(r"(\s+|(?<=[^\W\d_])-(?=[^\W\d_]))", needle.strip()):
+        if not piece:
+            continue
+        parts.append(r"\s+" if piece.isspace() else r"-?\s*" if piece == "-" else re.escape(piece))
+    return re.compile("".join(parts))

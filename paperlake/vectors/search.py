@@ -518,8 +518,10 @@ _ASKS_FIGURE = re.compile(
 _ASKS_CITED = re.compile(
     r"(?:^|[,;:]\s*)whose\b|"  # "Whose method …?", not "the figure whose caption …"
     r"\b(?:cit(?:e|es|ed|ing|ations?)|prior|earlier|previous|"
+    # "that paper's title", "the title of their paper": a cited work's (not "this paper's title")
     r"(?:which|what)\s+(?:\w+\s+)?(?:paper|work|study|software|toolkit|library|release|textbook|book)'?s?|"
-    r"(?:paper|work|study|article)\s+(?:introducing|proposing|(?:that|which)\s+(?:introduced|proposed))"
+    r"(?:paper|work|study|article)\s+(?:introducing|proposing|(?:that|which)\s+(?:introduced|proposed))|"
+    r"(?:that|its|their)\s+(?:[\w-]+\s+){0,2}?(?:[\w-]+'s\s+)?title|title\s+of\s+(?:that|their|its)"
     r")\b",
     re.IGNORECASE,
 )

@@ -536,6 +536,12 @@ def test_two_stage_falls_back_to_the_first_retrieval_when_stage_one_is_malformed
         (74.1, "74.15", False),
         (4749, "14,749", False),
         (456, "123,456", False),
+        # text as laid out: a line break is a space, a hyphen between letters may be a line break's, kept or dropped
+        ("Three random sampled output", "Nor. y\nThree random\nsampled output", True),
+        ("The data-production dispositif", "Miceli. 2022. The dataproduction dispositif. Proc.", True),
+        ("pre-training", "geometric pre-\ntraining", True),
+        ("3-5", "35 runs", False),  # a hyphen between digits is a range, not a line break's
+        ("random sampled", "randomly sampled", False),
     ],
 )
 def test_answer_bearing_numbers_match_as_papers_print_them(gold, text, found) -> None:

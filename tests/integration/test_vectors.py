@@ -744,7 +744,7 @@ def test_a_cited_work_is_found_by_its_row_and_a_typed_symbol_by_its_passage(tmp_
     together: the best one's citing sentence (with its entry), then the next one's entry. One sentence often cites
     two works, and the entry that shares the question's other words is the work asked about. A question that names
     a symbol as typed ("delta_t") gets the best equation passage: BM25 reads it as "delta t", as MinerU spells it."""
-    from paperlake.vectors.search import _ASKS_SYMBOL, bm25_query
+    from paperlake.vectors.search import _ASKS_CITED, _ASKS_SYMBOL, bm25_query
     from support.sample_warehouse import WAREHOUSE_DDL
 
     assert bm25_query("what is delta_t in W^{Q}?") == "what is delta t in W Q ?"
@@ -753,6 +753,11 @@ def test_a_cited_work_is_found_by_its_row_and_a_typed_symbol_by_its_passage(tmp_
         assert _ASKS_SYMBOL.search(asks), asks
     for plain in ("the delta between two runs", "Lambda Labs' GPUs", "the eta-reduction", "what does Table 2 say?"):
         assert not _ASKS_SYMBOL.search(plain), plain
+    # a cited work asked about by its title or as the work that introduced something; not the paper's own title
+    for cited in ("What phrase opens that paper's title?", "the title of their paper", "the work introducing it"):
+        assert _ASKS_CITED.search(cited), cited
+    for own in ("What is the title of this paper?", "What is the paper's title?", "the dataset the paper introduced"):
+        assert not _ASKS_CITED.search(own), own
     paper = "00000000-0000-0000-0000-000000000001"
     with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as con:
         con.execute(WAREHOUSE_DDL)
