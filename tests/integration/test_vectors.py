@@ -684,6 +684,21 @@ def test_a_cited_work_named_as_the_paper_cites_it_comes_first(tmp_path, cache_pa
             store.close()
 
 
+def _insert_chunks(con, paper: str, texts: list[str]) -> None:
+    """One chunk per text (``chunk-0``, ``chunk-1``, …) of ``paper``."""
+    for n, text in enumerate(texts):
+        con.execute(
+            "insert into chunks (chunk_id, text_content, ordinal, ref_paper_id) values (?, ?, ?, ?)",
+            [f"chunk-{n}", text, n, paper],
+        )
+
+
+def _ranked(store, paper: str, question: str, limit: int) -> list[tuple[str, str]]:
+    """The fused search's hits within one paper, as (row key, column)."""
+    hits = search(store, question, "text_hybrid", limit=limit, filter=f"pdf_id == '{paper}'")
+    return [(h.primary_key, h.column_name) for h in hits]
+
+
 def test_a_question_about_a_plot_or_a_cited_work_lifts_that_views_best_to_second(tmp_path, cache_path):
     """A question that asks what a plot or diagram shows (not named by its number), or which work the paper cites
     or follows, gets the best cells of the figures, or of the citing sentences, right after the first hit: they are
@@ -702,27 +717,21 @@ def test_a_question_about_a_plot_or_a_cited_work_lifts_that_views_best_to_second
             "values (?, ?, ?, ?, ?)",
             ["ref-1", "Robyn Speer. 2022. wordfreq: v3.0.", "Counts come from Speer (2022).", 1, paper],
         )
-        for n in range(8):
-            con.execute(
-                "insert into chunks (chunk_id, text_content, ordinal, ref_paper_id) values (?, ?, ?, ?)",
-                [
-                    f"chunk-{n}",
-                    f"The per-language results of the eye movement study: accuracy grows with model size and the "
-                    f"word frequencies of the study matter for each language, part {n}.",
-                    n,
-                    paper,
-                ],
-            )
+        _insert_chunks(
+            con,
+            paper,
+            [
+                f"The per-language results of the eye movement study: accuracy grows with model size and the word "
+                f"frequencies of the study matter for each language, part {n}."
+                for n in range(8)
+            ],
+        )
         store = open_store(tmp_path / "vectors.db", cache_path)
         try:
             assert not sync_warehouse(store, con).failures
-            scope = f"pdf_id == '{paper}'"
 
             def ranked(question: str) -> list[tuple[str, str]]:
-                return [
-                    (h.primary_key, h.column_name)
-                    for h in search(store, question, "text_hybrid", limit=4, filter=scope)
-                ]
+                return _ranked(store, paper, question, limit=4)
 
             plot = ranked("In the per-language plot of the eye movement study, what does the legend list?")
             assert plot[0][0].startswith("chunk-") and plot[1][0] == "img-1", plot
@@ -804,27 +813,21 @@ def test_a_cited_work_is_found_by_its_row_and_a_typed_symbol_by_its_passage(tmp_
                     paper,
                 ],
             )
-        for n in range(12):
-            con.execute(
-                "insert into chunks (chunk_id, text_content, ordinal, ref_paper_id) values (?, ?, ?, ?)",
-                [
-                    f"chunk-{n}",
-                    f"The protocol we follow for training NanoGPT: training small transformers on arithmetic as "
-                    f"we do, we follow the training protocol and bound the loss of training by a quantity, part {n}.",
-                    n,
-                    paper,
-                ],
-            )
+        _insert_chunks(
+            con,
+            paper,
+            [
+                f"The protocol we follow for training NanoGPT: training small transformers on arithmetic as we do, we "
+                f"follow the training protocol and bound the loss of training by a quantity, part {n}."
+                for n in range(12)
+            ],
+        )
         store = open_store(tmp_path / "vectors.db", cache_path)
         try:
             assert not sync_warehouse(store, con).failures
-            scope = f"pdf_id == '{paper}'"
 
             def ranked(question: str) -> list[tuple[str, str]]:
-                return [
-                    (h.primary_key, h.column_name)
-                    for h in search(store, question, "text_hybrid", limit=5, filter=scope)
-                ]
+                return _ranked(store, paper, question, limit=5)
 
             cited = ranked("Whose protocol do they follow when training NanoGPT on the five arithmetic tasks?")
             assert ("ref-karpathy", "citing_context") in cited and ("ref-lee", "reference_content") in cited, cited
