@@ -518,9 +518,9 @@ _ASKS_FIGURE = re.compile(
 _ASKS_CITED = re.compile(
     r"(?:^|[,;:]\s*)whose\b|"  # "Whose method …?", not "the figure whose caption …"
     r"\b(?:cit(?:e|es|ed|ing|ations?)|prior|earlier|previous|"
-    # "that paper's title", "the title of their paper": a cited work's (not "this paper's title")
     r"(?:which|what)\s+(?:\w+\s+)?(?:paper|work|study|software|toolkit|library|release|textbook|book)'?s?|"
     r"(?:paper|work|study|article)\s+(?:introducing|proposing|(?:that|which)\s+(?:introduced|proposed))|"
+    # "that paper's title", "the title of their paper": a cited work's (not "this paper's title")
     r"(?:that|its|their)\s+(?:[\w-]+\s+){0,2}?(?:[\w-]+'s\s+)?title|title\s+of\s+(?:that|their|its)"
     r")\b",
     re.IGNORECASE,
@@ -550,9 +550,10 @@ _INTENTS = (
 
 def _best_references(store: VectorStore, sources: list[str], fused: list[tuple[str, float]]) -> list[tuple[str, float]]:
     """Reference rows, best first, each scored by the sum of its cells' fused scores (its citing sentences and its
-    entry), as its citing sentence (which brings the entry, :data:`_COMPANIONS`), or its entry when no citing
-    sentence ranks. One sentence often cites several works ("NanoGPT (Karpathy, 2022), as in Lee et al. (2024)") and
-    is then the citing sentence of each; the entry that also has the question's words is the work asked about."""
+    entry): the best as its citing sentence (which brings its entry, :data:`_COMPANIONS`), the others as their
+    entries (each as its other cell when that one did not rank). One sentence often cites several works ("NanoGPT
+    (Karpathy, 2022)" beside "the protocol of (Lee et al., 2024)") and is then the citing sentence of each; the
+    entry that also has the question's words is the work asked about, and the runner-up's entry is where it is."""
     if not fused or not sources:
         return fused
     rows = store.client.get(sources[0], ids=[key for key, _ in fused], output_fields=["primary_key", "column_name"])
