@@ -16,8 +16,7 @@ Only labels of the table are looked up, and only where a definition is written t
   label led by a digit or a symbol, ``2D+``) it is the word right before the parenthesis (``including addition
   (2D+)`` → ``addition``; a hyphenated word is one, ``3-digit``), or the capitalised name ending there, four words at
   most (``on Movie Reviews (5D)``);
-- **denotes** (the paragraphs): ``LABEL denotes / means / … long form``.
-
+- **denotes** (the paragraphs): ``LABEL denotes / means / … long form``;
 - **truncation** (the paragraphs, last): a word-like label the prose never writes as a word (``Params``, ``Acc.``)
   stands for the prose's word it begins, when one word (with its inflections) is most of the prose's words that
   begin so (``parameters``; ``Rec`` is left alone where "recall", "recent" and "recognition" all occur).
@@ -30,7 +29,9 @@ wins over the prose's, the first one written over later ones. Nothing here knows
 from __future__ import annotations
 
 import re
+from collections import Counter
 from functools import lru_cache
+from os.path import commonprefix
 from typing import Iterable
 
 from paperlake.parsing.inline_math import plain_text
@@ -194,10 +195,9 @@ def _truncation_definitions(paragraphs: Iterable[str], labels: list[str]) -> dic
             stems[label] = stem[:-1] if len(stem) > 4 and stem.endswith("s") else stem  # "Params": "param"
     if not stems:
         return {}
-    counts: dict[str, int] = {}
-    for paragraph in paragraphs:
-        for word in _PROSE_WORD.findall(_readable(paragraph or "")):
-            counts[word.lower()] = counts.get(word.lower(), 0) + 1
+    counts = Counter(
+        word.lower() for paragraph in paragraphs for word in _PROSE_WORD.findall(_readable(paragraph or ""))
+    )
     found: dict[str, str] = {}
     for label, stem in stems.items():
         if counts.get(stem) or counts.get(label.rstrip(".").lower()):
@@ -206,17 +206,10 @@ def _truncation_definitions(paragraphs: Iterable[str], labels: list[str]) -> dic
         if not begun:
             continue
         best = max(begun, key=lambda word: (begun[word], -len(word)))
-        family = sum(n for word, n in begun.items() if _shared(word, best) >= len(stem) + 2)
+        family = sum(n for word, n in begun.items() if len(commonprefix([word, best])) >= len(stem) + 2)
         if family >= MIN_EXPANSION_USES and family >= 2 * (sum(begun.values()) - family):
             found[label] = best
     return found
-
-
-def _shared(a: str, b: str) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
 
 
 @lru_cache(maxsize=4096)

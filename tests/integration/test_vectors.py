@@ -693,7 +693,7 @@ def _insert_chunks(con, paper: str, texts: list[str]) -> None:
         )
 
 
-def _ranked(store, paper: str, question: str, limit: int) -> list[tuple[str, str]]:
+def _ranked(store, paper: str, question: str, limit: int = 5) -> list[tuple[str, str]]:
     """The fused search's hits within one paper, as (row key, column)."""
     hits = search(store, question, "text_hybrid", limit=limit, filter=f"pdf_id == '{paper}'")
     return [(h.primary_key, h.column_name) for h in hits]
@@ -730,19 +730,25 @@ def test_a_question_about_a_plot_or_a_cited_work_lifts_that_views_best_to_second
         try:
             assert not sync_warehouse(store, con).failures
 
-            def ranked(question: str) -> list[tuple[str, str]]:
-                return _ranked(store, paper, question, limit=4)
-
-            plot = ranked("In the per-language plot of the eye movement study, what does the legend list?")
+            plot = _ranked(
+                store, paper, "In the per-language plot of the eye movement study, what does the legend list?", limit=4
+            )
             assert plot[0][0].startswith("chunk-") and plot[1][0] == "img-1", plot
-            cited = ranked("Which release do the authors cite for the word frequencies of each language?")
+            cited = _ranked(
+                store, paper, "Which release do the authors cite for the word frequencies of each language?", limit=4
+            )
             assert cited[0][0].startswith("chunk-") and cited[1:3] == [
                 ("ref-1", "citing_context"),
                 ("ref-1", "reference_content"),
             ], cited
-            introducing = ranked("What is the title of the work introducing the word frequencies of each language?")
+            introducing = _ranked(
+                store,
+                paper,
+                "What is the title of the work introducing the word frequencies of each language?",
+                limit=4,
+            )
             assert ("ref-1", "reference_content") in introducing[:3], introducing
-            plain = ranked("What are the per-language results of the eye movement study?")
+            plain = _ranked(store, paper, "What are the per-language results of the eye movement study?", limit=4)
             assert all(key.startswith("chunk-") for key, _ in plain), plain  # neither a figure nor a cited work
         finally:
             store.close()
@@ -826,12 +832,11 @@ def test_a_cited_work_is_found_by_its_row_and_a_typed_symbol_by_its_passage(tmp_
         try:
             assert not sync_warehouse(store, con).failures
 
-            def ranked(question: str) -> list[tuple[str, str]]:
-                return _ranked(store, paper, question, limit=5)
-
-            cited = ranked("Whose protocol do they follow when training NanoGPT on the five arithmetic tasks?")
+            cited = _ranked(
+                store, paper, "Whose protocol do they follow when training NanoGPT on the five arithmetic tasks?"
+            )
             assert ("ref-karpathy", "citing_context") in cited and ("ref-lee", "reference_content") in cited, cited
-            symbol = ranked("In the bound on the loss of training, what kind of quantity is delta_t?")
+            symbol = _ranked(store, paper, "In the bound on the loss of training, what kind of quantity is delta_t?")
             assert ("eq-10", "equation_passage") in symbol[:2], symbol
         finally:
             store.close()
