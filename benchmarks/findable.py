@@ -28,6 +28,9 @@ The question sets:
 - ``written_blind2``: ``benchmarks/findable_questions_blind2.jsonl``, 100 more on all nineteen papers, written the
   same way (avoiding every earlier set's facts) while the rules that ``written_blind``'s misses suggested were being
   written, and committed before any route was scored on them;
+- ``written_blind3``: ``benchmarks/findable_questions_blind3.jsonl``, 110 more on all nineteen papers (six each, one
+  of each kind where the paper has it), written the same way after 096b888's rules were fixed, and committed
+  before any route was scored on them;
 - ``heldout_tables`` (with ``--heldout-home``): ``benchmarks/heldout_table_questions.jsonl``, table questions from
   the gold tables of synthetic papers no method was tuned on (``benchmarks/heldout_tables.py``), over the home that
   holds those papers.
@@ -78,6 +81,8 @@ FRESH_QUESTIONS = REPO / "benchmarks" / "findable_questions_fresh.jsonl"
 BLIND_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind.jsonl"
 # 100 more, written while the rules that the first blind set's misses suggested were being written
 BLIND2_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind2.jsonl"
+# 110 more, written after 096b888's rules were fixed
+BLIND3_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind3.jsonl"
 
 
 def score(store, questions: list[dict], k: int = 5) -> dict:
@@ -226,6 +231,7 @@ def main() -> None:
         "written_fresh": written_questions(settings, FRESH_QUESTIONS),
         "written_blind": written_questions(settings, BLIND_QUESTIONS),
         "written_blind2": written_questions(settings, BLIND2_QUESTIONS),
+        "written_blind3": written_questions(settings, BLIND3_QUESTIONS),
     }
     config = load_config()
     results = {

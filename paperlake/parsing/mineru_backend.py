@@ -19,7 +19,9 @@ import os
 import re
 import signal
 import subprocess
+import unicodedata
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -37,6 +39,7 @@ from paperlake.parsing.figure_text import text_inside, word_lines
 from paperlake.parsing.front_matter import front_matter_row
 from paperlake.parsing.geometry import union as _union
 from paperlake.parsing.inline_math import plain_text
+from paperlake.parsing.pymupdf import box_words, grid_in_box
 
 PARSER_VERSION = versions.MINERU  # bumped there
 BACKEND = "mineru"
@@ -63,6 +66,12 @@ _INLINE_ABSTRACT = re.compile(r"^\s*abstract\s*[:.—–-]\s*", re.I)
 _SUP_SUB = re.compile(r"<(sup|sub)>(.*?)</\1>", re.S)
 _MARKERS = re.compile(r"\^\{[^{}]*\}")  # superscripts after _clean_text: affiliation and footnote marks
 _NAME_SEPARATORS = re.compile(r",|;|\band\b|&")
+# A MinerU table grid is replaced when it keeps less of the text layer inside its box than this (_keep_printed_words)
+_MIN_WORDS_KEPT = 0.8
+_MIN_NUMBERS = 10
+_MIN_NUMBERS_KEPT = 0.9
+_WORD = re.compile(r"\w+")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _AFFILIATION_WORDS = re.compile(
     r"\b(univ|university|institute|inc|lab|laboratory|research|college|department|dept|school|academy|group|"
     r"centre|center|corporation|company|ltd|technologies)\b",
@@ -627,11 +636,38 @@ class _Reader:
                 image_kind = self._image_kind(entry, members) if entry.kind == "figure" else None
                 blocks.extend(_float_blocks(entry, members, image_kind))
         blocks = _merge_split_references(blocks)
+        for block in blocks:
+            if block.kind == "table":
+                self._keep_printed_words(block)
         self._add_figure_text(blocks)
         title, authors, abstract = self._front_matter(blocks)
         layout = DocumentLayout(pages=pages, blocks=blocks, title=title, authors=authors, abstract=abstract)
         layout.front_matter = front_matter_row(self.document[0], authors) if len(self.document) else {}
         return layout
+
+    def _keep_printed_words(self, block: Block) -> None:
+        """A table whose MinerU grid lost what the page prints inside its box gets our grid of that box instead.
+
+        MinerU's table model sometimes drops cells, merges a column's numbers into one cell or shifts a block of rows
+        by a column (a 50-row table's row labels left empty), and leaves an image-only table (a prompt template) with
+        no cells at all; its HTML then holds values the PDF does not put together, and words it does not hold are
+        findable nowhere but in the page text. The check is on the text layer inside the table's box: a grid is lost
+        when it holds under :data:`_MIN_WORDS_KEPT` of those words, or, with :data:`_MIN_NUMBERS` numbers or more, under
+        :data:`_MIN_NUMBERS_KEPT` of the numbers. Then the grid is read from the same box the way the PyMuPDF backend
+        reads its own tables (:func:`paperlake.parsing.pymupdf.grid_in_box`); MinerU still found the table, its box and
+        caption, so the detector stays ``mineru``. A grid that only writes the printed text differently (LaTeX for a
+        symbol, spaces inside ``LLaMA2-7B``) keeps far more than these bars and stays MinerU's."""
+        page = self.document[block.page_number - 1]
+        printed = unicodedata.normalize("NFKC", " ".join(word[4] for word in box_words(page, block.bbox)))
+        held = unicodedata.normalize("NFKC", " ".join(cell.text for cell in block.cells))
+        words_kept = _share_kept(_WORD.findall(printed.lower()), _WORD.findall(held.lower()))
+        numbers = _NUMBER.findall(printed)
+        numbers_kept = _share_kept(numbers, _NUMBER.findall(held))
+        if words_kept >= _MIN_WORDS_KEPT and (len(numbers) < _MIN_NUMBERS or numbers_kept >= _MIN_NUMBERS_KEPT):
+            return
+        cells = grid_in_box(page, block.bbox)
+        if cells:
+            block.cells, block.html = cells, None
 
     def _add_figure_text(self, blocks: list[Block]) -> None:
         """A figure's own words from the PDF's text layer (MinerU keeps only an image of it), tables on the same page
@@ -886,6 +922,14 @@ def _continues(entry: str, piece: str) -> bool:
         return True
     unfinished = not entry.endswith((".", "?", "!"))
     return unfinished and (_YEAR.search(entry) is None or _YEAR.search(piece) is None)
+
+
+def _share_kept(printed: list[str], held: list[str]) -> float:
+    """The share of ``printed`` (with repeats) that ``held`` also has; 1.0 when nothing is printed."""
+    if not printed:
+        return 1.0
+    have = Counter(held)
+    return sum(min(count, have[token]) for token, count in Counter(printed).items()) / len(printed)
 
 
 def _merge_split_references(blocks: list[Block]) -> list[Block]:

@@ -4,4 +4,4 @@ parse nothing themselves, where importing both readers would cost far more than 
 imports. Bump a backend's version here (its module re-exports it as ``PARSER_VERSION``)."""
 
 PYMUPDF = "pymupdf-33"
-MINERU = "mineru-12"
+MINERU = "mineru-13"

@@ -211,6 +211,32 @@ def test_two_captions_on_one_table_are_split_between_the_two_tables():
     assert tables["Table 2"].bbox[3] < tables["Table 3"].bbox[1]
 
 
+def test_a_grid_mineru_garbled_is_read_from_the_text_layer_and_a_sound_one_is_kept(rank_calibration_layout):
+    """Table 4 (50 rows): MinerU shifts the Llama-2-chat block by a column and leaves its model cell empty."""
+    tables = {b.label: b for b in rank_calibration_layout.blocks if b.kind == "table"}
+    garbled, sound = tables["Table 4"], tables["Table 2"]
+    assert garbled.html is None and garbled.detector == "mineru"
+    value = next(c for c in garbled.cells if c.text == "0.101±0.015")
+    row = {c.col: c.text for c in garbled.cells if c.row == value.row}
+    assert (row[2], row[3]) == ("bert", "0.6")
+    model = next(c for c in garbled.cells if c.col == 0 and c.row <= value.row < c.row + c.rowspan)
+    assert model.text == "Llama-2-chat"
+    with pymupdf.open(_pdf(RANK_CALIBRATION)) as document:
+        printed = document[garbled.page_number - 1].get_text("words", clip=pymupdf.Rect(garbled.bbox))
+    held = " ".join(c.text for c in garbled.cells).split()
+    assert all(word[4] in held for word in printed if word[4][0].isdigit())
+    assert sound.html is not None and sound.html.startswith("<table>")  # MinerU's grid kept where it lost nothing
+
+
+def test_a_table_mineru_left_without_cells_gets_the_words_in_its_box():
+    """EfficientRAG's prompt templates are tables MinerU read as images: no HTML, no cells."""
+    slug = "emnlp2024-199-efficientrag"
+    layout = mineru.read_layout(CORPUS / "mineru" / slug, _pdf(slug))
+    table = next(b for b in layout.blocks if b.kind == "table" and b.label == "Table 8")
+    text = " ".join(c.text for c in table.cells)
+    assert "You are assigned a multi-hop question decomposition task." in text
+
+
 # ---------------------------------------------------------------------------------------------------- layouts
 
 

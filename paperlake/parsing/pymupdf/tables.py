@@ -13,43 +13,52 @@ import pymupdf
 
 from paperlake.parsing.blocks import TableCell
 from paperlake.parsing.pymupdf.geometry import Box, _area, _overlaps
-from paperlake.parsing.pymupdf.page import _TEXT_FLAGS
-from paperlake.parsing.pymupdf.regions import _Region
+from paperlake.parsing.pymupdf.page import _TEXT_FLAGS, _read_page
 from paperlake.parsing.pymupdf.structure import _PageAnalysis
 
 
 def _fill_table_cells(page: pymupdf.Page, analysis: _PageAnalysis) -> None:
     for region in analysis.regions:
-        if region.kind != "table":
-            continue
-        words = page.get_text("words", clip=pymupdf.Rect(region.bbox), flags=_TEXT_FLAGS)
-        ruled = _cells_from_ruled_grid(page, region, words, analysis)
-        region.cells = ruled or _cells_from_text(words, region, analysis)
+        if region.kind == "table":
+            region.cells = _grid(page, region.bbox, analysis.content.drawings)
+
+
+def grid_in_box(page: pymupdf.Page, bbox: Box) -> list[TableCell]:
+    """Our own grid of the table another backend found at ``bbox``: the ruled grid, else where the words sit."""
+    return _grid(page, bbox, _read_page(page).drawings)
+
+
+def box_words(page: pymupdf.Page, bbox: Box) -> list[tuple]:
+    """The text layer's words inside ``bbox``, as the grid reads them."""
+    return page.get_text("words", clip=pymupdf.Rect(bbox), flags=_TEXT_FLAGS)
+
+
+def _grid(page: pymupdf.Page, bbox: Box, drawings: list[tuple[Box, bool]]) -> list[TableCell]:
+    words = box_words(page, bbox)
+    return _cells_from_ruled_grid(page, bbox, words, drawings) or _cells_from_text(words, bbox, drawings)
 
 
 def _cells_from_ruled_grid(
-    page: pymupdf.Page, region: _Region, words: list[tuple], analysis: _PageAnalysis
+    page: pymupdf.Page, bbox: Box, words: list[tuple], drawings: list[tuple[Box, bool]]
 ) -> list[TableCell]:
     """Cells from PyMuPDF's table finder when the table draws a grid; texts from our word boxes.
 
     Booktabs tables (horizontal rules only, the norm in ACL papers) give the line finder nothing to work with
     and cost it up to a second per page, so it only runs where vertical rules exist."""
     vertical_rules = [
-        rect
-        for rect, _ in analysis.content.drawings
-        if rect[2] - rect[0] <= 2 and rect[3] - rect[1] >= 8 and _overlaps(rect, region.bbox)
+        rect for rect, _ in drawings if rect[2] - rect[0] <= 2 and rect[3] - rect[1] >= 8 and _overlaps(rect, bbox)
     ]
-    boxes_drawn = [rect for rect, is_box in analysis.content.drawings if is_box and _overlaps(rect, region.bbox)]
+    boxes_drawn = [rect for rect, is_box in drawings if is_box and _overlaps(rect, bbox)]
     if len(vertical_rules) < 2 and len(boxes_drawn) < 4:
         return []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        found = page.find_tables(clip=pymupdf.Rect(region.bbox), use_layout=False)
+        found = page.find_tables(clip=pymupdf.Rect(bbox), use_layout=False)
     tables = [t for t in found.tables if t.row_count >= 2 and t.col_count >= 2]
     if not tables:
         return []
     table = max(tables, key=lambda t: _area(t.bbox))
-    if _area(table.bbox) < 0.6 * _area(region.bbox):
+    if _area(table.bbox) < 0.6 * _area(bbox):
         return []
     boxes = [cell for row in table.rows for cell in row.cells if cell is not None]
     xs = _cluster_edges([b[0] for b in boxes])
@@ -109,7 +118,7 @@ class _Segment:
         return (self.x0 + self.x1) / 2
 
 
-def _cells_from_text(words: list[tuple], region: _Region, analysis: _PageAnalysis) -> list[TableCell]:
+def _cells_from_text(words: list[tuple], bbox: Box, drawings: list[tuple[Box, bool]]) -> list[TableCell]:
     """Cells from word positions: rows by baseline, columns by the gaps that the fullest rows share; then the
     spans a rule-less reading hides. A label set between two rows (``\\multirow`` over an even number of rows) is
     not a row of its own; a stub label with empty stub cells on both sides spans them; a header label spans the
@@ -125,9 +134,7 @@ def _cells_from_text(words: list[tuple], region: _Region, analysis: _PageAnalysi
     grid = [_place(row, boundaries, where) for row in rows]
     grid, rows, spans = _merge_floating_rows(grid, rows)
     rules = [
-        rect
-        for rect, _ in analysis.content.drawings
-        if rect[3] - rect[1] <= 2 and rect[2] - rect[0] >= 8 and _overlaps(rect, region.bbox)
+        rect for rect, _ in drawings if rect[3] - rect[1] <= 2 and rect[2] - rect[0] >= 8 and _overlaps(rect, bbox)
     ]
     header_rows = _header_rows(rows, rules)
     _stub_spans(grid, spans, header_rows)
