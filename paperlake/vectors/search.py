@@ -211,6 +211,8 @@ def _search(
             named += _named_table_ids(store, sources, expression, query, fused)
             named += _cited_entry_ids(store, sources, expression, query)
             named += _front_matter_ids(store, sources, expression, query)
+            named += _own_title_ids(store, sources, expression, query)
+            named += _acknowledgment_ids(store, sources, expression, query)
             asked = [] if named else [intent for intent in _INTENTS if intent[0].search(query)]
             if len(asked) > 1:  # a symbol in a question about a plot or a cited work ("(k, epsilon)-anonymity")
                 asked = [intent for intent in asked if intent[0] is not _ASKS_SYMBOL]
@@ -690,6 +692,55 @@ def _front_matter_ids(store: VectorStore, sources: list[str], expression: str, q
     if named:  # a name many front matters print ("University" in "Besides Stanford University, …") picks none
         return named if len(named) <= _NAMED_OBJECTS else []
     return [str(row["id"]) for row in rows] if expression and len(rows) <= _NAMED_OBJECTS else []
+
+
+# A question about the paper's own title ("the full subtitle of the ARES paper", "this paper's title"); a cited work's
+# title is _ASKS_CITED's ("that paper's title", "the title of their paper", "the paper introducing X")
+_ASKS_OWN_TITLE = re.compile(
+    r"\bsub-?title\b|"
+    r"\btitle\s+of\s+(?:the|this)\s+(?:[\w-]+\s+){0,2}?(?:paper|article|study|survey|work)\b|"
+    r"\b(?:the|this)\s+(?:[\w-]+\s+){0,2}?(?:paper|article|study|survey)'s\s+(?:full\s+)?title\b|"
+    r"\bwhat\s+is\s+(?:the|this)\s+(?:paper|article|study|survey)\s+(?:called|titled)\b",
+    re.IGNORECASE,
+)
+_TITLE_VIEW = ("metadata", "title")
+
+
+def _own_title_ids(store: VectorStore, sources: list[str], expression: str, query: str) -> list[str]:
+    """For a question about the paper's own title, the titles of the filter's papers if they are a few: the title
+    shares a word or two with such a question, which every passage about the paper's method shares too."""
+    if not sources or not expression or not _ASKS_OWN_TITLE.search(query) or _ASKS_CITED.search(query):
+        return []
+    rows = _view_cells(store, sources[0], expression, *_TITLE_VIEW)
+    return [str(row["id"]) for row in rows] if len(rows) <= _NAMED_OBJECTS else []
+
+
+# A question about who funded or supported the work: the answer is in the acknowledgments
+_ASKS_FUNDING = re.compile(
+    r"\b(?:fund(?:ed|ing|s|ers?)?|grants?|sponsor\w*|acknowledg\w*|financ\w*\s+support\w*|"
+    r"supported\s+(?:in\s+part\s+)?by)\b",
+    re.IGNORECASE,
+)
+_ACKNOWLEDGMENTS = re.compile(r"^\W*(?:\d+\W*)?acknowledge?ments?\b|^\W*funding\b", re.IGNORECASE)
+
+
+def _acknowledgment_ids(store: VectorStore, sources: list[str], expression: str, query: str) -> list[str]:
+    """For a question about funding, the acknowledgments sections of the filter's papers if they are a few: a
+    funder's name is seldom a word of the question, and "supported" or "grant" are words of any method section."""
+    if not sources or not expression or not _ASKS_FUNDING.search(query):
+        return []
+    titles = _view_cells(store, sources[0], expression, "sections", "section_title")
+    keys = [row["primary_key"] for row in titles if _ACKNOWLEDGMENTS.search(row.get("text") or "")]
+    if not keys or len(keys) > _NAMED_OBJECTS:
+        return []
+    view = "table_name == 'sections' and column_name == 'section_content'"
+    rows = store.client.query(
+        sources[0],
+        filter=f"({expression}) and {view} and primary_key in [{', '.join(quote_literal(key) for key in keys)}]",
+        output_fields=["primary_key"],
+        limit=_NAMED_LIMIT,
+    )
+    return [str(row["id"]) for row in rows]
 
 
 def _second(fused: list[tuple[str, float]], cells: list[str]) -> list[tuple[str, float]]:

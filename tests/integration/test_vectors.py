@@ -899,6 +899,53 @@ def test_hybrid_search_puts_the_front_matter_first_for_an_affiliation(tmp_path, 
             store.close()
 
 
+def test_the_papers_title_and_its_acknowledgments_come_first_when_asked_for(tmp_path, cache_path):
+    """"The subtitle of the paper" brings the paper's title; "who funded the work" its acknowledgments section. Each
+    shares fewer of the question's words than the passages about the method, which repeat its name; a cited work's
+    title and a question without a funding word keep the fused order."""
+    from paperlake.vectors.search import _ASKS_CITED, _ASKS_FUNDING, _ASKS_OWN_TITLE
+    from support.sample_warehouse import WAREHOUSE_DDL
+
+    paper = "00000000-0000-0000-0000-000000000001"
+    with duckdb.connect(str(tmp_path / "warehouse.duckdb")) as con:
+        con.execute(WAREHOUSE_DDL)
+        con.execute(
+            "insert into metadata (paper_id, title) values (?, ?)",
+            [paper, "QUILL: Calibrated Retrieval for Long Documents"],
+        )
+        for n, (title, content) in enumerate(
+            [
+                ("3 Method", "QUILL supports long documents; the QUILL paper funds its index by a grant of tokens."),
+                ("Acknowledgments", "This research was supported in part by the Ostrava Science Foundation."),
+            ]
+        ):
+            con.execute(
+                "insert into sections (section_id, section_title, section_content, ordinal, ref_paper_id) "
+                "values (?, ?, ?, ?, ?)",
+                [f"sec-{n}", title, content, n, paper],
+            )
+        _insert_chunks(
+            con,
+            paper,
+            [f"The QUILL paper: QUILL research on the subtitle of its funding, QUILL part {n}." for n in range(8)],
+        )
+        store = open_store(tmp_path / "vectors.db", cache_path)
+        try:
+            assert not sync_warehouse(store, con).failures
+            title = _ranked(store, paper, "What is the full subtitle of the QUILL paper?")
+            assert title[0] == (paper, "title"), title
+            funding = _ranked(store, paper, "Which foundation partly funded the QUILL research?")
+            assert funding[0] == ("sec-1", "section_content"), funding
+        finally:
+            store.close()
+    for own in ("What is this paper's title?", "What is the title of the paper?", "What is the survey's subtitle?"):
+        assert _ASKS_OWN_TITLE.search(own) and not _ASKS_CITED.search(own), own
+    assert _ASKS_CITED.search("What is the title of their paper?")  # a cited work's title is not the paper's own
+    for funding in ("Who sponsored the study?", "Which grant supported it?", "What do the authors acknowledge?"):
+        assert _ASKS_FUNDING.search(funding), funding
+    assert not _ASKS_FUNDING.search("Which dataset do they fine-tune on?")
+
+
 def test_hybrid_routes_and_coverage_weighting(synced, sample, monkeypatch):
     """The configured routes make hybrid's BM25 route the BM25 search itself; without them the hybrid collection's
     own fields answer; coverage weighting only ever lowers dense contributions, by the share of the cell seen."""
