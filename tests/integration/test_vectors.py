@@ -900,9 +900,9 @@ def test_hybrid_search_puts_the_front_matter_first_for_an_affiliation(tmp_path, 
 
 
 def test_the_papers_title_and_its_acknowledgments_come_first_when_asked_for(tmp_path, cache_path):
-    """"The subtitle of the paper" brings the paper's title; "who funded the work" its acknowledgments section. Each
-    shares fewer of the question's words than the passages about the method, which repeat its name; a cited work's
-    title and a question without a funding word keep the fused order."""
+    """A question about "the subtitle of the paper" brings the paper's title; "who funded the work" its
+    acknowledgments section. Each shares fewer of the question's words than the passages about the method, which
+    repeat its name; a cited work's title and a question without a funding word keep the fused order."""
     from paperlake.vectors.search import _ASKS_CITED, _ASKS_FUNDING, _ASKS_OWN_TITLE
     from support.sample_warehouse import WAREHOUSE_DDL
 
