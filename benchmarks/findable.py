@@ -31,6 +31,9 @@ The question sets:
 - ``written_blind3``: ``benchmarks/findable_questions_blind3.jsonl``, 110 more on all nineteen papers (six each, one
   of each kind where the paper has it), written the same way after 096b888's rules were fixed, and committed
   before any route was scored on them;
+- ``written_blind4``: ``benchmarks/findable_questions_blind4.jsonl``, 101 more on all nineteen papers, written the
+  same way (a kind left out where the paper has none) after a9e2937's rules were fixed, and committed before any
+  route was scored on them;
 - ``heldout_tables`` (with ``--heldout-home``): ``benchmarks/heldout_table_questions.jsonl``, table questions from
   the gold tables of synthetic papers no method was tuned on (``benchmarks/heldout_tables.py``), over the home that
   holds those papers.
@@ -83,6 +86,8 @@ BLIND_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind.jsonl"
 BLIND2_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind2.jsonl"
 # 110 more, written after 096b888's rules were fixed
 BLIND3_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind3.jsonl"
+# 101 more, written after a9e2937's rules were fixed
+BLIND4_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind4.jsonl"
 
 
 def score(store, questions: list[dict], k: int = 5) -> dict:
@@ -232,6 +237,7 @@ def main() -> None:
         "written_blind": written_questions(settings, BLIND_QUESTIONS),
         "written_blind2": written_questions(settings, BLIND2_QUESTIONS),
         "written_blind3": written_questions(settings, BLIND3_QUESTIONS),
+        "written_blind4": written_questions(settings, BLIND4_QUESTIONS),
     }
     config = load_config()
     results = {
