@@ -34,9 +34,9 @@ def answer_needles(answer: Any) -> list[str]:
 
 def contains_needle(snippet_text: str, needle: str) -> bool:
     """Whether the text states the needle; a number matches as printed in papers: ``74.1`` in "74.10", ``4749`` in
-    "4,749", ``-2.1`` in "−2.1", but not inside another number ("174.1", "74.15")."""
+    "4,749", ``-2.1`` in "−2.1" and ``−2.1`` in "-2.1", but not inside another number ("174.1", "74.15")."""
     haystack = snippet_text.lower()
-    number = re.fullmatch(r"(-?)(\d+)(?:\.(\d+))?", needle)
+    number = re.fullmatch(r"([-−–]?)(\d+)(?:\.(\d+))?", needle)
     if number:
         sign, whole, fraction = number.groups()
         grouped = (
@@ -55,11 +55,15 @@ def contains_needle(snippet_text: str, needle: str) -> bool:
 
 @lru_cache(maxsize=4096)
 def _text_pattern(needle: str) -> re.Pattern:
-    """A text needle as laid-out text may print it: any run of whitespace for its spaces, and for a hyphen between
-    two letters, that hyphen or none, a line break after it or not."""
+    """A text needle as laid-out text may print it: any run of whitespace for its spaces (or none after a comma,
+    semicolon or colon: "7,47" for "7, 47"), and for a hyphen between two letters, that hyphen or none, a line break
+    after it or not."""
     parts = []
     for piece in re.split(r"(\s+|(?<=[^\W\d_])-(?=[^\W\d_]))", needle.strip()):
         if not piece:
             continue
-        parts.append(r"\s+" if piece.isspace() else r"-?\s*" if piece == "-" else re.escape(piece))
+        if piece.isspace():
+            parts.append(r"\s*" if parts and parts[-1][-1:] in {",", ";", ":"} else r"\s+")
+        else:
+            parts.append(r"-?\s*" if piece == "-" else re.escape(piece))
     return re.compile("".join(parts))

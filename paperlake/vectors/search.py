@@ -657,11 +657,12 @@ _PERSON_FROM = re.compile(r"\b(?:is|are)\s+[A-Z][\w'’-]+\s+[A-Z][\w'’-]+\s+(
 _WHERE_SOMEONE_WORKS = re.compile(r"\b[Ww]here\b[^?]*?(?:\bauthors?\b|\b[A-Z][\w'’-]+\s+[A-Z][\w'’-]+)[^?]*\bwork")
 
 
-# A question about who wrote the paper itself ("the first author of the survey", "who wrote this paper"), not a work
-# it cites ("Who is that work's first author?", "the first author of the paper introducing them")
+# A question about who wrote the paper itself ("the first author of the survey", "the last-listed author of the X
+# paper", "who wrote this paper"), not a work it cites ("Who is that work's first author?", "the first author of the
+# paper introducing them")
 _AUTHORSHIP = re.compile(
-    r"\b(?:(?:first|second|third|last|corresponding|senior|lead|sole)\s+authors?\s+of|who\s+(?:wrote|authored))\s+"
-    r"(?:the|this)\s+(?:paper|survey|article|study)\b",
+    r"\b(?:(?:first|second|third|last|corresponding|senior|lead|sole)(?:-(?:listed|named|mentioned))?\s+"
+    r"authors?\s+of|who\s+(?:wrote|authored))\s+(?:the|this)\s+(?:[\w-]+\s+){0,2}?(?:paper|survey|article|study)\b",
     re.IGNORECASE,
 )
 

@@ -530,6 +530,8 @@ def test_two_stage_falls_back_to_the_first_retrieval_when_stage_one_is_malformed
         (4749, "Ambig.: 4,749;", True),
         (1234567, "1,234,567", True),
         (-2.1, "drops by −2.1 points", True),
+        ("−0.144", "-0.151 -0.144", True),  # a minus as the PDF prints it, a hyphen as MinerU writes it
+        ("−0.144", "0.144", False),
         (12, "12.0", True),
         (97.2, "97.20%", True),
         (74.1, "174.1", False),
@@ -542,6 +544,8 @@ def test_two_stage_falls_back_to_the_first_retrieval_when_stage_one_is_malformed
         ("pre-training", "geometric pre-\ntraining", True),
         ("3-5", "35 runs", False),  # a hyphen between digits is a range, not a line break's
         ("random sampled", "randomly sampled", False),
+        ("7, 47", "Params (B): 7,47; Tokens", True),  # no space after a comma, as MinerU writes a cell
+        ("7, 47", "7 47", False),
     ],
 )
 def test_answer_bearing_numbers_match_as_papers_print_them(gold, text, found) -> None:

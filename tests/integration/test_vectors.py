@@ -882,7 +882,7 @@ def test_hybrid_search_puts_the_front_matter_first_for_an_affiliation(tmp_path, 
                 # who wrote the paper: its first author is in the front matter, not in the references that repeat it
                 first = search(
                     store,
-                    "Who is the first author of the paper?",
+                    "Who is the last-listed author of the tagging paper?",
                     "text_hybrid",
                     limit=5,
                     filter=f"pdf_id == '{paper}'",
