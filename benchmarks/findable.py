@@ -34,6 +34,8 @@ The question sets:
 - ``written_blind4``: ``benchmarks/findable_questions_blind4.jsonl``, 101 more on all nineteen papers, written the
   same way (a kind left out where the paper has none) after a9e2937's rules were fixed, and committed before any
   route was scored on them;
+- ``written_blind5``: ``benchmarks/findable_questions_blind5.jsonl``, 101 more written the same way after f95aef8's
+  rules and needles were fixed, and committed before any route was scored on them;
 - ``heldout_tables`` (with ``--heldout-home``): ``benchmarks/heldout_table_questions.jsonl``, table questions from
   the gold tables of synthetic papers no method was tuned on (``benchmarks/heldout_tables.py``), over the home that
   holds those papers.
@@ -88,6 +90,8 @@ BLIND2_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind2.jsonl"
 BLIND3_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind3.jsonl"
 # 101 more, written after a9e2937's rules were fixed
 BLIND4_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind4.jsonl"
+# 101 more, written after f95aef8's rules and needles were fixed
+BLIND5_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind5.jsonl"
 
 
 def score(store, questions: list[dict], k: int = 5) -> dict:
@@ -238,6 +242,7 @@ def main() -> None:
         "written_blind2": written_questions(settings, BLIND2_QUESTIONS),
         "written_blind3": written_questions(settings, BLIND3_QUESTIONS),
         "written_blind4": written_questions(settings, BLIND4_QUESTIONS),
+        "written_blind5": written_questions(settings, BLIND5_QUESTIONS),
     }
     config = load_config()
     results = {
