@@ -139,10 +139,8 @@ def table_structure(cells: list[dict[str, Any]]) -> TableStructure:
     column_paths = (
         headers.sort(["c", "row"]).group_by("c", maintain_order=True).agg(pl.col("text").alias("column_header_path"))
     )
-    stubs = covered.filter(
-        (pl.col("row") >= header_rows) & (pl.col("col") < stub_columns) & (pl.col("text") != "")
-    ).unique(["r", "row", "col"])
-    row_paths = stubs.sort(["r", "col"]).group_by("r", maintain_order=True).agg(pl.col("text").alias("row_header_path"))
+    stubs = _filled_stubs(covered, header_rows, stub_columns)
+    row_paths = stubs.sort(["r", "c"]).group_by("r", maintain_order=True).agg(pl.col("text").alias("row_header_path"))
     row_paths = _with_section_labels(row_paths, _section_rows(frame, header_rows, n_rows, n_cols))
     numbers = [parse_number(t) for t in frame["text"]]
     result = (
@@ -167,6 +165,30 @@ def table_structure(cells: list[dict[str, Any]]) -> TableStructure:
         .sort(["row", "col"])
     )
     return TableStructure(header_rows, stub_columns, result, _quality_flags(covered, n_rows, n_cols, header_rows))
+
+
+def _filled_stubs(covered: pl.DataFrame, header_rows: int, stub_columns: int) -> pl.DataFrame:
+    """Each body row's stub labels (r, c, text): the stub cell covering it, else, on a row that holds data, the label
+    last set above it in that column, as a reader reads a blank row header ("triviaqa" over the rows of its group
+    when the grid has no row span for it: MinerU's HTML often has none). A label set in a column to the left starts
+    a new group, so a blank to its right is not filled from the group before."""
+    body = covered.filter(pl.col("r") >= header_rows)
+    set_here = body.filter((pl.col("c") < stub_columns) & (pl.col("c") == pl.col("col")) & (pl.col("text") != ""))
+    labels = {(r, c): text for r, c, text in set_here.unique(["r", "c"]).select("r", "c", "text").iter_rows()}
+    starts = {(r, c) for r, c in set_here.filter(pl.col("r") == pl.col("row")).select("r", "c").iter_rows()}
+    data_rows = set(body.filter((pl.col("c") >= stub_columns) & (pl.col("text") != ""))["r"].to_list())
+    filled = []
+    last: dict[int, str] = {}
+    for r in sorted(set(body["r"].to_list())):
+        for c in range(stub_columns):
+            if (r, c) in labels:
+                last[c] = labels[(r, c)]
+            if (r, c) in starts:  # a new group on the left: its blanks on the right are its own
+                for deeper in [k for k in last if k > c and (r, k) not in labels]:
+                    del last[deeper]
+            if (r, c) in labels or (r in data_rows and c in last):
+                filled.append((r, c, last[c]))
+    return pl.DataFrame(filled, schema={"r": pl.Int64, "c": pl.Int64, "text": pl.Utf8}, orient="row")
 
 
 def _section_rows(frame: pl.DataFrame, header_rows: int, n_rows: int, n_cols: int) -> dict[int, str]:

@@ -3,5 +3,5 @@
 parse nothing themselves, where importing both readers would cost far more than the rest of the parse asset module's
 imports. Bump a backend's version here (its module re-exports it as ``PARSER_VERSION``)."""
 
-PYMUPDF = "pymupdf-33"
-MINERU = "mineru-13"
+PYMUPDF = "pymupdf-34"
+MINERU = "mineru-14"

@@ -218,6 +218,30 @@ def test_a_full_width_label_row_heads_the_rows_below_it():
     assert [r.header_path for r in rows] == [["LLaMA2 7B", "SELF-ASK"], ["Mistral 7B", "SELF-ASK"]]
 
 
+def test_a_blank_row_header_reads_as_the_label_above_it_within_its_group():
+    """MinerU's HTML often sets a group label ("triviaqa") in its first row and leaves the rows under it blank, with
+    no row span: each blank stub cell of a data row reads as the label last set above it, and a label set further
+    left starts a new group whose blanks are not filled from the group before."""
+    grid = [cell(0, c, t, header=True) for c, t in enumerate(["Model", "Dataset", "Correctness", "UNLL"])]
+    grid.append(cell(1, 0, "Llama-2-chat", rowspan=4))
+    for row, dataset, correctness, value in [
+        (1, "triviaqa", "bert", "0.020"),
+        (2, "", "", "0.014"),
+        (3, "", "meteor", "0.034"),
+        (4, "squad", "", "0.061"),
+    ]:
+        grid += [cell(row, 1, dataset), cell(row, 2, correctness), cell(row, 3, value)]
+    grid += [cell(5, 0, ""), cell(5, 1, ""), cell(5, 2, ""), cell(5, 3, "")]  # a blank row is not filled
+    structure = table_structure(grid)
+    paths = {r["row"]: r["row_header_path"] for r in structure.cells.iter_rows(named=True) if r["col"] == 3}
+    assert paths[2] == ["Llama-2-chat", "triviaqa", "bert"]
+    assert paths[3] == ["Llama-2-chat", "triviaqa", "meteor"]
+    assert paths[4] == ["Llama-2-chat", "squad"]  # not the bert of triviaqa's group
+    assert paths[5] is None
+    rows, _ = table_lines(structure, "Table 2")
+    assert any("triviaqa" in r.text and "0.014" in r.text for r in rows)
+
+
 @pytest.mark.parametrize(
     ("path", "unit"),
     [
