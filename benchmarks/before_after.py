@@ -7,7 +7,8 @@ reuses this checkout's installed packages, with its own console scripts (``paper
 
 Each round runs, in this order, after/before on the whole sample inbox then before/after on naacl2024 alone (so
 neither side always goes first), each a cold ingest into a new home followed by a no-op ingest of the same inbox.
-Both use ``--backend pymupdf``. Nothing else should run on the machine meanwhile: the figures are wall times.
+Both use ``--backend pymupdf``, or with ``--mineru`` the sample's MinerU outputs (``--backend mineru --mineru-dir``).
+Nothing else should run on the machine meanwhile: the figures are wall times.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def prepare_before(rev: str, root: Path) -> tuple[Path, Path]:
     return worktree, venv
 
 
-def ingest_pair(side: str, bin_dir: Path, pythonpath: str, inbox: Path, home: Path) -> dict:
+def ingest_pair(side: str, bin_dir: Path, pythonpath: str, inbox: Path, home: Path, backend: list[str]) -> dict:
     """A cold ingest into a new home, then a no-op ingest of the same inbox: wall seconds and exit codes."""
     shutil.rmtree(home, ignore_errors=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PAPERLAKE_HOME", "DAGSTER_HOME", "PYTHONPATH")}
@@ -66,7 +67,7 @@ def ingest_pair(side: str, bin_dir: Path, pythonpath: str, inbox: Path, home: Pa
     env |= {"DAGSTER_DISABLE_TELEMETRY": "1", "OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "PAPERLAKE_LLM_MODEL": ""}
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
-    command = [str(bin_dir / "paperlake"), "ingest", "--home", str(home), "--backend", "pymupdf", str(inbox)]
+    command = [str(bin_dir / "paperlake"), "ingest", "--home", str(home), *backend, str(inbox)]
     result = {"side": side}
     for phase in ("cold", "noop"):
         started = time.perf_counter()
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", required=True, help="the earlier commit")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--mineru", action="store_true", help="ingest from the sample's MinerU outputs")
     parser.add_argument("--work", type=Path, default=Path("/tmp/paperlake-before-after"))
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "before_after.json")
     args = parser.parse_args(argv)
@@ -90,13 +92,15 @@ def main(argv: list[str] | None = None) -> int:
     if not naacl.exists():
         shutil.copytree(inbox / "naacl2024", naacl / "naacl2024")
     sides = {"after": (REPO / ".venv" / "bin", ""), "before": (venv / "bin", str(worktree))}
+    mineru = SHARED / "corpus" / "mineru"
+    backend = ["--backend", "mineru", "--mineru-dir", str(mineru)] if args.mineru else ["--backend", "pymupdf"]
     runs = []
     for number in range(1, args.rounds + 1):
         for name, folder, order in (("sample", inbox, ("after", "before")), ("naacl2024", naacl, ("before", "after"))):
             for side in order:
                 home = args.work / f"{side}-{name}-{number}" / "home"
                 home.parent.mkdir(parents=True, exist_ok=True)
-                run = ingest_pair(side, *sides[side], folder, home) | {"set": name, "round": number}
+                run = ingest_pair(side, *sides[side], folder, home, backend) | {"set": name, "round": number}
                 runs.append(run)
                 print(json.dumps(run), flush=True)
     summary = {}
@@ -111,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             summary[f"{name}_{phase}_after_over_before"] = round(medians["after"] / medians["before"], 3)
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     data = {
-        "what": "cold and no-op `paperlake ingest --backend pymupdf`, this checkout against an earlier commit, "
+        "what": f"cold and no-op `paperlake ingest {' '.join(backend[:2])}`, this checkout against an earlier commit, "
         "alternated in one session; medians of the rounds",
         "before": args.before,
         "after": head.stdout.strip(),
