@@ -36,6 +36,8 @@ The question sets:
   route was scored on them;
 - ``written_blind5``: ``benchmarks/findable_questions_blind5.jsonl``, 101 more written the same way after f95aef8's
   rules and needles were fixed, and committed before any route was scored on them;
+- ``written_blind6``: ``benchmarks/findable_questions_blind6.jsonl``, 100 more written the same way after 1b9fc0b's
+  rules, needles and parser were fixed, and committed before any route was scored on them;
 - ``heldout_tables`` (with ``--heldout-home``): ``benchmarks/heldout_table_questions.jsonl``, table questions from
   the gold tables of synthetic papers no method was tuned on (``benchmarks/heldout_tables.py``), over the home that
   holds those papers.
@@ -92,6 +94,8 @@ BLIND3_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind3.jsonl"
 BLIND4_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind4.jsonl"
 # 101 more, written after f95aef8's rules and needles were fixed
 BLIND5_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind5.jsonl"
+# 100 more, written after 1b9fc0b's rules, needles and parser were fixed
+BLIND6_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind6.jsonl"
 
 
 def score(store, questions: list[dict], k: int = 5) -> dict:
@@ -243,6 +247,7 @@ def main() -> None:
         "written_blind3": written_questions(settings, BLIND3_QUESTIONS),
         "written_blind4": written_questions(settings, BLIND4_QUESTIONS),
         "written_blind5": written_questions(settings, BLIND5_QUESTIONS),
+        "written_blind6": written_questions(settings, BLIND6_QUESTIONS),
     }
     config = load_config()
     results = {
