@@ -719,9 +719,9 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         generic,
     ),
     "before_after_session": (
-        "Ingest before and after the no-op, equation and parser changes",
+        "Ingest before and after the MinerU table and search changes",
         "before_after.py",
-        "this checkout against e8eb908, alternated, one round",
+        "ad452ab against 096b888 with `--mineru`, alternated, one round",
         generic,
     ),
     "noop": (
