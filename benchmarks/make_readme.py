@@ -721,7 +721,7 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
     "before_after_session": (
         "Ingest before and after the MinerU table and search changes",
         "before_after.py",
-        "ad452ab against 096b888 with `--mineru`, alternated, one round",
+        "this round's last commit against 096b888 with `--mineru`, alternated, one round",
         generic,
     ),
     "noop": (
