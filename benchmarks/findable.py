@@ -38,6 +38,9 @@ The question sets:
   rules and needles were fixed, and committed before any route was scored on them;
 - ``written_blind6``: ``benchmarks/findable_questions_blind6.jsonl``, 100 more written the same way after 1b9fc0b's
   rules, needles and parser were fixed, and committed before any route was scored on them;
+- ``written_blind7``: ``benchmarks/findable_questions_blind7.jsonl``, 95 more written the same way after 4f0091b's
+  rules were fixed (six questions that repeat an earlier set's question or answer dropped), and committed before any
+  route was scored on them;
 - ``heldout_tables`` (with ``--heldout-home``): ``benchmarks/heldout_table_questions.jsonl``, table questions from
   the gold tables of synthetic papers no method was tuned on (``benchmarks/heldout_tables.py``), over the home that
   holds those papers.
@@ -96,6 +99,8 @@ BLIND4_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind4.jsonl"
 BLIND5_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind5.jsonl"
 # 100 more, written after 1b9fc0b's rules, needles and parser were fixed
 BLIND6_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind6.jsonl"
+# 95 more, written after 4f0091b's rules were fixed
+BLIND7_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind7.jsonl"
 
 
 def score(store, questions: list[dict], k: int = 5) -> dict:
@@ -248,6 +253,7 @@ def main() -> None:
         "written_blind4": written_questions(settings, BLIND4_QUESTIONS),
         "written_blind5": written_questions(settings, BLIND5_QUESTIONS),
         "written_blind6": written_questions(settings, BLIND6_QUESTIONS),
+        "written_blind7": written_questions(settings, BLIND7_QUESTIONS),
     }
     config = load_config()
     results = {
