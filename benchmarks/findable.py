@@ -66,6 +66,7 @@ ROUTES = {
     "bm25": "text_bm25_en",
     "dense": "text_sentence_transformers_all_minilm_l6_v2",
     "hybrid": "text_hybrid",
+    "hybrid_fused": "text_hybrid",  # the same search without the reranker (paperlake.vectors.rerank)
 }
 # the element a probe kind asks about (the issue's kinds: text, table, figure, equation, metadata, reference)
 PROBE_KIND = {
@@ -81,26 +82,20 @@ PROBE_KIND = {
 }
 QUESTIONS = REPO / "benchmarks" / "findable_questions.jsonl"
 HELDOUT_TABLES = REPO / "benchmarks" / "heldout_table_questions.jsonl"
-# written by hand from emnlp2024's PDFs after the named-object rules of paperlake.vectors.search, paraphrasing
-LATER_QUESTIONS = REPO / "benchmarks" / "findable_questions_later.jsonl"
-# written from the PDFs of the emnlp2024 papers no other set asks about, by writers who never saw the retrieval
-HELDOUT_QUESTIONS = REPO / "benchmarks" / "findable_questions_heldout.jsonl"
-# the same, on the other twelve papers, written after the rules that the held-out set's misses suggested
-FRESH_QUESTIONS = REPO / "benchmarks" / "findable_questions_fresh.jsonl"
-# the same on all nineteen papers, written after the rules that the fresh set's misses suggested
-BLIND_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind.jsonl"
-# 100 more, written while the rules that the first blind set's misses suggested were being written
-BLIND2_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind2.jsonl"
-# 110 more, written after 096b888's rules were fixed
-BLIND3_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind3.jsonl"
-# 101 more, written after a9e2937's rules were fixed
-BLIND4_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind4.jsonl"
-# 101 more, written after f95aef8's rules and needles were fixed
-BLIND5_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind5.jsonl"
-# 100 more, written after 1b9fc0b's rules, needles and parser were fixed
-BLIND6_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind6.jsonl"
-# 95 more, written after 4f0091b's rules were fixed
-BLIND7_QUESTIONS = REPO / "benchmarks" / "findable_questions_blind7.jsonl"
+# the hand-written sets, oldest first (the docstring says when and how each was written)
+WRITTEN_SETS = {
+    "written": QUESTIONS,
+    "written_later": REPO / "benchmarks" / "findable_questions_later.jsonl",
+    "written_heldout": REPO / "benchmarks" / "findable_questions_heldout.jsonl",
+    "written_fresh": REPO / "benchmarks" / "findable_questions_fresh.jsonl",
+    "written_blind": REPO / "benchmarks" / "findable_questions_blind.jsonl",
+    "written_blind2": REPO / "benchmarks" / "findable_questions_blind2.jsonl",
+    "written_blind3": REPO / "benchmarks" / "findable_questions_blind3.jsonl",
+    "written_blind4": REPO / "benchmarks" / "findable_questions_blind4.jsonl",
+    "written_blind5": REPO / "benchmarks" / "findable_questions_blind5.jsonl",
+    "written_blind6": REPO / "benchmarks" / "findable_questions_blind6.jsonl",
+    "written_blind7": REPO / "benchmarks" / "findable_questions_blind7.jsonl",
+}
 
 
 def score(store, questions: list[dict], k: int = 5) -> dict:
@@ -122,7 +117,9 @@ def score(store, questions: list[dict], k: int = 5) -> dict:
             stored[kind][0] += held
             stored[kind][1] += 1
         for route, collection in ROUTES.items():
-            hits = search(store, question["question"], collection, filter=scope, limit=k)
+            hits = search(
+                store, question["question"], collection, filter=scope, limit=k, rerank=route != "hybrid_fused"
+            )
             bearing = [any(contains_needle(hit.text or "", n) for n in needles) for hit in hits]
             for kind in (question["kind"], "all"):
                 found[route][kind][0] += bool(bearing[:1] and bearing[0])
@@ -241,20 +238,8 @@ def main() -> None:
         from orchestration.run import ingest
 
         ingest([args.shared / "corpus" / "inbox"], settings)
-    sets = {
-        "probes": probe_questions(settings),
-        "written": written_questions(settings),
-        "written_later": written_questions(settings, LATER_QUESTIONS),
-        "written_heldout": written_questions(settings, HELDOUT_QUESTIONS),
-        "written_fresh": written_questions(settings, FRESH_QUESTIONS),
-        "written_blind": written_questions(settings, BLIND_QUESTIONS),
-        "written_blind2": written_questions(settings, BLIND2_QUESTIONS),
-        "written_blind3": written_questions(settings, BLIND3_QUESTIONS),
-        "written_blind4": written_questions(settings, BLIND4_QUESTIONS),
-        "written_blind5": written_questions(settings, BLIND5_QUESTIONS),
-        "written_blind6": written_questions(settings, BLIND6_QUESTIONS),
-        "written_blind7": written_questions(settings, BLIND7_QUESTIONS),
-    }
+    sets = {"probes": probe_questions(settings)}
+    sets |= {name: written_questions(settings, path) for name, path in WRITTEN_SETS.items()}
     config = load_config()
     results = {
         "what": "answer-bearing recall of the first 1 and 5 hits over every text view, the paper filter on, per "

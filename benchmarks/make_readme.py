@@ -453,7 +453,8 @@ def findable(data: dict[str, Any]) -> list[str]:
         "Answer-bearing recall@5 over every text view, the paper filter on; hybrid = "
         f"{hybrid.get('fusion', '?')} fusion, weights {'/'.join(num(w) for w in hybrid.get('weights', []))}. "
         "Questions per kind in brackets; stored: the share whose answer is printed in one of the paper's cells at "
-        "all (the ceiling of any route).",
+        "all (the ceiling of any route). `hybrid, fused order`: the same search without the reranker "
+        "(paperlake/vectors/rerank.py).",
         "",
     ]
     baseline = data.get("baseline")
@@ -467,17 +468,41 @@ def findable(data: dict[str, Any]) -> list[str]:
         routes, stored = part["by_route"], part.get("stored", {})
         kinds = sorted({kind for scores in routes.values() for kind in scores}, key=lambda k: (k == "all", k))
         before = (baseline or {}).get("sets", {}).get(name)
+        shown = [route for route in ("bm25", "dense", "hybrid_fused", "hybrid") if route in routes]
         rows = [
             (
                 f"{kind} ({routes['bm25'][kind]['questions']})",
                 num(stored[kind]) if kind in stored else "",
-                *(num(routes[route][kind]["recall_at_5"]) for route in ("bm25", "dense", "hybrid")),
+                *(num(routes[route][kind]["recall_at_5"]) for route in shown),
                 *([num(before[kind]) if kind in before else ""] if before is not None else []),
             )
             for kind in kinds
         ]
-        header = ["kind", "stored", "BM25", "dense", "hybrid"] + ([f"hybrid at {baseline['label']}"] if before else [])
+        names = {"bm25": "BM25", "dense": "dense", "hybrid_fused": "hybrid, fused order", "hybrid": "hybrid"}
+        header = ["kind", "stored", *(names[route] for route in shown)]
+        header += [f"hybrid at {baseline['label']}"] if before else []
         lines += [f"Set `{name}`:", ""] + table(header, rows)
+    return lines
+
+
+def rerank(data: dict[str, Any]) -> list[str]:
+    """The reranker's effect on questions it was not fitted on: each set left out in turn, and the held-out set."""
+    lines = [
+        f"Pool of {data['pool']}, first {data['keep']} kept. Leave one set out: the model fitted on every other set.",
+        "",
+    ]
+    per_set = data["leave_one_set_out"]
+    rows = [
+        (name, num(part["all"]["questions"]), num(part["all"]["fused"]), num(part["all"]["reranked"]))
+        for name, part in per_set.items()
+    ]
+    lines += table(["set left out", "questions", "fused order", "reranked"], rows)
+    for name, kinds in data.get("held_out", {}).items():
+        lines += [f"Held out of the shipped fit (fitted on {len(data.get('fitted_on', []))} sets): `{name}`.", ""]
+        lines += table(
+            ["kind", "fused order", "reranked"],
+            [(f"{kind} ({v['questions']})", num(v["fused"]), num(v["reranked"])) for kind, v in kinds.items()],
+        )
     return lines
 
 
@@ -708,6 +733,12 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         "findable.py",
         "retrieval only, per kind of answer, BM25, dense and hybrid side by side",
         findable,
+    ),
+    "rerank": (
+        "The hybrid search's reranker",
+        "train_rerank.py",
+        "answer-bearing recall@5 of the fused order against the reranked one, on questions the model was not fitted on",
+        rerank,
     ),
     "enrichment": ("Enrichment", "enrichment.py", "a whole home enriched against a scripted server", enrichment),
     "distributed": ("Executors", "distributed.py", "in process, one and two Celery workers", distributed),

@@ -155,10 +155,17 @@ def search(
         None, "--fusion", help="convex | rrf (here) | milvus-rrf | milvus-weighted (inside Milvus, hybrid_search)."
     ),
     weights: Optional[str] = typer.Option(None, "--weights", help="Fusion weights, e.g. 0.3,0.7 (BM25, dense)."),
+    rerank: bool = typer.Option(
+        True,
+        "--rerank/--no-rerank",
+        help="A fused search over every view reorders its candidates after the fusion (docs/retrieval.md); "
+        "--no-rerank shows the fused order.",
+    ),
     home: Optional[Path] = HomeOption,
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Vector search over the Milvus collections; larger scores are better, whatever the backend returns."""
+    """Vector search over the Milvus collections; larger scores are better, whatever the backend returns. Hits come
+    in the search's order: a fused search over every view is reranked, and each hit keeps its fused score."""
     from paperlake.vectors.config import load_config  # deferred: cli start-up
     from paperlake.vectors.filters import FilterError, validate_filter  # deferred: cli start-up
     from paperlake.vectors.search import SearchFailed  # deferred: pymilvus
@@ -222,7 +229,7 @@ def search(
         if fused_by_default and not store.is_available(config.collection(name)):
             name, hybrid = DENSE_COLLECTION, False  # a configuration without a live hybrid route
         hits = run_search(
-            store, query, name, table_name, column_name, filter_expr, limit, hybrid, route_weights, fusion
+            store, query, name, table_name, column_name, filter_expr, limit, hybrid, route_weights, fusion, rerank
         )
     except FilterError as error:
         fail(str(error))

@@ -143,6 +143,8 @@ class VectorConfig:
     hybrid_weights: tuple[float, ...] = ()
     hybrid_routes: tuple[str, ...] = ()
     coverage_weighting: bool = False
+    rerank_pool: int = 0
+    rerank_keep: int = 3
     source: str = ""
 
     def collection(self, name: str) -> CollectionSpec:
@@ -217,12 +219,16 @@ def parse_config(raw: Mapping[str, Any], source: str = "<dict>") -> VectorConfig
         hybrid_weights=tuple(float(w) for w in hybrid.get("weights") or ()),
         hybrid_routes=tuple(str(name) for name in hybrid.get("routes") or ()),
         coverage_weighting=bool(hybrid.get("coverage_weighting", False)),
+        rerank_pool=int(hybrid.get("rerank_pool", 0)),
+        rerank_keep=int(hybrid.get("rerank_keep", 3)),
         source=source,
     )
     if config.fusion not in FUSIONS:
         raise ConfigError(f"{source}: hybrid.fusion must be one of {FUSIONS}, got {config.fusion!r}")
     if any(w < 0 for w in config.hybrid_weights) or (config.hybrid_weights and not sum(config.hybrid_weights)):
         raise ConfigError(f"{source}: hybrid.weights must be non-negative and not all zero")
+    if config.rerank_pool < 0 or config.rerank_keep < 0:
+        raise ConfigError(f"{source}: hybrid.rerank_pool and hybrid.rerank_keep must be non-negative")
     if not 0 < config.text_max_bytes <= 65535:
         raise ConfigError(f"{source}: text_max_bytes must be within 1..65535 (Milvus VARCHAR limit)")
     if config.hybrid_collection and config.hybrid_collection in names:

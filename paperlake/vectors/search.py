@@ -29,15 +29,16 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from paperlake.vectors.config import FUSIONS, CollectionSpec, VectorFieldSpec
 from paperlake.vectors.filters import FilterError, quote_literal, validate_filter
 from paperlake.vectors.pymilvus_names import AnnSearchRequest, MilvusException, RRFRanker, WeightedRanker
+from paperlake.vectors.rerank import load_model, order
 from paperlake.vectors.store import VectorStore
 
-__all__ = ["FilterError", "Hit", "SearchFailed", "search"]
+__all__ = ["FilterError", "Hit", "SearchFailed", "candidates", "glued", "search"]
 
 _MAX_REASON_CHARS = 300
 
@@ -58,6 +59,7 @@ class Hit:
     bbox: list[float] | None
     collection: str
     entity_id: str = ""
+    placed: bool = False  # put where it is by a rule of the search (a named object, an intent's lift), not by scores
 
 
 def _score(metric: str, distance: float) -> float:
@@ -102,15 +104,32 @@ def search(
     hybrid: bool = False,
     weights: Sequence[float] | None = None,
     fusion: str | None = None,
+    rerank: bool = True,
 ) -> list[Hit]:
     """Top ``limit`` entities of ``collection`` for ``query``, restricted to the view and the (validated) filter.
 
     On a hybrid collection, ``fusion`` (``convex`` | ``rrf`` | ``milvus-rrf`` | ``milvus-weighted``) and ``weights``
-    (one per vector field) override the configured ones. Raises :class:`FilterError` for a bad filter,
-    :class:`SearchFailed` when Milvus fails.
+    (one per vector field) override the configured ones. A client-side fusion over every view (no table or column)
+    keeps its first ``hybrid.rerank_keep`` hits and orders the rest of its first ``hybrid.rerank_pool`` candidates by
+    :mod:`paperlake.vectors.rerank` (``rerank=False``, or a pool of 0, leaves the fused order); a hit keeps its fused
+    score. Raises :class:`FilterError` for a bad filter, :class:`SearchFailed` when Milvus fails.
     """
+    return _guarded(
+        store, query, collection, table_name, column_name, filter, limit, hybrid, weights, fusion, rerank, False
+    )
+
+
+def candidates(store: VectorStore, query: str, collection: str, filter: str = "", limit: int = 5) -> list[Hit]:
+    """What :func:`search` over every view of a hybrid ``collection`` reorders for a top-``limit`` request: its first
+    ``hybrid.rerank_pool`` candidates in the fused order (``benchmarks/train_rerank.py`` fits the model on them)."""
+    return _guarded(store, query, collection, None, None, filter, limit, True, None, None, False, True)
+
+
+def _guarded(store, query, collection, table_name, column_name, filter, limit, hybrid, weights, fusion, rerank, pooled):
     try:
-        return _search(store, query, collection, table_name, column_name, filter, limit, hybrid, weights, fusion)
+        return _search(
+            store, query, collection, table_name, column_name, filter, limit, hybrid, weights, fusion, rerank, pooled
+        )
     except MilvusException as problem:
         reason = " ".join(str(problem.message or problem).split())
         if len(reason) > _MAX_REASON_CHARS:
@@ -129,6 +148,8 @@ def _search(
     hybrid: bool,
     weights: Sequence[float] | None,
     fusion: str | None,
+    rerank: bool = True,
+    pooled: bool = False,
 ) -> list[Hit]:
     if not query or not query.strip():
         raise ValueError("empty query")
@@ -204,6 +225,7 @@ def _search(
         fused, sources = _route_and_fuse(
             store, spec, query, expression, partitions, table_name, column_name, depth, weights, fusion
         )
+        placed: set[str] = set()
         if partitions is None:  # every view: the equations' passages and the front matter among them
             fused = _quoted_first(store, sources, fused, query)
             named = _named_equation_ids(store, sources, expression, query)
@@ -222,8 +244,12 @@ def _search(
                 if views == _REFERENCE_ROWS:
                     best = _best_references(store, sources, best)
                 fused = _second(fused, [key for key, _ in best[:cells]])
+                placed.update(key for key, _ in best[:cells])
             fused = _named_first(fused, named)
-        fused = fused[:limit]
+            placed.update(named)
+        # the reranker's pool: every view only (a view's own search has nothing to reorder across views)
+        pool = store.config.rerank_pool if partitions is None and (rerank or pooled) else 0
+        fused = fused[: max(limit, pool)]
         rows: dict[str, dict] = {}
         for source in dict.fromkeys(sources):
             missing = [key for key, _ in fused if key not in rows]
@@ -234,8 +260,26 @@ def _search(
         # a cell deleted between the two calls (a concurrent re-sync) is dropped rather than reported without fields
         found = [(key, score) for key, score in fused if key in rows]
         if partitions is None:  # every view: a citing sentence brings the entry it cites, a caption its figure's words
-            found = _companions_after(store, sources[0], found, rows, output_fields, limit)
-        return [_hit(spec, "fused", {**rows[key], "distance": score}) for key, score in found]
+            found = _companions_after(store, sources[0], found, rows, output_fields, max(limit, pool), limit)
+        if pool and not pooled:
+            cells = [rows[key] for key, _ in found]
+            shown = order(
+                load_model(),
+                query,
+                [(f"{cell.get('table_name')}.{cell.get('column_name')}", cell.get("text") or "") for cell in cells],
+                store.config.rerank_keep,
+                glued(
+                    [(cell.get("table_name"), cell.get("column_name")) for cell in cells],
+                    [cell.get("primary_key") for cell in cells],
+                ),
+                [key in placed for key, _ in found],
+            )
+            found = [found[index] for index in shown]
+        if not pooled:
+            found = found[:limit]
+        return [
+            replace(_hit(spec, "fused", {**rows[key], "distance": score}), placed=key in placed) for key, score in found
+        ]
     vector = spec.vectors[0]
     results = store.client.search(
         spec.name,
@@ -435,6 +479,15 @@ _ENTRY_VIEW = ("reference", "reference_content")
 _COMPANIONS = {_CITING_VIEW: _ENTRY_VIEW, ("images", "image_caption"): ("images", "image_text")}
 
 
+def glued(views: Sequence[tuple[str, str]], primary_keys: Sequence[str]) -> list[bool]:
+    """For each hit, whether it is the companion (:data:`_COMPANIONS`) of the hit before it: the reranker moves the
+    two as one (``paperlake.vectors.rerank.order``)."""
+    return [
+        index > 0 and _COMPANIONS.get(views[index - 1]) == views[index] and primary_keys[index - 1] == key
+        for index, key in enumerate(primary_keys)
+    ]
+
+
 def _companions_after(
     store: VectorStore,
     source: str,
@@ -442,11 +495,13 @@ def _companions_after(
     rows: dict[str, dict],
     output_fields: list[str],
     limit: int,
+    shown: int,
 ) -> list[tuple[str, float]]:
     """Each hit of a view with a companion (:data:`_COMPANIONS`) followed by its row's companion cell, at the hit's
-    score, when the companion is not among the hits; cut back to ``limit``. A question names a cited work by what
-    the paper does with it, which is the citing sentence, and asks who or what it is, which is the entry; it names
-    a figure by what it shows, which is the caption, and asks what it prints, which is the figure's words."""
+    score, unless the companion is among the first ``shown`` hits (a companion further down moves up); cut back to
+    ``limit``. A question names a cited work by what the paper does with it, which is the citing sentence, and asks
+    who or what it is, which is the entry; it names a figure by what it shows, which is the caption, and asks what it
+    prints, which is the figure's words."""
     wanted: dict[str, tuple[tuple[str, str], str]] = {}
     for key, _ in found:
         view = (rows[key].get("table_name"), rows[key].get("column_name"))
@@ -458,23 +513,31 @@ def _companions_after(
     for view in dict.fromkeys(companion for companion, _ in wanted.values()):
         keys = [primary for companion, primary in wanted.values() if companion == view]
         table, column = view
+        partition = store.view_partition(source, table, column)  # the view's own partition: a far shorter scan
         for row in store.client.query(
             source,
             filter=f"table_name == {quote_literal(table)} and column_name == {quote_literal(column)} and "
             f"primary_key in [{', '.join(quote_literal(key) for key in dict.fromkeys(keys))}]",
             output_fields=output_fields,
             limit=_NAMED_LIMIT,
+            partition_names=[partition] if partition else None,
         ):
             companion_of[(view, row["primary_key"])] = row
-    present = {key for key, _ in found}
+    present = {key for key, _ in found[:shown]}
+    emitted: set[str] = set()
     result: list[tuple[str, float]] = []
     for key, score in found:
+        if key in emitted:
+            continue  # a companion that moved up, met again at its own place
         result.append((key, score))
+        emitted.add(key)
+        present.add(key)
         companion = companion_of.get(wanted.get(key))
-        if companion is not None and str(companion["id"]) not in present:
-            rows[str(companion["id"])] = companion
-            present.add(str(companion["id"]))
-            result.append((str(companion["id"]), score))
+        if companion is not None and (companion_id := str(companion["id"])) not in present:
+            rows.setdefault(companion_id, companion)
+            present.add(companion_id)
+            emitted.add(companion_id)
+            result.append((companion_id, score))
     return result[:limit]
 
 
