@@ -41,6 +41,9 @@ The question sets:
 - ``written_blind7``: ``benchmarks/findable_questions_blind7.jsonl``, 95 more written the same way after 4f0091b's
   rules were fixed (six questions that repeat an earlier set's question or answer dropped), and committed before any
   route was scored on them;
+- ``written_blind8``: ``benchmarks/findable_questions_blind8.jsonl``, 96 more written the same way while the
+  reranker was being fitted (five that repeat an earlier set's answer on the same paper dropped), and committed
+  after 4d16574's reranker and weights were fixed, before any route was scored on them;
 - ``heldout_tables`` (with ``--heldout-home``): ``benchmarks/heldout_table_questions.jsonl``, table questions from
   the gold tables of synthetic papers no method was tuned on (``benchmarks/heldout_tables.py``), over the home that
   holds those papers.
@@ -95,6 +98,7 @@ WRITTEN_SETS = {
     "written_blind5": REPO / "benchmarks" / "findable_questions_blind5.jsonl",
     "written_blind6": REPO / "benchmarks" / "findable_questions_blind6.jsonl",
     "written_blind7": REPO / "benchmarks" / "findable_questions_blind7.jsonl",
+    "written_blind8": REPO / "benchmarks" / "findable_questions_blind8.jsonl",
 }
 
 
