@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from paperlake.vectors.config import FUSIONS, CollectionSpec, VectorFieldSpec
 from paperlake.vectors.filters import FilterError, quote_literal, validate_filter
@@ -114,22 +115,24 @@ def search(
     :mod:`paperlake.vectors.rerank` (``rerank=False``, or a pool of 0, leaves the fused order); a hit keeps its fused
     score. Raises :class:`FilterError` for a bad filter, :class:`SearchFailed` when Milvus fails.
     """
-    return _guarded(
-        store, query, collection, table_name, column_name, filter, limit, hybrid, weights, fusion, rerank, False
-    )
+    with _milvus_failures(collection):
+        return _search(
+            store, query, collection, table_name, column_name, filter, limit, hybrid, weights, fusion, rerank=rerank
+        )
 
 
 def candidates(store: VectorStore, query: str, collection: str, filter: str = "", limit: int = 5) -> list[Hit]:
     """What :func:`search` over every view of a hybrid ``collection`` reorders for a top-``limit`` request: its first
     ``hybrid.rerank_pool`` candidates in the fused order (``benchmarks/train_rerank.py`` fits the model on them)."""
-    return _guarded(store, query, collection, None, None, filter, limit, True, None, None, False, True)
+    with _milvus_failures(collection):
+        return _search(store, query, collection, None, None, filter, limit, True, None, None, pooled=True)
 
 
-def _guarded(store, query, collection, table_name, column_name, filter, limit, hybrid, weights, fusion, rerank, pooled):
+@contextmanager
+def _milvus_failures(collection: str) -> Iterator[None]:
+    """Whatever Milvus raises, as :class:`SearchFailed`: one line naming the collection and Milvus' reason."""
     try:
-        return _search(
-            store, query, collection, table_name, column_name, filter, limit, hybrid, weights, fusion, rerank, pooled
-        )
+        yield
     except MilvusException as problem:
         reason = " ".join(str(problem.message or problem).split())
         if len(reason) > _MAX_REASON_CHARS:
@@ -148,6 +151,7 @@ def _search(
     hybrid: bool,
     weights: Sequence[float] | None,
     fusion: str | None,
+    *,
     rerank: bool = True,
     pooled: bool = False,
 ) -> list[Hit]:
