@@ -56,8 +56,8 @@ def contains_needle(snippet_text: str, needle: str) -> bool:
 @lru_cache(maxsize=4096)
 def _text_pattern(needle: str) -> re.Pattern:
     """A text needle as laid-out text may print it: any run of whitespace for its spaces (or none after a comma,
-    semicolon or colon: "7,47" for "7, 47"), and for a hyphen between two letters, that hyphen or none, a line break
-    after it or not."""
+    semicolon or colon: "7,47" for "7, 47"; and some before one, as MinerU sets a formula: "α = 0.85 , β" for
+    "α = 0.85, β"), and for a hyphen between two letters, that hyphen or none, a line break after it or not."""
     parts = []
     for piece in re.split(r"(\s+|(?<=[^\W\d_])-(?=[^\W\d_]))", needle.strip()):
         if not piece:
@@ -65,5 +65,5 @@ def _text_pattern(needle: str) -> re.Pattern:
         if piece.isspace():
             parts.append(r"\s*" if parts and parts[-1][-1:] in {",", ";", ":"} else r"\s+")
         else:
-            parts.append(r"-?\s*" if piece == "-" else re.escape(piece))
+            parts.append(r"-?\s*" if piece == "-" else re.sub(r"(?<=.)([,;:])", r"\\s*\1", re.escape(piece)))
     return re.compile("".join(parts))

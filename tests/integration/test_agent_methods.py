@@ -546,6 +546,9 @@ def test_two_stage_falls_back_to_the_first_retrieval_when_stage_one_is_malformed
         ("random sampled", "randomly sampled", False),
         ("7, 47", "Params (B): 7,47; Tokens", True),  # no space after a comma, as MinerU writes a cell
         ("7, 47", "7 47", False),
+        ("α = 0.85, β = 0.45", "Values: α = 0.85 , β = 0.45 Q max", True),  # MinerU's space before a comma
+        ("x: y", "x : y", True),
+        ("a, b", "a b", False),
     ],
 )
 def test_answer_bearing_numbers_match_as_papers_print_them(gold, text, found) -> None:
