@@ -44,6 +44,8 @@ The question sets:
 - ``written_blind8``: ``benchmarks/findable_questions_blind8.jsonl``, 96 more written the same way while the
   reranker was being fitted (five that repeat an earlier set's answer on the same paper dropped), and committed
   after 4d16574's reranker and weights were fixed, before any route was scored on them;
+- ``written_blind9``: ``benchmarks/findable_questions_blind9.jsonl``, 101 more written the same way after 668728c's
+  search, weights and needles were fixed, and committed before any route was scored on them;
 - ``heldout_tables`` (with ``--heldout-home``): ``benchmarks/heldout_table_questions.jsonl``, table questions from
   the gold tables of synthetic papers no method was tuned on (``benchmarks/heldout_tables.py``), over the home that
   holds those papers.
@@ -99,6 +101,7 @@ WRITTEN_SETS = {
     "written_blind6": REPO / "benchmarks" / "findable_questions_blind6.jsonl",
     "written_blind7": REPO / "benchmarks" / "findable_questions_blind7.jsonl",
     "written_blind8": REPO / "benchmarks" / "findable_questions_blind8.jsonl",
+    "written_blind9": REPO / "benchmarks" / "findable_questions_blind9.jsonl",
 }
 
 
