@@ -482,7 +482,34 @@ def findable(data: dict[str, Any]) -> list[str]:
         header = ["kind", "stored", *(names[route] for route in shown)]
         header += [f"hybrid at {baseline['label']}"] if before else []
         lines += [f"Set `{name}`:", ""] + table(header, rows)
-    return lines
+    return lines + _held_out_of_fit(data)
+
+
+def _held_out_of_fit(data: dict[str, Any]) -> list[str]:
+    """The written sets the shipped reranker was not fitted on (``results/rerank.json``'s ``fitted_on``), pooled:
+    recall@5 per kind and route over all their questions."""
+    try:
+        fitted_on = set(json.loads((RESULTS / "rerank.json").read_text(encoding="utf-8"))["fitted_on"])
+    except (OSError, ValueError, KeyError):
+        return []
+    held = [name for name in data["sets"] if name.startswith("written") and name not in fitted_on]
+    if not held:
+        return []
+    routes = ("bm25", "dense", "hybrid_fused", "hybrid")
+    found: dict[tuple[str, str], list[int]] = {}
+    for name in held:
+        for route in routes:
+            for kind, score in data["sets"][name]["by_route"].get(route, {}).items():
+                counts = found.setdefault((route, kind), [0, 0])
+                counts[0] += round(score["recall_at_5"] * score["questions"])
+                counts[1] += score["questions"]
+    kinds = sorted({kind for _, kind in found}, key=lambda k: (k == "all", k))
+    share = {key: num(round(hit / asked, 3)) for key, (hit, asked) in found.items()}
+    rows = [(f"{kind} ({found[('hybrid', kind)][1]})", *(share[(route, kind)] for route in routes)) for kind in kinds]
+    return [
+        f"Pooled over the sets the shipped reranker was not fitted on ({', '.join(f'`{n}`' for n in held)}):",
+        "",
+    ] + table(["kind", "BM25", "dense", "hybrid, fused order", "hybrid"], rows)
 
 
 def rerank(data: dict[str, Any]) -> list[str]:
