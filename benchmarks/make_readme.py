@@ -782,6 +782,13 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         "this round's last commit against 096b888 with `--mineru`, alternated, one round",
         generic,
     ),
+    "before_after_findable": (
+        "Ingest before and after issue 51",
+        "before_after.py",
+        "this checkout against 0a9be45, the commit before issue 51's first change (figure text, citing sentences, "
+        "front matter, then the search rules and the reranker), with `--mineru`, alternated, one round",
+        generic,
+    ),
     "noop": (
         "An unchanged re-ingest",
         "noop.py",
