@@ -14,7 +14,6 @@ import hashlib
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from agent.run import volume_quality
 from assets.partitions import papers, run_paper_keys, volumes
 from assets.resources import PaperlakeResource
 from assets.vectors import vector_assets
@@ -96,6 +95,8 @@ def volume_set(context: dg.AssetExecutionContext, paperlake: PaperlakeResource) 
     "PAPERLAKE_EVAL_MIN_ANSWER5.",
 )
 def retrieval_quality(context: dg.AssetCheckExecutionContext, paperlake: PaperlakeResource) -> dg.AssetCheckResult:
+    from agent.run import volume_quality  # deferred: the agent's methods and their libraries
+
     volume = context.partition_key
     report = volume_quality(paperlake.settings(), volume)
     # every figure is named after its volume: the UI plots a metadata key's history across the check's runs,

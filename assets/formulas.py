@@ -8,7 +8,6 @@ from assets.resources import LLMResource, PaperlakeResource
 from paperlake.formulas.collection import FORMULA_COLLECTION, sync_formula_collection
 from paperlake.formulas.llm import formula_assistant
 from paperlake.formulas.state import EXTRACTOR_VERSION, FORMULA_SCHEMAS
-from paperlake.formulas.store import minilm_embedder, update_formula_graph
 from paperlake.freshness import (
     FORMULA_COLLECTION_CODE_VERSION,
     SYNCED_PROPERTY,
@@ -47,6 +46,8 @@ def formula_graph(context: dg.AssetExecutionContext, paperlake: PaperlakeResourc
     configured, it describes parameters the text left undescribed, judges the 0.8–0.9 similarity band and proposes
     templates for LaTeX the rules reject (validated like any other). Also writes the RDF Turtle export
     ($PAPERLAKE_HOME/formulas/formulas.ttl)."""
+    from paperlake.formulas.store import minilm_embedder, update_formula_graph  # deferred: sympy
+
     settings = llm.apply(paperlake.settings())  # the project's one LLM resource, as for enrichment
     assistant = formula_assistant(settings)
     with connect_read_only(settings.warehouse) as con:

@@ -9,7 +9,7 @@ from dagster_dbt import DagsterDbtTranslator, DagsterDbtTranslatorSettings, DbtC
 
 from assets.resources import PaperlakeResource
 from paperlake.config import environment
-from paperlake.formulas.store import ensure_formula_contract
+from paperlake.formulas.state import ensure_formula_contract
 from paperlake.freshness import formula_model_inputs, warehouse_inputs
 from paperlake.lake.store import Lake
 from paperlake.runtime.failpoints import fault_point

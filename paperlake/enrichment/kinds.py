@@ -16,12 +16,14 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 import tiktoken
 
 from paperlake.vectors.encoders import render_region
+
+if TYPE_CHECKING:
+    import polars as pl
 
 PROMPTS_DIR = Path(__file__).with_name("prompts")
 MAX_CONTENT_TOKENS = 6000  # what one item may show the model (a long page or section is cut)
@@ -136,6 +138,8 @@ def _cut(text: str, limit: int = MAX_CONTENT_TOKENS) -> str:
 
 
 def _frame(lake: Any, view: str, paper_key: str) -> pl.DataFrame:
+    import polars as pl  # deferred: polars
+
     return pl.from_arrow(lake.read_view(view, paper_key))  # type: ignore[return-value]
 
 
@@ -151,7 +155,7 @@ def paper_items(lake: Any, paper_key: str, kinds: tuple[str, ...], render: bool 
         kind = KINDS[name]
         frame = _frame(lake, kind.view, paper_key)
         if name == "image_summary":
-            frame = frame.filter(pl.col("parent_image_id").is_null())  # panels share their figure's summary
+            frame = frame.filter(frame["parent_image_id"].is_null())  # panels share their figure's summary
         for row in frame.iter_rows(named=True):
             item = _item(kind, row, paper)
             if item is None:

@@ -15,6 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from paperlake.lake.store import write_table_atomic
+
 _S, _I, _F = pa.string(), pa.int32(), pa.float64()
 FORMULA_SCHEMAS: dict[str, pa.Schema] = {
     "formulas": pa.schema(
@@ -190,3 +192,11 @@ def read_tables(out_dir: Path) -> dict[str, list[dict[str, Any]]]:
         for name in FORMULA_SCHEMAS
         if (out_dir / f"{name}.parquet").exists()
     }
+
+
+def ensure_formula_contract(out_dir: Path) -> None:
+    """Empty tables, so dbt's formula models build before the first graph exists."""
+    for name, schema in FORMULA_SCHEMAS.items():
+        path = out_dir / f"{name}.parquet"
+        if not path.exists():
+            write_table_atomic(schema.empty_table(), path)

@@ -30,6 +30,7 @@ from paperlake.formulas.state import (
     EQUATIONS_SQL,
     FORMULA_SCHEMAS,
     STATE_NAME,
+    ensure_formula_contract,
     equation_fingerprints,
     file_digest,
     formula_graph_staleness,
@@ -186,14 +187,6 @@ def _write_rdf_blocks(turtle_path: Path, blocks: dict[str, tuple[str, str]]) -> 
         }
     )
     write_table_atomic(table, rdf_blocks_path(turtle_path))
-
-
-def ensure_formula_contract(out_dir: Path) -> None:
-    """Empty tables, so dbt's formula models build before the first graph exists."""
-    for name, schema in FORMULA_SCHEMAS.items():
-        path = out_dir / f"{name}.parquet"
-        if not path.exists():
-            write_table_atomic(schema.empty_table(), path)
 
 
 def minilm_embedder(cache_path: Path | None = None) -> Callable[[list[str]], np.ndarray]:
