@@ -801,6 +801,13 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         "the PyMuPDF parser, this checkout against an earlier commit, beside MinerU flash in process",
         parse_speed,
     ),
+    "location_import": (
+        "The code location's import",
+        "location_import.py",
+        "what every launched run and multiprocess step pays first: `import orchestration.definitions` in a new "
+        "interpreter, this checkout against an earlier commit, alternated",
+        generic,
+    ),
     "launch": (
         "Runs launched through the webserver",
         "launch.py",
