@@ -11,7 +11,11 @@ Every import counts, also the ones inside functions (a lazy import is still a de
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -246,3 +250,19 @@ def test_the_deferral_checker_reads_the_first_line():
         "            )\n"
     )
     assert undeferred_imports(source) == [(7, "re"), (10, "paperlake.config")]
+
+
+# What the code location must not import at load: every launched run and every multiprocess step imports it before
+# its first event (benchmarks/location_import.py), and these only serve the bodies of some assets.
+HEAVY_FOR_A_LOAD = ("sympy", "agent.run", "torch", "pymilvus", "openai", "sentence_transformers", "open_clip")
+
+
+def test_the_code_location_loads_without_the_libraries_only_asset_bodies_use():
+    probe = (
+        "import json, sys\nimport orchestration.definitions\n"
+        f"print(json.dumps([name for name in {HEAVY_FOR_A_LOAD!r} if name in sys.modules]))\n"
+    )
+    env = {**os.environ, "DAGSTER_DISABLE_TELEMETRY": "1", "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
