@@ -44,18 +44,20 @@ def prepare_before(rev: str, root: Path) -> tuple[Path, Path]:
     worktree, venv = root / "worktree", root / "venv"
     if not worktree.exists():
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-f", str(worktree), rev], check=True)
+    else:  # a worktree left by an earlier run may hold another commit: this run's is checked out
+        subprocess.run(["git", "-C", str(worktree), "checkout", "-q", "--detach", "-f", rev], check=True)
     if not venv.exists():
         base = Path(getattr(sys, "_base_executable", sys.executable))
         subprocess.run([str(base), "-m", "venv", "--without-pip", str(venv)], check=True)
         site = next((venv / "lib").glob("python3*/site-packages"))
         ours = next((REPO / ".venv" / "lib").glob("python3*/site-packages"))
         (site / "zz_paperlake_packages.pth").write_text(f"import site; site.addsitedir({str(ours)!r})\n")
-        for name, (module, function) in _scripts_of(worktree).items():
-            script = venv / "bin" / name
-            script.write_text(
-                f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom {module} import {function} as _m\nsys.exit(_m())\n"
-            )
-            script.chmod(0o755)
+    for name, (module, function) in _scripts_of(worktree).items():  # rev's own, also in a reused venv
+        script = venv / "bin" / name
+        script.write_text(
+            f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom {module} import {function} as _m\nsys.exit(_m())\n"
+        )
+        script.chmod(0o755)
     return worktree, venv
 
 
