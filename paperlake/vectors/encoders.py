@@ -686,15 +686,24 @@ def pooled_windows(
     texts: Sequence[str],
     head: int | None = None,
     within: tuple[str, int, int] | None = None,
+    hosts: Sequence[tuple[str, int, int] | None] | None = None,
 ) -> list[Window]:
     """What :func:`encode_pooled` encodes for one item: the windows of its texts; with ``head`` the first ``head``
     tokens of its first text; with ``within`` (host text, start, end: where the item's text lies in a text that is
     encoded for its own cell, a chunk) the pieces of the host's windows that hold it (late chunking), when the
-    encoder can give a piece a vector (:attr:`TextEncoder.supports_spans`), else its own windows."""
-    if within is not None and getattr(encoder, "supports_spans", False):
+    encoder can give a piece a vector (:attr:`TextEncoder.supports_spans`), else its own windows. ``hosts``: the
+    same per text of ``texts`` (None for a text no chunk holds, which gives its own windows)."""
+    spans = getattr(encoder, "supports_spans", False)
+    if within is not None and spans:
         pieces = encoder.span_windows(*within)
         if pieces:
             return pieces
+    if hosts is not None and spans:
+        out: list[Window] = []
+        for text, host in zip(texts, hosts):
+            pieces = encoder.span_windows(*host) if host is not None else []
+            out += pieces or [Window(window, n) for window, n in encoder.windows([text])[0]]
+        return out
     if head:
         return [Window(*encoder.head(texts[0], head))]
     return [Window(text, n) for per_text in encoder.windows(list(texts)) for text, n in per_text]
@@ -744,6 +753,7 @@ def encode_pooled(
     cache: EmbeddingCache | None,
     heads: Sequence[int | None] | None = None,
     within: Sequence[tuple[str, int, int] | None] | None = None,
+    hosts: Sequence[Sequence[tuple[str, int, int] | None] | None] | None = None,
 ) -> EncodeResult:
     """One vector per item from its windows (:func:`pooled_windows`): the token-weighted mean of the window
     vectors, normalised. Windows are encoded through the cache, so a text shared by several items (a chunk, and the
@@ -751,13 +761,15 @@ def encode_pooled(
     the window's forward pass. ``segments``: per item, the texts it is made of (a cell's own text, or for a page or
     section the chunks it holds). ``heads``: per item, a number of tokens when its vector reads only the head of its
     first text (:meth:`TextEncoder.head`), else None. ``within``: per item, where its text lies in a chunk's, or
-    None. ``misses`` counts the windows run through the model."""
+    None; ``hosts``: per item, the same per text (LINE_VIEWS), or None. ``misses`` counts the windows run through
+    the model."""
     started = time.perf_counter()
     heads = list(heads) if heads is not None else [None] * len(segments)
     within = list(within) if within is not None else [None] * len(segments)
+    hosts = list(hosts) if hosts is not None else [None] * len(segments)
     plan = [
-        pooled_windows(encoder, item, head, inside) if item else []
-        for item, head, inside in zip(segments, heads, within)
+        pooled_windows(encoder, item, head, inside, held) if item else []
+        for item, head, inside, held in zip(segments, heads, within, hosts)
     ]
     flat = list({window.key: window for windows in plan for window in windows}.values())
     cached = cache.get_many(encoder.cache_key, [w.key for w in flat]) if cache is not None else {}

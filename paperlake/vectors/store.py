@@ -824,6 +824,7 @@ class VectorStore:
                     self.cache,
                     heads=[cell.head_tokens for cell, _ in kept],
                     within=[cell.within for cell, _ in kept],
+                    hosts=[cell.hosts for cell, _ in kept],
                 )
             else:
                 result = encode_cached(encoder, payloads, self.cache)

@@ -382,6 +382,45 @@ def test_reference_entries_and_equations_are_late_chunked_from_their_chunks(buil
         store.close()
 
 
+def test_citing_sentences_and_equation_passages_are_read_inside_their_chunks(built):
+    """A reference's citing sentences and an equation's passage are lines of the prose: each line a chunk holds
+    points there (``hosts``), and the stored dense vector pools those lines' tokens from the chunks' encodings."""
+    import numpy as np
+
+    from paperlake.vectors.encoders import encode_pooled
+    from paperlake.vectors.entities import LINE_VIEWS, collect_cells, default_encodable
+    from paperlake.vectors.store import VectorStore
+
+    settings = built["settings"]
+    quantum = paper_ids(settings)[f"naacl2024/{PAPERS[1]}"]
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        cells = collect_cells(con, default_encodable(), [quantum])
+    lined = [c for c in cells if (c.table_name, c.column_name) in LINE_VIEWS]
+    assert {c.table_name for c in lined} == {"reference", "equations"}
+    hosted = [c for c in lined if c.hosts]
+    assert len(hosted) >= 0.8 * len(lined)
+    for cell in hosted:
+        assert len(cell.parts) == len(cell.hosts) and "\n".join(cell.parts) == cell.text.strip()
+        for line, host in zip(cell.parts, cell.hosts):
+            assert host is None or " ".join(host[0][host[1] : host[2]].split()) == " ".join(line.split())
+    collection = "text_sentence_transformers_all_minilm_l6_v2"
+    store = VectorStore(settings.milvus_uri, cache_path=settings.embeddings)
+    try:
+        store.load(collection)
+        sample = hosted[:: max(1, len(hosted) // 8)]
+        stored = {
+            r["id"]: np.asarray(r["vector"], np.float32)
+            for r in store.client.get(collection, ids=[c.entity_id for c in sample], output_fields=["vector"])
+        }
+        expected = encode_pooled(
+            store.encoders.get("all_minilm_l6_v2"), [c.parts for c in sample], None, hosts=[c.hosts for c in sample]
+        )
+        for i, cell in enumerate(sample):
+            np.testing.assert_allclose(stored[cell.entity_id], expected.vectors[i], atol=1e-4)
+    finally:
+        store.close()
+
+
 def test_a_tables_content_is_pooled_from_its_outline(built):
     """A table's dense vector is pooled from its outline (caption, column headers, row labels), not from its row
     lines, which no dense collection holds."""

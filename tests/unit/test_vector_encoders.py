@@ -424,6 +424,32 @@ def test_a_piece_of_a_chunk_is_late_chunked_from_the_chunks_own_encoding(real_te
     np.testing.assert_allclose(stray.vectors[0], encoder.encode(["zebra crossing"])[0], atol=1e-6)
 
 
+def test_lines_of_the_prose_are_read_inside_their_chunks_and_the_rest_encoded(real_texts, onnx_dir, tmp_path):
+    """A cell made of lines taken from the prose (a reference's citing sentences: ``hosts``) pools, by tokens, each
+    line's tokens' states in the chunk that holds it, and the own windows of a line no chunk holds: beside the
+    chunk, only that line runs through the model."""
+    from paperlake.vectors.encoders import encode_pooled
+
+    encoder = minilm("onnx", onnx_dir, None)
+    host = max(real_texts, key=len)[:600]
+    assert len(encoder.windows([host])[0]) == 1
+    first = (host.index(" ", 20) + 1, host.index(" ", 120))
+    second = (host.index(" ", 300) + 1, host.index(" ", 420))
+    stray = "A line written nowhere in the chunk."
+    lines = (host[first[0] : first[1]], stray, host[second[0] : second[1]])
+    cache = EmbeddingCache(tmp_path / "cache.sqlite")
+    result = encode_pooled(encoder, [(host,), lines], cache, hosts=[None, ((host, *first), None, (host, *second))])
+    assert result.misses == 2  # the chunk's window and the stray line's
+    one, n1 = _span_vector(encoder, host, *first)
+    two, n2 = _span_vector(encoder, host, *second)
+    own = encoder.encode([stray])[0]
+    n3 = encoder.windows([stray])[0][0][1]
+    expected = n1 * one + n2 * two + n3 * own
+    np.testing.assert_allclose(result.vectors[1], expected / np.linalg.norm(expected), atol=1e-5)
+    # again from the cache: nothing runs
+    assert encode_pooled(encoder, [lines], cache, hosts=[((host, *first), None, (host, *second))]).misses == 0
+
+
 def test_torch_and_onnx_give_the_same_piece_vectors(real_texts, onnx_dir):
     host = max(real_texts, key=len)
     spans = [[(0, len(host) // 3), (len(host) // 3, len(host) // 2)]]
