@@ -250,7 +250,7 @@ LATE_VIEWS = {("reference", "reference_content"), ("equations", "equation_conten
 # "Equation (n)", the sentences around it and its formula): their dense vector is the token-weighted mean of each
 # line's tokens' states, read inside the chunk that holds the line (as LATE_VIEWS), or from the line's own windows
 # when no chunk does. On the sample every citing sentence and 90% of the equation passages' characters lie in a
-# chunk: their 478 + 292 windows (10.7 s + 10.6 s of MiniLM on 2 cores) are no longer encoded, of an ingest whose
+# chunk: their 635 + 292 windows (10.7 s + 10.6 s of MiniLM on 2 cores) are no longer encoded, of an ingest whose
 # vector stage those two views had made 26 s longer (issue 51's ingest-time bar).
 LINE_VIEWS = {("reference", "citing_context"), ("equations", "equation_passage")}
 
@@ -264,7 +264,9 @@ def _with_chunk_parts(
 ) -> list[Cell]:
     """Pages and sections get the texts of their chunks as ``parts``: a page holds the chunks that start on it, a
     section the chunks under its title (on its pages, when a paper repeats a title); a table's content gets its
-    outline (:func:`_table_parts`). A cell without any keeps its own text."""
+    outline (:func:`_table_parts`). A reference entry or equation (LATE_VIEWS) gets the chunk that holds its text as
+    ``within``; a cell of LINE_VIEWS its lines as ``parts`` and, per line, the chunk that holds it as ``hosts``. A
+    cell without any keeps its own text."""
     late, lined = version >= 4, version >= 5
     wanted = [
         c
