@@ -315,8 +315,10 @@ def test_pages_sections_and_tables_are_pooled_from_text_encoded_once(built):
                 [quantum],
             ).fetchall()
         )
-    pooled = {c.table_name: c for c in cells if c.parts}
+    pooled = {c.table_name: c for c in cells if c.parts and c.hosts is None}
     assert set(pooled) == {"pages", "sections", "tables"}
+    # the other cells with parts are lines of the prose (LINE_VIEWS), read inside their chunks: tested below
+    assert {c.view for c in cells if c.hosts} == {"reference.citing_context", "equations.equation_passage"}
     page = next(c for c in cells if c.table_name == "pages" and c.parts and len(c.parts) > 1)
     assert list(page.parts) == chunks_of_page[page.primary_key]
     collection = "text_sentence_transformers_all_minilm_l6_v2"
