@@ -638,6 +638,18 @@ def noop(data: dict[str, Any]) -> list[str]:
     return lines + [f"Steady after / before: {num(data['steady_after_over_before'])}.", ""]
 
 
+def ingest_profile(data: dict[str, Any]) -> list[str]:
+    lines = [
+        f"{data['what']}; {num(data['wall_s'])} s of wall time (py-spy slows it). Seconds of samples per kind of work:",
+        "",
+    ]
+    rows = [(name, seconds, data["share"].get(name, "")) for name, seconds in data["sampled_s"].items()]
+    lines += table(["work", "sampled s", "share"], rows)
+    stages = ", ".join(f"{name} {num(value)}" for name, value in data["stages_s"].items() if name != "total")
+    commands = ", ".join(f"{c['job']} {num(c['seconds'])} s" for c in data["dbt_commands"])
+    return lines + [f"Stages (wall s): {stages}. dbt's own processes (wall, not sampled): {commands}.", ""]
+
+
 def parse_speed(data: dict[str, Any]) -> list[str]:
     summary = data["summary"]
     lines = [
@@ -809,6 +821,12 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         "what every launched run and multiprocess step pays first: `import orchestration.definitions` in a new "
         "interpreter, this checkout against an earlier commit, alternated",
         generic,
+    ),
+    "ingest_profile": (
+        "Where a cold ingest's time goes",
+        "ingest_profile.py",
+        "one volume ingested in process into a new home, every thread sampled by py-spy, by kind of work",
+        ingest_profile,
     ),
     "launch": (
         "Runs launched through the webserver",
