@@ -1,14 +1,15 @@
-"""Where a cold ingest's CPU goes: `paperlake ingest` of one volume into a new home, sampled by py-spy.
+"""Where a cold ingest's time goes: `paperlake ingest` of one volume into a new home, sampled by py-spy.
 
     .venv/bin/pip install py-spy        # once: a sampling profiler, not a dependency of paperlake
     .venv/bin/python benchmarks/ingest_profile.py --volume naacl2024 --out benchmarks/results/ingest_profile.json
 
 The ingest runs in process (the CLI's default executor) with the volume's MinerU outputs and an embedding cache of
 its own, so every text is encoded, as on a first ingest. py-spy samples every thread of the process at ``--rate``
-Hz; each sample is put in the first category of :data:`CATEGORIES` whose marker is in its stack, so a category
-counts the work done under it, imports included (an import of dbt by dagster-dbt's adapter is "dbt in Dagster's
-process"). The dbt commands run in processes py-spy does not follow (`paperlake-dbt` replaces itself with dbt); their
-wall seconds are read from the run's event log instead ("Running dbt command" to "Finished dbt command").
+Hz; each sample goes to the category of the innermost frame of its stack that holds one of :data:`CATEGORIES`'
+markers, so work is counted where it is done (the parser inside a Dagster step is parsing) and an import where it is
+imported (dbt imported by dagster-dbt is "dbt in Dagster's process"). The dbt commands run in processes py-spy does
+not follow (`paperlake-dbt` replaces itself with dbt); their wall seconds are read from the run's event log instead
+("Running dbt command" to "Finished dbt command").
 
 The figures are seconds of samples of threads that were running or blocked in a call (an fsync, a lock held by
 another process), not wall time: the encoder runs on both cores, most of the rest on one. Threads parked on a queue
