@@ -1,13 +1,15 @@
-"""Formula stage: warehouse equations → a deduplicated formula graph (Parquet tables + RDF Turtle), and the Milvus
-``formulas`` collection over the formulas' composite descriptions."""
+"""Formula stage: the lake's equations → a deduplicated formula graph (Parquet tables + RDF Turtle), made in the
+warehouse build's run before dbt (which models its tables with the marts), and the Milvus ``formulas`` collection over
+the formulas' composite descriptions."""
 
 import dagster as dg
 import pyarrow.parquet as pq
 
+from assets.parse import VIEW_KEYS
 from assets.resources import LLMResource, PaperlakeResource
 from paperlake.formulas.collection import FORMULA_COLLECTION, sync_formula_collection
 from paperlake.formulas.llm import formula_assistant
-from paperlake.formulas.state import EXTRACTOR_VERSION, FORMULA_SCHEMAS
+from paperlake.formulas.state import EXTRACTOR_VERSION, FORMULA_SCHEMAS, connect_lake_equations, equation_sources
 from paperlake.freshness import (
     FORMULA_COLLECTION_CODE_VERSION,
     SYNCED_PROPERTY,
@@ -17,7 +19,6 @@ from paperlake.freshness import (
 )
 from paperlake.runtime.failpoints import fault_point
 from paperlake.vectors.store import VectorStore
-from paperlake.warehouse.read import connect_read_only
 
 FORMULAS_CODE_VERSION = EXTRACTOR_VERSION
 FORMULA_KEYS = {table: dg.AssetKey(["formulas", table]) for table in FORMULA_SCHEMAS}
@@ -28,7 +29,7 @@ FORMULA_COLLECTION_KEY = dg.AssetKey(["vectors", FORMULA_COLLECTION])
     specs=[
         dg.AssetSpec(
             key,
-            deps=[dg.AssetKey(["warehouse", "equations"]), dg.AssetKey(["warehouse", "metadata"])],
+            deps=[VIEW_KEYS["equations"]],
             kinds={"parquet", "sympy", "rdf"},
             description=f"Formula graph table `{table}` (lake/formulas/{table}.parquet).",
         )
@@ -50,7 +51,8 @@ def formula_graph(context: dg.AssetExecutionContext, paperlake: PaperlakeResourc
 
     settings = llm.apply(paperlake.settings())  # the project's one LLM resource, as for enrichment
     assistant = formula_assistant(settings)
-    with connect_read_only(settings.warehouse) as con:
+    sources = equation_sources(settings.lake)  # before reading: a file replaced meanwhile leaves the graph stale
+    with connect_lake_equations(settings.lake) as con:  # the mart's rows, before dbt loads them
         report = update_formula_graph(
             con,
             formula_dir(settings),
@@ -58,6 +60,7 @@ def formula_graph(context: dg.AssetExecutionContext, paperlake: PaperlakeResourc
             embed=minilm_embedder(settings.embeddings),
             assistant=assistant,
             parse_cache=settings.embeddings,  # content-addressed, like the vectors beside it
+            sources=sources,
         )
     for error in report.errors[:20]:
         context.log.warning(error)

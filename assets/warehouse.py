@@ -38,14 +38,22 @@ def dbt_cli_resource() -> DbtCliResource:
     return DbtCliResource(project_dir=DBT_PROJECT, profiles_dir=str(DBT_PROJECT_DIR), dbt_executable=DBT_EXECUTABLE)
 
 
-def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: PaperlakeResource, stage: str):
-    """dbt build into the side file, then record the inputs and swap it in. The inputs are read before dbt runs:
-    a lake or graph that changes during the build leaves a record naming the older state, so the next check sees
-    the change and builds again (never the other way round)."""
+def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: PaperlakeResource):
+    """dbt build of the selected models into the side file, then record the inputs and swap it in. The marts and the
+    formula graph's tables are one dbt build when both are selected (the graph is made before it, in the same run);
+    each part records its own inputs. The inputs are read before dbt runs: a lake or graph that changes during the
+    build leaves a record naming the older state, so the next check sees the change and builds again (never the
+    other way round)."""
     settings = paperlake.settings()
     Lake(settings.lake).ensure_contract()
     ensure_formula_contract(settings.lake / "formulas")
-    inputs = warehouse_inputs(settings) if stage == "warehouse" else formula_model_inputs(settings)
+    selected = set(context.selected_asset_keys)
+    with_marts, with_formulas = bool(selected - FORMULA_MODEL_KEYS), bool(selected & FORMULA_MODEL_KEYS)
+    stage = "warehouse" if with_marts else "formula_models"  # the fail points' and the messages' name
+    inputs = {
+        **({"warehouse": warehouse_inputs(settings)} if with_marts else {}),
+        **({"formula_models": formula_model_inputs(settings)} if with_formulas else {}),
+    }
     side_file = prepare_build(settings.warehouse)
     args = ["build", "--exclude-resource-type", "unit_test"]  # unit tests run in the test suite, not every build
     if os.environ.get("DBT_WRITE_JSON", "").strip().lower() not in ("1", "true", "yes"):
@@ -54,15 +62,15 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: Pa
         # a build, cost each build time on the way to a queryable warehouse. DBT_WRITE_JSON=true writes them.
         args.append("--no-write-json")
     scope = None
-    if stage == "warehouse":  # the per-paper marts rebuild only the papers whose lake files changed, when they can
-        scope = plan_build(side_file, settings.lake, inputs["dbt"])
+    if with_marts:  # the per-paper marts rebuild only the papers whose lake files changed, when they can
+        scope = plan_build(side_file, settings.lake, inputs["warehouse"]["dbt"])
         context.log.info(f"warehouse build: {'full' if scope.full else 'incremental'} ({scope.reason})")
         if scope.full:
             args.append("--full-refresh")
         else:  # the staging views are the ones this project built last (same digest); their tests read lake rows
             # tested when their papers were first built
             args += ["--exclude", "path:models/staging"]
-    target = dbt_target_path(settings.home, stage)
+    target = dbt_target_path(settings.home, "warehouse")
     # the profile names the side file relative to the warehouse's folder only when paperlake-dbt runs dbt there
     env = dbt_env(settings.lake, settings.warehouse, relative=runs_in_workdir(dbt.dbt_executable))
     empty_dbt_target(target, env)
@@ -75,7 +83,7 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: Pa
         with duckdb.connect(str(side_file)) as con:
             record_content_versions(con, None if scope.full else sorted({paper for paper, _ in scope.delta}))
     fault_point(f"{stage}.before_swap")
-    publish_build(settings.warehouse, stage, inputs, scope)
+    publish_build(settings.warehouse, inputs, scope)
     fault_point(f"{stage}.after_swap")
 
 
@@ -108,25 +116,15 @@ TRANSLATOR = PaperlakeDbtTranslator(settings=DagsterDbtTranslatorSettings(enable
     manifest=DBT_PROJECT.manifest_path,
     project=DBT_PROJECT,
     dagster_dbt_translator=TRANSLATOR,
-    exclude="tag:formulas",
     pool="warehouse",
     name="warehouse_models",
 )
 def warehouse_models(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: PaperlakeResource):
-    """Build the NeuSym-RAG warehouse from the lake into a side file, run dbt's tests, and swap it in only if
-    everything passed, so readers never see a half-built or failing warehouse."""
-    yield from _build(context, dbt, paperlake, "warehouse")
+    """Build the NeuSym-RAG warehouse from the lake, and the formula graph's tables (formulas, parameters,
+    constants, occurrences, relations) from its Parquet files, into a side file; run dbt's tests, and swap it in only
+    if everything passed, so readers never see a half-built or failing warehouse."""
+    yield from _build(context, dbt, paperlake)
 
 
-@dbt_assets(
-    manifest=DBT_PROJECT.manifest_path,
-    project=DBT_PROJECT,
-    dagster_dbt_translator=TRANSLATOR,
-    select="tag:formulas",
-    pool="warehouse",
-    name="formula_models",
-)
-def formula_models(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: PaperlakeResource):
-    """The formula graph's tables in the warehouse (formulas, parameters, constants, occurrences, relations),
-    built and swapped in the same way after the formula stage."""
-    yield from _build(context, dbt, paperlake, "formula_models")
+# The formula graph's dbt models (tag ``formulas``): built with the marts, or alone when only the graph changed.
+FORMULA_MODEL_KEYS = frozenset(spec.key for spec in warehouse_models.specs if "formulas" in spec.tags)

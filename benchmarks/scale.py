@@ -9,10 +9,10 @@ measured afterwards is the cost of the stores' size, not of new content). Then, 
 1. baseline: the stores brought up to date with the N-1 papers (the ``build_warehouse`` and ``build_formulas`` jobs;
    the Milvus collections filled in bulk with the sample's cached vectors and given their sync records);
 2. one more paper (another copy) is published to the lake, and the production path is timed, stage by stage:
-   the freshness checks ``paperlake ingest`` runs, the ``build_warehouse`` job (side-file copy, dbt build and tests,
-   swap), the ``build_formulas`` job (graph, its dbt models, the formulas collection) and the paper's
-   ``sync_vectors`` run (its three text collections), with the vector store held open from the check on, as the
-   ingest holds it;
+   the freshness checks ``paperlake ingest`` runs, the ``build_warehouse`` job (the formula graph from the lake,
+   side-file copy, one dbt build of the marts and the graph's tables with their tests, swap), the ``build_formulas``
+   job (what is still stale of the formulas: the formulas collection) and the paper's ``sync_vectors`` run (its
+   three text collections), with the vector store held open from the check on, as the ingest holds it;
 3. then more papers (``--additions``, default 5), timed the same way.
 
 Each timed addition starts on a quiet machine: all cores' busy time (/proc/stat) under 1 CPU-second in 10 s, twice
@@ -207,7 +207,7 @@ def _measure(size: int, source_lake: Path, home: Path, additions: int, server_cp
     from assets.vectors import vector_assets
     from orchestration.run import _add_partitions, _open_store, _Runner, failure_reason, prepare_dbt_manifest
     from paperlake.config import Settings
-    from paperlake.freshness import formula_staleness, warehouse_staleness
+    from paperlake.freshness import formula_build_staleness, formula_staleness, warehouse_staleness
     from paperlake.vectors.ledger import stale_papers
 
     settings = Settings.from_env(home=home)
@@ -242,7 +242,7 @@ def _measure(size: int, source_lake: Path, home: Path, additions: int, server_cp
     result["baseline_seconds"] = baseline
     result["warehouse_mb_before"] = round(settings.warehouse.stat().st_size / 2**20, 1)
 
-    from orchestration.jobs import FORMULA_ASSETS
+    from orchestration.jobs import FORMULA_ASSETS, warehouse_selection
 
     def add_one(index: int) -> dict:
         """Publish copy ``index`` and run the production path for it, stage by stage: wall seconds per stage (and,
@@ -265,16 +265,19 @@ def _measure(size: int, source_lake: Path, home: Path, additions: int, server_cp
             return lambda: timed_run(name, **options)
 
         load = os.getloadavg()[0]
-        stale = timed("check_warehouse", lambda: warehouse_staleness(settings))
+        stale, build = timed(
+            "check_warehouse",
+            lambda: (warehouse_staleness(settings), warehouse_selection(formula_build_staleness(settings))),
+        )
         assert stale, "the new paper must make the warehouse stale"
-        timed("warehouse", job("build_warehouse", log="dbt-build.log"))
+        timed("warehouse", job("build_warehouse", asset_selection=build, log="dbt-build.log"))
         with _open_store(settings) as store:  # held through the stages that use it, as `paperlake ingest` does
             formulas, plan = timed(
                 "check_formulas_and_vectors",
                 lambda: (formula_staleness(settings, store), stale_papers(settings, store, collections)),
             )
             assert set(plan.stale) == {new_key}, f"only the new paper should need vectors, got {sorted(plan.stale)[:5]}"
-            selection = [key for part in formulas for key in FORMULA_ASSETS[part].keys]
+            selection = [key for part in formulas for key in FORMULA_ASSETS[part]]
             timed("formulas", job("build_formulas", asset_selection=selection, log="formulas-build.log"))
             timed(
                 "vectors",

@@ -18,7 +18,7 @@ from assets.formulas import formula_collection, formula_graph
 from assets.parse import inbox_pdf, parsed_views
 from assets.resources import LLMResource, PaperlakeResource, paperlake_from_env, warehouse_resource
 from assets.vectors import vector_assets
-from assets.warehouse import dbt_cli_resource, formula_models, warehouse_models
+from assets.warehouse import dbt_cli_resource, warehouse_models
 from orchestration.executors import executor_definition
 from orchestration.jobs import JOBS, enrich_paper
 from orchestration.sensors import inbox_schedule, inbox_sensor, make_stores_sensor
@@ -41,7 +41,6 @@ def build_definitions(paperlake: PaperlakeResource | None = None, llm: LLMResour
             *([enrichment_summaries] if with_enrichment else []),
             warehouse_models,
             formula_graph,
-            formula_models,
             formula_collection,
             *vector_assets,
             evaluation_probes,

@@ -7,7 +7,7 @@ from assets.evaluation import evaluation_probes, volume_set
 from assets.formulas import formula_collection, formula_graph
 from assets.parse import parsed_views
 from assets.vectors import vector_assets
-from assets.warehouse import formula_models, warehouse_models
+from assets.warehouse import FORMULA_MODEL_KEYS, warehouse_models
 
 ingest_paper = dg.define_asset_job(
     "ingest_paper",
@@ -22,14 +22,15 @@ enrich_paper = dg.define_asset_job(
 )
 build_warehouse = dg.define_asset_job(
     "build_warehouse",
-    selection=dg.AssetSelection.assets(warehouse_models),
-    description="dbt build of the warehouse marts from the lake, into a side file swapped in when every test passed.",
+    selection=dg.AssetSelection.assets(formula_graph, warehouse_models),
+    description="The formula graph from the lake's equations (when stale), then one dbt build of the warehouse marts "
+    "and the graph's tables into a side file, swapped in when every test passed.",
 )
 build_formulas = dg.define_asset_job(
     "build_formulas",
-    selection=dg.AssetSelection.assets(formula_graph, formula_models, formula_collection),
-    description="The formula graph from the warehouse's equations, its dbt models, and the Milvus formulas "
-    "collection (each step only when stale).",
+    selection=dg.AssetSelection.assets(formula_graph, formula_collection, *FORMULA_MODEL_KEYS),
+    description="What is stale of the formulas when the warehouse's marts are not: the formula graph from the lake, "
+    "its dbt models, and the Milvus formulas collection.",
 )
 sync_vectors = dg.define_asset_job(
     "sync_vectors",
@@ -47,4 +48,16 @@ evaluate_volume = dg.define_asset_job(
     description="A volume's probe set and its retrieval_quality check (answer@1/@5, page@5 of vector retrieval).",
 )
 JOBS = [ingest_paper, enrich_paper, build_warehouse, build_formulas, sync_vectors, probe_paper, evaluate_volume]
-FORMULA_ASSETS = {"graph": formula_graph, "models": formula_models, "collection": formula_collection}
+FORMULA_ASSETS = {
+    "graph": sorted(formula_graph.keys),
+    "models": sorted(FORMULA_MODEL_KEYS),
+    "collection": sorted(formula_collection.keys),
+}
+"""Each part :func:`paperlake.freshness.formula_staleness` names, as the asset keys a run selects for it."""
+
+
+def warehouse_selection(formulas: dict[str, str]) -> list[dg.AssetKey]:
+    """What a ``build_warehouse`` run makes: the marts, and of the formulas what ``formulas``
+    (:func:`paperlake.freshness.formula_build_staleness`) names (the graph before dbt, its tables in the same build)."""
+    marts = sorted(key for key in warehouse_models.keys if key not in FORMULA_MODEL_KEYS)
+    return marts + [key for part in ("graph", "models") if part in formulas for key in FORMULA_ASSETS[part]]

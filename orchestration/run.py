@@ -45,7 +45,7 @@ from paperlake.evaluation.sets import (
     volume_set_path,
 )
 from paperlake.evaluation.sets import volumes as warehouse_volumes
-from paperlake.freshness import formula_staleness, warehouse_staleness
+from paperlake.freshness import formula_build_staleness, formula_staleness, warehouse_staleness
 from paperlake.lake.inbox import scan_volumes
 from paperlake.lake.pipeline import IngestPlan, plan_ingest, record_held_volumes
 from paperlake.lake.store import Lake
@@ -510,8 +510,18 @@ def _ingest(
     stage_started = time.perf_counter()
     reason = warehouse_staleness(settings) or ("asked for (--rebuild-warehouse)" if rebuild_warehouse else None)
     if reason:
+        from orchestration.jobs import warehouse_selection  # deferred: dagster-dbt
+
         summary.stale["warehouse"] = reason
-        result = runner.run("build_warehouse", log="dbt-build.log")
+        # the formula graph (from the lake) and its dbt models go with the marts when stale: one dbt build
+        formulas = formula_build_staleness(settings)
+        summary.stale |= {f"formula {part}": why for part, why in formulas.items()}
+        result = runner.run("build_warehouse", asset_selection=warehouse_selection(formulas), log="dbt-build.log")
+        if not result.success and formulas and (why := failure_reason(result)).startswith("formula_graph: "):
+            # the graph failed before dbt began: said once, and the marts are built without it
+            summary.failures.append(StageFailure("formulas", why))
+            formulas = {}
+            result = runner.run("build_warehouse", asset_selection=warehouse_selection({}), log="dbt-build.log")
         if not result.success:
             summary.failures.append(
                 StageFailure(
@@ -523,6 +533,7 @@ def _ingest(
             summary.step_seconds["total"] = time.perf_counter() - started
             return summary
         summary.warehouse_built = True
+        summary.formulas_built = sorted(formulas)
     summary.step_seconds["warehouse"] = time.perf_counter() - stage_started
     if not settings.warehouse.exists():
         summary.step_seconds["total"] = time.perf_counter() - started
@@ -585,14 +596,14 @@ def _downstream(
     """The formula graph, the vector sync and the volumes' self-evaluation, for what the check found stale."""
 
     stage_started = time.perf_counter()
-    if formulas:
+    if formulas and not any(failure.stage == "formulas" for failure in summary.failures):  # not twice an ingest
         from orchestration.jobs import FORMULA_ASSETS  # deferred: dagster-dbt
 
         summary.stale |= {f"formula {part}": why for part, why in formulas.items()}
-        selection = [key for part in formulas for key in FORMULA_ASSETS[part].keys]
+        selection = [key for part in formulas for key in FORMULA_ASSETS[part]]
         result = runner.run("build_formulas", asset_selection=selection, log="formulas-build.log")
         if result.success:
-            summary.formulas_built = sorted(formulas)
+            summary.formulas_built = sorted({*summary.formulas_built, *formulas})
         else:
             summary.failures.append(StageFailure("formulas", failure_reason(result)))
     summary.step_seconds["formulas"] = time.perf_counter() - stage_started

@@ -30,10 +30,11 @@ from orchestration.jobs import (
     ingest_paper,
     probe_paper,
     sync_vectors,
+    warehouse_selection,
 )
 from paperlake.enrichment import stale_papers as unenriched
 from paperlake.evaluation.sets import stale_probe_papers, stale_volumes
-from paperlake.freshness import formula_staleness, warehouse_inputs, warehouse_staleness
+from paperlake.freshness import formula_build_staleness, formula_staleness, warehouse_inputs, warehouse_staleness
 from paperlake.lake.inbox import InboxScan, scan_volumes
 from paperlake.lake.pipeline import parser_version, plan_ingest, resolve_backend
 from paperlake.vectors.ledger import stale_papers
@@ -189,7 +190,11 @@ def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) 
     if reason := warehouse_staleness(settings):
         if build_warehouse.name in active:
             return [], f"warehouse build in flight ({reason})"
-        request = _request(instance, build_warehouse.name, reason, warehouse_inputs(settings))
+        request = None
+        # with the formulas when they are stale; once their attempts have failed (the graph before dbt), without them
+        for selection in (warehouse_selection(formula_build_staleness(settings)), warehouse_selection({})):
+            inputs = [warehouse_inputs(settings), selection]
+            request = request or _request(instance, build_warehouse.name, reason, inputs, asset_selection=selection)
         return ([request] if request else []), f"warehouse: {reason}"
     if build_warehouse.name in active or build_formulas.name in active:
         return [], "warehouse or formula build in flight"
@@ -206,7 +211,7 @@ def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) 
     requests = []
     notes = []
     if formulas:
-        selection = [key for part in formulas for key in FORMULA_ASSETS[part].keys]
+        selection = [key for part in formulas for key in FORMULA_ASSETS[part]]
         request = _request(
             instance,
             build_formulas.name,

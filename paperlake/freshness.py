@@ -7,7 +7,7 @@ stale when that record is missing or names other inputs than the current ones:
 |---|---|---|
 | parse (per paper) | file sha256, manifest row, backend, parser version | the lake record, written after every view |
 | warehouse | dbt project digest, lake digest | ``_paperlake.builds`` in the warehouse, swapped in with it |
-| formula graph | extractor version, equation rows per paper | ``state.json``, written last, with each output's sha256 |
+| formula graph | extractor version, lake equations per paper | ``state.json``, written last, with each output's hash |
 | formula models | dbt formula models' digest, formula graph digest | ``_paperlake.builds`` |
 | formulas collection | formula graph digest, collection code version | the collection's ``paperlake.synced`` property |
 | vector collections (per paper) | expected entities per paper | ``vectors/<collection>/<key>.json`` + the collection |
@@ -24,12 +24,19 @@ import json
 from typing import Any
 
 from paperlake.config import Settings
-from paperlake.formulas.state import formula_graph_staleness, graph_digest, rdf_blocks_problem, read_tables
+from paperlake.formulas.state import (
+    connect_lake_equations,
+    equation_sources,
+    formula_graph_staleness,
+    graph_digest,
+    rdf_blocks_problem,
+    read_graph_state,
+    read_tables,
+)
 from paperlake.lake.store import Lake
 from paperlake.vectors.config import load_config
 from paperlake.vectors.onnx_graphs import text_cache_key
 from paperlake.warehouse.build import dbt_digest, recorded_builds
-from paperlake.warehouse.read import connect_read_only
 
 SYNCED_PROPERTY = "paperlake.synced"
 FORMULA_COLLECTION_CODE_VERSION = "formulas-collection-1"
@@ -79,25 +86,42 @@ def warehouse_staleness(settings: Settings) -> str | None:
     return _differs(recorded_builds(settings.warehouse).get("warehouse"), warehouse_inputs(settings), "warehouse")
 
 
+def lake_formula_graph_staleness(settings: Settings) -> str | None:
+    """Why the formula graph must be updated from the lake's equations, or None. A graph built from exactly the
+    equation files there now is current without reading them; otherwise their rows are fingerprinted (a paper
+    parsed again with the same equations leaves the graph current)."""
+    state = read_graph_state(formula_dir(settings), turtle_path(settings))
+    if state is not None and state.get("sources") == equation_sources(settings.lake):
+        return rdf_blocks_problem(turtle_path(settings))
+    with connect_lake_equations(settings.lake) as con:
+        return formula_graph_staleness(con, formula_dir(settings), turtle_path(settings))
+
+
+def formula_build_staleness(settings: Settings) -> dict[str, str]:
+    """What a warehouse build must make of the formulas besides the marts: ``graph`` (from the lake, before dbt) and
+    ``models`` (the graph's dbt tables, in the same dbt build), each with its reason."""
+    graph = lake_formula_graph_staleness(settings)
+    if graph and graph == rdf_blocks_problem(turtle_path(settings)):  # a cache rewritten; the outputs stay the same
+        return {"graph": graph}
+    if graph:
+        return {"graph": graph, "models": "the formula graph changes"}
+    models = _differs(
+        recorded_builds(settings.warehouse).get("formula_models"), formula_model_inputs(settings), "formula models"
+    )
+    return {"models": models} if models else {}
+
+
 def formula_staleness(settings: Settings, store: Any | None) -> dict[str, str]:
     """Which formula assets are stale and why: ``graph``, ``models``, ``collection`` (a stale graph makes both
     downstream ones stale). Needs a warehouse; ``store`` (a VectorStore, or None when the collection's encoder is
     unavailable here) is read for the collection's record."""
     if not settings.warehouse.exists():
         return {}
-    with connect_read_only(settings.warehouse) as con:
-        graph = formula_graph_staleness(con, formula_dir(settings), turtle_path(settings))
-    if graph and graph == rdf_blocks_problem(turtle_path(settings)):  # a cache rewritten; the outputs stay the same
-        return {"graph": graph}
-    if graph:
-        stale = {"graph": graph, "models": "the formula graph changes", "collection": "the formula graph changes"}
-        return stale if store is not None else {k: v for k, v in stale.items() if k != "collection"}
-    stale = {}
-    models = _differs(
-        recorded_builds(settings.warehouse).get("formula_models"), formula_model_inputs(settings), "formula models"
-    )
-    if models:
-        stale["models"] = models
+    stale = formula_build_staleness(settings)
+    if "graph" in stale and "models" not in stale:  # its block cache only
+        return stale
+    if "graph" in stale:
+        return stale | ({"collection": "the formula graph changes"} if store is not None else {})
     if store is not None and (collection := formula_collection_staleness(settings, store)):
         stale["collection"] = collection
     return stale

@@ -7,15 +7,17 @@ LaTeX machinery.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from paperlake.lake.store import write_table_atomic
+from paperlake.lake.store import CONTRACT_DIR, Lake, write_table_atomic
 
 _S, _I, _F = pa.string(), pa.int32(), pa.float64()
 FORMULA_SCHEMAS: dict[str, pa.Schema] = {
@@ -86,6 +88,9 @@ FORMULA_SCHEMAS: dict[str, pa.Schema] = {
         [("relation_id", _S), ("source", _S), ("target", _S), ("relation_type", _S), ("evidence", _S)]
     ),
 }
+# The graph reads a relation ``equations`` with the warehouse mart's columns (models/marts/equations.sql): in a build,
+# the lake's equation files as that mart derives them (:func:`connect_lake_equations`), so the graph is made in the
+# warehouse build's own run, before dbt, and dbt builds its tables with the marts in one invocation.
 _EQUATION_COLUMNS = """e.equation_id::varchar as equation_id, e.ref_paper_id::varchar as paper_id, e.page_number,
            case when e.latex_source is not null then e.equation_content end as equation_latex, e.equation_text,
            e.equation_number, e.bounding_box::double[] as bbox, e.context, e.context_after"""
@@ -101,16 +106,72 @@ FINGERPRINTS_SQL = f"""
     group by paper_id
 """
 
+# The lake's equations as the staging view and the mart make them (stg_equations.sql: the ids as uuids;
+# equations.sql: the content is the LaTeX unless blank, the box rounded to whole points by the int_bbox macro), over
+# the glob dbt reads (contract file included). The same rows the mart holds once the build has loaded the lake.
+LAKE_EQUATIONS_SQL = """
+    create or replace temp view equations as
+    select equation_id::uuid as equation_id, paper_id::uuid as ref_paper_id, page_number, ordinal, equation_number,
+           coalesce(nullif(trim(equation_latex), ''), equation_text) as equation_content, equation_text, latex_source,
+           [round(bbox[1])::integer, round(bbox[2])::integer, round(bbox[3])::integer,
+            round(bbox[4])::integer]::integer[4] as bounding_box,
+           context, context_after
+    from read_parquet({glob}, union_by_name = true)
+"""
+
+
+@contextlib.contextmanager
+def connect_lake_equations(lake_root: Path) -> Iterator[Any]:
+    """An in-memory DuckDB connection whose ``equations`` view reads the lake's equation files."""
+    import duckdb  # deferred: a check that finds no lake never opens one
+
+    lake = Lake(lake_root)
+    lake.ensure_contract()  # the glob always matches, as dbt's does
+    glob = lake.glob("equations").replace("'", "''")
+    con = duckdb.connect()
+    try:
+        con.execute(LAKE_EQUATIONS_SQL.format(glob=f"'{glob}'"))
+        yield con
+    finally:
+        con.close()
+
+
+def equation_sources(lake_root: Path) -> dict[str, str]:
+    """Each equation file of the lake (path below the view's folder → "size mtime_ns"), by ``os.scandir``: what a
+    graph was built from, recorded in its state, so a check that finds the same files asks DuckDB nothing (reading
+    every paper's file to fingerprint its rows grew with the lake: ~2 s at 2,000 papers). Every lake write is an
+    atomic replace, so new content is a new entry."""
+    base = Lake(lake_root).root / "equations"
+    sources: dict[str, str] = {}
+    pending = [(str(base), "")]
+    while pending:
+        directory, prefix = pending.pop()
+        try:
+            listing = list(os.scandir(directory))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in listing:
+            if entry.name.startswith(".") or entry.name == CONTRACT_DIR:
+                continue
+            if entry.is_dir():
+                pending.append((entry.path, f"{prefix}{entry.name}/"))
+                continue
+            with contextlib.suppress(FileNotFoundError):  # replaced away while listed: the next check sees it
+                stat = entry.stat()
+                sources[f"{prefix}{entry.name}"] = f"{stat.st_size} {stat.st_mtime_ns}"
+    return sources
+
+
 # Bump when extraction, conversion or merging changes what a paper's equations become: the next update rebuilds the
 # graph from every paper instead of only the changed ones.
 EXTRACTOR_VERSION = "formulas-4"
 STATE_NAME = "state.json"
 
 
-def equation_fingerprints(warehouse_con: Any) -> tuple[dict[str, int], dict[str, str]]:
+def equation_fingerprints(equations_con: Any) -> tuple[dict[str, int], dict[str, str]]:
     """(paper id → its number of display equations, paper id → a fingerprint of its equation rows), for the papers
     that have equations."""
-    rows = warehouse_con.execute(FINGERPRINTS_SQL).fetchall()
+    rows = equations_con.execute(FINGERPRINTS_SQL).fetchall()
     return {paper: count for paper, count, _ in rows}, {paper: fingerprint for paper, _, fingerprint in rows}
 
 
@@ -148,12 +209,13 @@ def graph_digest(out_dir: Path) -> str | None:
     return digest[:16] if digest else None
 
 
-def formula_graph_staleness(warehouse_con: Any, out_dir: Path, turtle_path: Path) -> str | None:
-    """Why the graph must be updated from the warehouse, or None when it is up to date."""
+def formula_graph_staleness(equations_con: Any, out_dir: Path, turtle_path: Path) -> str | None:
+    """Why the graph must be updated from the equations ``equations_con`` reads (:func:`connect_lake_equations`), or
+    None when it is up to date."""
     state = read_graph_state(out_dir, turtle_path)
     if state is None:
         return "no complete formula graph (never built, other extraction rules, or a build cut short)"
-    _, fingerprints = equation_fingerprints(warehouse_con)
+    _, fingerprints = equation_fingerprints(equations_con)
     built = state.get("papers") or {}
     changed = sorted(p for p in fingerprints.keys() | built.keys() if fingerprints.get(p) != built.get(p))
     if changed:

@@ -1,7 +1,8 @@
-"""The formula graph as a pipeline stage: warehouse equations in, formula tables (Parquet) and Turtle out.
+"""The formula graph as a pipeline stage: the lake's equations in (with the warehouse mart's columns,
+:func:`paperlake.formulas.state.connect_lake_equations`), formula tables (Parquet) and Turtle out.
 
 Incremental per paper: a fingerprint of each paper's equation rows is kept in ``state.json``; only papers whose
-equations changed (or that left the warehouse) are removed from the graph and re-added, so a new paper is compared
+equations changed (or that left the lake) are removed from the graph and re-added, so a new paper is compared
 only against what exists. The tables land in ``<lake>/formulas/<table>.parquet`` (dbt models them into the
 warehouse) and the RDF export in ``<home>/formulas/formulas.ttl``. :func:`agent_backend` serves the agent's
 formula actions from the warehouse tables.
@@ -30,6 +31,7 @@ from paperlake.formulas.state import (
     EQUATIONS_SQL,
     FORMULA_SCHEMAS,
     STATE_NAME,
+    connect_lake_equations,
     ensure_formula_contract,
     equation_fingerprints,
     file_digest,
@@ -81,14 +83,14 @@ def graph_counts(tables: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
     }
 
 
-def equation_rows(warehouse_con: Any, papers: list[str]) -> dict[str, list[dict[str, Any]]]:
+def equation_rows(equations_con: Any, papers: list[str]) -> dict[str, list[dict[str, Any]]]:
     """The display equations of ``papers``, by paper id, in reading order."""
 
     by_paper: dict[str, list[dict[str, Any]]] = {paper: [] for paper in papers}
     if not papers:
         return by_paper
     where, parameters = paper_filter("e.ref_paper_id", papers)
-    cursor = warehouse_con.execute(EQUATIONS_SQL.format(where=where), parameters)
+    cursor = equations_con.execute(EQUATIONS_SQL.format(where=where), parameters)
     names = [d[0] for d in cursor.description]
     for row in cursor.fetchall():
         record = dict(zip(names, row))
@@ -97,7 +99,7 @@ def equation_rows(warehouse_con: Any, papers: list[str]) -> dict[str, list[dict[
 
 
 def update_formula_graph(
-    warehouse_con: Any,
+    equations_con: Any,
     out_dir: Path,
     turtle_path: Path,
     *,
@@ -105,8 +107,12 @@ def update_formula_graph(
     judge: Callable[[Any, Any], bool] | None = None,
     assistant: Any = None,
     parse_cache: Path | None = None,
+    sources: dict[str, str] | None = None,
 ) -> FormulaBuildReport:
-    """Bring the formula tables up to date with the warehouse's equations (see the module docstring).
+    """Bring the formula tables up to date with the equations ``equations_con`` reads (see the module docstring).
+
+    ``sources``: the equation files ``equations_con`` reads (:func:`~paperlake.formulas.state.equation_sources`, taken
+    before it reads them), recorded in the state so that a check finding the same files reads none of them.
 
     ``parse_cache``: the file that keeps sympy's LaTeX parses across processes
     (:mod:`paperlake.formulas.latex.parse_cache`; None: parsed in this process only).
@@ -118,7 +124,7 @@ def update_formula_graph(
     """
     started = time.perf_counter()
     report = FormulaBuildReport()
-    counts, fingerprints = equation_fingerprints(warehouse_con)
+    counts, fingerprints = equation_fingerprints(equations_con)
     report.equations = sum(counts.values())
     state = read_graph_state(out_dir, turtle_path)
     built: dict[str, str] = dict(state.get("papers") or {}) if state else {}
@@ -127,7 +133,7 @@ def update_formula_graph(
         graph.describer, graph.proposer = assistant.describe_parameters, assistant.propose_template
         judge = judge or assistant.same_formula
     changed = sorted(p for p in fingerprints if built.get(p) != fingerprints[p])
-    by_paper = equation_rows(warehouse_con, changed)
+    by_paper = equation_rows(equations_con, changed)
     report.papers_removed = sorted(p for p in built if p not in fingerprints)
     report.papers_unchanged = len(fingerprints) - len(changed)
     graph.remove_papers([*report.papers_removed, *changed])
@@ -154,6 +160,7 @@ def update_formula_graph(
             "extractor_version": graph_state.EXTRACTOR_VERSION,  # (read at the call: tests stand in a new one)
             "files": files,
             "papers": {p: fingerprints[p] for p in sorted(fingerprints)},
+            **({"sources": sources} if sources is not None else {}),
         },
         indent=1,
     ).encode()
@@ -238,6 +245,7 @@ __all__ = [
     "WarehouseFormulas",
     "agent_backend",
     "asdict",
+    "connect_lake_equations",
     "ensure_formula_contract",
     "equation_fingerprints",
     "equation_rows",

@@ -352,9 +352,11 @@ def heal_warehouse(warehouse: Path) -> list[SetAside]:
     return moved
 
 
-def publish_build(warehouse: Path, stage: str, inputs: dict[str, str], scope: BuildScope | None = None) -> None:
-    """Record what the side file was built from (and, for a warehouse build, each paper's lake state), then swap it
-    in. dbt has closed it; checkpoint so no WAL is left behind."""
+def publish_build(warehouse: Path, records: dict[str, dict[str, str]], scope: BuildScope | None = None) -> None:
+    """Record what the side file was built from (``records``: for each part the build made, ``warehouse`` and/or
+    ``formula_models``, its inputs; with ``scope``, each paper's lake state), then swap it in. dbt has closed it;
+    checkpoint so no WAL is left behind."""
+    stage = " and ".join(records)
     target = build_path(warehouse)
     with duckdb.connect(str(target)) as con:
         narrowed = con.execute(
@@ -372,7 +374,7 @@ def publish_build(warehouse: Path, stage: str, inputs: dict[str, str], scope: Bu
             "built_at timestamptz)"
         )
         if scope is not None:
-            inputs = {**inputs, "contracts": scope.contracts}
+            records = {**records, "warehouse": {**records["warehouse"], "contracts": scope.contracts}}
             keys = sorted(scope.papers)
             papers = pa.table(  # one insert of a table: row by row grew with the number of papers
                 {
@@ -387,9 +389,11 @@ def publish_build(warehouse: Path, stage: str, inputs: dict[str, str], scope: Bu
                 "select paper_key, paper_id::uuid as paper_id, digest from _paperlake_papers"
             )
             con.unregister("_paperlake_papers")
-        con.execute(
-            f"insert or replace into {BUILDS_TABLE} values (?, ?, now())", [stage, json.dumps(inputs, sort_keys=True)]
-        )
+        for part, inputs in records.items():
+            con.execute(
+                f"insert or replace into {BUILDS_TABLE} values (?, ?, now())",
+                [part, json.dumps(inputs, sort_keys=True)],
+            )
         for table in (DELTA_TABLE, MODE_TABLE, FILES_TABLE):
             con.execute(f"drop table if exists {table}")
         con.execute("checkpoint")

@@ -104,3 +104,37 @@ def test_unchanged_bad_file_is_not_retried_but_a_fixed_one_is(bad_inbox):
     settings = bad_inbox["settings"]
     assert rows(settings, "select count(*) from ingest_errors where paper_key = 'emnlp2024/corrupt'") == [(0,)]
     assert rows(settings, "select count(*) from metadata") == [(2,)]
+
+
+def test_a_formula_graph_that_fails_does_not_hold_back_the_warehouse(tmp_path, dbt_manifest, corpus, monkeypatch):
+    """The graph is made in the warehouse build's run, before dbt: when it fails, the marts are built without it, the
+    failure is one line, and the next ingest makes the graph, its tables and its collection."""
+    from orchestration.run import ingest
+    from paperlake.formulas import store as formula_store
+
+    inbox = make_inbox(tmp_path, [GOOD])
+    settings = Settings.from_env(home=tmp_path / "home", backend="pymupdf", mineru_dir=None)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the formula rules broke")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(formula_store, "update_formula_graph", broken)
+        summary = ingest([inbox], settings)
+    assert summary.warehouse_built and summary.formulas_built == []
+    assert [failure.line() for failure in summary.failures] == [
+        "formulas: formula_graph: RuntimeError: the formula rules broke"
+    ]
+    assert rows(settings, "select count(*) from metadata") == [(1,)]
+    # the graph's tables come with the graph: none yet
+    assert rows(
+        settings,
+        "select count(*) from information_schema.tables where table_schema = 'main' and table_name = 'formulas'",
+    ) == [(0,)]
+
+    summary = ingest([inbox], settings)
+    assert summary.ok and not summary.warehouse_built, summary.failures
+    assert summary.formulas_built == ["collection", "graph", "models"]
+    with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        recorded = con.execute("select stage from _paperlake.builds order by 1").fetchall()
+    assert recorded == [("formula_models",), ("warehouse",)]

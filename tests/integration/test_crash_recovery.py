@@ -33,12 +33,13 @@ def references(tmp_path_factory: pytest.TempPathFactory, dbt_manifest) -> dict:
 
 
 def test_double_kill_parse_then_formula_models_converges(tmp_path, references):
-    """The issue's sequence, aimed: killed while parsing the second paper, then killed while dbt builds the formula
-    models (the formula graph is written by then); the third run must leave every store as a clean ingest does."""
+    """The issue's sequence, aimed: killed while parsing the second paper, then killed while dbt builds the marts
+    and the formula models (the formula graph is written by then, in the same run); the third run must leave every
+    store as a clean ingest does."""
     inbox = make_inbox(tmp_path, [FIRST, SECOND])
     home = tmp_path / "home"
     killed_at(home, inbox, "lake.view_written@12")
-    killed_at(home, inbox, "formula_models.dbt_event@3")
+    killed_at(home, inbox, "warehouse.dbt_event@3")
     must_ingest(home, inbox)
     assert_same_stores(home, references["both"])
     output = must_ingest(home, inbox)  # and then nothing is left to do

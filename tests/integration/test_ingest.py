@@ -84,15 +84,21 @@ class TestIncremental:
         # a fresh home of the default layout never parses the dbt project in full: its profile is the shared
         # parse's (the side file named relative to the warehouse's folder), so the warehouse build starts from the
         # project's partial-parse state, re-parsing nothing (no file the parse renders names this home's lake), and
-        # the formula stage's first build from the warehouse stage's
+        # the formula graph's tables are built by the same dbt build as the marts
         assert summary.formulas_built, summary.stale
         warehouse_log = (settings.home / "logs" / "dbt-build.log").read_text()
         assert "Unable to do partial parsing" not in warehouse_log, warehouse_log[:2000]
         debug_log = (settings.home / "dbt-target" / "warehouse" / "dbt.log").read_text()  # dbt's own, at debug here
         assert "Partial parsing enabled" in debug_log and "Unable to do partial parsing" not in debug_log
         assert "Nothing changed, skipping partial parsing" in debug_log, debug_log[:3000]
-        formulas_log = (settings.home / "logs" / "formulas-build.log").read_text()
-        assert "Unable to do partial parsing" not in formulas_log, formulas_log[:2000]
+        assert "OK created sql table model main.formulas " in warehouse_log, warehouse_log[-3000:]
+        # the graph read the lake's equations as the mart holds them once dbt has loaded them
+        from paperlake.formulas.state import EQUATIONS_SQL, connect_lake_equations
+
+        with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+            mart = con.execute(EQUATIONS_SQL.format(where="")).fetchall()
+        with connect_lake_equations(settings.lake) as con:
+            assert mart and con.execute(EQUATIONS_SQL.format(where="")).fetchall() == mart
         # without dbt's JSON artifacts, which nothing reads (DBT_WRITE_JSON=true writes them)
         assert not (settings.home / "dbt-target" / "warehouse" / "run_results.json").exists()
         # the two new papers of one volume were parsed, synced and probed in one run per job (a partition range),
@@ -232,13 +238,13 @@ class TestIncremental:
         assert not summary.warehouse_built and not summary.formulas_built and not summary.vectors_synced
 
         monkeypatch.setattr(formula_state, "EXTRACTOR_VERSION", formula_state.EXTRACTOR_VERSION + "-new")
-        with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        with formula_store.connect_lake_equations(settings.lake) as con:
             assert formula_store.formula_graph_staleness(
                 con, settings.lake / "formulas", settings.home / "formulas" / "formulas.ttl"
             )
         summary = run(state)
         assert not summary.warehouse_built and summary.formulas_built == ["collection", "graph", "models"]
-        with duckdb.connect(str(settings.warehouse), read_only=True) as con:
+        with formula_store.connect_lake_equations(settings.lake) as con:
             assert not formula_store.formula_graph_staleness(
                 con, settings.lake / "formulas", settings.home / "formulas" / "formulas.ttl"
             )
@@ -286,6 +292,10 @@ def test_definitions_form_one_graph_from_inbox_to_marts(dbt_manifest):
     summaries = upstream(dg.AssetKey(["warehouse", "pages"]))
     assert {dg.AssetKey(["enrichment", "summaries"]), dg.AssetKey(["parsed", "pages"])} <= summaries
     assert dg.AssetKey(["parsed", "table_rows"]) in upstream(dg.AssetKey(["warehouse", "table_rows"]))
+    # the formula graph reads the lake; its tables are models of the warehouse's dbt build
+    formula_tables = upstream(dg.AssetKey(["warehouse", "formulas"]))
+    assert {dg.AssetKey(["formulas", "formulas"]), dg.AssetKey(["parsed", "equations"])} <= formula_tables
+    assert dg.AssetKey(["warehouse", "equations"]) not in upstream(dg.AssetKey(["formulas", "formulas"]))
     assert defs.resolve_job_def("ingest_paper") is not None
     assert defs.resolve_sensor_def("inbox_sensor") is not None
     assert defs.resolve_schedule_def("inbox_schedule") is not None

@@ -25,7 +25,7 @@ def test_a_side_file_with_a_lake_view_set_aside_is_not_published(tmp_path):
         con.execute("create view _lake.chunks as select 2 as paper")  # the build's papers only
         con.execute("insert into metadata values (2)")
     with pytest.raises(RuntimeError, match="chunks__full"):
-        publish_build(live, "warehouse", {"dbt": "x"})
+        publish_build(live, {"warehouse": {"dbt": "x"}})
     assert recorded_builds(live) == {}
     with duckdb.connect(str(live), read_only=True) as con:
         assert con.execute("select count(*) from metadata").fetchone()[0] == 1
@@ -39,7 +39,7 @@ def test_a_side_file_with_its_lake_views_restored_is_published(tmp_path):
         con.execute("create schema _lake")
         con.execute("create view _lake.chunks as select 1 as paper")
         con.execute("insert into metadata values (2)")
-    publish_build(live, "warehouse", {"dbt": "x"})
+    publish_build(live, {"warehouse": {"dbt": "x"}})
     assert recorded_builds(live)["warehouse"]["dbt"] == "x"
     assert not side.exists()
     with duckdb.connect(str(live), read_only=True) as con:
