@@ -787,7 +787,15 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         "before_after.py",
         "this checkout against 2f13fa0, the commit before issue 48, `--backend pymupdf`, alternated, one round; the "
         "after side also runs what issues 50 and 51 added since (figure and table rules, new views, the reranker's "
-        "features); the file keeps, under `at_27f973f`, the first measurement (naacl2024 1.72, sample 1.61)",
+        "features); the file keeps the earlier measurements under `at_4b0abfd` (naacl2024 1.71, sample 1.48, before "
+        "the one dbt build) and `at_27f973f` (naacl2024 1.72, sample 1.61)",
+        generic,
+    ),
+    "before_after_one_build": (
+        "Ingest before and after one dbt build",
+        "before_after.py",
+        "this checkout against ce94ddd, the commit before the formula graph was made from the lake and its dbt models "
+        "joined the warehouse's build, `--backend pymupdf`, alternated, one round",
         generic,
     ),
     "before_after_session": (
