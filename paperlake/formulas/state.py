@@ -10,14 +10,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from paperlake.lake.store import CONTRACT_DIR, Lake, write_table_atomic
+from paperlake.lake.store import CONTRACT_DIR, Lake, files_under, write_table_atomic
 
 _S, _I, _F = pa.string(), pa.int32(), pa.float64()
 FORMULA_SCHEMAS: dict[str, pa.Schema] = {
@@ -142,24 +141,13 @@ def equation_sources(lake_root: Path) -> dict[str, str]:
     every paper's file to fingerprint its rows grew with the lake: ~2 s at 2,000 papers). Every lake write is an
     atomic replace, so new content is a new entry."""
     base = Lake(lake_root).root / "equations"
-    sources: dict[str, str] = {}
-    pending = [(str(base), "")]
-    while pending:
-        directory, prefix = pending.pop()
-        try:
-            listing = list(os.scandir(directory))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        for entry in listing:
-            if entry.name.startswith(".") or entry.name == CONTRACT_DIR:
-                continue
-            if entry.is_dir():
-                pending.append((entry.path, f"{prefix}{entry.name}/"))
-                continue
-            with contextlib.suppress(FileNotFoundError):  # replaced away while listed: the next check sees it
-                stat = entry.stat()
-                sources[f"{prefix}{entry.name}"] = f"{stat.st_size} {stat.st_mtime_ns}"
-    return sources
+    if not base.is_dir():
+        return {}
+    return {
+        relative: f"{stat.st_size} {stat.st_mtime_ns}"
+        for relative, stat in files_under(base)
+        if CONTRACT_DIR not in relative.split("/")
+    }
 
 
 # Bump when extraction, conversion or merging changes what a paper's equations become: the next update rebuilds the

@@ -108,7 +108,7 @@ def _digest_lines(lines: list[str]) -> str:
     return hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()[:16]
 
 
-def _files_under(base: Path) -> Iterator[tuple[str, os.stat_result]]:
+def files_under(base: Path) -> Iterator[tuple[str, os.stat_result]]:
     """(path relative to ``base`` with "/", stat) of every file below ``base`` whose name does not start with a dot,
     by ``os.scandir`` (a lake of 2,000 papers has ~25k files, and ``Path.rglob`` with a stat each made every digest
     grow with them). A file replaced away while listed is skipped: the lake changed, and so does the digest."""
@@ -315,7 +315,7 @@ class Lake:
             base = self.root / folder
             if not base.exists():
                 continue
-            for relative, stat in _files_under(base):
+            for relative, stat in files_under(base):
                 key = None if CONTRACT_DIR in relative.split("/") else os.path.splitext(relative)[0]
                 entries.setdefault(key, []).append(f"{folder}/{relative}\t{stat.st_size}\t{stat.st_mtime_ns}")
         return entries
