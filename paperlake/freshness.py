@@ -25,9 +25,10 @@ from typing import Any
 
 from paperlake.config import Settings
 from paperlake.formulas.state import (
+    NO_GRAPH,
     connect_lake_equations,
     equation_sources,
-    formula_graph_staleness,
+    equations_changed,
     graph_digest,
     rdf_blocks_problem,
     read_graph_state,
@@ -87,21 +88,31 @@ def warehouse_staleness(settings: Settings) -> str | None:
 
 
 def lake_formula_graph_staleness(settings: Settings) -> str | None:
-    """Why the formula graph must be updated from the lake's equations, or None. A graph built from exactly the
+    """Why the formula graph must be updated from the lake's equations, or None."""
+    reason, _ = _lake_graph_staleness(settings)
+    return reason
+
+
+def _lake_graph_staleness(settings: Settings) -> tuple[str | None, bool]:
+    """(why the graph must be updated, whether only its Turtle block cache is). A graph built from exactly the
     equation files there now is current without reading them; otherwise their rows are fingerprinted (a paper
-    parsed again with the same equations leaves the graph current)."""
+    parsed again with the same equations leaves the graph current). The state is verified once."""
     state = read_graph_state(formula_dir(settings), turtle_path(settings))
-    if state is not None and state.get("sources") == equation_sources(settings.lake):
-        return rdf_blocks_problem(turtle_path(settings))
-    with connect_lake_equations(settings.lake) as con:
-        return formula_graph_staleness(con, formula_dir(settings), turtle_path(settings))
+    if state is None:
+        return NO_GRAPH, False
+    if state.get("sources") != equation_sources(settings.lake):
+        with connect_lake_equations(settings.lake) as con:
+            if changed := equations_changed(con, state):
+                return changed, False
+    cache = rdf_blocks_problem(turtle_path(settings))
+    return cache, cache is not None
 
 
 def formula_build_staleness(settings: Settings) -> dict[str, str]:
     """What a warehouse build must make of the formulas besides the marts: ``graph`` (from the lake, before dbt) and
     ``models`` (the graph's dbt tables, in the same dbt build), each with its reason."""
-    graph = lake_formula_graph_staleness(settings)
-    if graph and graph == rdf_blocks_problem(turtle_path(settings)):  # a cache rewritten; the outputs stay the same
+    graph, cache_only = _lake_graph_staleness(settings)
+    if cache_only:  # a cache rewritten; the outputs stay the same
         return {"graph": graph}
     if graph:
         return {"graph": graph, "models": "the formula graph changes"}

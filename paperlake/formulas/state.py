@@ -197,18 +197,25 @@ def graph_digest(out_dir: Path) -> str | None:
     return digest[:16] if digest else None
 
 
+NO_GRAPH = "no complete formula graph (never built, other extraction rules, or a build cut short)"
+
+
 def formula_graph_staleness(equations_con: Any, out_dir: Path, turtle_path: Path) -> str | None:
     """Why the graph must be updated from the equations ``equations_con`` reads (:func:`connect_lake_equations`), or
     None when it is up to date."""
     state = read_graph_state(out_dir, turtle_path)
     if state is None:
-        return "no complete formula graph (never built, other extraction rules, or a build cut short)"
+        return NO_GRAPH
+    return equations_changed(equations_con, state) or rdf_blocks_problem(turtle_path)
+
+
+def equations_changed(equations_con: Any, state: dict[str, Any]) -> str | None:
+    """Which papers' equation rows differ from those the graph's ``state`` (:func:`read_graph_state`) was built
+    from, as a reason, or None."""
     _, fingerprints = equation_fingerprints(equations_con)
     built = state.get("papers") or {}
     changed = sorted(p for p in fingerprints.keys() | built.keys() if fingerprints.get(p) != built.get(p))
-    if changed:
-        return f"equations changed in {len(changed)} paper(s)"
-    return rdf_blocks_problem(turtle_path)
+    return f"equations changed in {len(changed)} paper(s)" if changed else None
 
 
 def rdf_blocks_path(turtle_path: Path) -> Path:
