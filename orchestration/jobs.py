@@ -22,9 +22,10 @@ enrich_paper = dg.define_asset_job(
 )
 build_warehouse = dg.define_asset_job(
     "build_warehouse",
-    selection=dg.AssetSelection.assets(formula_graph, warehouse_models),
+    selection=dg.AssetSelection.assets(formula_graph, warehouse_models, formula_collection),
     description="The formula graph from the lake's equations (when stale), then one dbt build of the warehouse marts "
-    "and the graph's tables into a side file, swapped in when every test passed.",
+    "and the graph's tables into a side file, swapped in when every test passed, then the Milvus formulas "
+    "collection of a graph that changed.",
 )
 build_formulas = dg.define_asset_job(
     "build_formulas",
@@ -56,8 +57,13 @@ FORMULA_ASSETS = {
 """Each part :func:`paperlake.freshness.formula_staleness` names, as the asset keys a run selects for it."""
 
 
-def warehouse_selection(formulas: dict[str, str]) -> list[dg.AssetKey]:
+def warehouse_selection(formulas: dict[str, str], collection: bool = False) -> list[dg.AssetKey]:
     """What a ``build_warehouse`` run makes: the marts, and of the formulas what ``formulas``
-    (:func:`paperlake.freshness.formula_build_staleness`) names (the graph before dbt, its tables in the same build)."""
+    (:func:`paperlake.freshness.formula_build_staleness`) names (the graph before dbt, its tables in the same build),
+    and with ``collection`` the Milvus formulas collection after them when the graph's outputs change (a run fewer
+    than a ``build_formulas`` after the build)."""
     marts = sorted(key for key in warehouse_models.keys if key not in FORMULA_MODEL_KEYS)
-    return marts + [key for part in ("graph", "models") if part in formulas for key in FORMULA_ASSETS[part]]
+    parts = [part for part in ("graph", "models") if part in formulas]
+    if collection and {"graph", "models"} <= formulas.keys():
+        parts.append("collection")
+    return marts + [key for part in parts for key in FORMULA_ASSETS[part]]

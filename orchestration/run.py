@@ -50,6 +50,7 @@ from paperlake.lake.inbox import scan_volumes
 from paperlake.lake.pipeline import IngestPlan, plan_ingest, record_held_volumes
 from paperlake.lake.store import Lake
 from paperlake.runtime.healing import log as healing_log
+from paperlake.vectors.config import load_config
 from paperlake.vectors.ledger import VectorPlan, delete_orphans, read_ledger, stale_papers
 from paperlake.warehouse.build import (
     DBT_PROJECT_DIR,
@@ -71,6 +72,7 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 # stage when every paper had its own run); a batch keeps the progress bar moving and bounds what one
 # run's failure sends back to one run per paper.
 PAPERS_PER_RUN = 8
+COLLECTION_STEP = "vectors__formulas"  # the formulas collection's step (its asset key, as Dagster names steps)
 # The tags of a run over a range of partitions, as the Dagster UI sets them when it launches a single-run backfill
 RANGE_START_TAG, RANGE_END_TAG = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 
@@ -508,21 +510,45 @@ def _ingest(
     summary.step_seconds["enrichment"] = time.perf_counter() - stage_started
 
     stage_started = time.perf_counter()
+    # The vector store, once open, stays open through the stages that use it: in process, the steps' own stores
+    # share its server, so a Milvus Lite file's collections are loaded once per ingest (loading is what grows with
+    # the store) instead of once per step.
+    held = contextlib.ExitStack()
+    store, store_error = None, None
+    in_process = settings.executor == "in_process" and runner.launcher is None
     reason = warehouse_staleness(settings) or ("asked for (--rebuild-warehouse)" if rebuild_warehouse else None)
     if reason:
         from orchestration.jobs import warehouse_selection  # deferred: dagster-dbt
 
         summary.stale["warehouse"] = reason
-        # the formula graph (from the lake) and its dbt models go with the marts when stale: one dbt build
+        # the formula graph (from the lake) and its dbt models go with the marts when stale: one dbt build; a graph
+        # whose outputs change has its collection synced in the same run (a run fewer)
         formulas = formula_build_staleness(settings)
         summary.stale |= {f"formula {part}": why for part, why in formulas.items()}
-        result = runner.run("build_warehouse", asset_selection=warehouse_selection(formulas), log="dbt-build.log")
+        collection = {"graph", "models"} <= formulas.keys() and formula_encoder_available()
+        if collection and in_process:  # the collection's step shares the server this process holds from now on
+            try:
+                store = _hold_store(held, settings, summary)
+            except Exception as error:  # said once, by the check below
+                store_error, collection = error, False
+        selection = warehouse_selection(formulas, collection)
+        result = runner.run("build_warehouse", asset_selection=selection, log="dbt-build.log")
         if not result.success and formulas and (why := failure_reason(result)).startswith("formula_graph: "):
             # the graph failed before dbt began: said once, and the marts are built without it
             summary.failures.append(StageFailure("formulas", why))
-            formulas = {}
+            formulas, collection = {}, False
             result = runner.run("build_warehouse", asset_selection=warehouse_selection({}), log="dbt-build.log")
-        if not result.success:
+        if (
+            not result.success
+            and collection
+            and (why := failure_reason(result)).startswith(f"{COLLECTION_STEP}: ")
+            and warehouse_staleness(settings) is None
+        ):  # the warehouse and the graph's tables were built and swapped in; only the collection's sync failed
+            summary.failures.append(StageFailure("formulas", why))
+            summary.warehouse_built = True
+            summary.formulas_built = sorted(formulas)
+        elif not result.success:
+            held.close()
             summary.failures.append(
                 StageFailure(
                     "warehouse",
@@ -532,10 +558,12 @@ def _ingest(
             )
             summary.step_seconds["total"] = time.perf_counter() - started
             return summary
-        summary.warehouse_built = True
-        summary.formulas_built = sorted(formulas)
+        else:
+            summary.warehouse_built = True
+            summary.formulas_built = sorted({*formulas, *(["collection"] if collection else [])})
     summary.step_seconds["warehouse"] = time.perf_counter() - stage_started
     if not settings.warehouse.exists():
+        held.close()
         summary.step_seconds["total"] = time.perf_counter() - started
         return summary
 
@@ -547,14 +575,11 @@ def _ingest(
 
     stage_started = time.perf_counter()
     collections = [definition.key.path[-1] for definition in vector_assets]
-    # The store opened for the check stays open through the stages that use it: in process, the steps' own stores
-    # share its server, so a Milvus Lite file's collections are loaded once per ingest (loading is what grows with
-    # the store) instead of once per step.
-    held = contextlib.ExitStack()
     try:
-        store = held.enter_context(_open_store(settings))
-        if store.healed is not None:
-            summary.healed.append(store.healed.line())
+        if store_error is not None:
+            raise store_error
+        if store is None:
+            store = _hold_store(held, settings, summary)
         formulas = formula_staleness(settings, store if collection_available_here(store) else None)
         vectors = stale_papers(settings, store, collections)
         for collection in collections:
@@ -575,7 +600,7 @@ def _ingest(
         formulas = formula_staleness(settings, None)
         vectors = VectorPlan()
     summary.step_seconds["check"] = time.perf_counter() - stage_started
-    if settings.executor != "in_process" or runner.launcher is not None:
+    if not in_process:
         held.close()  # steps run in other processes and open the store themselves (a Lite file: one at a time)
     with held:
         _downstream(runner, instance, settings, summary, formulas, vectors, notify)
@@ -730,6 +755,24 @@ def _enrich(
             summary.enriched.append(key)
             notify(key, "enriched")
     summary.enrichment_usage = usage
+
+
+def _hold_store(held: contextlib.ExitStack, settings: Settings, summary: IngestSummary):
+    """The vector store, opened into ``held`` (a damaged Milvus Lite file it replaced is said as healed); raises
+    what opening it raised."""
+    store = held.enter_context(_open_store(settings))
+    if store.healed is not None:
+        summary.healed.append(store.healed.line())
+    return store
+
+
+def formula_encoder_available() -> bool:
+    """Whether the formulas collection's encoder has its weights here (the check asks the store's registry the
+    same)."""
+    from paperlake.formulas.collection import FORMULA_ENCODER  # deferred: pymilvus
+
+    spec = load_config().encoders.get(FORMULA_ENCODER)
+    return spec is not None and spec.weights_path() is not None
 
 
 def collection_available_here(store) -> bool:

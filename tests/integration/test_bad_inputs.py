@@ -138,3 +138,36 @@ def test_a_formula_graph_that_fails_does_not_hold_back_the_warehouse(tmp_path, d
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
         recorded = con.execute("select stage from _paperlake.builds order by 1").fetchall()
     assert recorded == [("formula_models",), ("warehouse",)]
+
+
+def test_a_formulas_collection_that_fails_does_not_hold_back_the_warehouse(tmp_path, dbt_manifest, corpus, monkeypatch):
+    """The collection of a graph that changed is synced in the warehouse build's run, after dbt: when its sync fails,
+    the warehouse and the graph's tables stay built and the paper's vectors are synced, the failure is one line said
+    once (no second attempt in a `build_formulas` run), and the next ingest syncs the collection alone."""
+    import dagster as dg
+
+    import assets.formulas
+    from orchestration.run import dagster_instance, ingest
+
+    inbox = make_inbox(tmp_path, [GOOD])
+    settings = Settings.from_env(home=tmp_path / "home", backend="pymupdf", mineru_dir=None)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the collection broke")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(assets.formulas, "sync_formula_collection", broken)
+        summary = ingest([inbox], settings)
+    assert summary.warehouse_built and summary.formulas_built == ["graph", "models"]
+    assert [failure.line() for failure in summary.failures] == [
+        "formulas: vectors__formulas: RuntimeError: the collection broke"
+    ]
+    assert summary.vectors_synced == [f"{GOOD.split('-')[0]}/{GOOD}"]
+    assert rows(settings, "select count(*) > 0 from formulas") == [(True,)]
+    instance = dagster_instance(settings)
+    assert not instance.get_runs(dg.RunsFilter(job_name="build_formulas"))
+
+    summary = ingest([inbox], settings)
+    assert summary.ok and not summary.warehouse_built, summary.failures
+    assert summary.formulas_built == ["collection"]
+    assert len(instance.get_runs(dg.RunsFilter(job_name="build_formulas"))) == 1

@@ -77,9 +77,11 @@ def test_the_clis_runs_are_the_uis_own(tmp_path, dbt_manifest):
         cli_runs = [r for r in runs if {"key": "paperlake/trigger", "value": "cli"} in r["tags"]]
         assert cli_runs and {r["id"] for r in cli_runs} <= {r["id"] for r in page["runs"]}  # on the job's page
         assert all(r["repositoryOrigin"] == {"repositoryLocationName": LOCATION} for r in cli_runs)  # on the timeline
-        for job in ("build_warehouse", "build_formulas", "sync_vectors"):
+        for job in ("build_warehouse", "sync_vectors"):
             launched = graphql(url, TIMELINE, {"filter": {"pipelineName": job}})["runsOrError"]["results"]
             assert launched and all(r["repositoryOrigin"] for r in launched), (job, launched)
+        # the new graph's collection was synced in the warehouse's run: no run of its own
+        assert not graphql(url, TIMELINE, {"filter": {"pipelineName": "build_formulas"}})["runsOrError"]["results"]
 
         again = graphql(url, REEXECUTE, {"params": {"parentRunId": cli_runs[0]["id"], "strategy": "ALL_STEPS"}})
         relaunched = again["launchPipelineReexecution"]
