@@ -45,12 +45,16 @@ from paperlake.evaluation.sets import (
     volume_set_path,
 )
 from paperlake.evaluation.sets import volumes as warehouse_volumes
-from paperlake.freshness import formula_build_staleness, formula_staleness, warehouse_staleness
+from paperlake.freshness import (
+    formula_build_staleness,
+    formula_encoder_available,
+    formula_staleness,
+    warehouse_staleness,
+)
 from paperlake.lake.inbox import scan_volumes
 from paperlake.lake.pipeline import IngestPlan, plan_ingest, record_held_volumes
 from paperlake.lake.store import Lake
 from paperlake.runtime.healing import log as healing_log
-from paperlake.vectors.config import load_config
 from paperlake.vectors.ledger import VectorPlan, delete_orphans, read_ledger, stale_papers
 from paperlake.warehouse.build import (
     DBT_PROJECT_DIR,
@@ -764,15 +768,6 @@ def _hold_store(held: contextlib.ExitStack, settings: Settings, summary: IngestS
     if store.healed is not None:
         summary.healed.append(store.healed.line())
     return store
-
-
-def formula_encoder_available() -> bool:
-    """Whether the formulas collection's encoder has its weights here (the check asks the store's registry the
-    same)."""
-    from paperlake.formulas.collection import FORMULA_ENCODER  # deferred: pymilvus
-
-    spec = load_config().encoders.get(FORMULA_ENCODER)
-    return spec is not None and spec.weights_path() is not None
 
 
 def collection_available_here(store) -> bool:

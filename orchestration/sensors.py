@@ -34,7 +34,13 @@ from orchestration.jobs import (
 )
 from paperlake.enrichment import stale_papers as unenriched
 from paperlake.evaluation.sets import stale_probe_papers, stale_volumes
-from paperlake.freshness import formula_build_staleness, formula_staleness, warehouse_inputs, warehouse_staleness
+from paperlake.freshness import (
+    formula_build_staleness,
+    formula_encoder_available,
+    formula_staleness,
+    warehouse_inputs,
+    warehouse_staleness,
+)
 from paperlake.lake.inbox import InboxScan, scan_volumes
 from paperlake.lake.pipeline import parser_version, plan_ingest, resolve_backend
 from paperlake.vectors.ledger import stale_papers
@@ -191,8 +197,10 @@ def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) 
         if build_warehouse.name in active:
             return [], f"warehouse build in flight ({reason})"
         request = None
-        # with the formulas when they are stale; once their attempts have failed (the graph before dbt), without them
-        for selection in (warehouse_selection(formula_build_staleness(settings)), warehouse_selection({})):
+        # with the formulas when they are stale (the collection of a changed graph too); once their attempts have
+        # failed (the graph before dbt), without them
+        formulas = warehouse_selection(formula_build_staleness(settings), collection=formula_encoder_available())
+        for selection in (formulas, warehouse_selection({})):
             inputs = [warehouse_inputs(settings), selection]
             request = request or _request(instance, build_warehouse.name, reason, inputs, asset_selection=selection)
         return ([request] if request else []), f"warehouse: {reason}"

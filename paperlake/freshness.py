@@ -73,6 +73,15 @@ def formula_collection_inputs(settings: Settings) -> str:
     )
 
 
+def formula_encoder_available() -> bool:
+    """Whether the formulas collection's encoder has its weights here (what the store's encoder registry answers for
+    it), without opening the store."""
+    from paperlake.formulas.collection import FORMULA_ENCODER  # deferred: pymilvus
+
+    spec = load_config().encoders.get(FORMULA_ENCODER)
+    return spec is not None and spec.weights_path() is not None
+
+
 def _differs(built: dict[str, str] | None, wanted: dict[str, str], what: str) -> str | None:
     if built is None:
         return f"no {what} build recorded in the warehouse"
