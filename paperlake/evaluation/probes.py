@@ -36,13 +36,15 @@ import re
 import uuid as uuid_lib
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import duckdb
-import polars as pl
 
 from paperlake.evaluation.needles import answer_needles, contains_needle
 from paperlake.parsing.citations import CITATION
+
+if TYPE_CHECKING:
+    import polars as pl
 
 PROBES_VERSION = "probes-4"
 KINDS = (
@@ -253,6 +255,8 @@ class Candidate:
 
 
 def _table_cells(con: duckdb.DuckDBPyConnection, paper: PaperText) -> list[Candidate]:
+    import polars as pl  # deferred: polars (an unchanged ingest, which makes no probe, never imports it)
+
     if not _has(con, "table_cells"):
         return []
     cells = _frame(
