@@ -529,22 +529,22 @@ def _ingest(
         # whose outputs change has its collection synced in the same run (a run fewer)
         formulas = formula_build_staleness(settings)
         summary.stale |= {f"formula {part}": why for part, why in formulas.items()}
-        collection = {"graph", "models"} <= formulas.keys() and formula_encoder_available()
-        if collection and in_process:  # the collection's step shares the server this process holds from now on
+        with_collection = {"graph", "models"} <= formulas.keys() and formula_encoder_available()
+        if with_collection and in_process:  # the collection's step shares the server this process holds from now on
             try:
                 store = _hold_store(held, settings, summary)
             except Exception as error:  # said once, by the check below
-                store_error, collection = error, False
-        selection = warehouse_selection(formulas, collection)
+                store_error, with_collection = error, False
+        selection = warehouse_selection(formulas, with_collection)
         result = runner.run("build_warehouse", asset_selection=selection, log="dbt-build.log")
         if not result.success and formulas and (why := failure_reason(result)).startswith("formula_graph: "):
             # the graph failed before dbt began: said once, and the marts are built without it
             summary.failures.append(StageFailure("formulas", why))
-            formulas, collection = {}, False
+            formulas, with_collection = {}, False
             result = runner.run("build_warehouse", asset_selection=warehouse_selection({}), log="dbt-build.log")
         if (
             not result.success
-            and collection
+            and with_collection
             and (why := failure_reason(result)).startswith(f"{COLLECTION_STEP}: ")
             and warehouse_staleness(settings) is None
         ):  # the warehouse and the graph's tables were built and swapped in; only the collection's sync failed
@@ -564,7 +564,7 @@ def _ingest(
             return summary
         else:
             summary.warehouse_built = True
-            summary.formulas_built = sorted({*formulas, *(["collection"] if collection else [])})
+            summary.formulas_built = sorted({*formulas, *(["collection"] if with_collection else [])})
     summary.step_seconds["warehouse"] = time.perf_counter() - stage_started
     if not settings.warehouse.exists():
         held.close()
@@ -584,7 +584,7 @@ def _ingest(
             raise store_error
         if store is None:
             store = _hold_store(held, settings, summary)
-        formulas = formula_staleness(settings, store if collection_available_here(store) else None)
+        formulas = formula_staleness(settings, store if formula_encoder_available() else None)
         vectors = stale_papers(settings, store, collections)
         for collection in collections:
             why = {key: reasons[collection] for key, reasons in vectors.stale.items() if collection in reasons}
@@ -768,12 +768,6 @@ def _hold_store(held: contextlib.ExitStack, settings: Settings, summary: IngestS
     if store.healed is not None:
         summary.healed.append(store.healed.line())
     return store
-
-
-def collection_available_here(store) -> bool:
-    from paperlake.formulas.collection import FORMULA_ENCODER  # deferred: pymilvus
-
-    return store.encoders.available(FORMULA_ENCODER)
 
 
 @contextlib.contextmanager
