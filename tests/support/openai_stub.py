@@ -137,6 +137,11 @@ def _serve(script_path: Path, record_path: Path, idle: float) -> None:
     server.server_close()
 
 
+# The stub's own exit, a safety net for a test that died without stopping it by pid: long enough for an ingest between
+# two of a test's requests on a loaded machine (60 s was not: a suite run on two busy cores lost the stub mid-test).
+IDLE = 1800.0
+
+
 @dataclass
 class StubServer:
     """A running stub: ``base_url`` for the client, ``requests()`` for what it received, ``stop()`` by pid."""
@@ -171,7 +176,7 @@ class StubServer:
         self.stop()
 
 
-def start_stub(script: list[Any], directory: Path, idle: float = 60.0) -> StubServer:
+def start_stub(script: list[Any], directory: Path, idle: float = IDLE) -> StubServer:
     """Write ``script`` to ``directory`` and start the stub process; returns once it listens."""
     directory.mkdir(parents=True, exist_ok=True)
     script_path = directory / "stub_script.json"
@@ -192,7 +197,7 @@ def start_stub(script: list[Any], directory: Path, idle: float = 60.0) -> StubSe
 
 
 def main(argv: list[str]) -> None:
-    idle = 60.0
+    idle = IDLE
     if "--idle" in argv:
         position = argv.index("--idle")
         idle = float(argv[position + 1])
