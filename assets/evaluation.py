@@ -45,7 +45,10 @@ def evaluation_probes(
 ) -> dg.MaterializeResult:
     settings = paperlake.settings()
     with warehouse.get_connection() as con:
-        records = {key: write_probes(settings, key, con) for key in run_paper_keys(context)}
+        try:
+            records = {key: write_probes(settings, key, con) for key in run_paper_keys(context)}
+        finally:  # dagster-duckdb closes it only on success; left open, the next step of this process that opens
+            con.close()  # the warehouse with another configuration is refused by DuckDB
     kinds: dict[str, int] = {}
     for record in records.values():
         for kind, count in (record.get("by_kind") or {}).items():

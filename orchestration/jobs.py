@@ -1,5 +1,7 @@
 """The named jobs: what the Runs page says ran. `paperlake ingest` and the sensors launch exactly these."""
 
+from typing import Iterable
+
 import dagster as dg
 
 from assets.enrichment import enrichment_summaries
@@ -35,13 +37,15 @@ build_formulas = dg.define_asset_job(
 )
 sync_vectors = dg.define_asset_job(
     "sync_vectors",
-    selection=dg.AssetSelection.assets(*vector_assets),
-    description="One paper's entities in each Milvus collection made exactly its warehouse cells.",
+    selection=dg.AssetSelection.assets(*vector_assets, evaluation_probes),
+    description="One paper's entities in each Milvus collection made exactly its warehouse cells, and its offline "
+    "probes when they are stale too (both read the paper's warehouse rows: a run fewer than a probe_paper after it).",
 )
 probe_paper = dg.define_asset_job(
     "probe_paper",
     selection=dg.AssetSelection.assets(evaluation_probes),
-    description="One paper's offline probes, generated from the warehouse and verified at their evidence rows.",
+    description="One paper's offline probes, generated from the warehouse and verified at their evidence rows, when "
+    "its vectors are current.",
 )
 evaluate_volume = dg.define_asset_job(
     "evaluate_volume",
@@ -67,3 +71,16 @@ def warehouse_selection(formulas: dict[str, str], collection: bool = False) -> l
     if collection and {"graph", "models"} <= formulas.keys():
         parts.append("collection")
     return marts + [key for part in parts for key in FORMULA_ASSETS[part]]
+
+
+PROBES = dg.AssetKey(["evaluation", "probes"])
+
+
+def paper_selection(collections: Iterable[str], probes: bool) -> tuple[str, list[dg.AssetKey]]:
+    """The run that brings one paper's downstream stores up to date, and what it selects: ``sync_vectors`` for the
+    stale vector ``collections``, with the paper's probes when they are stale too; ``probe_paper`` for probes alone.
+    `paperlake ingest` and the stores sensor both ask here."""
+    selection = [dg.AssetKey(["vectors", collection]) for collection in sorted(collections)]
+    if not selection and not probes:
+        raise ValueError("nothing of the paper is stale")
+    return (sync_vectors.name if selection else probe_paper.name), selection + ([PROBES] if probes else [])

@@ -13,6 +13,7 @@ import json
 import logging
 import multiprocessing
 import os
+import re
 import subprocess
 import sys
 import time
@@ -176,6 +177,24 @@ def failure_reason(result) -> str:
     if isinstance(result, RunOutcome) or hasattr(result, "reason"):  # a run in another process (launched or pooled)
         return result.reason
     return step_failure_reason([event for event in result.all_events if event.is_step_failure])
+
+
+_STEP_STAGES = {"vectors__": "vectors", "evaluation__probes": "evaluation"}
+_STEP = re.compile(r"(?:^|; )(%s)\w*: " % "|".join(_STEP_STAGES))
+
+
+def failures_by_stage(reason: str) -> dict[str, str]:
+    """A failed per-paper run's reason (:func:`failure_reason`: ``step: what; step: what``) split by the stage of
+    its steps: ``vectors`` (a ``vectors__…`` step) and ``evaluation`` (the probes' step). A reason naming neither
+    (the run failed before a step did) is every stage's."""
+    cuts = list(_STEP.finditer(reason))
+    parts: dict[str, list[str]] = {}
+    for cut, after in zip(cuts, [*cuts[1:], None]):
+        text = reason[cut.start() + (2 if cut.group(0).startswith("; ") else 0) : after.start() if after else None]
+        parts.setdefault(_STEP_STAGES[cut.group(1)], []).append(text)
+    if not parts:
+        return {"vectors": reason, "evaluation": reason}
+    return {stage: "; ".join(texts) for stage, texts in parts.items()}
 
 
 class _Runner:
@@ -571,10 +590,10 @@ def _ingest(
         summary.step_seconds["total"] = time.perf_counter() - started
         return summary
 
-    # the probes read the warehouse only: made as soon as it is built
+    # the probes read the warehouse only: which papers need them is known as soon as it is built; they are made in the
+    # vector sync's run of each paper whose vectors are stale too, in a probe_paper run otherwise
     stage_started = time.perf_counter()
-    if settings.evaluate:
-        _probe(runner, instance, settings, summary)
+    probes = _stale_probes(instance, settings, summary) if settings.evaluate else {}
     summary.step_seconds["probes"] = time.perf_counter() - stage_started
 
     stage_started = time.perf_counter()
@@ -607,7 +626,7 @@ def _ingest(
     if not in_process:
         held.close()  # steps run in other processes and open the store themselves (a Lite file: one at a time)
     with held:
-        _downstream(runner, instance, settings, summary, formulas, vectors, notify)
+        _downstream(runner, instance, settings, summary, formulas, vectors, probes, notify)
     _forget_partitions(instance, papers.name, settings, lake, {s.paper_key for s in sources}, collections)
     summary.step_seconds["total"] = time.perf_counter() - started
     return summary
@@ -620,9 +639,11 @@ def _downstream(
     summary: IngestSummary,
     formulas: dict[str, str],
     vectors: VectorPlan,
+    probes: dict[str, str],
     notify: Callable[[str, str], None],
 ) -> None:
-    """The formula graph, the vector sync and the volumes' self-evaluation, for what the check found stale."""
+    """The formula graph, the vector sync and the papers' probes, and the volumes' self-evaluation, for what the
+    check found stale."""
 
     stage_started = time.perf_counter()
     if formulas and not any(failure.stage == "formulas" for failure in summary.failures):  # not twice an ingest
@@ -638,20 +659,28 @@ def _downstream(
     summary.step_seconds["formulas"] = time.perf_counter() - stage_started
 
     stage_started = time.perf_counter()
-    _add_partitions(instance, papers.name, list(vectors.stale))
-    by_collections: dict[tuple[str, ...], list[str]] = {}
-    for key, stale in sorted(vectors.stale.items()):  # a run syncs the same collections for each of its papers
-        by_collections.setdefault(tuple(sorted(stale)), []).append(key)
-    for names, group in by_collections.items():
-        selection = [dg.AssetKey(["vectors", collection]) for collection in names]
-        for batch, result in runner.run_papers("sync_vectors", group, asset_selection=selection):
+    keys = sorted({*vectors.stale, *probes})
+    _add_partitions(instance, papers.name, keys)
+    groups: dict[tuple[tuple[str, ...], bool], list[str]] = {}
+    for key in keys:  # a run makes the same assets for each of its papers
+        groups.setdefault((tuple(sorted(vectors.stale.get(key, ()))), key in probes), []).append(key)
+    for (collections, probing), group in groups.items():
+        from orchestration.jobs import paper_selection  # deferred: dagster-dbt (an unchanged ingest has no group)
+
+        job, selection = paper_selection(collections, probing)
+        for batch, result in runner.run_papers(job, group, asset_selection=selection):
+            failed = {} if result.success else failures_by_stage(failure_reason(result))
             for key in batch:
-                if result.success:
-                    summary.vectors_synced.append(key)
-                else:
+                if collections and "vectors" in failed:
                     summary.vector_failures.append(key)
-                    summary.failures.append(StageFailure("vectors", failure_reason(result), key))
+                    summary.failures.append(StageFailure("vectors", failed["vectors"], key))
                     notify(key, "vector sync failed")
+                elif collections:
+                    summary.vectors_synced.append(key)
+                if probing and "evaluation" in failed:
+                    summary.failures.append(StageFailure("evaluation", failed["evaluation"], key))
+                elif probing:
+                    summary.probed.append(key)
     summary.step_seconds["vectors"] = time.perf_counter() - stage_started
 
     stage_started = time.perf_counter()
@@ -660,10 +689,11 @@ def _downstream(
     summary.step_seconds["evaluation"] = time.perf_counter() - stage_started
 
 
-def _probe(runner: "_Runner", instance, settings: Settings, summary: IngestSummary) -> None:
-    """Probes for the papers whose warehouse rows changed (`probe_paper` runs), as soon as the warehouse is built;
-    the files of papers and volumes gone from it go. Their volumes are scored by :func:`_evaluate` once the vectors
-    are synced (a volume's staleness sees its papers' new probes, :func:`paperlake.evaluation.sets.stale_volumes`)."""
+def _stale_probes(instance, settings: Settings, summary: IngestSummary) -> dict[str, str]:
+    """The papers whose probes are stale (their warehouse rows changed), paper key → why; the files of papers and
+    volumes gone from the warehouse go. The probes are made with the papers' vector sync (:func:`_downstream`), and
+    their volumes scored by :func:`_evaluate` once the vectors are synced (a volume's staleness sees its papers' new
+    probes, :func:`paperlake.evaluation.sets.stale_volumes`)."""
 
     heal_quality_histories(settings)
     for key in orphan_probe_files(settings):
@@ -677,14 +707,7 @@ def _probe(runner: "_Runner", instance, settings: Settings, summary: IngestSumma
             path.unlink(missing_ok=True)
     reasons = stale_probe_papers(settings)
     _note_unusual(summary, "probes", reasons)
-    stale = sorted(reasons)
-    _add_partitions(instance, papers.name, stale)
-    for batch, result in runner.run_papers("probe_paper", stale):
-        for key in batch:
-            if result.success:
-                summary.probed.append(key)
-            else:
-                summary.failures.append(StageFailure("evaluation", failure_reason(result), key))
+    return reasons
 
 
 def _evaluate(runner: "_Runner", instance, settings: Settings, summary: IngestSummary) -> None:

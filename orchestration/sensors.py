@@ -28,6 +28,7 @@ from orchestration.jobs import (
     enrich_paper,
     evaluate_volume,
     ingest_paper,
+    paper_selection,
     probe_paper,
     sync_vectors,
     warehouse_selection,
@@ -230,13 +231,16 @@ def plan_store_runs(paperlake: PaperlakeResource, instance: dg.DagsterInstance) 
         requests += [request] if request else []
         notes.append(f"formulas stale: {', '.join(sorted(formulas))}")
     if vectors is not None:
+        # a paper's stale probes are made in its vector sync's run (the same rule as `paperlake ingest`), unless a
+        # probe run is in flight
+        probes = stale_probe_papers(settings) if settings.evaluate and probe_paper.name not in active else {}
         for key, stale in sorted(vectors.stale.items()):
-            selection = [dg.AssetKey(["vectors", collection]) for collection in sorted(stale)]
+            job, selection = paper_selection(stale, key in probes)
             request = _request(
                 instance,
-                sync_vectors.name,
-                "; ".join(sorted(set(stale.values()))),
-                [key, sorted(stale), warehouse_inputs(settings)],
+                job,
+                "; ".join(sorted({*stale.values(), *([probes[key]] if key in probes else [])})),
+                [key, sorted(stale), key in probes, warehouse_inputs(settings)],
                 partition_key=key,
                 asset_selection=selection,
             )

@@ -140,6 +140,69 @@ def test_a_formula_graph_that_fails_does_not_hold_back_the_warehouse(tmp_path, d
     assert recorded == [("formula_models",), ("warehouse",)]
 
 
+def test_a_papers_probes_and_vectors_share_a_run_and_fail_apart(tmp_path, dbt_manifest, corpus, monkeypatch):
+    """A new paper's vectors and probes are made in one `sync_vectors` run: when its probes' step fails, its vectors
+    are synced all the same and the failure is one `evaluation` line; when a collection's step fails, its probes are
+    made and the failure is one `vectors` line. The next ingest makes only what is missing, in a run of its own."""
+    import dagster as dg
+
+    import assets.evaluation
+    import assets.vectors
+    from orchestration.run import dagster_instance, ingest
+
+    inbox = make_inbox(tmp_path, [GOOD])
+    key = f"{GOOD.split('-')[0]}/{GOOD}"
+    settings = Settings.from_env(home=tmp_path / "home", backend="pymupdf", mineru_dir=None)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the probes broke")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(assets.evaluation, "write_probes", broken)
+        summary = ingest([inbox], settings)
+    assert summary.warehouse_built and summary.vectors_synced == [key] and summary.probed == [], [
+        f.line() for f in summary.failures
+    ]
+    assert [f.line() for f in summary.failures if "broke" in f.reason] == [
+        f"{key}: evaluation: evaluation__probes: RuntimeError: the probes broke"
+    ], [f.line() for f in summary.failures]
+    instance = dagster_instance(settings)
+    assert not instance.get_runs(dg.RunsFilter(job_name="probe_paper"))
+    from paperlake.evaluation.sets import probes_path, stale_probe_papers
+    from paperlake.vectors.ledger import ledger_path
+
+    assert stale_probe_papers(settings) == {}  # the volume's evaluation made the probes it lacked
+
+    # probes alone (their record is gone, the vectors are current): a probe_paper run
+    probes_path(settings, key).with_suffix(".json").unlink()
+    summary = ingest([inbox], settings)
+    assert summary.ok and summary.probed == [key] and summary.vectors_synced == [], summary.failures
+    assert len(instance.get_runs(dg.RunsFilter(job_name="probe_paper"))) == 1
+
+    # the other way round: the probes' record is gone and so is the paper's record in one collection
+    probes_path(settings, key).with_suffix(".json").unlink()
+    ledger_path(settings.home, "text_bm25_en", key).unlink()
+    synced = assets.vectors.sync_paper_keys
+
+    def half_broken(settings, name, keys):
+        if name == "text_bm25_en":
+            raise RuntimeError("the collection broke")
+        return synced(settings, name, keys)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(assets.vectors, "sync_paper_keys", half_broken)
+        summary = ingest([inbox], settings)
+    assert summary.probed == [key] and summary.vector_failures == [key], summary.failures
+    assert [f.line() for f in summary.failures] == [
+        f"{key}: vectors: vectors__text_bm25_en: RuntimeError: the collection broke"
+    ]
+    assert len(instance.get_runs(dg.RunsFilter(job_name="sync_vectors"))) == 2  # the first ingest's and this one
+    assert len(instance.get_runs(dg.RunsFilter(job_name="probe_paper"))) == 1
+
+    summary = ingest([inbox], settings)  # what is left: the collection, alone
+    assert summary.ok and summary.vectors_synced == [key] and summary.probed == [], summary.failures
+
+
 def test_a_formulas_collection_that_fails_does_not_hold_back_the_warehouse(tmp_path, dbt_manifest, corpus, monkeypatch):
     """The collection of a graph that changed is synced in the warehouse build's run, after dbt: when its sync fails,
     the warehouse and the graph's tables stay built and the paper's vectors are synced, the failure is one line said

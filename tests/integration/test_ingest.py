@@ -101,15 +101,17 @@ class TestIncremental:
             assert mart and con.execute(EQUATIONS_SQL.format(where="")).fetchall() == mart
         # without dbt's JSON artifacts, which nothing reads (DBT_WRITE_JSON=true writes them)
         assert not (settings.home / "dbt-target" / "warehouse" / "run_results.json").exists()
-        # the two new papers of one volume were parsed, synced and probed in one run per job (a partition range),
-        # and each paper's partition still got its own materialization
+        # the two new papers of one volume were parsed in one run, and synced and probed in one more (a partition
+        # range each: the probes go with the vectors, no probe_paper run), and each paper's partition still got its
+        # own materialization
         from orchestration.run import dagster_instance
 
         instance = dagster_instance(settings)
+        assert not instance.get_runs(dg.RunsFilter(job_name="probe_paper"))
         for job, asset in (
             ("ingest_paper", ["parsed", "pages"]),
             ("sync_vectors", ["vectors", "text_bm25_en"]),
-            ("probe_paper", ["evaluation", "probes"]),
+            ("sync_vectors", ["evaluation", "probes"]),
         ):
             runs = instance.get_runs(dg.RunsFilter(job_name=job))
             assert (

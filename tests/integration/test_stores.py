@@ -590,7 +590,7 @@ def test_dagster_ui_shows_observed_inbox_and_named_jobs(built, ui):
         "runsOrError"
     ]["results"]
     jobs = {run["jobName"] for run in runs}
-    assert {"ingest_paper", "build_warehouse", "sync_vectors", "probe_paper", "evaluate_volume"} <= jobs
+    assert {"ingest_paper", "build_warehouse", "sync_vectors", "evaluate_volume"} <= jobs  # probes: in sync_vectors
     assert not any(job.startswith("__") for job in jobs)  # no __ephemeral_asset_job__
     for run in runs:
         if run["jobName"] in {"ingest_paper", "sync_vectors", "probe_paper"}:
