@@ -360,6 +360,7 @@ def test_the_stores_sensor_requests_probes_then_the_volume_check(built):
     from assets.resources import PaperlakeResource
     from orchestration.sensors import plan_store_runs
     from paperlake.evaluation.sets import quality_path, write_probes
+    from paperlake.vectors.ledger import ledger_path
 
     settings = built["settings"]
     resource = PaperlakeResource(home=str(settings.home), mineru_dir=str(settings.mineru_dir))
@@ -369,6 +370,17 @@ def test_the_stores_sensor_requests_probes_then_the_volume_check(built):
         probes_path(settings, key).with_suffix(".json").unlink()  # as if killed before the sidecar was written
         requests, note = plan_store_runs(resource, instance)
         assert [(r.job_name, r.partition_key) for r in requests] == [("probe_paper", key)], note
+        # a collection of the same paper stale too: one run for both, as `paperlake ingest` makes it
+        record = ledger_path(settings.home, "text_bm25_en", key)
+        kept = record.read_bytes()
+        record.unlink()
+        try:
+            requests, note = plan_store_runs(resource, instance)
+        finally:
+            record.write_bytes(kept)
+        assert [(r.job_name, r.partition_key, r.asset_selection) for r in requests] == [
+            ("sync_vectors", key, [dg.AssetKey(["vectors", "text_bm25_en"]), dg.AssetKey(["evaluation", "probes"])])
+        ], note
         write_probes(settings, key)
         report = json.loads(quality_path(settings, "emnlp2024").read_text())
         quality_path(settings, "emnlp2024").write_text(json.dumps(report | {"fingerprint": "an older encoder"}))
