@@ -140,6 +140,18 @@ def test_a_formula_graph_that_fails_does_not_hold_back_the_warehouse(tmp_path, d
     assert recorded == [("formula_models",), ("warehouse",)]
 
 
+def _ingest_broken(monkeypatch, inbox, settings, module, name: str, message: str):
+    """An ingest with ``module.name`` raising ``RuntimeError(message)``."""
+    from orchestration.run import ingest
+
+    def broken(*args, **kwargs):
+        raise RuntimeError(message)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(module, name, broken)
+        return ingest([inbox], settings)
+
+
 def test_a_papers_probes_and_vectors_share_a_run_and_fail_apart(tmp_path, dbt_manifest, corpus, monkeypatch):
     """A new paper's vectors and probes are made in one `sync_vectors` run: when its probes' step fails, its vectors
     are synced all the same and the failure is one `evaluation` line; when a collection's step fails, its probes are
@@ -154,12 +166,7 @@ def test_a_papers_probes_and_vectors_share_a_run_and_fail_apart(tmp_path, dbt_ma
     key = f"{GOOD.split('-')[0]}/{GOOD}"
     settings = Settings.from_env(home=tmp_path / "home", backend="pymupdf", mineru_dir=None)
 
-    def broken(*args, **kwargs):
-        raise RuntimeError("the probes broke")
-
-    with monkeypatch.context() as patched:
-        patched.setattr(assets.evaluation, "write_probes", broken)
-        summary = ingest([inbox], settings)
+    summary = _ingest_broken(monkeypatch, inbox, settings, assets.evaluation, "write_probes", "the probes broke")
     assert summary.warehouse_built and summary.vectors_synced == [key] and summary.probed == [], [
         f.line() for f in summary.failures
     ]
@@ -215,12 +222,9 @@ def test_a_formulas_collection_that_fails_does_not_hold_back_the_warehouse(tmp_p
     inbox = make_inbox(tmp_path, [GOOD])
     settings = Settings.from_env(home=tmp_path / "home", backend="pymupdf", mineru_dir=None)
 
-    def broken(*args, **kwargs):
-        raise RuntimeError("the collection broke")
-
-    with monkeypatch.context() as patched:
-        patched.setattr(assets.formulas, "sync_formula_collection", broken)
-        summary = ingest([inbox], settings)
+    summary = _ingest_broken(
+        monkeypatch, inbox, settings, assets.formulas, "sync_formula_collection", "the collection broke"
+    )
     assert summary.warehouse_built and summary.formulas_built == ["graph", "models"]
     assert [failure.line() for failure in summary.failures] == [
         "formulas: vectors__formulas: RuntimeError: the collection broke"
