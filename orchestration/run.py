@@ -593,7 +593,7 @@ def _ingest(
     # the probes read the warehouse only: which papers need them is known as soon as it is built; they are made in the
     # vector sync's run of each paper whose vectors are stale too, in a probe_paper run otherwise
     stage_started = time.perf_counter()
-    probes = _stale_probes(instance, settings, summary) if settings.evaluate else {}
+    probes = _stale_probes(settings, summary) if settings.evaluate else {}
     summary.step_seconds["probes"] = time.perf_counter() - stage_started
 
     stage_started = time.perf_counter()
@@ -689,7 +689,7 @@ def _downstream(
     summary.step_seconds["evaluation"] = time.perf_counter() - stage_started
 
 
-def _stale_probes(instance, settings: Settings, summary: IngestSummary) -> dict[str, str]:
+def _stale_probes(settings: Settings, summary: IngestSummary) -> dict[str, str]:
     """The papers whose probes are stale (their warehouse rows changed), paper key → why; the files of papers and
     volumes gone from the warehouse go. The probes are made with the papers' vector sync (:func:`_downstream`), and
     their volumes scored by :func:`_evaluate` once the vectors are synced (a volume's staleness sees its papers' new
