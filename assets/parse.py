@@ -44,12 +44,10 @@ def inbox_events(instance: dg.DagsterInstance, sources) -> list[dg.AssetObservat
     (a duplicate file, or one the next sensor tick adds)."""
     events: list[dg.AssetObservation | dg.AssetMaterialization] = []
     partitions = set(instance.get_dynamic_partitions(papers.name))
-    for source in sources:
-        if source.paper_key not in partitions:
-            continue
-        latest = instance.get_latest_data_version_record(INBOX_KEY, True, source.paper_key)
-        entry = latest.event_log_entry.asset_observation if latest is not None else None
-        if entry is not None and entry.data_version == source.data_version:
+    present = [source for source in sources if source.paper_key in partitions]
+    recorded = recorded_versions(instance, [source.paper_key for source in present])
+    for source in present:
+        if recorded.get(source.paper_key) == source.data_version:
             continue
         metadata = {
             "path": dg.MetadataValue.path(str(source.pdf_path)),
@@ -70,6 +68,36 @@ def inbox_events(instance: dg.DagsterInstance, sources) -> list[dg.AssetObservat
             )
         )
     return events
+
+
+# Partitions per query of the observations (SQLite's bound on a statement's variables is far above)
+PARTITIONS_PER_QUERY = 500
+
+
+def recorded_versions(instance: dg.DagsterInstance, keys: list[str]) -> dict[str, str | None]:
+    """Paper key → the data version last observed for its inbox partition, for each of ``keys`` observed at all.
+
+    The observations are read newest first, a page at a time, each page only of the keys not yet seen: the first
+    record of a key is its latest. When each paper's last observation is among the newest (an unchanged inbox),
+    that is one query per :data:`PARTITIONS_PER_QUERY` papers, where one lookup per paper grew with the volume."""
+    found: dict[str, str | None] = {}
+    for start in range(0, len(keys), PARTITIONS_PER_QUERY):
+        pending = set(keys[start : start + PARTITIONS_PER_QUERY])
+        cursor = None
+        while pending:
+            page = instance.fetch_observations(
+                dg.AssetRecordsFilter(asset_key=INBOX_KEY, asset_partitions=sorted(pending)),
+                limit=len(pending),
+                cursor=cursor,
+            )
+            for record in page.records:
+                if record.partition_key in pending and record.asset_observation is not None:
+                    found[record.partition_key] = record.asset_observation.data_version
+                    pending.discard(record.partition_key)
+            if not page.has_more:
+                break
+            cursor = page.cursor
+    return found
 
 
 def observe_inbox(instance: dg.DagsterInstance, sources) -> int:

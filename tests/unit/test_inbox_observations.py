@@ -1,0 +1,82 @@
+"""Which inbox partitions `paperlake ingest` and the inbox sensor record again (`assets.parse.inbox_events`): the
+last observed data version of each paper is read in pages of the newest observations, and must be the one Dagster's
+own per-partition lookup gives, whatever the order and number of earlier observations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from assets.parse import DATA_VERSION_TAG, INBOX_KEY, inbox_events, recorded_versions
+from assets.partitions import papers
+
+
+@dataclass
+class Source:
+    paper_key: str
+    data_version: str
+    pdf_path: Path = Path("/inbox/x.pdf")
+    sha256: str = "0" * 64
+    volume: str = "v"
+    manifest: dict = field(default_factory=dict)
+
+
+def _observe(instance, key: str, version: str) -> None:
+    instance.report_runless_asset_event(
+        dg.AssetObservation(asset_key=INBOX_KEY, partition=key, tags={DATA_VERSION_TAG: version})
+    )
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as instance:
+        yield instance
+
+
+def test_the_latest_version_of_each_paper_whatever_came_after(instance, monkeypatch):
+    keys = [f"v/p{i}" for i in range(7)]
+    instance.add_dynamic_partitions(papers.name, keys)
+    _observe(instance, "v/p0", "old")
+    _observe(instance, "v/p1", "one")
+    _observe(instance, "v/p0", "new")
+    for round_ in range(12):  # many newer observations of other papers: p0 and p1 are pages back
+        for key in keys[2:5]:
+            _observe(instance, key, f"r{round_}")
+    # p5 observed once, p6 never
+    _observe(instance, "v/p5", "five")
+
+    monkeypatch.setattr("assets.parse.PARTITIONS_PER_QUERY", 3)  # several chunks, several pages each
+    found = recorded_versions(instance, keys)
+
+    expected = {}
+    for key in keys:
+        record = instance.get_latest_data_version_record(INBOX_KEY, True, key)
+        if record is not None:
+            expected[key] = record.event_log_entry.asset_observation.data_version
+    assert found == expected
+    assert found == {"v/p0": "new", "v/p1": "one", "v/p2": "r11", "v/p3": "r11", "v/p4": "r11", "v/p5": "five"}
+
+
+def test_only_changed_unseen_and_partitioned_papers_are_recorded_again(instance):
+    instance.add_dynamic_partitions(papers.name, ["v/same", "v/changed", "v/new"])
+    _observe(instance, "v/same", "a")
+    _observe(instance, "v/changed", "a")
+    sources = [
+        Source("v/same", "a"),
+        Source("v/changed", "b"),
+        Source("v/new", "c"),
+        Source("v/no-partition", "d"),  # a duplicate file, or one the next sensor tick adds
+    ]
+    events = inbox_events(instance, sources)
+    assert sorted((type(e).__name__, e.partition) for e in events) == [
+        ("AssetMaterialization", "v/changed"),
+        ("AssetMaterialization", "v/new"),
+        ("AssetObservation", "v/changed"),
+        ("AssetObservation", "v/new"),
+    ]
+    for event in events:
+        instance.report_runless_asset_event(event)
+    assert inbox_events(instance, sources) == []
