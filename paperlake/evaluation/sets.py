@@ -32,7 +32,7 @@ from paperlake.lake.store import atomic_write_bytes
 from paperlake.runtime.healing import set_aside
 from paperlake.vectors.ledger import read_ledger, stage_fingerprint
 from paperlake.warehouse.build import dbt_digest
-from paperlake.warehouse.read import connect_read_only
+from paperlake.warehouse.read import connect_read_only, file_identity
 
 _GENERATOR_DIGEST = hashlib.sha256(Path(probes_module.__file__).read_bytes()).hexdigest()[:16]
 
@@ -99,18 +99,33 @@ def damaged_jsonl(path: Path) -> str | None:
 # Per paper
 
 
+# warehouse path → (its file identity, its metadata rows): an ingest's checks ask for the papers several times
+_PAPER_ROWS: dict[Path, tuple[tuple, list[tuple]]] = {}
+PAPER_ROWS_SQL = "select paper_key, paper_id::varchar, volume, sha256, parser_version from metadata order by paper_key"
+
+
 def warehouse_papers(settings: Settings, con: Any = None) -> dict[str, dict[str, str]]:
     """paper_key → paper_id, volume and the probe digest, for every paper of the warehouse (read through ``con``
-    when given: DuckDB refuses a second connection to one file with another configuration in the same process)."""
+    when given: DuckDB refuses a second connection to one file with another configuration in the same process).
+
+    Without ``con``, the rows are read again only when the file's identity changed since the last read (taken
+    before reading: a build swapped in meanwhile reads as changed next time)."""
     if con is None:
-        if not settings.warehouse.exists():
+        identity = file_identity(settings.warehouse)
+        if identity is None:
             return {}
-        with connect_read_only(settings.warehouse) as opened:
-            return warehouse_papers(settings, opened)
+        cached = _PAPER_ROWS.get(settings.warehouse)
+        if cached is None or cached[0] != identity:
+            with connect_read_only(settings.warehouse) as opened:
+                cached = (identity, opened.execute(PAPER_ROWS_SQL).fetchall())
+            _PAPER_ROWS.clear()  # the last warehouse read only (a process may open many homes: the tests)
+            _PAPER_ROWS[settings.warehouse] = cached
+        return _papers(cached[1])
+    return _papers(con.execute(PAPER_ROWS_SQL).fetchall())
+
+
+def _papers(rows: list[tuple]) -> dict[str, dict[str, str]]:
     dbt = dbt_digest("warehouse")
-    rows = con.execute(
-        "select paper_key, paper_id::varchar, volume, sha256, parser_version from metadata order by paper_key"
-    ).fetchall()
     return {
         key: {
             "paper_id": pid,

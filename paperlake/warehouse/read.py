@@ -15,6 +15,20 @@ import duckdb
 from paperlake.runtime.healing import StoreUnreadable
 
 
+def file_identity(warehouse: Path) -> tuple | None:
+    """What changes whenever the warehouse's content may have: inode, size and modification time of the file and of
+    its write-ahead log (a build swaps a new file in; a write in place changes one of the two). None: no file."""
+    identity = []
+    for path in (warehouse, warehouse.with_name(warehouse.name + ".wal")):
+        try:
+            stat = path.stat()
+        except OSError:
+            identity.append(None)
+            continue
+        identity.append((stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns))
+    return None if identity[0] is None else tuple(identity)
+
+
 @contextmanager
 def connect_read_only(warehouse: Path, *, sandboxed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
     if not warehouse.exists():
