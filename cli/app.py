@@ -1,4 +1,5 @@
-"""The `paperlake` command: the app, its commands in the order `--help` lists them, and the console entry.
+"""The `paperlake` command: the app, its commands in the order `--help` lists them, and the main that
+:mod:`cli.entry` (the console script) calls.
 
 The commands live in modules by group (cli/ingest.py, status.py, query.py, evaluation.py, tables.py, formulas.py,
 what they share in common.py); this module only registers them. Dagster is imported only when `ingest` or `enrich`
@@ -38,7 +39,7 @@ app.add_typer(tables_app, name="tables")
 app.add_typer(formulas_app, name="formulas")
 
 
-def main() -> None:  # pragma: no cover - console entry
+def main() -> None:  # pragma: no cover - console entry (through cli.entry)
     """The console entry: a failure a user can act on is one line; anything else is one line too, its traceback
     written to ``$PAPERLAKE_HOME/logs/cli-errors.log`` for a bug report."""
     quiet_third_party()
