@@ -13,12 +13,14 @@ What this trades away is noticing a change that keeps every size and time (bits 
 itself); the collections' counts are still checked against the sync records, by the count record's rule
 (:func:`paperlake.vectors.ledger.stale_papers`).
 
-The record also keeps the *facts* the closing writer learned of its collections (whether each exists, its
-properties, its entity count), when that writer wrote nothing: the folder's files at close are the ones it opened.
-A writer that finds the folder as recorded answers those questions from the record and starts no Milvus Lite server
-(nor imports pymilvus) until it is asked something else: what makes an unchanged ingest's vector check cost
-milliseconds instead of seconds. The facts belong to the state they were recorded with; a writer that wrote
-anything records the state alone, and the next writer asks Milvus Lite again.
+The record also keeps the *facts* of the folder's collections (whether each exists, its properties, its entity
+count). A writer that wrote nothing records what it learned (the folder's files at close are the ones it opened); a
+writer that wrote asks Milvus Lite just before its server stops, and records what it says: what the clean stop
+leaves on disk. A writer that finds the folder as recorded answers those questions from the record and starts no
+Milvus Lite server (nor imports pymilvus) until it is asked something else: what makes an unchanged ingest's vector
+check cost milliseconds instead of seconds, the first one after an ingest that wrote included. The facts belong to
+the state they were recorded with; when Milvus Lite cannot answer at close, the state is recorded alone and the next
+writer asks again.
 """
 
 from __future__ import annotations
@@ -106,8 +108,8 @@ def recorded_facts(db_path: Path, state: str | None) -> dict[str, dict] | None:
 
 
 def record_state(db_path: Path, facts: dict[str, dict] | None = None) -> None:
-    """Record the folder's state now (its server stopped), and the facts of its collections when the closing
-    writer wrote nothing (``facts``). A home this process may only read keeps no record."""
+    """Record the folder's state now (its server stopped), and the facts of its collections the closing writer
+    gives (``facts``). A home this process may only read keeps no record."""
     from paperlake.lake.store import atomic_write_bytes  # deferred: polars and pyarrow, which a reader needs not
 
     state = folder_state(db_path)

@@ -399,18 +399,20 @@ class VectorStore:
             return
         last = self._guard.holders == 1
         clean = sys.exc_info()[0] is None  # not closed on the way out of an error
+        # (a process where no client of the folder opened has started no Milvus Lite server to stop, and left the
+        # folder and its record as they were)
+        untouched = self._client is None and self._guard.taken == self._facts_taken
+        recording = last and self._record_on_close and clean and not untouched
+        facts = self._facts_to_record() if recording else None  # asked before the server stops
         if self._client is not None:
             self._client.close()
         if last:
-            # (a process where no client of the folder opened has started no Milvus Lite server to stop, and left
-            # the folder and its record as they were)
-            untouched = self._client is None and self._guard.taken == self._facts_taken
             if "milvus_lite.server_manager" in sys.modules:
                 from milvus_lite.server_manager import server_manager_instance  # deferred: milvus_lite
 
                 server_manager_instance.release_server(str(self.db_path))
-            if self._record_on_close and clean and not untouched:
-                record_state(self.db_path, self._facts_to_record())
+            if recording:
+                record_state(self.db_path, facts)
         self._guard.release()
         self._guard = None
         if self._scratch is not None:
@@ -418,14 +420,38 @@ class VectorStore:
             self._scratch = None
 
     def _facts_to_record(self) -> dict[str, dict] | None:
-        """What this store knows of its collections, if the folder's files are still the ones it opened (nothing
-        written, by it or by another store of this process): the facts it was given and what it asked since."""
-        if self._opened_entries is None or written_between(self._opened_entries, folder_entries(self.db_path)):
+        """The facts of the collections to record with the state this close leaves (:mod:`lite_state`).
+
+        If the folder's files are still the ones this store opened (nothing written, by it or by another store of
+        this process): the facts it was given and what it asked since. Otherwise Milvus Lite is asked now, before
+        its server stops: each collection it lists exists, with its properties, and its entity count when it is
+        loaded (a sync loaded what it wrote; loading another would read its segments); each collection this store
+        asked about or is configured with that it does not list does not exist. None when Milvus Lite cannot answer:
+        the state is recorded alone, and the next writer asks."""
+        if self._opened_entries is not None and not written_between(self._opened_entries, folder_entries(self.db_path)):
+            facts = {name: dict(known) for name, known in self._facts.items()}
+            for name, known in self._observed.items():
+                facts.setdefault(name, {}).update(known)
+            return facts or None
+        try:
+            with _quiet("pymilvus", "milvus_lite"):
+                client = self.client
+                listed = set(client.list_collections())
+                facts: dict[str, dict] = {}
+                for name in sorted(listed):
+                    known = {
+                        "exists": True,
+                        "properties": dict(client.describe_collection(name).get("properties") or {}),
+                    }
+                    if "Loaded" in str(client.get_load_state(name).get("state")):
+                        rows = client.query(name, filter="", output_fields=["count(*)"])
+                        known["count"] = int(rows[0]["count(*)"]) if rows else 0
+                    facts[name] = known
+        except Exception as error:  # the state alone: the next writer asks Milvus Lite what this one could not
+            log.info("%s: no facts recorded at close (%s: %s)", self.db_path, type(error).__name__, error)
             return None
-        facts = {name: dict(known) for name, known in self._facts.items()}
-        for name, known in self._observed.items():
-            facts.setdefault(name, {}).update(known)
-        return facts or None
+        asked = {*self._facts, *self._observed, *(spec.name for spec in self.config.collections)}
+        return facts | {name: {"exists": False} for name in sorted(asked - listed)} or None
 
     def _fact(self, name: str, key: str) -> Any:
         """A fact of collection ``name`` from the last clean close's record (:mod:`paperlake.vectors.lite_state`),

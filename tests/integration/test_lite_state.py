@@ -123,7 +123,9 @@ def no_client(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_a_writer_that_wrote_nothing_records_what_it_learned_and_the_next_one_answers_from_it(db: Path, no_client):
-    assert lite_state.recorded_facts(db, lite_state.folder_state(db)) is None  # the fixture's writer wrote
+    lite_state.record_path(db).unlink()  # (the fixture's writer recorded facts too: see below)
+    assert _probed(db)
+    assert lite_state.recorded_facts(db, lite_state.folder_state(db)) is None  # that prover asked nothing
     store = _writer(db)
     live = _ask(store)
     store.close()
@@ -150,22 +152,38 @@ def test_facts_go_with_any_change_to_the_folder(db: Path):
     assert _probed(db)  # proved again, by Milvus Lite
 
 
-def test_a_writer_that_writes_records_the_state_without_facts(db: Path):
+def test_a_writer_that_writes_records_what_milvus_lite_says_before_it_stops(db: Path, no_client):
+    """The first unchanged ingest after one that wrote answers from the record too: the writer asks Milvus Lite,
+    before its server stops, what each collection is (its properties, its count when loaded) and which do not
+    exist."""
     store = _writer(db)
-    _ask(store)
-    store.close()
-    store = _writer(db)
-    assert store.exists(COLLECTIONS[0])  # from the facts
+    assert _ask(store)[3] is False  # an ingest's check asks of the formulas collection too
     store.ensure_collections(COLLECTIONS, recreate=True)  # a new incarnation
     incarnation = store.incarnation(COLLECTIONS[0])
     store.close()
     assert lite_state.recorded_state(db) == lite_state.folder_state(db)
-    assert lite_state.recorded_facts(db, lite_state.folder_state(db)) is None
+    facts = lite_state.recorded_facts(db, lite_state.folder_state(db))
+    assert facts is not None and facts[COLLECTIONS[0]]["exists"] is True and facts[COLLECTIONS[0]]["count"] == 0
+    assert all(known == {"exists": False} for name, known in facts.items() if name != COLLECTIONS[0])
+    assert set(facts) > {*COLLECTIONS, "formulas"}  # and the configured collections it does not hold, as absent
+    no_client()
     store = _writer(db)
     try:
-        assert store.incarnation(COLLECTIONS[0]) == incarnation
+        assert store.incarnation(COLLECTIONS[0]) == incarnation and store.count(COLLECTIONS[0]) == 0
+        assert store.exists("formulas") is False
     finally:
         store.close()
+
+
+def test_facts_milvus_lite_cannot_give_leave_the_state_alone(db: Path, monkeypatch: pytest.MonkeyPatch):
+    from paperlake.vectors.pymilvus_names import MilvusClient
+
+    store = _writer(db)
+    store.ensure_collections(COLLECTIONS, recreate=True)
+    monkeypatch.setattr(MilvusClient, "list_collections", lambda self: (_ for _ in ()).throw(RuntimeError("gone")))
+    store.close()
+    assert lite_state.recorded_state(db) == lite_state.folder_state(db)
+    assert lite_state.recorded_facts(db, lite_state.folder_state(db)) is None
 
 
 def test_another_store_of_the_process_voids_the_facts_it_may_have_outdated(db: Path):
@@ -182,4 +200,6 @@ def test_another_store_of_the_process_voids_the_facts_it_may_have_outdated(db: P
         assert checker.incarnation(COLLECTIONS[0]) == recreated != before
     finally:
         checker.close()
-    assert lite_state.recorded_facts(db, lite_state.folder_state(db)) is None
+    # the checker closes last: what it records is what Milvus Lite says then, not the facts it was given
+    facts = lite_state.recorded_facts(db, lite_state.folder_state(db))
+    assert facts is not None and facts[COLLECTIONS[0]]["properties"]["paperlake.incarnation"] == recreated
