@@ -625,17 +625,25 @@ def hostile(data: dict[str, Any]) -> list[str]:
 
 
 def noop(data: dict[str, Any]) -> list[str]:
+    built = data.get("build_s")
+    homes = "each side in the home it built" if isinstance(built, dict) else "alternated on copies of one home"
+    first = (
+        "first no-op (after its build)" if isinstance(built, dict) else "first no-op (a fresh copy: cold file cache)"
+    )
     lines = [
         f"Wall seconds of an unchanged `paperlake ingest` of the sample, {data['after']} against {data['before']}, "
-        f"alternated on copies of one home (target {num(data['target_s'])} s):",
+        f"{homes}, the sides alternated (target {num(data['target_s'])} s):",
         "",
     ]
     rows = [
         (side, data[f"{side}_first_s"], data[f"{side}_steady_median_s"], data[f"{side}_steady_max_s"])
         for side in ("before", "after")
     ]
-    lines += table(["side", "first no-op (a fresh copy: cold file cache)", "steady median", "steady max"], rows)
-    return lines + [f"Steady after / before: {num(data['steady_after_over_before'])}.", ""]
+    lines += table(["side", first, "steady median", "steady max"], rows)
+    tail = [f"Steady after / before: {num(data['steady_after_over_before'])}."]
+    if isinstance(built, dict):
+        tail.append("Builds (cold ingests, s): " + ", ".join(f"{side} {num(s)}" for side, s in built.items()) + ".")
+    return lines + [" ".join(tail), ""]
 
 
 def ingest_profile(data: dict[str, Any]) -> list[str]:

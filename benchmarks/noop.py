@@ -1,13 +1,13 @@
-"""An unchanged re-ingest of the sample, this checkout against an earlier commit, alternated on copies of one home
-(issue 48: "no-op re-ingest of the 19 papers ≤ 5 s", measured side by side).
+"""An unchanged re-ingest of the sample, this checkout against an earlier commit, the sides alternated (issue 48:
+"no-op re-ingest of the 19 papers ≤ 5 s", measured side by side).
 
     .venv/bin/python benchmarks/noop.py --before e8eb908 --runs 5 --out benchmarks/results/noop.json
 
-One home is built with this checkout (the README's demo ingest: the sample inbox with its MinerU outputs) unless
-``--home`` names a built one. It is copied twice, one copy per side, so that neither side reads what the other
-wrote. Each side then runs ``paperlake ingest`` of the same inbox ``--runs`` times, the sides alternating and
-swapping who goes first each round. The earlier commit runs from a git worktree through a thin venv over this
-checkout's packages (:func:`before_after.prepare_before`).
+Each side builds its own home with its own code (the README's demo ingest: the sample inbox with its MinerU
+outputs), so that the first no-op after the build meets what that side's writers left behind for it; ``--home``
+names a built home to copy to both sides instead. Each side then runs ``paperlake ingest`` of the same inbox
+``--runs`` times, the sides alternating and swapping who goes first each round. The earlier commit runs from a
+git worktree through a thin venv over this checkout's packages (:func:`before_after.prepare_before`).
 
 Two figures per side: the *first* no-op after the build (what a user sees right after an ingest that wrote
 something) and the median of the *steady* ones after it. Nothing else should run on the machine meanwhile: the
@@ -67,20 +67,17 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     worktree, venv = prepare_before(args.before, args.work / "before")
     sides = {"after": (REPO / ".venv" / "bin", ""), "before": (venv / "bin", str(worktree))}
-    built = args.home
-    build_seconds = None
-    if built is None:
-        built = args.work / "built" / "home"
-        shutil.rmtree(built, ignore_errors=True)
-        built.parent.mkdir(parents=True, exist_ok=True)
-        build_seconds, code, _ = ingest(*sides["after"], built)
-        if code != 0:
-            raise SystemExit(f"the build ingest exited {code}")
-    homes = {}
+    homes, build_seconds = {}, {}
     for side in sides:
         homes[side] = args.work / side / "home"
         shutil.rmtree(homes[side], ignore_errors=True)
-        shutil.copytree(built, homes[side], symlinks=True, ignore=shutil.ignore_patterns("*.lock"))
+        homes[side].parent.mkdir(parents=True, exist_ok=True)
+        if args.home is not None:
+            shutil.copytree(args.home, homes[side], symlinks=True, ignore=shutil.ignore_patterns("*.lock"))
+            continue
+        build_seconds[side], code, _ = ingest(*sides[side], homes[side])
+        if code != 0:
+            raise SystemExit(f"the {side} side's build ingest exited {code}")
     runs = []
     for number in range(args.runs + 1):  # run 0: the first no-op after the build
         for side in ("after", "before") if number % 2 == 0 else ("before", "after"):
@@ -104,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         "after": head.stdout.strip() + (" with uncommitted changes" if _dirty() else ""),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "target_s": 5.0,
-        "build_s": build_seconds,
+        "build_s": build_seconds or None,
         **summary,
         "runs": runs,
     }
