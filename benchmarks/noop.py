@@ -95,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     data = {
         "what": "unchanged `paperlake ingest` of the sample (19 papers, with MinerU outputs), this checkout against an "
-        "earlier commit, alternated on copies of one home; first = the first no-op after the build, steady = the "
-        "median of the next ones",
+        "earlier commit, the sides alternated, "
+        + ("each in the home it built" if args.home is None else "on copies of one home")
+        + "; first = the first no-op after the build, steady = the median of the next ones",
         "before": args.before,
         "after": head.stdout.strip() + (" with uncommitted changes" if _dirty() else ""),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
