@@ -9,6 +9,11 @@ Each round runs, in this order, after/before on the whole sample inbox then befo
 neither side always goes first), each a cold ingest into a new home followed by a no-op ingest of the same inbox.
 Both use ``--backend pymupdf``, or with ``--mineru`` the sample's MinerU outputs (``--backend mineru --mineru-dir``).
 Nothing else should run on the machine meanwhile: the figures are wall times.
+
+``--warm-cache`` takes the encoder out of the comparison: before the rounds, each side ingests the whole sample once
+(untimed) into an embedding cache of its own (``PAPERLAKE_EMBEDDING_CACHE``), which its timed ingests then read.
+Issues that landed after an earlier commit may encode more texts per paper; with the cache warm, what is left of a
+ratio is the orchestration, the parsing and the warehouse. The number of cached vectors of each side is reported.
 """
 
 from __future__ import annotations
@@ -61,10 +66,16 @@ def prepare_before(rev: str, root: Path) -> tuple[Path, Path]:
     return worktree, venv
 
 
-def ingest_pair(side: str, bin_dir: Path, pythonpath: str, inbox: Path, home: Path, backend: list[str]) -> dict:
-    """A cold ingest into a new home, then a no-op ingest of the same inbox: wall seconds and exit codes."""
+def ingest_pair(
+    side: str, bin_dir: Path, pythonpath: str, inbox: Path, home: Path, backend: list[str], cache: Path | None = None
+) -> dict:
+    """A cold ingest into a new home, then a no-op ingest of the same inbox: wall seconds and exit codes. ``cache``:
+    the embedding cache to read and fill instead of the new home's own."""
     shutil.rmtree(home, ignore_errors=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("PAPERLAKE_HOME", "DAGSTER_HOME", "PYTHONPATH")}
+    drop = ("PAPERLAKE_HOME", "DAGSTER_HOME", "PYTHONPATH", "PAPERLAKE_EMBEDDING_CACHE")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    if cache is not None:
+        env["PAPERLAKE_EMBEDDING_CACHE"] = str(cache)
     env |= {"PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env |= {"DAGSTER_DISABLE_TELEMETRY": "1", "OPENAI_BASE_URL": "", "OPENAI_API_KEY": "", "PAPERLAKE_LLM_MODEL": ""}
     if pythonpath:
@@ -79,6 +90,14 @@ def ingest_pair(side: str, bin_dir: Path, pythonpath: str, inbox: Path, home: Pa
     return result
 
 
+def _cached(cache: Path) -> int:
+    """How many vectors an embedding cache holds (its one table, the same in every commit that has the cache)."""
+    import sqlite3
+
+    with sqlite3.connect(cache) as con:
+        return con.execute("select count(*) from embeddings").fetchone()[0]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", required=True, help="the earlier commit")
@@ -86,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mineru", action="store_true", help="ingest from the sample's MinerU outputs")
     parser.add_argument("--work", type=Path, default=Path("/tmp/paperlake-before-after"))
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "before_after.json")
+    parser.add_argument("--warm-cache", action="store_true", help="each side reads an embedding cache it filled before")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     worktree, venv = prepare_before(args.before, args.work / "before")
@@ -96,13 +116,26 @@ def main(argv: list[str] | None = None) -> int:
     sides = {"after": (REPO / ".venv" / "bin", ""), "before": (venv / "bin", str(worktree))}
     mineru = SHARED / "corpus" / "mineru"
     backend = ["--backend", "mineru", "--mineru-dir", str(mineru)] if args.mineru else ["--backend", "pymupdf"]
+    caches: dict[str, Path | None] = dict.fromkeys(sides)
+    warmed = {}
+    if args.warm_cache:
+        for side in sides:
+            caches[side] = args.work / f"{side}-embeddings.sqlite"
+            for stale in caches[side].parent.glob(caches[side].name + "*"):
+                stale.unlink()
+            home = args.work / f"{side}-warm" / "home"
+            home.parent.mkdir(parents=True, exist_ok=True)
+            warm = ingest_pair(side, *sides[side], inbox, home, backend, caches[side])
+            warmed[side] = {"cold": warm["cold"], "exit": warm["cold_exit"], "cached_vectors": _cached(caches[side])}
+            print(json.dumps({"warm": side, **warmed[side]}), flush=True)
     runs = []
     for number in range(1, args.rounds + 1):
         for name, folder, order in (("sample", inbox, ("after", "before")), ("naacl2024", naacl, ("before", "after"))):
             for side in order:
                 home = args.work / f"{side}-{name}-{number}" / "home"
                 home.parent.mkdir(parents=True, exist_ok=True)
-                run = ingest_pair(side, *sides[side], folder, home, backend) | {"set": name, "round": number}
+                run = ingest_pair(side, *sides[side], folder, home, backend, caches[side])
+                run |= {"set": name, "round": number}
                 runs.append(run)
                 print(json.dumps(run), flush=True)
     summary = {}
@@ -118,11 +151,13 @@ def main(argv: list[str] | None = None) -> int:
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     data = {
         "what": f"cold and no-op `paperlake ingest {' '.join(backend[:2])}`, this checkout against an earlier commit, "
-        "alternated in one session; medians of the rounds",
+        "alternated in one session; medians of the rounds"
+        + ("; each side's embedding cache filled beforehand (`warm`)" if args.warm_cache else ""),
         "before": args.before,
         "after": head.stdout.strip(),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         **summary,
+        **({"warm": warmed} if warmed else {}),
         "runs": runs,
     }
     args.out.write_text(json.dumps(data, indent=1) + "\n")
