@@ -14,6 +14,10 @@ Nothing else should run on the machine meanwhile: the figures are wall times.
 (untimed) into an embedding cache of its own (``PAPERLAKE_EMBEDDING_CACHE``), which its timed ingests then read.
 Issues that landed after an earlier commit may encode more texts per paper; with the cache warm, what is left of a
 ratio is the orchestration, the parsing and the warehouse. The number of cached vectors of each side is reported.
+
+Each cold ingest also reports where its time went, read from its home's Dagster instance (``launch.runs_of``): per job,
+the runs' seconds from start to end and their waits from creation to start, and what was outside every run (the
+CLI's start, its planning between runs, its exit). ``--stages-of`` reports it again for a finished ``--work`` folder.
 """
 
 from __future__ import annotations
@@ -87,7 +91,24 @@ def ingest_pair(
         done = subprocess.run(command, env=env, cwd=home.parent, capture_output=True, text=True)
         result[phase] = round(time.perf_counter() - started, 2)
         result[f"{phase}_exit"] = done.returncode
+        if phase == "cold":
+            result["stages"] = stages(home, result["cold"])
     return result
+
+
+def stages(home: Path, wall: float) -> dict:
+    """Seconds of a home's runs by job (start to end, and waits from creation to start, summed over the job's runs),
+    and what the ingest's wall time spent outside every run."""
+    from launch import runs_of  # the same reading of the instance as the launch benchmark's
+
+    jobs: dict[str, dict] = {}
+    for run in runs_of(home / "dagster"):
+        job = jobs.setdefault(run["job"], {"runs": 0, "run_s": 0.0, "wait_s": 0.0})
+        job["runs"] += 1
+        job["run_s"] = round(job["run_s"] + run["run_s"], 2)
+        job["wait_s"] = round(job["wait_s"] + run["wait_s"], 2)
+    inside = sum(job["run_s"] + job["wait_s"] for job in jobs.values())
+    return {"jobs": jobs, "outside_runs_s": round(wall - inside, 2)}
 
 
 def _cached(cache: Path) -> int:
@@ -106,7 +127,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/paperlake-before-after"))
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "before_after.json")
     parser.add_argument("--warm-cache", action="store_true", help="each side reads an embedding cache it filled before")
+    parser.add_argument("--stages-of", type=Path, help="add the stages of this run's homes to --out, then stop")
     args = parser.parse_args(argv)
+    if args.stages_of:
+        data = json.loads(args.out.read_text())
+        for run in data["runs"]:
+            home = args.stages_of / f"{run['side']}-{run['set']}-{run['round']}" / "home"
+            run["stages"] = stages(home, run["cold"])
+        args.out.write_text(json.dumps(data, indent=1) + "\n")
+        return 0
     args.work.mkdir(parents=True, exist_ok=True)
     worktree, venv = prepare_before(args.before, args.work / "before")
     inbox = SHARED / "corpus" / "inbox"

@@ -695,6 +695,30 @@ def generic(data: dict[str, Any]) -> list[str]:
     return table(["figure", "value"], scalars) if scalars else ["(no top-level figures)", ""]
 
 
+def ingest_stages(data: dict[str, Any]) -> list[str]:
+    """The summary figures, then each side's cold ingest by job (runs' seconds plus their waits to start)."""
+    lines = generic(data)
+    if "warm" in data:
+        lines += table(
+            ["side", "cached vectors", "untimed warm-up ingest (s)"],
+            [(side, warm["cached_vectors"], warm["cold"]) for side, warm in data["warm"].items()],
+        )
+    cold = [run for run in data["runs"] if "stages" in run and run["round"] == 1]
+    if not cold:
+        return lines
+    jobs = list(dict.fromkeys(job for run in cold for job in run["stages"]["jobs"]))
+    headers = ["job (runs: seconds, waits included)", *(f"{run['set']} {run['side']}" for run in cold)]
+
+    def cell(run: dict, job: str) -> str:
+        stage = run["stages"]["jobs"].get(job)
+        return f"{stage['runs']}: {stage['run_s'] + stage['wait_s']:.1f}" if stage else "–"
+
+    rows = [(job, *(cell(run, job) for run in cold)) for job in jobs]
+    rows.append(("outside every run", *(f"{run['stages']['outside_runs_s']:.1f}" for run in cold)))
+    rows.append(("cold ingest, wall", *(f"{run['cold']:.1f}" for run in cold)))
+    return lines + table(headers, rows)
+
+
 # stem → (title, script, what it measures, renderer), in the order the page shows them
 BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
     "ingest": ("Ingest against MinerU flash", "ingest.py", "pages/s per backend and stage, side by side", ingest),
@@ -798,6 +822,13 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         "features); the file keeps the earlier measurements under `at_4b0abfd` (naacl2024 1.71, sample 1.48, before "
         "the one dbt build) and `at_27f973f` (naacl2024 1.72, sample 1.61)",
         generic,
+    ),
+    "before_after_warm": (
+        "Ingest before and after one orchestrator, the encoder left out",
+        "before_after.py",
+        "this checkout against 2f13fa0 with `--warm-cache` (each side's embedding cache filled by an untimed ingest "
+        "of the sample first), `--backend pymupdf`, alternated, one round, and where each cold ingest's time went",
+        ingest_stages,
     ),
     "before_after_one_build": (
         "Ingest before and after one dbt build",
