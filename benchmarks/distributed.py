@@ -6,7 +6,8 @@ Every configuration ingests the same PDFs (the first ``--papers`` of the sample,
 PAPERLAKE_HOME with a fresh embedding cache (cold: nothing is reused between configurations) and its own
 ``milvus-lite server`` (the stand-in for a Milvus server, which parallel vector steps need). The Celery runs use a
 Redis broker on 127.0.0.1 and N workers as separate processes on this machine, with N per-paper runs launched at once
-(``PAPERLAKE_CONCURRENT_RUNS``). Reported per configuration: wall time of each stage, pages/s, and the speed-up
+(``PAPERLAKE_CONCURRENT_RUNS``) through the Dagster webserver of the home (each run a process of its own, started by
+its run launcher). Reported per configuration: wall time of each stage, pages/s, and the speed-up
 against in process and against one worker. On this 2-core machine the workers share the cores the encoder already
 uses, so the numbers show the executor's overhead and what a second worker buys where the work is not yet
 CPU-bound; a worker per machine is what the deployment in ``deploy/`` is for.
@@ -40,7 +41,8 @@ def _pages(pdfs: list[Path]) -> int:
 
 
 def _configuration(label: str, workers: int, inbox: list[Path], work: Path, pages: int, broker: str | None) -> dict:
-    from orchestration.local_cluster import celery_workers
+    from orchestration.instance import START_AT_ONCE_CONFIG
+    from orchestration.local_cluster import celery_workers, dagster_webserver
     from orchestration.run import ingest
     from paperlake.config import Settings, environment
     from paperlake.vectors.server import milvus_lite_server
@@ -62,6 +64,11 @@ def _configuration(label: str, workers: int, inbox: list[Path], work: Path, page
         with contextlib.ExitStack() as stack:
             if workers:
                 stack.enter_context(celery_workers(broker, env, workers, home / "workers"))
+                # the runs go through the webserver, whose run launcher starts them side by side (at once: no daemon)
+                (home / "dagster").mkdir()
+                (home / "dagster" / "dagster.yaml").write_text(START_AT_ONCE_CONFIG)
+                url = stack.enter_context(dagster_webserver(env, home / "webserver.log", daemon=False))
+                env["PAPERLAKE_DAGSTER_URL"] = url
             stack.enter_context(environment(env))
             started = time.perf_counter()
             summary = ingest(inbox, Settings.from_env(home=home, backend="pymupdf"))

@@ -29,6 +29,11 @@ from paperlake.runtime.processes import pid_alive
 
 SINGLE_WRITER_POOLS = ("warehouse", "formulas")
 DEFAULT_CONFIG = "telemetry:\n  enabled: false\n"  # a new home's dagster.yaml: Dagster's defaults otherwise
+# A home whose launched runs start at once, without a daemon (Dagster's default run coordinator queues them for one):
+# for a webserver alone over the home (tests, benchmarks); `dagster dev` and deploy/ keep the queue.
+START_AT_ONCE_CONFIG = (
+    DEFAULT_CONFIG + "run_coordinator:\n  module: dagster.core.run_coordinator\n  class: DefaultRunCoordinator\n"
+)
 PID_TAG = "paperlake/pid"
 
 

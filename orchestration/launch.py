@@ -85,10 +85,23 @@ class Launcher:
         asset_selection: Iterable[Any] | None = None,
         run_config: dict | None = None,
     ) -> LaunchedRun:
+        """Launch ``job_name`` and wait for it."""
+        return self.wait(self.submit(job_name, tags=tags, asset_selection=asset_selection, run_config=run_config))
+
+    def submit(
+        self,
+        job_name: str,
+        *,
+        tags: dict[str, str],
+        asset_selection: Iterable[Any] | None = None,
+        run_config: dict | None = None,
+    ) -> str:
+        """Submit ``job_name`` to the webserver without waiting: the run's id. The instance's run coordinator
+        decides when it starts (Dagster's queue with its limits when a daemon serves it, at once otherwise)."""
         from dagster_graphql import DagsterGraphQLClientError  # deferred: dagster_graphql
 
         try:
-            run_id = self.client.submit_job_execution(
+            return self.client.submit_job_execution(
                 job_name,
                 repository_location_name=LOCATION,
                 repository_name=REPOSITORY,
@@ -100,7 +113,6 @@ class Launcher:
             raise LaunchError(f"the Dagster webserver at {self.url} refused {job_name}: {error}") from None
         except OSError as error:
             raise LaunchError(f"cannot reach the Dagster webserver at {self.url}: {error}") from None
-        return self.wait(run_id)
 
     def wait(self, run_id: str) -> LaunchedRun:
         """Wait for the run to finish; its success, and for a failure the reason its failed steps give."""

@@ -4,7 +4,8 @@ processes, every one started here and stopped by pid, and with this process (``p
 set up by the child itself, never by a fork of this process, whose gRPC threads would abort it).
 
 A deployment runs the same worker command on other machines (``deploy/README.md``); here every process shares this
-machine's lake, instance storage and Milvus.
+machine's lake, instance storage and Milvus. ``main`` also starts ``dagster dev`` (webserver and daemon) on the same
+home: `paperlake ingest` launches its runs through it, and the daemon's run queue starts them side by side.
 
     python -m orchestration.local_cluster --workers 2   # prints the environment to ingest with, stops on Ctrl-C
 """
@@ -13,13 +14,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -161,11 +165,83 @@ def celery_workers(
             stop(worker)
 
 
+LOCATION_LOADED = "{ workspaceOrError { ... on Workspace { locationEntries { locationOrLoadError { __typename } } } } }"
+
+
+def _graphql(url: str, query: str) -> dict:
+    request = urllib.request.Request(
+        f"{url}/graphql", data=json.dumps({"query": query}).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())
+
+
+@contextlib.contextmanager
+def dagster_webserver(
+    env: dict[str, str],
+    log: Path,
+    *,
+    daemon: bool = True,
+    port: int | None = None,
+    lifetime: int | None = None,
+    startup_timeout: float = 180,
+) -> Iterator[str]:
+    """The Dagster webserver of this workspace on 127.0.0.1, with ``env`` (the variables every process shares):
+    with its daemon (``dagster dev``, as ``./run ui`` starts it: queued runs start within the instance's run queue
+    limits), or alone (``dagster-webserver``, for an instance whose run coordinator starts runs at once). Yields its
+    URL once the code location has loaded; stopped by pid, and by itself after ``lifetime`` seconds if given (should
+    the process that started it die first)."""
+    port = port or free_port()
+    bin_dir = Path(sys.executable).parent
+    if daemon:
+        command = [str(bin_dir / "dagster"), "dev", "-h", "127.0.0.1", "-p", str(port)]
+    else:
+        command = [str(bin_dir / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port)]
+    command += ["-w", str(REPO / "workspace.yaml")]
+    if lifetime:
+        command = ["timeout", str(lifetime), *command]
+    server_env = {**os.environ, **env, "DAGSTER_DISABLE_TELEMETRY": "1"}
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            command, cwd=REPO, env=server_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + startup_timeout
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the Dagster webserver exited: {log.read_text(errors='replace')[-2000:]}")
+            with contextlib.suppress(OSError, ValueError):
+                entries = _graphql(url, LOCATION_LOADED)["data"]["workspaceOrError"]["locationEntries"]
+                if entries and all(entry["locationOrLoadError"] for entry in entries):
+                    kinds = {entry["locationOrLoadError"]["__typename"] for entry in entries}
+                    if kinds != {"RepositoryLocation"}:
+                        raise RuntimeError(f"the code location did not load ({kinds}): see {log}")
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the Dagster webserver did not load the code location in {startup_timeout:.0f} s")
+            time.sleep(1)
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the whole session: dagster dev's daemon and code servers
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
     settings = Settings.from_env()
+    from orchestration.instance import dagster_instance  # deferred: dagster (the workers' helpers do without it)
+
+    dagster_instance(settings)  # the home's instance and its single-writer pools, before `dagster dev` reads them
     logs = Path(tempfile.mkdtemp(prefix="paperlake-cluster-"))
     with redis_server(logs) as broker:
         env = {
@@ -177,8 +253,9 @@ def main(argv: list[str] | None = None) -> int:
         }
         if settings.milvus_uri:
             env["MILVUS_URI"] = settings.milvus_uri
-        with celery_workers(broker, env, args.workers, logs):
-            print(f"{args.workers} celery workers on {broker} (logs: {logs}); ingest with:")
+        with celery_workers(broker, env, args.workers, logs), dagster_webserver(env, logs / "dagster.log") as url:
+            env["PAPERLAKE_DAGSTER_URL"] = url  # the runs go through it: its daemon's queue starts them side by side
+            print(f"{args.workers} celery workers on {broker}, the Dagster UI at {url} (logs: {logs}); ingest with:")
             print("  " + " ".join(f"{name}={value}" for name, value in env.items()) + " paperlake ingest INBOX")
             if not settings.milvus_uri:
                 print(

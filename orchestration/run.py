@@ -11,15 +11,12 @@ import contextlib
 import fcntl
 import json
 import logging
-import multiprocessing
 import os
 import re
 import subprocess
 import sys
 import time
 import warnings
-import weakref
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -31,7 +28,7 @@ from assets.partitions import PAPERS, papers, volumes
 from assets.resources import LLMResource, PaperlakeResource
 from assets.vectors import vector_assets
 from orchestration.executors import execution_config, reconstructable_job
-from orchestration.instance import dagster_instance, load_instance, run_tags
+from orchestration.instance import dagster_instance, run_tags
 from orchestration.launch import Launcher, step_failure_reason, webserver_url
 from paperlake.config import RUN_INBOXES_TAG, RUN_MINERU_TAG, Settings
 from paperlake.enrichment import Budget, not_configured_reason, resolve_kinds
@@ -174,7 +171,7 @@ def failure_reason(result) -> str:
     """The innermost error of a failed run's failed steps, on one line (the stack traces stay in the instance); for a
     failed dbt command, dbt's first error and what it says."""
 
-    if isinstance(result, RunOutcome) or hasattr(result, "reason"):  # a run in another process (launched or pooled)
+    if hasattr(result, "reason"):  # a run launched through the webserver (orchestration.launch)
         return result.reason
     return step_failure_reason([event for event in result.all_events if event.is_step_failure])
 
@@ -205,7 +202,6 @@ class _Runner:
         """``defs``: the Definitions, or a function that builds them when the first run needs them."""
         self._defs, self.instance, self.settings = defs, instance, settings
         self.resource = resource or {}
-        self._pool = None
         self.log_dir = settings.home / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         # with the webserver of this home, every run is launched there: the UI's own runs (orchestration.launch)
@@ -214,6 +210,12 @@ class _Runner:
         url = webserver_url(settings.dagster_url, settings.dagster_home)
         if url:
             self.launcher = Launcher(url, instance)
+        elif settings.concurrent_runs > 1:
+            log.warning(
+                "PAPERLAKE_CONCURRENT_RUNS=%d takes effect through the Dagster webserver (PAPERLAKE_DAGSTER_URL), "
+                "whose run queue starts the runs side by side; in this process they run one after the other",
+                settings.concurrent_runs,
+            )
 
     @property
     def defs(self):
@@ -236,20 +238,16 @@ class _Runner:
         run_config: dict | None = None,
         partition_range: tuple[str, str] | None = None,
     ):
-        tags = run_tags("cli")
-        if partition_key:
-            tags["paperlake/volume"] = partition_key.partition("/")[0]
-        if partition_range:  # one run over consecutive partitions (the assets' single-run backfill policy)
-            tags |= {RANGE_START_TAG: partition_range[0], RANGE_END_TAG: partition_range[1]}
-            tags["paperlake/volume"] = partition_range[0].partition("/")[0]
         if self.launcher is not None:
-            inputs = {RUN_INBOXES_TAG: os.pathsep.join(self.resource.get("inboxes") or [])}
-            if self.resource.get("mineru_dir"):
-                inputs[RUN_MINERU_TAG] = self.resource["mineru_dir"]
-            partition = {"dagster/partition": partition_key} if partition_key else {}
-            return self.launcher.run(
-                job_name, tags=tags | partition | inputs, asset_selection=asset_selection, run_config=run_config
+            run_id = self._submit(
+                job_name,
+                partition_key=partition_key,
+                partition_range=partition_range,
+                asset_selection=asset_selection,
+                run_config=run_config,
             )
+            return self.launcher.wait(run_id)
+        tags = self._tags(partition_key, partition_range)
         with contextlib.ExitStack() as stack:
             if log:  # dagster-dbt echoes dbt's log to stdout
                 stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(self.log_dir / log, "w"))))
@@ -277,6 +275,37 @@ class _Runner:
             ) as result:
                 return result
 
+    def _tags(self, partition_key: str | None, partition_range: tuple[str, str] | None) -> dict[str, str]:
+        tags = run_tags("cli")
+        if partition_key:
+            tags["paperlake/volume"] = partition_key.partition("/")[0]
+        if partition_range:  # one run over consecutive partitions (the assets' single-run backfill policy)
+            tags |= {RANGE_START_TAG: partition_range[0], RANGE_END_TAG: partition_range[1]}
+            tags["paperlake/volume"] = partition_range[0].partition("/")[0]
+        return tags
+
+    def _submit(
+        self,
+        job_name: str,
+        *,
+        partition_key: str | None = None,
+        partition_range: tuple[str, str] | None = None,
+        asset_selection=None,
+        run_config: dict | None = None,
+    ) -> str:
+        """The run, submitted to the webserver with this ingest's inputs as tags and the configured executor's
+        run config: its id."""
+        inputs = {RUN_INBOXES_TAG: os.pathsep.join(self.resource.get("inboxes") or [])}
+        if self.resource.get("mineru_dir"):
+            inputs[RUN_MINERU_TAG] = self.resource["mineru_dir"]
+        partition = {"dagster/partition": partition_key} if partition_key else {}
+        return self.launcher.submit(
+            job_name,
+            tags=self._tags(partition_key, partition_range) | partition | inputs,
+            asset_selection=asset_selection,
+            run_config=execution_config(self.settings) | (run_config or {}),
+        )
+
     def run_papers(
         self,
         job_name: str,
@@ -289,41 +318,26 @@ class _Runner:
         (at most :data:`PAPERS_PER_RUN`); a batch whose run fails is run again one paper per run, so each failure
         is a paper's. Returns (papers, run result) per run; ``on_run`` is called with each as soon as it ends.
 
-        With an executor outside this process and ``concurrent_runs`` > 1, the batches are cut so that each of
-        that many runs gets a share, and the runs are launched at once, each from its own process (Dagster's
-        run-time logging set-up is not thread-safe: two runs in threads of one process deadlock on the logging
-        locks; a fork would copy gRPC's threads), which rebuilds this runner: that is what keeps several workers
-        busy. The stores' pools still hold, since every step claims its pool's slot through the instance whichever
-        run it belongs to."""
+        Through the webserver (:mod:`orchestration.launch`), ``concurrent_runs`` > 1 cuts the papers into that many
+        shares and submits their runs at once: the instance's run queue starts them side by side, within its
+        limits (``deploy/dagster.yaml``), and the executor spreads their steps (Celery workers). In this process,
+        runs go one after the other whatever the setting: Dagster runs are not started from threads of one
+        process (its run-time logging set-up is not thread-safe), and a pool of run processes beside the
+        instance's own launcher would be a second orchestrator."""
 
-        launched_elsewhere = self.settings.executor != "in_process" and self.launcher is None
-        concurrent = self.settings.concurrent_runs if launched_elsewhere else 1
+        concurrent = self.settings.concurrent_runs if self.launcher is not None else 1
         size = max(1, min(PAPERS_PER_RUN, -(-len(keys) // concurrent)))
         batches = consecutive_batches(self.instance.get_dynamic_partitions(PAPERS), keys, size)
-        if concurrent <= 1 or len(batches) <= 1:
-            runs = (outcome for batch in batches for outcome in self._run_batch(job_name, batch, asset_selection))
+        if concurrent > 1 and len(batches) > 1:
+            runs = self._launch_batches(job_name, batches, asset_selection)
         else:
-            tasks = [(job_name, batch, asset_selection) for batch in batches]
-            runs = (outcome for outcomes in self._processes().map(_run_batch_elsewhere, tasks) for outcome in outcomes)
+            runs = (outcome for batch in batches for outcome in self._run_batch(job_name, batch, asset_selection))
         outcomes = []
         for batch, result in runs:
             outcomes.append((batch, result))
             if on_run is not None:
                 on_run(batch, result)
         return outcomes
-
-    def _processes(self):
-        """The run processes, started once per runner (each imports Dagster and the definitions, seconds of a core) and
-        shut down when the runner goes."""
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                self.settings.concurrent_runs,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_start_run_process,
-                initargs=(self.settings, self.resource, list(warnings.filters)),
-            )
-            weakref.finalize(self, self._pool.shutdown)
-        return self._pool
 
     def _run_batch(self, job_name: str, batch: list[str], asset_selection) -> list[tuple[list[str], object]]:
         if len(batch) == 1:
@@ -333,37 +347,22 @@ class _Runner:
             return [(batch, result)]
         return [([key], self.run(job_name, partition_key=key, asset_selection=asset_selection)) for key in batch]
 
+    def _launch_batches(self, job_name: str, batches: list[list[str]], asset_selection):
+        """Every batch's run submitted at once, then each waited for in order; a failed batch's papers are
+        submitted again one per run, at once, and waited for."""
 
-_PROCESS_RUNNER: _Runner | None = None  # a run process's runner, built once by _start_run_process
+        def submit(batch: list[str]) -> str:
+            if len(batch) == 1:
+                return self._submit(job_name, partition_key=batch[0], asset_selection=asset_selection)
+            return self._submit(job_name, partition_range=(batch[0], batch[-1]), asset_selection=asset_selection)
 
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """What a run in another process reports back: its success and, when it failed, why."""
-
-    success: bool
-    reason: str = ""
-    run_id: str = ""
-
-
-def _start_run_process(settings: Settings, resource: dict, filters: list) -> None:
-    """A run process's start: the runner rebuilt from the same settings and resource values, the parent's warning
-    filters (the CLI's quiet_third_party) kept."""
-
-    from orchestration.definitions import build_definitions  # deferred: dagster-dbt
-
-    global _PROCESS_RUNNER
-    warnings.filters[:] = filters
-    defs = build_definitions(PaperlakeResource(**resource), LLMResource.from_settings(settings))
-    _PROCESS_RUNNER = _Runner(defs, load_instance(settings.dagster_home), settings, resource)
-
-
-def _run_batch_elsewhere(task: tuple) -> list[tuple[list[str], RunOutcome]]:
-    job_name, batch, asset_selection = task
-    return [
-        (papers, RunOutcome(result.success, "" if result.success else failure_reason(result), result.run_id))
-        for papers, result in _PROCESS_RUNNER._run_batch(job_name, batch, asset_selection)
-    ]
+        for batch, run_id in [(batch, submit(batch)) for batch in batches]:
+            result = self.launcher.wait(run_id)
+            if result.success or len(batch) == 1:
+                yield batch, result
+                continue
+            for one, again in [([key], submit([key])) for key in batch]:
+                yield one, self.launcher.wait(again)
 
 
 def consecutive_batches(order: list[str], keys: list[str], limit: int) -> list[list[str]]:

@@ -79,8 +79,8 @@ class Settings:
     llm_top_p: float | None = None  # PAPERLAKE_LLM_TOP_P
     model_cache: Path | None = None  # PAPERLAKE_MODEL_CACHE, else $XDG_CACHE_HOME/paperlake, ~/.cache/paperlake
     collections_config: Path | None = None  # PAPERLAKE_COLLECTIONS: another collections.yaml
-    concurrent_runs: int = 1  # PAPERLAKE_CONCURRENT_RUNS: per-paper runs launched at once by `ingest`
-    # with an executor outside the process (multiprocess, celery): set it to the number of workers
+    concurrent_runs: int = 1  # PAPERLAKE_CONCURRENT_RUNS: per-paper runs `ingest` launches at once through the
+    # webserver (dagster_url), whose run queue starts them side by side: about the number of workers (celery)
     inboxes: tuple[Path, ...] = ()  # PAPERLAKE_INBOX (os.pathsep-separated): what the sensor and `ingest` read
     eval_min_answer_at_5: float = 0.4  # the retrieval-quality check warns below this answer@5 (sample: .60-.70;
     # random vectors: .15-.18)

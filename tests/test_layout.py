@@ -257,7 +257,7 @@ def test_the_deferral_checker_reads_the_first_line():
 HEAVY_FOR_A_LOAD = ("sympy", "agent.run", "torch", "pymilvus", "openai", "sentence_transformers", "open_clip")
 
 
-def test_the_code_location_loads_without_the_libraries_only_asset_bodies_use():
+def test_the_code_location_loads_without_the_libraries_only_asset_bodies_use(dbt_manifest):
     probe = (
         "import json, sys\nimport orchestration.definitions\n"
         f"print(json.dumps([name for name in {HEAVY_FOR_A_LOAD!r} if name in sys.modules]))\n"

@@ -1,5 +1,6 @@
 """Beyond one machine: the same asset graph with its steps on two Celery workers (separate processes, a Redis broker,
-a Milvus server) builds exactly the stores a single-process ingest builds.
+a Milvus server) builds exactly the stores a single-process ingest builds. `paperlake ingest` launches its runs through
+the Dagster webserver, whose run launcher starts the per-paper runs side by side (PAPERLAKE_CONCURRENT_RUNS=2).
 
 Debian's ``redis-server`` (installed by ``./run test`` when missing) is started on 127.0.0.1 by the test, the workers
 are ``celery -A dagster_celery.app worker`` processes, and ``milvus-lite server`` stands in for a Milvus server;
@@ -86,7 +87,8 @@ def _entities(settings) -> dict[str, set[tuple[str, str]]]:
 
 @pytest.mark.cluster
 def test_two_celery_workers_build_the_stores_one_process_builds(tmp_path, redis, dbt_manifest, monkeypatch):
-    from orchestration.local_cluster import celery_workers
+    from orchestration.instance import START_AT_ONCE_CONFIG
+    from orchestration.local_cluster import celery_workers, dagster_webserver
     from orchestration.run import dagster_instance, ingest
     from paperlake.config import Settings
     from paperlake.vectors.server import milvus_lite_server
@@ -111,9 +113,17 @@ def test_two_celery_workers_build_the_stores_one_process_builds(tmp_path, redis,
             "PAPERLAKE_CONCURRENT_RUNS": "2",
             "PAPERLAKE_EMBEDDING_CACHE": os.environ.get("PAPERLAKE_EMBEDDING_CACHE", ""),
         }
-        with celery_workers(redis, shared_env, 2, tmp_path / "workers") as workers:
+        # the runs go through the webserver, whose run launcher starts them side by side (no daemon here: the
+        # instance's run coordinator starts them at once; a deployment's daemon queues them within its limits)
+        (home / "dagster").mkdir()
+        (home / "dagster" / "dagster.yaml").write_text(START_AT_ONCE_CONFIG)
+        with (
+            celery_workers(redis, shared_env, 2, tmp_path / "workers") as workers,
+            dagster_webserver(shared_env, tmp_path / "webserver.log", daemon=False, lifetime=1500) as url,
+        ):
             for name, value in shared_env.items():
                 monkeypatch.setenv(name, value)
+            monkeypatch.setenv("PAPERLAKE_DAGSTER_URL", url)
             distributed = Settings.from_env(home=home, backend="pymupdf")
             assert distributed.executor == "celery"
             summary = ingest([inbox], distributed)
@@ -130,6 +140,7 @@ def test_two_celery_workers_build_the_stores_one_process_builds(tmp_path, redis,
             }
             assert step_pids == {worker.pid for worker in workers}, (step_pids, [w.pid for w in workers])
             assert all(run.run_config.get("execution", {}).get("config", {}).get("broker") == redis for run in runs)
+            assert all(run.remote_job_origin is not None for run in runs)  # the UI's own runs, re-executable there
             # the single-writer pools are the instance's whatever the executor (dagster-celery's loop claims a
             # step's slot through the instance before it queues the task); a Milvus server needs none
             storage = instance.event_log_storage
@@ -138,7 +149,7 @@ def test_two_celery_workers_build_the_stores_one_process_builds(tmp_path, redis,
                 "formulas": 1,
             }
             assert "milvus" not in storage.get_concurrency_keys()
-            # two per-paper runs were in flight at once (the parse of three papers of one volume: two runs)
+            # per-paper runs were in flight at once (three papers of one volume: two runs, one for the other volume)
             spans = sorted(
                 (r.start_time, r.end_time)
                 for r in instance.get_run_records()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestration.instance import START_AT_ONCE_CONFIG
 from support.dagster_ui import graphql, webserver
 from support.fixtures import CORPUS_MINERU, make_inbox
 
@@ -46,10 +47,7 @@ def test_the_clis_runs_are_the_uis_own(tmp_path, dbt_manifest):
     (home / "logs").mkdir(parents=True)
     (home / "dagster").mkdir()
     # no daemon here: runs launch at once (`./run ui` serves `dagster dev`, whose daemon dequeues them)
-    (home / "dagster" / "dagster.yaml").write_text(
-        "telemetry:\n  enabled: false\nrun_coordinator:\n  module: dagster.core.run_coordinator\n"
-        "  class: DefaultRunCoordinator\n"
-    )
+    (home / "dagster" / "dagster.yaml").write_text(START_AT_ONCE_CONFIG)
     with webserver(home, inbox, CORPUS_MINERU, lifetime=1500) as url:
         env = os.environ | {
             "PAPERLAKE_DAGSTER_URL": url,

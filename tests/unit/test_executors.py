@@ -64,7 +64,7 @@ def test_the_environment_chooses_executor_lake_and_device(tmp_path, monkeypatch)
     assert settings.encoder_device == "cpu"
 
 
-def test_workers_rebuild_the_job_from_plain_values(tmp_path):
+def test_workers_rebuild_the_job_from_plain_values(tmp_path, dbt_manifest):
     resource = {"home": str(tmp_path), "inboxes": [], "backend": "pymupdf", "lake_dir": str(tmp_path / "lake")}
     job = reconstructable_job("ingest_paper", resource)
     rebuilt = job.get_definition()
