@@ -79,6 +79,7 @@ class Settings:
     llm_top_p: float | None = None  # PAPERLAKE_LLM_TOP_P
     model_cache: Path | None = None  # PAPERLAKE_MODEL_CACHE, else $XDG_CACHE_HOME/paperlake, ~/.cache/paperlake
     collections_config: Path | None = None  # PAPERLAKE_COLLECTIONS: another collections.yaml
+    parse_workers: int = 0  # PAPERLAKE_PARSE_WORKERS: processes a parse step's papers use (0: every core; 1: none)
     concurrent_runs: int = 1  # PAPERLAKE_CONCURRENT_RUNS: per-paper runs `ingest` launches at once through the
     # webserver (dagster_url), whose run queue starts them side by side: about the number of workers (celery)
     inboxes: tuple[Path, ...] = ()  # PAPERLAKE_INBOX (os.pathsep-separated): what the sensor and `ingest` read
@@ -148,6 +149,7 @@ class Settings:
             lake_dir=Path(_env("PAPERLAKE_LAKE")).expanduser().resolve() if _env("PAPERLAKE_LAKE") else None,
             celery_broker=_env("PAPERLAKE_CELERY_BROKER", "redis://127.0.0.1:6379/0"),
             celery_backend=_env("PAPERLAKE_CELERY_BACKEND"),
+            parse_workers=max(0, int(_env("PAPERLAKE_PARSE_WORKERS", "0") or 0)),
             concurrent_runs=max(1, int(_env("PAPERLAKE_CONCURRENT_RUNS", "1") or 1)),
             llm_prices=_env("PAPERLAKE_LLM_PRICES"),
             llm_temperature=float(_env("PAPERLAKE_LLM_TEMPERATURE")) if _env("PAPERLAKE_LLM_TEMPERATURE") else None,

@@ -33,6 +33,7 @@ from paperlake.lake.store import Lake
 from paperlake.lake.views import ParsedPaper
 from paperlake.parsing.backends import PARSERS, auto_parser, parse_with
 from paperlake.parsing.errors import ParseError
+from paperlake.runtime.cores import map_ordered, workers_for
 
 if TYPE_CHECKING:  # the gate (pandas, Great Expectations) is imported where it runs
     from paperlake.lake.quality import QualityReport
@@ -200,23 +201,51 @@ def ingest_papers(
 ) -> list[PaperOutcome]:
     """Parse each paper, validate them together (:func:`paperlake.lake.quality.validate_papers`: one gate run for the
     batch, each paper's verdict its own), then publish each one that passed; a failure of any kind is recorded as
-    that paper's and stops nothing else. Outcomes in the order of ``sources``."""
-    prepared: list[tuple[PaperOutcome, ParsedPaper | None, float]] = []
-    claimed: dict[str, str] = {}  # paper id → the key that took it, in this batch
+    that paper's and stops nothing else. Outcomes in the order of ``sources``.
+
+    The parses themselves are independent: with several papers they run on the machine's cores
+    (:func:`paperlake.runtime.cores.map_ordered`, ``PAPERLAKE_PARSE_WORKERS``), while this process imports the gate;
+    everything that compares papers (duplicates, ids) and every write stays here, in the papers' order."""
+    outcomes: list[tuple[PaperOutcome, float]] = []  # a refused paper's outcome has its reason already
+    jobs: list[tuple[PaperSource, str, Settings]] = []
     for source in sources:
         started = time.perf_counter()
         chosen = resolve_backend(source, backend or settings.backend)
         outcome = PaperOutcome(source.paper_key, "failed", backend=chosen, sha256=source.sha256)
-        parsed = None
         try:
-            parsed = _parse_one(source, lake, settings, chosen, inboxes, claimed)
-            outcome.paper_id = parsed.paper_id
-            outcome.pages = pdf_page_count(source.pdf_path)
-            claimed[parsed.paper_id] = source.paper_key
+            _check_before_parse(source, inboxes)
+            jobs.append((source, chosen, settings))
         except Exception as error:
-            parsed = None
             _failed(outcome, error)
-        prepared.append((outcome, parsed, time.perf_counter() - started))
+        outcomes.append((outcome, time.perf_counter() - started))
+    parses = iter(
+        map_ordered(
+            _parse_job,
+            jobs,
+            workers_for(settings.parse_workers, len(jobs)),
+            crashed=lambda job, why: (None, ("parse", why), 0.0),
+            while_waiting=_import_the_gate,
+        )
+    )
+    prepared: list[tuple[PaperOutcome, ParsedPaper | None, float]] = []
+    claimed: dict[str, str] = {}  # paper id → the key that took it, in this batch
+    for source, (outcome, seconds) in zip(sources, outcomes):
+        parsed = None
+        if outcome.reason is None:
+            parsed, error, parse_seconds = next(parses)
+            started = time.perf_counter()
+            try:
+                if error is not None:
+                    raise IngestError(source.paper_key, *error)
+                _check_identity(source, parsed, lake, claimed)
+                outcome.paper_id = parsed.paper_id
+                outcome.pages = pdf_page_count(source.pdf_path)
+                claimed[parsed.paper_id] = source.paper_key
+            except Exception as error:
+                parsed = None
+                _failed(outcome, error)
+            seconds += parse_seconds + time.perf_counter() - started
+        prepared.append((outcome, parsed, seconds))
     gated = [(outcome, parsed) for outcome, parsed, _ in prepared if parsed is not None]
     started = time.perf_counter()
     from paperlake.lake.quality import validate_papers  # deferred: pandas
@@ -264,16 +293,8 @@ def ingest_papers(
     return [outcome for outcome, _, _ in prepared]
 
 
-def _parse_one(
-    source: PaperSource,
-    lake: Lake,
-    settings: Settings,
-    chosen: str,
-    inboxes: list[Path] | None,
-    claimed: dict[str, str],
-) -> ParsedPaper:
-    """A paper's parse, after the checks that refuse it before the gate: a duplicate file, a broken PDF, an id
-    another paper (in the lake, or earlier in this batch) already has."""
+def _check_before_parse(source: PaperSource, inboxes: list[Path] | None) -> None:
+    """What refuses a paper before its parse: a problem the inbox saw, a duplicate file, a broken PDF."""
     if source.problem:
         raise IngestError(source.paper_key, "inbox", source.problem)
     if inboxes and (duplicate := duplicate_of(source, inboxes)):
@@ -285,7 +306,27 @@ def _parse_one(
             duplicate_of=kept,
         )
     check_integrity(source)
-    parsed = parse_source(source, chosen, settings)
+
+
+def _parse_job(
+    source: PaperSource, chosen: str, settings: Settings
+) -> tuple[ParsedPaper | None, tuple[str, ...] | None, float]:
+    """One paper's parse, in whichever process: (the paper, None, seconds), or (None, (stage, reason), seconds)."""
+    started = time.perf_counter()
+    try:
+        return parse_source(source, chosen, settings), None, time.perf_counter() - started
+    except IngestError as error:
+        return None, (error.stage, error.reason), time.perf_counter() - started
+    except Exception as error:  # a parser bug must not take the other papers down; keep the evidence
+        return None, ("parse", _bug(error)), time.perf_counter() - started
+
+
+def _import_the_gate() -> None:
+    import paperlake.lake.quality  # noqa: F401  # deferred: pandas, Great Expectations (seconds of one core)
+
+
+def _check_identity(source: PaperSource, parsed: ParsedPaper, lake: Lake, claimed: dict[str, str]) -> None:
+    """Refuse a paper whose id another paper (in the lake, or earlier in this batch) already has."""
     owners = [r.paper_key for r in lake.records() if r.paper_id == parsed.paper_id and r.paper_key != source.paper_key]
     if parsed.paper_id in claimed:
         owners.append(claimed[parsed.paper_id])
@@ -296,7 +337,6 @@ def _parse_one(
             f"paper id {parsed.paper_id} already belongs to {owners[0]} (same title and venue)",
             duplicate_of=owners[0],
         )
-    return parsed
 
 
 def _failed(outcome: PaperOutcome, error: Exception) -> None:
@@ -305,7 +345,12 @@ def _failed(outcome: PaperOutcome, error: Exception) -> None:
         return
     # a parser bug must not take the other papers down; keep the evidence
     outcome.stage = "parse"
-    outcome.reason = f"{type(error).__name__}: {error} | {traceback.format_exc(limit=3).splitlines()[-3:]}"
+    outcome.reason = _bug(error)
+
+
+def _bug(error: Exception) -> str:
+    """An unexpected error, on one line, with the last lines of where it came from (raised in this process)."""
+    return f"{type(error).__name__}: {error} | {traceback.format_exc(limit=3).splitlines()[-3:]}"
 
 
 @dataclass
