@@ -204,7 +204,7 @@ def ingest_papers(
     that paper's and stops nothing else. Outcomes in the order of ``sources``.
 
     The parses themselves are independent: with several papers they run on the machine's cores
-    (:func:`paperlake.runtime.cores.map_ordered`, ``PAPERLAKE_PARSE_WORKERS``), while this process imports the gate;
+    (:func:`paperlake.runtime.cores.map_ordered`, ``PAPERLAKE_PARSE_WORKERS``), while this process prepares the gate;
     everything that compares papers (duplicates, ids) and every write stays here, in the papers' order."""
     outcomes: list[tuple[PaperOutcome, float]] = []  # a refused paper's outcome has its reason already
     jobs: list[tuple[PaperSource, str, Settings]] = []
@@ -224,7 +224,7 @@ def ingest_papers(
             jobs,
             workers_for(settings.parse_workers, len(jobs)),
             crashed=lambda job, why: (None, ("parse", why), 0.0),
-            while_waiting=_import_the_gate,
+            while_waiting=_prepare_the_gate,
         )
     )
     prepared: list[tuple[PaperOutcome, ParsedPaper | None, float]] = []
@@ -321,8 +321,10 @@ def _parse_job(
         return None, ("parse", _bug(error)), time.perf_counter() - started
 
 
-def _import_the_gate() -> None:
-    import paperlake.lake.quality  # noqa: F401  # deferred: pandas, Great Expectations (seconds of one core)
+def _prepare_the_gate() -> None:
+    from paperlake.lake.quality import prepare  # deferred: pandas, Great Expectations (seconds of one core)
+
+    prepare()
 
 
 def _check_identity(source: PaperSource, parsed: ParsedPaper, lake: Lake, claimed: dict[str, str]) -> None:

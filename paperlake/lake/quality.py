@@ -128,6 +128,12 @@ def import_gx() -> Any:
     return sys.modules["great_expectations"]
 
 
+def prepare() -> None:
+    """Import Great Expectations and make its context, once per process (seconds of one core): what a step can do
+    while its papers are parsed elsewhere, so that the gate then starts at once."""
+    _context()
+
+
 @lru_cache(maxsize=1)
 def _context() -> Any:
     logging.getLogger("great_expectations").setLevel(logging.ERROR)
