@@ -827,7 +827,9 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         "Ingest before and after one orchestrator, the encoder left out",
         "before_after.py",
         "this checkout against 2f13fa0 with `--warm-cache` (each side's embedding cache filled by an untimed ingest "
-        "of the sample first), `--backend pymupdf`, alternated, one round, and where each cold ingest's time went",
+        "of the sample first), `--backend pymupdf`, alternated, two rounds, and where each cold ingest's time went "
+        "(round 1); the file keeps, under `at_4511e52`, one round on a slower machine state before the parse step "
+        "used both cores (sample 1.45, naacl2024 1.40)",
         ingest_stages,
     ),
     "before_after_one_build": (

@@ -9,7 +9,8 @@ before the call returns. The parse step uses it for a run's papers (:func:`paper
 A worker that dies (a signal, the memory limit) breaks the pool: every item it had not answered is then run again
 in a pool of its own, one at a time, so the item that kills its process is the one that gets ``crashed(item)``'s
 result and the others theirs. The function must return its failures as values: an exception it raises is raised
-here.
+here. As with any ``spawn`` worker, Python imports the caller's main module again in each worker: a script that
+ingests keeps its work under ``if __name__ == "__main__"`` (the console scripts, Dagster's and Celery's do).
 """
 
 from __future__ import annotations
