@@ -812,7 +812,13 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         rerank,
     ),
     "enrichment": ("Enrichment", "enrichment.py", "a whole home enriched against a scripted server", enrichment),
-    "distributed": ("Executors", "distributed.py", "in process, one and two Celery workers", distributed),
+    "distributed": (
+        "Executors",
+        "distributed.py",
+        "in process, one and two Celery workers; the Celery runs launched through the home's webserver (a process "
+        "per run, started by Dagster's run launcher), two at once with two workers",
+        distributed,
+    ),
     "scale": ("Adding a paper at scale", "scale.py", "the cost of one more paper in a home of N", scale),
     "before_after": (
         "Ingest before and after one orchestrator",
