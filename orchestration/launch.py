@@ -77,17 +77,6 @@ class Launcher:
             path_prefix=parsed.path.rstrip("/"),
         )
 
-    def run(
-        self,
-        job_name: str,
-        *,
-        tags: dict[str, str],
-        asset_selection: Iterable[Any] | None = None,
-        run_config: dict | None = None,
-    ) -> LaunchedRun:
-        """Launch ``job_name`` and wait for it."""
-        return self.wait(self.submit(job_name, tags=tags, asset_selection=asset_selection, run_config=run_config))
-
     def submit(
         self,
         job_name: str,
