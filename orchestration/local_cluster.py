@@ -200,7 +200,9 @@ def dagster_webserver(
     command += ["-w", str(REPO / "workspace.yaml")]
     if lifetime:
         command = ["timeout", str(lifetime), *command]
-    server_env = {**os.environ, **env, "DAGSTER_DISABLE_TELEMETRY": "1"}
+    # the runs it creates record their planned events as the CLI's do (orchestration.instance.PLANNED_SUBSET_VAR)
+    server_env = {"DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS": "true", **os.environ, **env}
+    server_env["DAGSTER_DISABLE_TELEMETRY"] = "1"
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as out:
         process = subprocess.Popen(

@@ -124,6 +124,15 @@ class TestIncremental:
                 for r in instance.fetch_materializations(dg.AssetKey(asset), limit=100).records
             }
             assert partitions == set(state["paper_ids"]), job
+            # one "planned" event per asset for the range (orchestration.instance.PLANNED_SUBSET_VAR), not one per
+            # paper, and it names both papers
+            planned = instance.get_records_for_run(
+                runs[0].run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED
+            ).records
+            planned = [r.event_log_entry.dagster_event.event_specific_data for r in planned]
+            planned = [p for p in planned if p.asset_key == dg.AssetKey(asset)]
+            assert len(planned) == 1 and planned[0].partitions_subset is not None, job
+            assert set(planned[0].partitions_subset.get_partition_keys()) == set(state["paper_ids"]), job
 
     def test_second_ingest_does_no_parse_work(self, state):
         before = parse_materializations(state["settings"])
