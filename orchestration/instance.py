@@ -37,7 +37,7 @@ START_AT_ONCE_CONFIG = (
 PID_TAG = "paperlake/pid"
 # A run over a range of papers (the parse and vector jobs' batches, a single-run backfill) records one
 # "materialization planned" event per asset with the range, instead of one per asset and paper: 13 views of 8
-# papers are 8 events, not 104, each a write to SQLite before the run starts. This is the opt-in Dagster's
+# papers are 13 events, not 104, each a write to SQLite before the run starts. This is the opt-in Dagster's
 # maintainers point to for single-run backfills (dagster-io/dagster#29288, #32242); what it gives up is that a range
 # run that fails does not mark its partitions failed in the UI. `paperlake ingest` runs a failed batch again one paper
 # per run, and a paper that fails to parse is a materialisation with its reason, not a failed run. Set the variable
@@ -112,7 +112,7 @@ def dagster_instance(settings: Settings, home: Path | None = None, healed: list[
     home = home or settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     _check_writable(home)
-    os.environ.setdefault(PLANNED_SUBSET_VAR, "true")  # Dagster reads it when it creates a run (above)
+    os.environ.setdefault(PLANNED_SUBSET_VAR, "true")  # read by Dagster when it creates a run (PLANNED_SUBSET_VAR)
     config = home / "dagster.yaml"
     healed = healed if healed is not None else []
     if problem := _config_problem(config):
