@@ -23,6 +23,7 @@ from support.crash_harness import (
     fresh_home,
     killed_at,
     must_ingest,
+    null_in_lake,
     run_ingest,
 )
 from support.fixtures import corpus_pdf, make_inbox, manifest_rows
@@ -120,19 +121,9 @@ def test_a_null_where_the_contract_forbids_one_fails_the_build_and_keeps_the_war
     """The marts' NOT NULL columns are contract constraints that DuckDB enforces while the model is written (no
     separate dbt test per column): a lake row breaking one fails the warehouse build in one line naming the model and
     the column, the live warehouse stays as it was, and once the row is right again the next ingest converges."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     home = fresh_home(tmp_path, references["home_both"])
     inbox = references["inbox_both"]
-    lake_file = home / "lake" / "sections" / FIRST.split("-")[0] / f"{FIRST}.parquet"
-    original = lake_file.read_bytes()
-    table = pq.read_table(lake_file)
-    index = table.schema.get_field_index("ordinal")
-    ordinals = table.column(index).to_pylist()
-    ordinals[0] = None
-    pq.write_table(table.set_column(index, table.schema.field(index), pa.array(ordinals, pa.int32())), lake_file)
-    _as_published(home, lake_file)  # as if the parser wrote the row: not a damaged file, which is parsed again
+    lake_file, original = null_in_lake(home, FIRST, "sections", "ordinal")
     live = (home / "warehouse.duckdb").read_bytes()
 
     code, output = run_ingest(home, inbox)
@@ -146,19 +137,6 @@ def test_a_null_where_the_contract_forbids_one_fails_the_build_and_keeps_the_war
     lake_file.write_bytes(original)
     must_ingest(home, inbox)
     assert_same_stores(home, references["both"])
-
-
-def _as_published(home, lake_file) -> None:
-    """Make the paper's lake record describe ``lake_file`` as it is now (size, mtime, sha256)."""
-    import hashlib
-
-    view, paper_key = lake_file.parent.parent.name, f"{lake_file.parent.name}/{lake_file.stem}"
-    record_path = home / "lake" / "_papers" / lake_file.parent.name / f"{lake_file.stem}.json"
-    record = json.loads(record_path.read_text())
-    assert record["paper_key"] == paper_key, record["paper_key"]
-    stat = lake_file.stat()
-    record["files"][view] = [stat.st_size, stat.st_mtime_ns, hashlib.sha256(lake_file.read_bytes()).hexdigest()]
-    record_path.write_text(json.dumps(record))
 
 
 MATRIX = [

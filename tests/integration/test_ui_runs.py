@@ -1,6 +1,6 @@
 """`paperlake ingest` with the Dagster webserver of its home (PAPERLAKE_DAGSTER_URL): its runs are launched there,
 with the code location's origin, so the UI shows them on their job's page and on the Overview timeline, and can
-re-execute them, as Dagster's GraphQL API (what the UI itself asks) says."""
+re-execute them, all of a run or from its failure, as Dagster's GraphQL API (what the UI itself asks) says."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from orchestration.instance import START_AT_ONCE_CONFIG
+from support.crash_harness import as_published, failure_lines, null_in_lake
 from support.dagster_ui import graphql, webserver
 from support.fixtures import CORPUS_MINERU, make_inbox
 
@@ -38,7 +40,7 @@ mutation Reexecute($params: ReexecutionParams!) {
     __typename ... on LaunchRunSuccess { run { id } } ... on PythonError { message }
   }
 }"""
-RUN_STATUS = """query Run($id: ID!) { runOrError(runId: $id) { __typename ... on Run { status } } }"""
+RUN_STATUS = """query Run($id: ID!) { runOrError(runId: $id) { __typename ... on Run { status stepKeysToExecute } } }"""
 
 pytestmark = pytest.mark.usefixtures("corpus")
 
@@ -56,13 +58,17 @@ def test_the_clis_runs_are_the_uis_own(tmp_path, dbt_manifest):
             "PAPERLAKE_EVALUATE": "0",  # fewer runs: the probes' jobs are launched the same way
             "DAGSTER_HOME": str(home / "dagster"),
         }
-        done = subprocess.run(
-            [PAPERLAKE, "ingest", str(inbox), "--home", str(home), "--mineru-dir", str(CORPUS_MINERU)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1200,
-        )
+
+        def ingest() -> subprocess.CompletedProcess:
+            return subprocess.run(
+                [PAPERLAKE, "ingest", str(inbox), "--home", str(home), "--mineru-dir", str(CORPUS_MINERU)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=1200,
+            )
+
+        done = ingest()
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert "parsed 2" in done.stdout
 
@@ -83,15 +89,40 @@ def test_the_clis_runs_are_the_uis_own(tmp_path, dbt_manifest):
         # the new graph's collection was synced in the warehouse's run: no run of its own
         assert not graphql(url, TIMELINE, {"filter": {"pipelineName": "build_formulas"}})["runsOrError"]["results"]
 
-        again = graphql(url, REEXECUTE, {"params": {"parentRunId": cli_runs[0]["id"], "strategy": "ALL_STEPS"}})
-        relaunched = again["launchPipelineReexecution"]
-        assert relaunched["__typename"] == "LaunchRunSuccess", relaunched
+        assert _reexecuted(url, cli_runs[0]["id"], "ALL_STEPS")["status"] == "SUCCESS"
 
-        deadline = time.monotonic() + 600
-        status = None
-        while time.monotonic() < deadline:
-            status = graphql(url, RUN_STATUS, {"id": relaunched["run"]["id"]})["runOrError"]["status"]
-            if status in ("SUCCESS", "FAILURE", "CANCELED"):
-                break
-            time.sleep(1)
-        assert status == "SUCCESS"
+        # a warehouse build the CLI launched fails (a lake row breaks a mart's NOT NULL contract): the CLI says so in
+        # one line, the failed run is the UI's like any other, and once the row is right the UI re-executes it from
+        # the failure: only the dbt step again, not the formula graph made before it
+        lake_file, original = null_in_lake(home, PAPERS[0], "sections", "ordinal")
+        failed = ingest()
+        assert failed.returncode == 1, failed.stdout[-3000:] + failed.stderr[-3000:]
+        (line,) = failure_lines(failed.stdout + failed.stderr)
+        assert line.startswith("failed warehouse: ") and "NOT NULL constraint failed" in line, line
+        builds = graphql(url, TIMELINE, {"filter": {"pipelineName": "build_warehouse", "statuses": ["FAILURE"]}})
+        (broken,) = builds["runsOrError"]["results"]
+        assert broken["repositoryOrigin"] == {"repositoryLocationName": LOCATION}, broken
+        lake_file.write_bytes(original)
+        as_published(home, lake_file)
+        rerun = _reexecuted(url, broken["id"], "FROM_FAILURE")
+        assert rerun == {"__typename": "Run", "status": "SUCCESS", "stepKeysToExecute": ["warehouse_models"]}, rerun
+        with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+            assert con.execute("select count(*) from sections where ordinal is null").fetchone() == (0,)
+        again = ingest()  # what the re-execution built is the warehouse of this lake: nothing fails, nothing is built
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+        assert "rebuilt warehouse" not in again.stdout, again.stdout[-3000:]
+
+
+def _reexecuted(url: str, parent_run_id: str, strategy: str) -> dict:
+    """Re-execute a run as the UI's buttons do (``ALL_STEPS``, ``FROM_FAILURE``); the new run once it ended."""
+    launched = graphql(url, REEXECUTE, {"params": {"parentRunId": parent_run_id, "strategy": strategy}})
+    relaunched = launched["launchPipelineReexecution"]
+    assert relaunched["__typename"] == "LaunchRunSuccess", relaunched
+    deadline = time.monotonic() + 600
+    run: dict = {}
+    while time.monotonic() < deadline:
+        run = graphql(url, RUN_STATUS, {"id": relaunched["run"]["id"]})["runOrError"]
+        if run.get("status") in ("SUCCESS", "FAILURE", "CANCELED"):
+            break
+        time.sleep(1)
+    return run

@@ -15,6 +15,8 @@ stage, and kills on timers.
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import os
 import shutil
 import signal
@@ -232,3 +234,34 @@ def add_paper(inbox: Path, stem: str) -> None:
 def failure_lines(output: str) -> list[str]:
     """The lines `paperlake ingest` prints for failures (unwrapped: one line each)."""
     return [line for line in output.splitlines() if line.startswith("failed ")]
+
+
+def null_in_lake(home: Path, stem: str, view: str, column: str) -> tuple[Path, bytes]:
+    """Put a NULL in the first row of ``column`` of paper ``stem``'s ``view`` file, as if the parser had written it
+    (the paper's lake record describes the new file, so it is not a damaged file parsed again): the warehouse build
+    then breaks the mart's NOT NULL contract. Returns the file and its bytes before."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    volume = stem.split("-")[0]
+    lake_file = home / "lake" / view / volume / f"{stem}.parquet"
+    original = lake_file.read_bytes()
+    table = pq.read_table(lake_file)
+    index = table.schema.get_field_index(column)
+    values = table.column(index).to_pylist()
+    values[0] = None
+    field = table.schema.field(index)
+    pq.write_table(table.set_column(index, field, pa.array(values, field.type)), lake_file)
+    as_published(home, lake_file)
+    return lake_file, original
+
+
+def as_published(home: Path, lake_file: Path) -> None:
+    """Make the paper's lake record describe ``lake_file`` as it is now (size, mtime, sha256)."""
+    view, paper_key = lake_file.parent.parent.name, f"{lake_file.parent.name}/{lake_file.stem}"
+    record_path = home / "lake" / "_papers" / lake_file.parent.name / f"{lake_file.stem}.json"
+    record = json.loads(record_path.read_text())
+    assert record["paper_key"] == paper_key, record["paper_key"]
+    stat = lake_file.stat()
+    record["files"][view] = [stat.st_size, stat.st_mtime_ns, hashlib.sha256(lake_file.read_bytes()).hexdigest()]
+    record_path.write_text(json.dumps(record))
