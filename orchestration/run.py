@@ -71,9 +71,11 @@ log = logging.getLogger(__name__)
 # The terminal shows a progress bar and one line per failure; the full event log is in the Dagster instance (UI).
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 # Papers per run for the per-paper jobs: a run costs Dagster bookkeeping on top of the work (a third of the parse
-# stage when every paper had its own run); a batch keeps the progress bar moving and bounds what one
-# run's failure sends back to one run per paper.
-PAPERS_PER_RUN = 8
+# stage when every paper had its own run), and a parse run starts its step's worker pool; a batch keeps the progress
+# bar moving and bounds what one run's failure sends back to one run per paper. 16 against 8: a cold ingest of
+# emnlp2024's 14 papers took 76.4 and 72.3 s against 78.9 and 79.8 s (one parse and one vector run instead of two;
+# warm embedding cache, alternated; docs/performance.md).
+PAPERS_PER_RUN = 16
 COLLECTION_STEP = "vectors__formulas"  # the formulas collection's step (its asset key, as Dagster names steps)
 # The tags of a run over a range of partitions, as the Dagster UI sets them when it launches a single-run backfill
 RANGE_START_TAG, RANGE_END_TAG = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
