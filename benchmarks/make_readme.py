@@ -834,10 +834,10 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         "before_after.py",
         "this checkout against 2f13fa0 with `--warm-cache` (each side's embedding cache filled by an untimed ingest "
         "of the sample first), `--backend pymupdf`, alternated, two rounds, and where each cold ingest's time went "
-        "(round 1), at fd3a55f (one planned event per asset for a range run) on a machine state about 2.7 times "
-        "slower than the one before; the file keeps, under `at_19c6725`, the two rounds before it (sample 1.32, "
-        "naacl2024 1.33), and under `at_4511e52` one round before the parse step used both cores (sample 1.45, "
-        "naacl2024 1.40)",
+        "(round 1), at d0fe0b0 (up to 16 papers a run); the file keeps, under `at_fd3a55f`, the two rounds before it "
+        "on a machine state about 2 times slower (sample 1.33, naacl2024 1.36), under `at_19c6725` two rounds on a "
+        "state like this one (sample 1.32, naacl2024 1.33), and under `at_4511e52` one round before the parse step "
+        "used both cores (sample 1.45, naacl2024 1.40)",
         ingest_stages,
     ),
     "before_after_one_build": (
