@@ -13,7 +13,7 @@ from support.fixtures import CORPUS, corpus_missing
 
 @pytest.fixture(scope="session", autouse=True)
 def _shared_embedding_cache(tmp_path_factory: pytest.TempPathFactory):
-    """One embedding cache for every home of the run (every xdist worker): the suite ingests the same sample papers
+    """One embedding cache for every home of the run (both xdist workers): the suite ingests the same sample papers
     into many fresh homes, and the cache is content-addressed (model, text), so sharing it changes no vector, only
     how often the same text is encoded. Tests that count encodings use caches of their own."""
     if os.environ.get("PAPERLAKE_EMBEDDING_CACHE"):
