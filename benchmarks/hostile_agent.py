@@ -285,8 +285,9 @@ def fuzz_env() -> AgentEnv:
     return env
 
 
-def run_fuzz(seconds: float, env: AgentEnv | None = None, seed: int = 0) -> dict[str, Any]:
-    """Fuzz for ``seconds``: counts of inputs tried, actions run, refusals and errors, the slowest input's seconds,
+def run_fuzz(seconds: float, env: AgentEnv | None = None, seed: int = 0, inputs: int | None = None) -> dict[str, Any]:
+    """Fuzz for ``seconds``, or until ``inputs`` were tried if that comes first (a count that does not depend on how
+    busy the machine is): counts of inputs tried, actions run, refusals and errors, the slowest input's seconds,
     the largest peak memory of one input (bytes), and the first errors with their inputs."""
     env = env or fuzz_env()
     tool = arm_tools(env)
@@ -300,7 +301,7 @@ def run_fuzz(seconds: float, env: AgentEnv | None = None, seed: int = 0) -> dict
         tracemalloc.start()
     deadline = time.monotonic() + seconds
     try:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and (inputs is None or counts["tried"] < inputs):
             response, action_format = random_case(rng, seeds)
             outcome = try_action(response, action_format, env)
             counts["tried"] += 1

@@ -216,9 +216,15 @@ def check_filter(text: str) -> tuple[str, str]:
 
 
 def fuzz_filters(
-    seconds: float, seed: int = 0, store: Any = None, collection: str = "text_bm25_en", max_examples: int = 5
+    seconds: float,
+    seed: int = 0,
+    store: Any = None,
+    collection: str = "text_bm25_en",
+    max_examples: int = 5,
+    inputs: int | None = None,
 ) -> FuzzReport:
-    """Fuzz :func:`validate_filter` for ``seconds``; with ``store`` (a ``VectorStore`` holding ``collection``),
+    """Fuzz :func:`validate_filter` for ``seconds``, or until ``inputs`` were tried if that comes first (a count
+    that does not depend on how busy the machine is); with ``store`` (a ``VectorStore`` holding ``collection``),
     search with each accepted filter too. Peak memory is what the validator (and search) allocated, by tracemalloc."""
     from paperlake.vectors.search import SearchFailed, search
 
@@ -230,7 +236,7 @@ def fuzz_filters(
     tracemalloc.reset_peak()
     started = time.perf_counter()
     try:
-        while time.perf_counter() - started < seconds:
+        while time.perf_counter() - started < seconds and (inputs is None or report.tried < inputs):
             text = hostile_filter(rng)
             report.tried += 1
             begun = time.perf_counter()
