@@ -834,10 +834,11 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         "before_after.py",
         "this checkout against 2f13fa0 with `--warm-cache` (each side's embedding cache filled by an untimed ingest "
         "of the sample first), `--backend pymupdf`, alternated, two rounds, and where each cold ingest's time went "
-        "(round 1), at d0fe0b0 (up to 16 papers a run); the file keeps, under `at_fd3a55f`, the two rounds before it "
-        "on a machine state about 2 times slower (sample 1.33, naacl2024 1.36), under `at_19c6725` two rounds on a "
-        "state like this one (sample 1.32, naacl2024 1.33), and under `at_4511e52` one round before the parse step "
-        "used both cores (sample 1.45, naacl2024 1.40)",
+        "(round 1), at 82420ef; the file keeps, under `at_d0fe0b0`, the two rounds of the same product in an earlier "
+        "session (sample 1.20, naacl2024 1.20), under `at_fd3a55f` two rounds on a state about 2 times slower "
+        "than that (sample 1.33, naacl2024 1.36), under `at_19c6725` two rounds before up to 16 papers a run (sample "
+        "1.32, naacl2024 1.33), and under `at_4511e52` one round before the parse step used both cores (sample 1.45, "
+        "naacl2024 1.40)",
         ingest_stages,
     ),
     "before_after_one_build": (
