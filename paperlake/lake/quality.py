@@ -10,7 +10,7 @@ These are plain functions so unit tests can call them; Dagster reports their res
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import importlib.abc
 import logging
 import re
 import sys
@@ -83,14 +83,48 @@ class QualityReport:
 
 # Great Expectations imports these when it is imported: scipy.stats for its KL-divergence expectation, altair for its
 # charts. The gate uses neither, and they are a large share of its import, paid by every ingest's gate: they are made
-# lazy for that import (importlib.util.LazyLoader), so each loads on its first attribute access, whoever makes it;
-# nothing changes but when they load.
+# lazy for that import (:class:`_OnFirstUse`), so each loads on the first use of something it defines, whoever makes
+# it; nothing changes but when they load.
 _LAZY_FOR_GX = frozenset({"scipy.stats", "altair"})
 _GX_IMPORT = threading.Lock()
 
 
+class _OnFirstUse(importlib.abc.Loader):
+    """A module's loader, deferred: the module is made as usual (its name, file, spec and package path set) and runs
+    its code on the first attribute it does not have yet, through a module ``__getattr__`` (PEP 562).
+
+    Unlike ``importlib.util.LazyLoader``, whose module runs on any attribute read, one of these answers what
+    describes it (``__file__``, ``__spec__``, ``__path__``) without running: code that walks ``sys.modules`` reading
+    them leaves it as it is. ``inspect.stack()`` does that (``inspect.getmodule``), and dbt calls it when dagster-dbt
+    builds its adapter in the warehouse step's process, which with LazyLoader modules loaded both of these there,
+    a second on the way to every dbt build that followed a gate in the same process."""
+
+    def __init__(self, loader: Any):
+        self.loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        loader, lock = self.loader, threading.RLock()
+        module.__spec__.loader = module.__loader__ = loader  # what runs it, as if imported plainly
+
+        def __getattr__(name: str) -> Any:
+            with lock:
+                if vars(module).get("__getattr__") is __getattr__:  # not run yet
+                    del vars(module)["__getattr__"]
+                    try:
+                        loader.exec_module(module)
+                    except BaseException:
+                        sys.modules.pop(module.__name__, None)  # as a failed import leaves it
+                        raise
+            return getattr(module, name)
+
+        vars(module)["__getattr__"] = __getattr__
+
+
 class _LazyFinder:
-    """A meta-path finder giving ``names`` lazily loaded modules (their spec found by the other finders)."""
+    """A meta-path finder giving ``names`` modules that run on first use (their spec found by the other finders)."""
 
     def __init__(self, names: frozenset[str]):
         self.names = names
@@ -104,7 +138,7 @@ class _LazyFinder:
             spec = finder.find_spec(name, path, target)
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = importlib.util.LazyLoader(spec.loader)
+                    spec.loader = _OnFirstUse(spec.loader)
                 return spec
         return None
 
