@@ -834,7 +834,8 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         "before_after.py",
         "this checkout against 2f13fa0 with `--warm-cache` (each side's embedding cache filled by an untimed ingest "
         "of the sample first), `--backend pymupdf`, alternated, two rounds, and where each cold ingest's time went "
-        "(round 1), at 82420ef; the file keeps, under `at_d0fe0b0`, the two rounds of the same product in an earlier "
+        "(round 1), at 4f97b6a; the file keeps, under `at_82420ef`, two rounds an hour before, without the deferred "
+        "modules' fix (sample 1.13, naacl2024 1.21), under `at_d0fe0b0` the two rounds of that product in an earlier "
         "session (sample 1.20, naacl2024 1.20), under `at_fd3a55f` two rounds on a state about 2 times slower "
         "than that (sample 1.33, naacl2024 1.36), under `at_19c6725` two rounds before up to 16 papers a run (sample "
         "1.32, naacl2024 1.33), and under `at_4511e52` one round before the parse step used both cores (sample 1.45, "
