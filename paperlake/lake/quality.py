@@ -96,8 +96,8 @@ class _OnFirstUse(importlib.abc.Loader):
     Unlike ``importlib.util.LazyLoader``, whose module runs on any attribute read, one of these answers what
     describes it (``__file__``, ``__spec__``, ``__path__``) without running: code that walks ``sys.modules`` reading
     them leaves it as it is. ``inspect.stack()`` does that (``inspect.getmodule``), and dbt calls it when dagster-dbt
-    builds its adapter in the warehouse step's process, which with LazyLoader modules loaded both of these there,
-    a second on the way to every dbt build that followed a gate in the same process."""
+    builds its adapter in the warehouse step's process: with LazyLoader, that loaded both modules there, about a
+    second before each dbt build that followed a gate in the same process."""
 
     def __init__(self, loader: Any):
         self.loader = loader
