@@ -90,11 +90,13 @@ _GX_IMPORT = threading.Lock()
 
 
 class _OnFirstUse(importlib.abc.Loader):
-    """A module's loader, deferred: the module is made as usual (its name, file, spec and package path set) and runs
-    its code on the first attribute it does not have yet, through a module ``__getattr__`` (PEP 562).
+    """A module's loader, deferred: the module is made as usual (its name, file and spec set) and runs its code on the
+    first attribute it does not have yet, through a module ``__getattr__`` (PEP 562). A package's ``__path__`` is
+    such an attribute until then: importing one of its submodules reads it, so the package runs first, as it would
+    have been imported first.
 
     Unlike ``importlib.util.LazyLoader``, whose module runs on any attribute read, one of these answers what
-    describes it (``__file__``, ``__spec__``, ``__path__``) without running: code that walks ``sys.modules`` reading
+    describes it (``__name__``, ``__file__``, ``__spec__``) without running: code that walks ``sys.modules`` reading
     them leaves it as it is. ``inspect.stack()`` does that (``inspect.getmodule``), and dbt calls it when dagster-dbt
     builds its adapter in the warehouse step's process: with LazyLoader, that loaded both modules there, about a
     second before each dbt build that followed a gate in the same process."""
@@ -108,11 +110,14 @@ class _OnFirstUse(importlib.abc.Loader):
     def exec_module(self, module: Any) -> None:
         loader, lock = self.loader, threading.RLock()
         module.__spec__.loader = module.__loader__ = loader  # what runs it, as if imported plainly
+        path = vars(module).pop("__path__", None)  # a package's, given back when it runs
 
         def __getattr__(name: str) -> Any:
             with lock:
                 if vars(module).get("__getattr__") is __getattr__:  # not run yet
                     del vars(module)["__getattr__"]
+                    if path is not None:
+                        module.__path__ = path
                     try:
                         loader.exec_module(module)
                     except BaseException:

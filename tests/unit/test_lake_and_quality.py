@@ -229,7 +229,9 @@ def test_an_error_replaces_the_papers_views(tmp_path, parsed):
 
 def test_a_module_deferred_for_the_gate_runs_on_first_use_and_a_failure_is_an_import_failure(tmp_path, monkeypatch):
     """A deferred module is made without running (its file is there to read), runs once on the first name asked of
-    it, and a module that raises there is gone from ``sys.modules`` as after a failed import, its error raised."""
+    it, and a module that raises there is gone from ``sys.modules`` as after a failed import, its error raised. A
+    deferred package runs before a submodule imported by name, as it would have been imported first (scipy.stats'
+    submodules import each other in the order its ``__init__`` gives them)."""
     import sys
 
     from paperlake.lake.quality import _lazily
@@ -237,12 +239,17 @@ def test_a_module_deferred_for_the_gate_runs_on_first_use_and_a_failure_is_an_im
     counting = "import sys\nsys.pl_deferred_runs = getattr(sys, 'pl_deferred_runs', 0) + 1\nX = 1\n"
     (tmp_path / "pl_deferred_ok.py").write_text(counting)
     (tmp_path / "pl_deferred_boom.py").write_text("raise RuntimeError('boom at import')\n")
+    (tmp_path / "pl_deferred_pkg").mkdir()
+    ordered = "import sys\nsys.pl_deferred_order = getattr(sys, 'pl_deferred_order', []) + [__name__]\n"
+    (tmp_path / "pl_deferred_pkg" / "__init__.py").write_text(ordered)
+    (tmp_path / "pl_deferred_pkg" / "sub.py").write_text(ordered)
     monkeypatch.syspath_prepend(str(tmp_path))
-    names = frozenset({"pl_deferred_ok", "pl_deferred_boom"})
+    names = frozenset({"pl_deferred_ok", "pl_deferred_boom", "pl_deferred_pkg"})
     try:
         with _lazily(names):
             import pl_deferred_boom
             import pl_deferred_ok
+            import pl_deferred_pkg
         assert pl_deferred_ok.__file__.endswith("pl_deferred_ok.py") and not hasattr(sys, "pl_deferred_runs")
         assert pl_deferred_ok.X == 1 and pl_deferred_ok.X == 1 and sys.pl_deferred_runs == 1
         with pytest.raises(AttributeError):
@@ -250,11 +257,16 @@ def test_a_module_deferred_for_the_gate_runs_on_first_use_and_a_failure_is_an_im
         with pytest.raises(RuntimeError, match="boom at import"):
             pl_deferred_boom.anything
         assert "pl_deferred_boom" not in sys.modules
+        assert pl_deferred_pkg.__file__.endswith("__init__.py") and not hasattr(sys, "pl_deferred_order")
+        import pl_deferred_pkg.sub
+
+        assert sys.pl_deferred_order == ["pl_deferred_pkg", "pl_deferred_pkg.sub"]
     finally:
-        for name in names:
+        for name in (*names, "pl_deferred_pkg.sub"):
             sys.modules.pop(name, None)
-        if hasattr(sys, "pl_deferred_runs"):
-            del sys.pl_deferred_runs
+        for counter in ("pl_deferred_runs", "pl_deferred_order"):
+            if hasattr(sys, counter):
+                delattr(sys, counter)
 
 
 def test_the_gate_imports_great_expectations_without_loading_what_it_never_uses(corpus):
