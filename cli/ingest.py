@@ -25,7 +25,24 @@ def _inboxes(inboxes: list[Path] | None) -> list[Path]:
     missing = [str(p) for p in inboxes if not p.is_dir()]
     if missing:
         fail(f"inbox folder(s) not found: {', '.join(missing)}")
+    for folder in inboxes:
+        if (why := _a_volume_not_an_inbox(folder)) is not None:
+            fail(why)
     return [p.resolve() for p in inboxes]
+
+
+def _a_volume_not_an_inbox(folder: Path) -> str | None:
+    """Why ``folder`` looks like one volume given as the inbox (PDFs in it, no folder beside them), or None. Read as
+    an inbox it would hold no paper, and every paper of the home would be removed, so nothing runs."""
+    entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
+    pdfs = [p for p in entries if p.suffix.lower() == ".pdf" and not p.is_dir()]
+    if not pdfs or any(p.is_dir() for p in entries):
+        return None
+    return (
+        f"{folder} holds {len(pdfs)} PDF{'s' if len(pdfs) > 1 else ''} and no volume folder, but an inbox holds "
+        f"<volume>/*.pdf: to ingest it as the volume {folder.name!r}, pass the folder that holds it "
+        f"({folder.resolve().parent}) if that holds only volumes, or move the PDFs into {folder}/<volume>/"
+    )
 
 
 def _run_ingest(inboxes: list[Path], settings: Settings, rebuild_warehouse: bool = False, **enrich: Any) -> None:
@@ -50,7 +67,9 @@ def _run_ingest(inboxes: list[Path], settings: Settings, rebuild_warehouse: bool
         from paperlake.lake.store import Lake  # deferred: polars
 
         scan = scan_volumes(inboxes, settings.mineru_dir)
-        plan = plan_ingest(scan.sources, Lake(settings.lake), settings, held=scan.held)
+        plan = plan_ingest(
+            scan.sources, Lake(settings.lake), settings, held=scan.held, removals_held=scan.removals_held is not None
+        )
         progress.update(task, total=len(plan.to_parse) + len(plan.removed), last=plan.summary())
         summary = run_ingest(inboxes, settings, progress=notify, rebuild_warehouse=rebuild_warehouse, **enrich)
     console.print(f"[bold]plan:[/] {summary.plan.summary()}")

@@ -474,7 +474,7 @@ def _ingest(
     scan = scan_volumes(inboxes, settings.mineru_dir)
     sources = scan.sources
     record_held_volumes(lake, scan)
-    plan = plan_ingest(sources, lake, settings, held=scan.held)
+    plan = plan_ingest(sources, lake, settings, held=scan.held, removals_held=scan.removals_held is not None)
     building = bool(plan.to_parse or plan.removed)
     prepare_dbt_manifest(settings)  # before the dbt assets are imported
     if building:  # a new home's builds start from the project's shared parse (same profile in every home)
@@ -484,6 +484,11 @@ def _ingest(
     for volume, reason in scan.held.items():
         held_note = "its papers stay as the lake has them until the manifest reads again"
         summary.failures.append(StageFailure("manifest", f"{reason}; {held_note}", volume))
+    summary.failures += [StageFailure("inbox", line) for line in scan.misplaced()]
+    if plan.kept:
+        kept = f"{len(plan.kept)} paper{'s' if len(plan.kept) > 1 else ''} not in the inbox stay in every store"
+        remove = "to remove them, keep one empty volume folder in it"
+        summary.failures.append(StageFailure("inbox", f"{scan.removals_held}: {kept}; {remove}"))
     resource = PaperlakeResource(
         home=str(settings.home),
         inboxes=[str(p) for p in inboxes],

@@ -68,7 +68,7 @@ def reconcile(
     lake = paperlake.lake()
     scan = scan_volumes(paperlake.inbox_paths(), settings.mineru_dir) if scan is None else scan
     sources = scan.sources
-    plan = plan_ingest(sources, lake, settings, held=scan.held)
+    plan = plan_ingest(sources, lake, settings, held=scan.held, removals_held=scan.removals_held is not None)
     requests = [
         dg.RunRequest(
             partition_key=source.paper_key,
@@ -86,7 +86,24 @@ def reconcile(
     present = {source.paper_key for source in sources}
     to_add = sorted((present | set(plan.removed)) - existing)
     to_delete = sorted(key for key in existing - present - set(plan.removed) if not scan.held_key(key))
+    if scan.removals_held:  # a bare inbox: its papers' partitions stay with them
+        to_delete = []
     return requests, to_add, to_delete
+
+
+def nothing_to_run(problems: list[str]) -> str:
+    """A tick's skip reason: nothing stale, or what keeps the inbox from being read whole."""
+    if problems:
+        return "nothing to run; " + "; ".join(problems)
+    return "nothing stale: every PDF of the inbox is in the lake as it is now"
+
+
+def inbox_problems(scan: InboxScan) -> list[str]:
+    """What the sensor and the schedule say of the inbox besides its runs: loose PDFs, and removals held."""
+    lines = scan.misplaced()
+    if scan.removals_held:
+        lines.append(f"{scan.removals_held}: no paper is removed until it has one again")
+    return lines
 
 
 @dg.sensor(job=ingest_job, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
@@ -102,11 +119,14 @@ def inbox_sensor(context: dg.SensorEvaluationContext, paperlake: PaperlakeResour
         partition_requests.append(papers.build_add_request(to_add))
     if to_delete:
         partition_requests.append(papers.build_delete_request(to_delete))
+    problems = inbox_problems(scan)
+    for line in problems:
+        context.log.warning(line)
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=partition_requests,
         asset_events=events,
-        skip_reason=None if requests else "nothing stale: every PDF of the inbox is in the lake as it is now",
+        skip_reason=None if requests else nothing_to_run(problems),
     )
 
 
@@ -119,12 +139,16 @@ def inbox_sensor(context: dg.SensorEvaluationContext, paperlake: PaperlakeResour
 def inbox_schedule(context: dg.ScheduleEvaluationContext, paperlake: PaperlakeResource):
     """Nightly sweep: ingest volumes that arrived while the sensor was off."""
     existing = set(context.instance.get_dynamic_partitions(papers.name))
-    requests, to_add, to_delete = reconcile(paperlake, existing)
+    scan = scan_volumes(paperlake.inbox_paths(), paperlake.settings().mineru_dir)
+    requests, to_add, to_delete = reconcile(paperlake, existing, scan)
     if to_add:
         context.instance.add_dynamic_partitions(papers.name, to_add)
     for key in to_delete:
         context.instance.delete_dynamic_partition(papers.name, key)
-    return requests or dg.SkipReason("nothing stale: every PDF of the inbox is in the lake as it is now")
+    problems = inbox_problems(scan)
+    for line in problems:
+        context.log.warning(line)
+    return requests or dg.SkipReason(nothing_to_run(problems))
 
 
 def papers_in_flight(instance: dg.DagsterInstance) -> set[str]:

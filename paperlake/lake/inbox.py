@@ -11,6 +11,13 @@ its :attr:`PaperSource.problem` becomes the paper's ``ingest_errors`` row. A vol
 read (not UTF-8, a field over the csv module's limit, a directory) is *held*: its papers stay as the lake has them,
 none is parsed or removed, and the volume gets one ``ingest_errors`` row until the manifest reads again
 (:func:`scan_volumes`); titles are never guessed from page 1 where the manifest meant to give them.
+
+An inbox is read as a whole, so a paper gone from it is removed from every store; two mistakes would make that
+remove what was not meant to go, and neither does. A PDF directly in an inbox (in no volume folder) is *loose*: it
+is not read, and the scan lists it so that the ingest can say where it belongs. An inbox with no volume folder at
+all (a share not mounted, a volume folder given as the inbox) is *bare*: while one is, no paper is removed
+(:attr:`InboxScan.removals_held`). An inbox whose volumes are all gone on purpose keeps an empty volume folder, or
+its home is deleted.
 """
 
 from __future__ import annotations
@@ -182,13 +189,36 @@ def pdf_entries(volume_dir: Path) -> list[Path]:
 
 @dataclass
 class InboxScan:
-    """What the inboxes hold: the papers, and the volumes held because their manifest cannot be read."""
+    """What the inboxes hold: the papers, the volumes held because their manifest cannot be read, and what is
+    in the wrong place (loose PDFs, inboxes without a volume folder)."""
 
     sources: list[PaperSource]
     held: dict[str, str] = field(default_factory=dict)  # volume's key part → why it is held
+    loose: list[Path] = field(default_factory=list)  # PDFs directly in an inbox: in no volume, not read
+    bare: list[Path] = field(default_factory=list)  # inboxes without any volume folder
 
     def held_key(self, paper_key: str) -> bool:
         return paper_key.partition("/")[0] in self.held
+
+    @property
+    def removals_held(self) -> str | None:
+        """Why no paper may be removed now (a bare inbox: its volumes may only be out of sight), or None."""
+        if not self.bare:
+            return None
+        names = ", ".join(str(root) for root in self.bare)
+        return f"no volume folder in {names} (not mounted, or a volume folder given as the inbox?)"
+
+    def misplaced(self) -> list[str]:
+        """One line per inbox with loose PDFs: how many, and where they belong."""
+        by_root: dict[Path, list[Path]] = {}
+        for pdf in self.loose:
+            by_root.setdefault(pdf.parent, []).append(pdf)
+        return [
+            f"{len(pdfs)} PDF{'s' if len(pdfs) > 1 else ''} directly in {root} ({pdfs[0].name}"
+            f"{', …' if len(pdfs) > 1 else ''}) belong to no volume and are not read: move them into "
+            f"{root}/<volume>/"
+            for root, pdfs in sorted(by_root.items())
+        ]
 
 
 def scan_volumes(inboxes: list[Path] | Path, mineru_root: Path | None = None) -> InboxScan:
@@ -196,10 +226,16 @@ def scan_volumes(inboxes: list[Path] | Path, mineru_root: Path | None = None) ->
     roots = [Path(inboxes)] if isinstance(inboxes, (str, Path)) else [Path(root) for root in inboxes]
     sources: dict[str, PaperSource] = {}
     held: dict[str, str] = {}
+    loose: list[Path] = []
+    bare: list[Path] = []
     for root in roots:
         if not root.is_dir():
             raise FileNotFoundError(f"inbox {root} is not a directory")
-        for volume_dir in volume_dirs(root):
+        loose += [Path(os.path.abspath(pdf)) for pdf in pdf_entries(root) if not pdf.is_dir()]
+        volumes = volume_dirs(root)
+        if not volumes:
+            bare.append(Path(os.path.abspath(root)))
+        for volume_dir in volumes:
             try:
                 manifest = read_manifest(volume_dir)
             except ManifestError as error:
@@ -208,7 +244,7 @@ def scan_volumes(inboxes: list[Path] | Path, mineru_root: Path | None = None) ->
             for pdf in pdf_entries(volume_dir):
                 source = source_for_pdf(pdf, mineru_root, manifest, roots)
                 sources[source.paper_key] = source
-    return InboxScan([sources[k] for k in sorted(sources)], held)
+    return InboxScan([sources[k] for k in sorted(sources)], held, loose, bare)
 
 
 def scan_inbox(inboxes: list[Path] | Path, mineru_root: Path | None = None) -> list[PaperSource]:

@@ -360,9 +360,11 @@ class IngestPlan:
     to_parse: list[PaperSource]
     unchanged: list[PaperSource]
     removed: list[str]
+    kept: list[str] = field(default_factory=list)  # gone from the inbox, not removed while removals are held
 
     def summary(self) -> str:
-        return f"{len(self.to_parse)} to parse, {len(self.unchanged)} unchanged, {len(self.removed)} removed"
+        kept = f", {len(self.kept)} kept (removals held)" if self.kept else ""
+        return f"{len(self.to_parse)} to parse, {len(self.unchanged)} unchanged, {len(self.removed)} removed{kept}"
 
 
 def needs_parse(source: PaperSource, lake: Lake, settings: Settings, backend: str | None = None) -> bool:
@@ -397,12 +399,14 @@ def plan_ingest(
     settings: Settings,
     backend: str | None = None,
     held: Collection[str] = (),
+    removals_held: bool = False,
 ) -> IngestPlan:
     """What the parse stage must do. Besides new and changed files: a kept copy of identical files whose lake
     state says otherwise (it was the duplicate, or the other copy was ingested), and a paper refused as a duplicate
     of one that is gone. Removals come first in ``to_parse``'s caller, then the files that become duplicates, so
     a paper id is free again before its new owner is parsed. ``held``: volumes (key parts) whose manifest cannot
-    be read: what the lake holds of them is neither parsed nor removed."""
+    be read: what the lake holds of them is neither parsed nor removed. ``removals_held`` (an inbox without a volume
+    folder, :attr:`~paperlake.lake.inbox.InboxScan.removals_held`): the papers gone from the inbox are ``kept``."""
     present = {source.paper_key for source in sources}
     losers = duplicate_groups(sources)
     to_parse, unchanged = [], []
@@ -422,6 +426,8 @@ def plan_ingest(
         for key in lake.paper_keys() - present
         if key.partition("/")[0] not in held and key.partition("/")[2] != HELD_VOLUME_STEM
     )
+    if removals_held:
+        return IngestPlan(to_parse, unchanged, [], kept=removed)
     return IngestPlan(to_parse, unchanged, removed)
 
 

@@ -221,6 +221,19 @@ class TestIncremental:
         assert key not in lake.paper_keys()
         assert not any(lake.view_path(view, key).exists() for view in VIEWS)
 
+    def test_an_inbox_without_a_volume_folder_removes_nothing(self, state, tmp_path):
+        from orchestration.run import ingest
+
+        settings = state["settings"]
+        papers = query(settings, "select count(*) from metadata")
+        summary = ingest([tmp_path], settings)  # an empty folder: a share that is not mounted
+        assert summary.removed == [] and len(summary.plan.kept) == 2 and not summary.ok
+        [failure] = summary.failures
+        assert failure.stage == "inbox" and f"no volume folder in {tmp_path}" in failure.reason
+        assert "2 papers not in the inbox stay in every store" in failure.reason
+        assert query(settings, "select count(*) from metadata") == papers
+        assert len(Lake(settings.lake).paper_keys()) == 2 and run(state).plan.unchanged
+
     def test_parser_version_bump_reparses(self, state, monkeypatch):
         from paperlake.parsing import versions
 
@@ -373,6 +386,14 @@ def test_sensor_requests_only_new_changed_and_removed(tmp_path, dbt_manifest, co
         removal = [r for r in result.run_requests if r.tags.get("paperlake/reason") == "removed"]
         assert [r.partition_key for r in removal] == [source.paper_key]
         assert not result.dynamic_partitions_requests
+
+        # the inbox loses its volume folder (a share not mounted) and gets a loose PDF: nothing is removed, both said
+        shutil.move(inbox / "emnlp2024", tmp_path / "away")
+        shutil.copy(corpus_pdf(SMALL[1]), inbox / "loose.pdf")
+        result = inbox_sensor(dg.build_sensor_context(instance=instance, resources={"paperlake": resource}))
+        assert not result.run_requests and not result.dynamic_partitions_requests
+        said = result.skip_reason.skip_message
+        assert said.startswith("nothing to run; ") and "no volume folder in" in said and "(loose.pdf) belong" in said
 
 
 def test_parse_asset_as_a_function(tmp_path, dbt_manifest, corpus):

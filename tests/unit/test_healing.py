@@ -129,6 +129,76 @@ def test_an_unreadable_manifest_holds_its_volume_and_never_the_run(tmp_path, dam
     assert plan_ingest(healed.sources, lake, settings, held=healed.held).removed == []
 
 
+def test_a_volume_given_as_the_inbox_or_a_bare_inbox_removes_nothing_and_a_loose_pdf_is_said(tmp_path):
+    inbox = tmp_path / "inbox"
+    (inbox / "vol").mkdir(parents=True)
+    for stem in (FIRST, SECOND):
+        (inbox / "vol" / f"{stem}.pdf").write_bytes(corpus_pdf(stem).read_bytes())
+    settings = _settings(tmp_path)
+    lake = Lake(settings.lake)
+    first = scan_volumes([inbox])
+    assert first.removals_held is None and not first.loose and not first.misplaced()
+    ingested, other = f"vol/{FIRST}", f"vol/{SECOND}"
+    ingest_paper(next(s for s in first.sources if s.paper_key == ingested), lake, settings, inboxes=[inbox])
+
+    # the volume folder given as the inbox: its PDFs are loose, it has no volume, so nothing is removed
+    scan = scan_volumes([inbox / "vol"])
+    assert scan.sources == [] and [p.name for p in scan.loose] == sorted([f"{FIRST}.pdf", f"{SECOND}.pdf"])
+    assert scan.bare == [inbox / "vol"] and "no volume folder in" in scan.removals_held
+    plan = plan_ingest(scan.sources, lake, settings, held=scan.held, removals_held=scan.removals_held is not None)
+    assert plan.removed == [] and plan.kept == [ingested] and "1 kept (removals held)" in plan.summary()
+    [line] = scan.misplaced()
+    assert line.startswith(f"2 PDFs directly in {inbox / 'vol'}") and "belong to no volume" in line
+
+    # an empty inbox (a share not mounted) holds removals too; hidden folders are not volumes
+    empty = tmp_path / "mountpoint"
+    (empty / ".snapshot").mkdir(parents=True)
+    scan = scan_volumes([empty])
+    assert scan.bare == [empty] and not scan.loose
+    assert plan_ingest([], lake, settings, removals_held=scan.removals_held is not None).kept == [ingested]
+
+    # a loose PDF beside the volumes is said, and the inbox reconciles as usual
+    (inbox / "stray.PDF").write_bytes(b"%PDF-1.4 stray")
+    (inbox / "vol" / f"{FIRST}.pdf").unlink()
+    scan = scan_volumes([inbox])
+    assert [p.name for p in scan.loose] == ["stray.PDF"] and scan.removals_held is None
+    assert [s.paper_key for s in scan.sources] == [other]
+    assert plan_ingest(scan.sources, lake, settings, held=scan.held).removed == [ingested]
+    assert scan.misplaced() == [
+        f"1 PDF directly in {inbox} (stray.PDF) belong to no volume and are not read: move them into {inbox}/<volume>/"
+    ]
+
+    # every volume emptied on purpose (the folder kept): its papers are removed
+    (inbox / "vol" / f"{SECOND}.pdf").unlink()
+    scan = scan_volumes([inbox])
+    assert scan.removals_held is None and plan_ingest(scan.sources, lake, settings).removed == [ingested]
+
+
+def test_paperlake_ingest_of_a_volume_folder_says_what_to_pass_and_touches_nothing(tmp_path, monkeypatch, capsys):
+    import cli.app as cli_app
+
+    volume = tmp_path / "downloads" / "naacl2024"
+    volume.mkdir(parents=True)
+    for stem in (FIRST, SECOND):
+        (volume / f"{stem}.pdf").write_bytes(b"%PDF-1.4 never read")
+    (volume / "manifest.csv").write_text("file,title\n")
+    monkeypatch.setenv("COLUMNS", "80")  # one line whatever the width
+    monkeypatch.setattr("sys.argv", ["paperlake", "ingest", str(volume), "--home", str(tmp_path / "home")])
+    with pytest.raises(SystemExit) as ended:
+        cli_app.main()
+    output = capsys.readouterr()
+    assert ended.value.code == 1 and output.out == ""
+    [line] = output.err.splitlines()
+    assert f"{volume} holds 2 PDFs and no volume folder" in line and "as the volume 'naacl2024'" in line
+    assert f"pass the folder that holds it ({volume.parent})" in line
+    assert not (tmp_path / "home").exists()
+
+    (volume / "vol").mkdir()  # a folder beside them: an inbox with loose PDFs, which the ingest says and goes on with
+    from cli.ingest import _a_volume_not_an_inbox
+
+    assert _a_volume_not_an_inbox(volume) is None and _a_volume_not_an_inbox(tmp_path / "downloads") is None
+
+
 def test_three_identical_copies_settle_on_one_rule(tmp_path):
     volume = tmp_path / "inbox" / "vol"
     volume.mkdir(parents=True)
