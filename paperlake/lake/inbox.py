@@ -13,11 +13,11 @@ none is parsed or removed, and the volume gets one ``ingest_errors`` row until t
 (:func:`scan_volumes`); titles are never guessed from page 1 where the manifest meant to give them.
 
 An inbox is read as a whole, so a paper gone from it is removed from every store; two mistakes would make that
-remove what was not meant to go, and neither does. A PDF directly in an inbox (in no volume folder) is *loose*: it
-is not read, and the scan lists it so that the ingest can say where it belongs. An inbox with no volume folder at
-all (a share not mounted, a volume folder given as the inbox) is *bare*: while one is, no paper is removed
-(:attr:`InboxScan.removals_held`). An inbox whose volumes are all gone on purpose keeps an empty volume folder, or
-its home is deleted.
+remove what was not meant to go, and neither does. A PDF directly in an inbox (in no volume folder) or in a folder
+inside a volume is *loose*: it is not read, and the scan lists it so that the ingest can say where it belongs. An
+inbox with no volume folder at all (a share not mounted, a volume folder given as the inbox) is *bare*: while one
+is, no paper is removed (:attr:`InboxScan.removals_held`). An inbox whose volumes are all gone on purpose keeps an
+empty volume folder, or its home is deleted.
 """
 
 from __future__ import annotations
@@ -194,8 +194,9 @@ class InboxScan:
 
     sources: list[PaperSource]
     held: dict[str, str] = field(default_factory=dict)  # volume's key part → why it is held
-    loose: list[Path] = field(default_factory=list)  # PDFs directly in an inbox: in no volume, not read
+    loose: list[Path] = field(default_factory=list)  # PDFs in no volume, or in a volume's subfolder: not read
     bare: list[Path] = field(default_factory=list)  # inboxes without any volume folder
+    roots: list[Path] = field(default_factory=list)  # the inboxes scanned (absolute)
 
     def held_key(self, paper_key: str) -> bool:
         return paper_key.partition("/")[0] in self.held
@@ -209,16 +210,27 @@ class InboxScan:
         return f"no volume folder in {names} (not mounted, or a volume folder given as the inbox?)"
 
     def misplaced(self) -> list[str]:
-        """One line per inbox with loose PDFs: how many, and where they belong."""
-        by_root: dict[Path, list[Path]] = {}
+        """One line per inbox or volume with loose PDFs: how many, and where they belong."""
+        roots = set(self.roots)
+        by_folder: dict[Path, list[Path]] = {}
         for pdf in self.loose:
-            by_root.setdefault(pdf.parent, []).append(pdf)
-        return [
-            f"{len(pdfs)} PDF{'s' if len(pdfs) > 1 else ''} directly in {root} ({pdfs[0].name}"
-            f"{', …' if len(pdfs) > 1 else ''}) belong to no volume and are not read: move them into "
-            f"{root}/<volume>/"
-            for root, pdfs in sorted(by_root.items())
-        ]
+            folder = pdf.parent if pdf.parent in roots else next(p for p in pdf.parents if p.parent in roots)
+            by_folder.setdefault(folder, []).append(pdf)
+        lines = []
+        for folder, pdfs in sorted(by_folder.items()):
+            count = f"{len(pdfs)} PDF{'s' if len(pdfs) > 1 else ''}"
+            first = f"{pdfs[0].relative_to(folder)}{', …' if len(pdfs) > 1 else ''}"
+            if folder in roots:
+                lines.append(
+                    f"{count} directly in {folder} ({first}) belong to no volume and are not read: move them into "
+                    f"{folder}/<volume>/"
+                )
+            else:
+                lines.append(
+                    f"{count} in folders inside the volume {folder} ({first}) are not read: a volume's PDFs sit "
+                    f"directly in its folder"
+                )
+        return lines
 
 
 def scan_volumes(inboxes: list[Path] | Path, mineru_root: Path | None = None) -> InboxScan:
@@ -236,6 +248,7 @@ def scan_volumes(inboxes: list[Path] | Path, mineru_root: Path | None = None) ->
         if not volumes:
             bare.append(Path(os.path.abspath(root)))
         for volume_dir in volumes:
+            loose += nested_pdfs(volume_dir, mineru_root)
             try:
                 manifest = read_manifest(volume_dir)
             except ManifestError as error:
@@ -244,7 +257,20 @@ def scan_volumes(inboxes: list[Path] | Path, mineru_root: Path | None = None) ->
             for pdf in pdf_entries(volume_dir):
                 source = source_for_pdf(pdf, mineru_root, manifest, roots)
                 sources[source.paper_key] = source
-    return InboxScan([sources[k] for k in sorted(sources)], held, loose, bare)
+    absolute = [Path(os.path.abspath(root)) for root in roots]
+    return InboxScan([sources[k] for k in sorted(sources)], held, loose, bare, absolute)
+
+
+def nested_pdfs(volume_dir: Path, mineru_root: Path | None = None) -> list[Path]:
+    """The ``*.pdf`` files in folders inside a volume (links to folders not followed, hidden folders and MinerU's
+    outputs skipped), by path: they are in no volume, so they are not read."""
+    skip = Path(os.path.abspath(mineru_root)) if mineru_root else None
+    found: list[Path] = []
+    for folder, subfolders, files in os.walk(os.path.abspath(volume_dir)):
+        subfolders[:] = sorted(d for d in subfolders if not d.startswith(".") and Path(folder, d) != skip)
+        if Path(folder) != Path(os.path.abspath(volume_dir)):
+            found += [Path(folder, name) for name in sorted(files) if name.lower().endswith(".pdf")]
+    return found
 
 
 def scan_inbox(inboxes: list[Path] | Path, mineru_root: Path | None = None) -> list[PaperSource]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -167,6 +168,19 @@ def test_a_volume_given_as_the_inbox_or_a_bare_inbox_removes_nothing_and_a_loose
     assert scan.misplaced() == [
         f"1 PDF directly in {inbox} (stray.PDF) belong to no volume and are not read: move them into {inbox}/<volume>/"
     ]
+
+    # PDFs in folders inside a volume are not read either, and said; hidden folders and MinerU's outputs are not
+    for folder in ("long", "long/more", ".trash", "mineru"):
+        (inbox / "vol" / folder).mkdir()
+        (inbox / "vol" / folder / "x.pdf").write_bytes(b"%PDF-1.4")
+    scan = scan_volumes([inbox], inbox / "vol" / "mineru")
+    assert [s.paper_key for s in scan.sources] == [other]
+    assert scan.misplaced()[1] == (
+        f"2 PDFs in folders inside the volume {inbox / 'vol'} (long/x.pdf, …) are not read: a volume's PDFs sit "
+        "directly in its folder"
+    )
+    for folder in ("long", ".trash", "mineru"):
+        shutil.rmtree(inbox / "vol" / folder)
 
     # every volume emptied on purpose (the folder kept): its papers are removed
     (inbox / "vol" / f"{SECOND}.pdf").unlink()
