@@ -7,6 +7,7 @@ runs (the library itself never imports it)."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import re
@@ -37,6 +38,21 @@ for command in (ingest, enrich, status, sql, ask, search):
 app.add_typer(eval_app, name="eval")
 app.add_typer(tables_app, name="tables")
 app.add_typer(formulas_app, name="formulas")
+
+
+def _one_paragraph_summaries(group: typer.Typer) -> None:
+    """A command list shows each docstring's first paragraph; Typer keeps its source line breaks there (not on
+    the command's own page), so at 80 columns a summary broke mid-line. Each command gets that paragraph on one
+    line as its ``short_help``, which the terminal then wraps."""
+    for info in group.registered_commands:
+        if info.short_help is None and info.help is None and info.callback is not None and info.callback.__doc__:
+            info.short_help = " ".join(inspect.cleandoc(info.callback.__doc__).split("\n\n")[0].split())
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _one_paragraph_summaries(sub.typer_instance)
+
+
+_one_paragraph_summaries(app)
 
 
 def main() -> None:  # pragma: no cover - console entry (through cli.entry)

@@ -61,3 +61,30 @@ def test_ask_help_names_every_method():
         assert name in ask.__doc__, name
     for variable in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "PAPERLAKE_LLM_MODEL"):
         assert variable in ask.__doc__
+
+
+def test_command_lists_wrap_each_summary_as_one_paragraph_at_80_columns():
+    """A summary's source line breaks do not reach the command list: each line of a description but its last is
+    filled, so the next word would not have fitted on it."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    for group in ([], ["eval"], ["tables"], ["formulas"]):
+        code = f"import sys; sys.argv = ['paperlake', *{group!r}, '--help']; from cli.app import main; main()"
+        env = os.environ | {"COLUMNS": "80", "TERM": "dumb", "NO_COLOR": "1"}
+        shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout
+        panel = [line for line in shown[shown.index("Commands") :].splitlines() if line.startswith("│ ")]
+        rows = [re.match(r"│ (\S*)(\s+)(.*?)\s*│$", line) for line in panel]
+        assert rows and all(rows) and all(len(line) <= 80 for line in panel), shown
+        room = len(panel[0]) - 2 - len(rows[0].group(1)) - len(rows[0].group(2)) - 2  # the description column
+        described: list[list[str]] = []
+        for row in rows:
+            if row.group(1):
+                described.append([])
+            described[-1].append(row.group(3))
+        assert len(described) >= 2, shown
+        for lines in described:
+            for line, following in zip(lines, lines[1:]):
+                assert len(line) + 1 + len(following.split()[0]) > room, (group, lines)
