@@ -40,19 +40,21 @@ app.add_typer(tables_app, name="tables")
 app.add_typer(formulas_app, name="formulas")
 
 
-def _one_paragraph_summaries(group: typer.Typer) -> None:
-    """A command list shows each docstring's first paragraph; Typer keeps its source line breaks there (not on
-    the command's own page), so at 80 columns a summary broke mid-line. Each command gets that paragraph on one
-    line as its ``short_help``, which the terminal then wraps."""
+def _paragraphs_as_lines(group: typer.Typer) -> None:
+    """Typer keeps a docstring's source line breaks in a command list and in every paragraph of a command's page
+    but its first, so at 80 columns they broke mid-line. Each command's help becomes its docstring with every
+    paragraph on one line, which the terminal wraps, and its first paragraph is its ``short_help``."""
     for info in group.registered_commands:
-        if info.short_help is None and info.help is None and info.callback is not None and info.callback.__doc__:
-            info.short_help = " ".join(inspect.cleandoc(info.callback.__doc__).split("\n\n")[0].split())
+        if info.help is None and info.callback is not None and info.callback.__doc__:
+            paragraphs = [" ".join(p.split()) for p in inspect.cleandoc(info.callback.__doc__).split("\n\n")]
+            info.help = "\n\n".join(paragraphs)
+            info.short_help = info.short_help or paragraphs[0]
     for sub in group.registered_groups:
         if sub.typer_instance is not None:
-            _one_paragraph_summaries(sub.typer_instance)
+            _paragraphs_as_lines(sub.typer_instance)
 
 
-_one_paragraph_summaries(app)
+_paragraphs_as_lines(app)
 
 
 def main() -> None:  # pragma: no cover - console entry (through cli.entry)

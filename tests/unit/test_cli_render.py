@@ -88,3 +88,24 @@ def test_command_lists_wrap_each_summary_as_one_paragraph_at_80_columns():
         for lines in described:
             for line, following in zip(lines, lines[1:]):
                 assert len(line) + 1 + len(following.split()[0]) > room, (group, lines)
+
+
+def test_a_commands_page_wraps_each_paragraph_at_80_columns():
+    import os
+    import subprocess
+    import sys
+
+    code = "import sys; sys.argv = ['paperlake', 'ask', '--help']; from cli.app import main; main()"
+    env = os.environ | {"COLUMNS": "80", "TERM": "dumb", "NO_COLOR": "1"}
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout
+    paragraphs: list[list[str]] = [[]]
+    for line in shown[: shown.index("╭")].splitlines()[3:]:  # after the usage line and its blank
+        if line.strip():
+            paragraphs[-1].append(line.strip())
+        elif paragraphs[-1]:
+            paragraphs.append([])
+    paragraphs = [lines for lines in paragraphs if lines]
+    assert len(paragraphs) >= 3 and "Methods (--method)" in paragraphs[2][0], shown
+    for lines in paragraphs:
+        for line, following in zip(lines, lines[1:]):
+            assert len(line) + 1 + len(following.split()[0]) > 78, lines
