@@ -18,6 +18,10 @@ inside a volume is *loose*: it is not read, and the scan lists it so that the in
 inbox with no volume folder at all (a share not mounted, a volume folder given as the inbox) is *bare*: while one
 is, no paper is removed (:attr:`InboxScan.removals_held`). An inbox whose volumes are all gone on purpose keeps an
 empty volume folder, or its home is deleted.
+
+Two files can claim one key: ``a.pdf`` and ``a.PDF`` in one volume, or one volume's ``a.pdf`` in two inboxes. The
+first (inboxes in the order given, then names in order) is the paper, as :func:`paperlake.lake.pipeline.locate_source`
+finds it; each other one is *shadowed*: not read, and said (:meth:`InboxScan.misplaced`), never silently dropped.
 """
 
 from __future__ import annotations
@@ -197,6 +201,7 @@ class InboxScan:
     loose: list[Path] = field(default_factory=list)  # PDFs in no volume, or in a volume's subfolder: not read
     bare: list[Path] = field(default_factory=list)  # inboxes without any volume folder
     roots: list[Path] = field(default_factory=list)  # the inboxes scanned (absolute)
+    shadowed: list[tuple[Path, Path]] = field(default_factory=list)  # (a PDF not read, the one read for its key)
 
     def held_key(self, paper_key: str) -> bool:
         return paper_key.partition("/")[0] in self.held
@@ -210,7 +215,8 @@ class InboxScan:
         return f"no volume folder in {names} (not mounted, or a volume folder given as the inbox?)"
 
     def misplaced(self) -> list[str]:
-        """One line per inbox or volume with loose PDFs: how many, and where they belong."""
+        """One line per inbox or volume with loose PDFs (how many, and where they belong), and one per shadowed PDF
+        (which file has its key)."""
         roots = set(self.roots)
         by_folder: dict[Path, list[Path]] = {}
         for pdf in self.loose:
@@ -230,6 +236,16 @@ class InboxScan:
                     f"{count} in folders inside the volume {folder} ({first}) are not read: a volume's PDFs sit "
                     f"directly in its folder"
                 )
+        for unread, read in self.shadowed:
+            where = (
+                "in the same volume (a key ignores the case of .pdf)"
+                if unread.parent == read.parent
+                else "in an inbox given before it"
+            )
+            lines.append(
+                f"{unread} is not read: {read}, {where}, is already the paper "
+                f"{paper_key_for(read.parent.name, read)}; rename one of them"
+            )
         return lines
 
 
@@ -240,6 +256,7 @@ def scan_volumes(inboxes: list[Path] | Path, mineru_root: Path | None = None) ->
     held: dict[str, str] = {}
     loose: list[Path] = []
     bare: list[Path] = []
+    shadowed: list[tuple[Path, Path]] = []
     for root in roots:
         if not root.is_dir():
             raise FileNotFoundError(f"inbox {root} is not a directory")
@@ -255,10 +272,13 @@ def scan_volumes(inboxes: list[Path] | Path, mineru_root: Path | None = None) ->
                 held[key_part(volume_dir.name)] = str(error)
                 continue
             for pdf in pdf_entries(volume_dir):
+                if (first := sources.get(paper_key_for(volume_dir.name, pdf))) is not None:
+                    shadowed.append((Path(os.path.abspath(pdf)), first.pdf_path))
+                    continue
                 source = source_for_pdf(pdf, mineru_root, manifest, roots)
                 sources[source.paper_key] = source
     absolute = [Path(os.path.abspath(root)) for root in roots]
-    return InboxScan([sources[k] for k in sorted(sources)], held, loose, bare, absolute)
+    return InboxScan([sources[k] for k in sorted(sources)], held, loose, bare, absolute, shadowed)
 
 
 def nested_pdfs(volume_dir: Path, mineru_root: Path | None = None) -> list[Path]:

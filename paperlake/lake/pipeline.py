@@ -126,10 +126,14 @@ def duplicate_of(source: PaperSource, inboxes: list[Path]) -> tuple[str, str] | 
         return None
     size = source.pdf_path.stat().st_size
     group = [source]
+    keys: set[str] = set()  # a key's first file is its paper; a later one is shadowed, not read (inbox.py)
     for root in inboxes:
         for volume_dir in volume_dirs(Path(root)):
             manifest = None
             for pdf in pdf_entries(volume_dir):
+                if (key := paper_key_for(volume_dir.name, pdf)) in keys:
+                    continue
+                keys.add(key)
                 if Path(os.path.abspath(pdf)) == source.pdf_path:
                     continue
                 try:

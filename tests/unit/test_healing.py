@@ -20,6 +20,7 @@ from paperlake.lake.pipeline import (
     duplicate_groups,
     duplicate_of,
     ingest_paper,
+    locate_source,
     needs_parse,
     plan_ingest,
     record_held_volumes,
@@ -186,6 +187,40 @@ def test_a_volume_given_as_the_inbox_or_a_bare_inbox_removes_nothing_and_a_loose
     (inbox / "vol" / f"{SECOND}.pdf").unlink()
     scan = scan_volumes([inbox])
     assert scan.removals_held is None and plan_ingest(scan.sources, lake, settings).removed == [ingested]
+
+
+def test_two_files_with_one_key_make_one_paper_and_the_other_is_said(tmp_path):
+    """``a.PDF`` and ``a.pdf`` in one volume, or one volume's file in two inboxes, share the key ``vol/a``: the first
+    is the paper for the scan, the parse step (locate_source) and the duplicate check alike; the others are said."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    (first / "vol").mkdir(parents=True)
+    (second / "vol").mkdir(parents=True)
+    pdf = corpus_pdf(FIRST).read_bytes()
+    (first / "vol" / "a.PDF").write_bytes(pdf)
+    (first / "vol" / "a.pdf").write_bytes(pdf)  # identical, and older: it would win a duplicate check it is not in
+    os.utime(first / "vol" / "a.pdf", ns=(1, 1))
+    (second / "vol" / "a.pdf").write_bytes(corpus_pdf(SECOND).read_bytes())
+    inboxes = [first, second]
+
+    scan = scan_volumes(inboxes)
+    [source] = scan.sources
+    assert (source.paper_key, source.pdf_path) == ("vol/a", first / "vol" / "a.PDF")
+    assert locate_source("vol/a", inboxes, None).pdf_path == source.pdf_path
+    assert scan.shadowed == [(first / "vol" / "a.pdf", source.pdf_path), (second / "vol" / "a.pdf", source.pdf_path)]
+    assert scan.misplaced() == [
+        f"{first / 'vol' / 'a.pdf'} is not read: {source.pdf_path}, in the same volume (a key ignores the case of "
+        ".pdf), is already the paper vol/a; rename one of them",
+        f"{second / 'vol' / 'a.pdf'} is not read: {source.pdf_path}, in an inbox given before it, is already the "
+        "paper vol/a; rename one of them",
+    ]
+    assert duplicate_of(source, inboxes) is None  # a shadowed copy is no paper to be the duplicate of
+    settings = _settings(tmp_path)
+    outcome = ingest_paper(source, Lake(settings.lake), settings, inboxes=inboxes)
+    assert outcome.status == "published", outcome.reason
+
+    # the inboxes the other way round: the second inbox's file is the paper, and both of the first's are said
+    scan = scan_volumes([second, first])
+    assert [s.pdf_path for s in scan.sources] == [second / "vol" / "a.pdf"] and len(scan.misplaced()) == 2
 
 
 def test_paperlake_ingest_of_a_volume_folder_says_what_to_pass_and_touches_nothing(tmp_path, monkeypatch, capsys):
