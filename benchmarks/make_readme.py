@@ -836,11 +836,11 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         "of the sample first), `--backend pymupdf`, alternated, three rounds, and where each cold ingest's time went "
         "(round 1), at 204c277, on a slower machine state than the rounds before; the file keeps, under `at_4f97b6a`, "
         "two rounds of the same product in an earlier session (sample 1.32, naacl2024 1.22), under `at_82420ef` two "
-        "rounds an hour before that, without the deferred modules' fix (sample 1.13, naacl2024 1.21), under `at_d0fe0b0` the two rounds of that product in an earlier "
-        "session (sample 1.20, naacl2024 1.20), under `at_fd3a55f` two rounds on a state about 2 times slower "
-        "than that (sample 1.33, naacl2024 1.36), under `at_19c6725` two rounds before up to 16 papers a run (sample "
-        "1.32, naacl2024 1.33), and under `at_4511e52` one round before the parse step used both cores (sample 1.45, "
-        "naacl2024 1.40)",
+        "rounds an hour before that, without the deferred modules' fix (sample 1.13, naacl2024 1.21), under "
+        "`at_d0fe0b0` the two rounds of that product in an earlier session (sample 1.20, naacl2024 1.20), under "
+        "`at_fd3a55f` two rounds on a state about 2 times slower than that (sample 1.33, naacl2024 1.36), under "
+        "`at_19c6725` two rounds before up to 16 papers a run (sample 1.32, naacl2024 1.33), and under `at_4511e52` "
+        "one round before the parse step used both cores (sample 1.45, naacl2024 1.40)",
         ingest_stages,
     ),
     "before_after_one_build": (
