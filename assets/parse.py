@@ -6,7 +6,7 @@ import dagster as dg
 
 from assets.partitions import papers, run_paper_keys
 from assets.resources import PaperlakeResource, run_inputs
-from paperlake.lake.inbox import ManifestError, scan_inbox
+from paperlake.lake.inbox import ManifestError, scan_inbox, shown
 from paperlake.lake.pipeline import PaperOutcome, ingest_papers, locate_source, parse_code_version
 from paperlake.lake.store import ERROR_VIEW
 from paperlake.lake.views import VIEWS
@@ -50,9 +50,9 @@ def inbox_events(instance: dg.DagsterInstance, sources) -> list[dg.AssetObservat
         if recorded.get(source.paper_key) == source.data_version:
             continue
         metadata = {
-            "path": dg.MetadataValue.path(str(source.pdf_path)),
+            "path": dg.MetadataValue.path(shown(source.pdf_path)),
             "sha256": source.sha256,
-            "volume": source.volume,
+            "volume": shown(source.volume),
         } | {f"manifest/{k}": str(v) for k, v in sorted(source.manifest.items())}
         tags = {DATA_VERSION_TAG: source.data_version}
         events.append(

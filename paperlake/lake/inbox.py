@@ -19,6 +19,10 @@ inbox with no volume folder at all (a share not mounted, a volume folder given a
 is, no paper is removed (:attr:`InboxScan.removals_held`). An inbox whose volumes are all gone on purpose keeps an
 empty volume folder, or its home is deleted.
 
+A file or folder name that is not UTF-8 (a ZIP made on another system) is the paper's error: every store writes
+text as UTF-8, so such a paper is refused with a reason saying to rename it, and :func:`shown` writes its path
+wherever one is said, each stray byte as ``\\xNN``.
+
 Two files can claim one key: ``a.pdf`` and ``a.PDF`` in one volume, or one volume's ``a.pdf`` in two inboxes. The
 first (inboxes in the order given, then names in order) is the paper, as :func:`paperlake.lake.pipeline.locate_source`
 finds it; each other one is *shadowed*: not read, and said (:meth:`InboxScan.misplaced`), never silently dropped.
@@ -78,6 +82,12 @@ class PaperSource:
         return title or None
 
 
+def shown(path: Path | str) -> str:
+    """A path as UTF-8 text, for messages and rows: itself, or with each byte of a name that is not UTF-8 as
+    ``\\xNN`` (Python hands such bytes over as lone surrogates, which no UTF-8 writer takes)."""
+    return os.fsencode(str(path)).decode("utf-8", "backslashreplace")
+
+
 def key_part(name: str) -> str:
     """A file or folder name as a key part: itself when it is already safe (letters, digits, ``._-``, no ``..``, no
     leading dot), else a safe spelling plus ``~`` and 8 hex digits of the name's hash. ``~`` never survives the
@@ -114,7 +124,7 @@ def read_manifest(volume_dir: Path) -> dict[str, dict[str, str]]:
                         if isinstance(k, str) and isinstance(v, str) and v.strip()
                     }
     except (OSError, UnicodeDecodeError, csv.Error) as error:
-        raise ManifestError(f"{path} cannot be read: {type(error).__name__}: {error}") from None
+        raise ManifestError(f"{shown(path)} cannot be read: {type(error).__name__}: {error}") from None
     return rows
 
 
@@ -138,15 +148,15 @@ def link_problem(pdf: Path, inboxes: list[Path]) -> str | None:
     try:
         target = pdf.resolve(strict=True)
     except RuntimeError:  # Python 3.11 reports a loop this way
-        return f"the symbolic link loops ({os.readlink(pdf)})"
+        return f"the symbolic link loops ({shown(os.readlink(pdf))})"
     except OSError as error:
         reason = "loops" if error.errno == 40 else "points to nothing"
-        return f"the symbolic link {reason} ({os.readlink(pdf)})"
+        return f"the symbolic link {reason} ({shown(os.readlink(pdf))})"
     if not target.is_file():
-        return f"the symbolic link does not point to a file ({target})"
+        return f"the symbolic link does not point to a file ({shown(target)})"
     inside = any(target.is_relative_to(Path(root).resolve()) for root in inboxes)
     if not inside and target.suffix.lower() != ".pdf":
-        return f"the symbolic link leads out of the inboxes to a file that is not a PDF ({target})"
+        return f"the symbolic link leads out of the inboxes to a file that is not a PDF ({shown(target)})"
     return None
 
 
@@ -161,6 +171,8 @@ def source_for_pdf(
     pdf = Path(os.path.abspath(pdf))  # absolute, links kept: the key is the link's name, the content its target's
     rows = manifest if manifest is not None else read_manifest(pdf.parent)
     problem = link_problem(pdf, inboxes if inboxes is not None else [pdf.parent.parent])
+    if problem is None and shown(pdf) != str(pdf):
+        problem = f"the path {shown(pdf)} is not UTF-8 (each stray byte shown as \\xNN): rename the file or its folder"
     if problem is None and not pdf.is_file():
         problem = "a folder, not a PDF file" if pdf.is_dir() else "not a regular file"
     digest = ""
@@ -211,7 +223,7 @@ class InboxScan:
         """Why no paper may be removed now (a bare inbox: its volumes may only be out of sight), or None."""
         if not self.bare:
             return None
-        names = ", ".join(str(root) for root in self.bare)
+        names = ", ".join(shown(root) for root in self.bare)
         return f"no volume folder in {names} (not mounted, or a volume folder given as the inbox?)"
 
     def misplaced(self) -> list[str]:
@@ -225,16 +237,16 @@ class InboxScan:
         lines = []
         for folder, pdfs in sorted(by_folder.items()):
             count = f"{len(pdfs)} PDF{'s' if len(pdfs) > 1 else ''}"
-            first = f"{pdfs[0].relative_to(folder)}{', …' if len(pdfs) > 1 else ''}"
+            first = f"{shown(pdfs[0].relative_to(folder))}{', …' if len(pdfs) > 1 else ''}"
             if folder in roots:
                 lines.append(
-                    f"{count} directly in {folder} ({first}) belong to no volume and are not read: move them into "
-                    f"{folder}/<volume>/"
+                    f"{count} directly in {shown(folder)} ({first}) belong to no volume and are not read: move them "
+                    f"into {shown(folder)}/<volume>/"
                 )
             else:
                 lines.append(
-                    f"{count} in folders inside the volume {folder} ({first}) are not read: a volume's PDFs sit "
-                    f"directly in its folder"
+                    f"{count} in folders inside the volume {shown(folder)} ({first}) are not read: a volume's PDFs "
+                    f"sit directly in its folder"
                 )
         for unread, read in self.shadowed:
             where = (
@@ -243,7 +255,7 @@ class InboxScan:
                 else "in an inbox given before it"
             )
             lines.append(
-                f"{unread} is not read: {read}, {where}, is already the paper "
+                f"{shown(unread)} is not read: {shown(read)}, {where}, is already the paper "
                 f"{paper_key_for(read.parent.name, read)}; rename one of them"
             )
         return lines
@@ -259,7 +271,7 @@ def scan_volumes(inboxes: list[Path] | Path, mineru_root: Path | None = None) ->
     shadowed: list[tuple[Path, Path]] = []
     for root in roots:
         if not root.is_dir():
-            raise FileNotFoundError(f"inbox {root} is not a directory")
+            raise FileNotFoundError(f"inbox {shown(root)} is not a directory")
         loose += [Path(os.path.abspath(pdf)) for pdf in pdf_entries(root) if not pdf.is_dir()]
         volumes = volume_dirs(root)
         if not volumes:

@@ -30,6 +30,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from paperlake.lake.inbox import shown
 from paperlake.lake.views import ENRICHMENT_SCHEMA, ENRICHMENT_VIEW, VIEW_SCHEMAS, VIEWS, ParsedPaper, to_arrow
 from paperlake.runtime.failpoints import fault_point
 from paperlake.runtime.healing import set_aside
@@ -201,12 +202,12 @@ class Lake:
         row = {
             "paper_key": paper_key,
             "paper_id": paper_id,
-            "volume": volume,
-            "file_name": Path(pdf_path).name,
-            "pdf_path": str(pdf_path),
+            "volume": shown(volume),  # a name that is not UTF-8 is why the paper failed: its row still writes
+            "file_name": shown(Path(pdf_path).name),
+            "pdf_path": shown(pdf_path),
             "sha256": sha256,
             "stage": stage,
-            "reason": reason,
+            "reason": shown(reason),
             "parser_version": parser_version,
             "manifest_hash": manifest_hash,
             "occurred_at": datetime.now(timezone.utc),

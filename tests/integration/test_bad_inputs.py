@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -10,11 +11,13 @@ import pymupdf
 import pytest
 
 from paperlake.config import Settings
+from paperlake.lake.inbox import key_part
 from paperlake.lake.store import Lake
 from paperlake.lake.views import VIEWS
 from support.fixtures import corpus_pdf, make_inbox
 
 GOOD = "emnlp2024-126-embedding-inversion-attack"
+NOT_UTF8 = os.fsdecode(b"caf\xe9")  # a name from a ZIP made on another system: a byte that is not UTF-8
 
 
 def write_bad_files(volume: Path) -> dict[str, str]:
@@ -37,7 +40,9 @@ def write_bad_files(volume: Path) -> dict[str, str]:
         b"trailer<</Root 1 0 R>>\n%%EOF\n"
     )
     shutil.copyfile(corpus_pdf(GOOD), volume / "zz-duplicate.pdf")
+    shutil.copyfile(corpus_pdf("emnlp2024-012-numerologic"), volume / f"{NOT_UTF8}.pdf")
     return {
+        key_part(NOT_UTF8): "inbox",
         "corrupt": "open",
         "not-a-pdf": "open",
         "encrypted": "open",
@@ -82,7 +87,8 @@ def test_each_bad_file_has_one_error_row_naming_stage_and_reason(bad_inbox):
     assert "text" in errors["scanned"][1].lower()
     assert "zero" in errors["zero-pages"][1].lower() or "no pages" in errors["zero-pages"][1].lower()
     assert f"emnlp2024/{GOOD}" in errors["zz-duplicate"][1]
-    assert rows(bad_inbox["settings"], "select num_papers, num_failed from volumes") == [(1, 6)]
+    assert "caf\\xe9.pdf is not UTF-8" in errors[key_part(NOT_UTF8)][1]
+    assert rows(bad_inbox["settings"], "select num_papers, num_failed from volumes") == [(1, 7)]
 
 
 def test_failed_papers_have_no_partial_rows(bad_inbox):

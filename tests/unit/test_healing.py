@@ -222,6 +222,11 @@ def test_two_files_with_one_key_make_one_paper_and_the_other_is_said(tmp_path):
     scan = scan_volumes([second, first])
     assert [s.pdf_path for s in scan.sources] == [second / "vol" / "a.pdf"] and len(scan.misplaced()) == 2
 
+    # a loose PDF whose name is not UTF-8 (a ZIP made elsewhere) is said in UTF-8, its stray byte as \xNN
+    (first / os.fsdecode(b"stray\xff.pdf")).write_bytes(b"%PDF-1.4")
+    [line] = [line for line in scan_volumes([first]).misplaced() if "stray" in line]
+    assert f"directly in {first} (stray\\xff.pdf)" in line and line.encode("utf-8")
+
 
 def test_paperlake_ingest_of_a_volume_folder_says_what_to_pass_and_touches_nothing(tmp_path, monkeypatch, capsys):
     import cli.app as cli_app
