@@ -6,7 +6,7 @@ import dagster as dg
 
 from assets.partitions import papers, run_paper_keys
 from assets.resources import PaperlakeResource, run_inputs
-from paperlake.lake.inbox import ManifestError, scan_inbox, shown
+from paperlake.lake.inbox import VolumeHeld, scan_inbox, shown
 from paperlake.lake.pipeline import PaperOutcome, ingest_papers, locate_source, parse_code_version
 from paperlake.lake.store import ERROR_VIEW
 from paperlake.lake.views import VIEWS
@@ -218,7 +218,7 @@ def parsed_views(context: dg.AssetExecutionContext, paperlake: PaperlakeResource
     for key in run_paper_keys(context):
         try:
             source = locate_source(key, inboxes, mineru_dir)
-        except ManifestError as error:  # its volume is held: the paper stays as the lake has it
+        except VolumeHeld as error:  # its volume is held: the paper stays as the lake has it
             context.log.warning(f"{key}: not parsed: {error}")
             continue
         if source is None:

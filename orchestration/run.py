@@ -482,8 +482,10 @@ def _ingest(
 
     summary = IngestSummary(plan=plan, healed=healed)
     for volume, reason in scan.held.items():
-        held_note = "its papers stay as the lake has them until the manifest reads again"
-        summary.failures.append(StageFailure("manifest", f"{reason}; {held_note}", volume))
+        stage = scan.held_stage(volume)
+        unreadable = "folder" if stage == "inbox" else "manifest"
+        held_note = f"its papers stay as the lake has them until the {unreadable} reads again"
+        summary.failures.append(StageFailure(stage, f"{reason}; {held_note}", volume))
     summary.failures += [StageFailure("inbox", line) for line in scan.misplaced()]
     if plan.kept:
         kept = f"{len(plan.kept)} paper{'s' if len(plan.kept) > 1 else ''} not in the inbox stay in every store"

@@ -10,7 +10,9 @@ a loop), or that leads out of the inboxes to a file not named ``*.pdf`` (``p.pdf
 its :attr:`PaperSource.problem` becomes the paper's ``ingest_errors`` row. A volume whose ``manifest.csv`` cannot be
 read (not UTF-8, a field over the csv module's limit, a directory) is *held*: its papers stay as the lake has them,
 none is parsed or removed, and the volume gets one ``ingest_errors`` row until the manifest reads again
-(:func:`scan_volumes`); titles are never guessed from page 1 where the manifest meant to give them.
+(:func:`scan_volumes`); titles are never guessed from page 1 where the manifest meant to give them. A volume folder
+that cannot be read is held the same way: a link to a folder that points to nothing or loops (a share linked in but
+not mounted), or a folder that cannot be listed; its papers are not taken for removed.
 
 An inbox is read as a whole, so a paper gone from it is removed from every store; two mistakes would make that
 remove what was not meant to go, and neither does. A PDF directly in an inbox (in no volume folder) or in a folder
@@ -102,8 +104,35 @@ def paper_key_for(volume: str, pdf_path: Path) -> str:
     return f"{key_part(volume)}/{key_part(pdf_path.stem)}"
 
 
-class ManifestError(ValueError):
-    """A volume's manifest.csv cannot be read: the volume is held (see the module's docstring)."""
+class VolumeHeld(ValueError):
+    """A volume that cannot be read now (its folder or its manifest): it is held, its papers stay as the lake has
+    them (see the module's docstring)."""
+
+
+class ManifestError(VolumeHeld):
+    """A volume's manifest.csv cannot be read: the volume is held."""
+
+
+def folder_problem(entry: Path) -> str | None:
+    """Why an inbox entry that stands for a volume cannot be read, or None when it can (or is no volume: a file, a
+    hidden name, a ``*.pdf``): a link that points to nothing or loops, or a folder that cannot be listed."""
+    if entry.name.startswith(".") or entry.suffix.lower() == ".pdf":
+        return None
+    if entry.is_symlink() and not entry.exists():
+        try:
+            entry.resolve(strict=True)
+            how = "points to nothing"
+        except RuntimeError:  # Python 3.11 reports a loop this way
+            how = "loops"
+        except OSError as error:
+            how = "loops" if error.errno == 40 else "points to nothing"
+        return f"the volume folder {shown(entry)} is a symbolic link that {how} ({shown(os.readlink(entry))})"
+    if entry.is_dir():
+        try:
+            next(os.scandir(entry), None)
+        except OSError as error:
+            return f"the volume folder {shown(entry)} cannot be listed: {error.strerror or error}"
+    return None
 
 
 def read_manifest(volume_dir: Path) -> dict[str, dict[str, str]]:
@@ -205,11 +234,12 @@ def pdf_entries(volume_dir: Path) -> list[Path]:
 
 @dataclass
 class InboxScan:
-    """What the inboxes hold: the papers, the volumes held because their manifest cannot be read, and what is
+    """What the inboxes hold: the papers, the volumes held because their folder or manifest cannot be read, and what is
     in the wrong place (loose PDFs, inboxes without a volume folder)."""
 
     sources: list[PaperSource]
     held: dict[str, str] = field(default_factory=dict)  # volume's key part → why it is held
+    folders_held: set[str] = field(default_factory=set)  # the held volumes whose folder (not manifest) cannot be read
     loose: list[Path] = field(default_factory=list)  # PDFs in no volume, or in a volume's subfolder: not read
     bare: list[Path] = field(default_factory=list)  # inboxes without any volume folder
     roots: list[Path] = field(default_factory=list)  # the inboxes scanned (absolute)
@@ -217,6 +247,11 @@ class InboxScan:
 
     def held_key(self, paper_key: str) -> bool:
         return paper_key.partition("/")[0] in self.held
+
+    def held_stage(self, volume: str) -> str:
+        """The stage of a held volume's ``ingest_errors`` row: ``inbox`` for its folder, ``manifest`` for its
+        manifest."""
+        return "inbox" if volume in self.folders_held else "manifest"
 
     @property
     def removals_held(self) -> str | None:
@@ -269,14 +304,21 @@ def scan_volumes(inboxes: list[Path] | Path, mineru_root: Path | None = None) ->
     loose: list[Path] = []
     bare: list[Path] = []
     shadowed: list[tuple[Path, Path]] = []
+    folders_held: set[str] = set()
     for root in roots:
         if not root.is_dir():
             raise FileNotFoundError(f"inbox {shown(root)} is not a directory")
         loose += [Path(os.path.abspath(pdf)) for pdf in pdf_entries(root) if not pdf.is_dir()]
         volumes = volume_dirs(root)
-        if not volumes:
+        unreadable = {entry: why for entry in sorted(Path(root).iterdir()) if (why := folder_problem(entry))}
+        for entry, why in unreadable.items():
+            held[key_part(entry.name)] = why
+            folders_held.add(key_part(entry.name))
+        if not volumes and not unreadable:
             bare.append(Path(os.path.abspath(root)))
         for volume_dir in volumes:
+            if volume_dir in unreadable:
+                continue
             loose += nested_pdfs(volume_dir, mineru_root)
             try:
                 manifest = read_manifest(volume_dir)
@@ -290,7 +332,7 @@ def scan_volumes(inboxes: list[Path] | Path, mineru_root: Path | None = None) ->
                 source = source_for_pdf(pdf, mineru_root, manifest, roots)
                 sources[source.paper_key] = source
     absolute = [Path(os.path.abspath(root)) for root in roots]
-    return InboxScan([sources[k] for k in sorted(sources)], held, loose, bare, absolute, shadowed)
+    return InboxScan([sources[k] for k in sorted(sources)], held, folders_held, loose, bare, absolute, shadowed)
 
 
 def nested_pdfs(volume_dir: Path, mineru_root: Path | None = None) -> list[Path]:

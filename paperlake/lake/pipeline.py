@@ -21,6 +21,8 @@ from paperlake.config import Settings
 from paperlake.lake.inbox import (
     InboxScan,
     PaperSource,
+    VolumeHeld,
+    folder_problem,
     key_part,
     paper_key_for,
     pdf_entries,
@@ -439,8 +441,8 @@ HELD_VOLUME_STEM = "~manifest"  # a held volume's error row: "<volume>/~manifest
 
 
 def record_held_volumes(lake: Lake, scan: InboxScan) -> None:
-    """One ``ingest_errors`` row per held volume (stage ``manifest``), kept while the volume is held, removed once
-    its manifest reads again."""
+    """One ``ingest_errors`` row per held volume (stage ``manifest``, or ``inbox`` for a folder that cannot be read),
+    kept while the volume is held, removed once it reads again."""
     for key in lake.paper_keys():
         volume, _, stem = key.partition("/")
         if stem == HELD_VOLUME_STEM and volume not in scan.held:
@@ -449,16 +451,21 @@ def record_held_volumes(lake: Lake, scan: InboxScan) -> None:
         key = f"{volume}/{HELD_VOLUME_STEM}"
         previous = lake.error(key)
         if previous is None or previous.get("reason") != reason:
-            lake.record_error(key, stage="manifest", reason=reason, volume=volume, pdf_path=key, sha256=None)
+            stage = scan.held_stage(volume)
+            lake.record_error(key, stage=stage, reason=reason, volume=volume, pdf_path=key, sha256=None)
 
 
 def locate_source(paper_key: str, inboxes: list[Path], mineru_dir: Path | None) -> PaperSource | None:
-    """The inbox file behind a partition key, or None if it is gone (:class:`~paperlake.lake.inbox.ManifestError` when
-    its volume is held: the paper is not gone)."""
+    """The inbox file behind a partition key, or None if it is gone (:class:`~paperlake.lake.inbox.VolumeHeld` when
+    its volume is held, its folder or its manifest unreadable: the paper is not gone)."""
     volume, _, _ = paper_key.partition("/")
     for root in inboxes:
-        for volume_dir in volume_dirs(Path(root)):
-            if key_part(volume_dir.name) != volume:
+        for volume_dir in sorted(Path(root).iterdir()):
+            if key_part(volume_dir.name) != volume or volume_dir.name.startswith("."):
+                continue
+            if why := folder_problem(volume_dir):
+                raise VolumeHeld(why)
+            if not volume_dir.is_dir():
                 continue
             for pdf in pdf_entries(volume_dir):
                 if paper_key_for(volume_dir.name, pdf) == paper_key:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from paperlake.config import Settings
-from paperlake.lake.inbox import scan_volumes
+from paperlake.lake.inbox import VolumeHeld, scan_volumes
 from paperlake.lake.pipeline import (
     HELD_VOLUME_STEM,
     duplicate_groups,
@@ -129,6 +129,53 @@ def test_an_unreadable_manifest_holds_its_volume_and_never_the_run(tmp_path, dam
     record_held_volumes(lake, healed)
     assert not healed.held and lake.error(f"bad/{HELD_VOLUME_STEM}") is None
     assert plan_ingest(healed.sources, lake, settings, held=healed.held).removed == []
+
+
+@pytest.mark.parametrize("how", ["points to nothing", "loops"])
+def test_a_volume_folder_that_cannot_be_read_is_held_not_removed(tmp_path, how):
+    """A volume linked in from a share that is not mounted (or a link that loops) is held, as an unreadable manifest
+    holds its volume: its papers are neither removed by the plan nor by a parse run, and one row says why."""
+    inbox, share = tmp_path / "inbox", tmp_path / "share"
+    (inbox / "good").mkdir(parents=True)
+    (share / "linked").mkdir(parents=True)
+    (inbox / "good" / f"{FIRST}.pdf").write_bytes(corpus_pdf(FIRST).read_bytes())
+    (share / "linked" / f"{SECOND}.pdf").write_bytes(corpus_pdf(SECOND).read_bytes())
+    (inbox / "linked").symlink_to(share / "linked")
+    settings = _settings(tmp_path)
+    lake = Lake(settings.lake)
+    for source in scan_volumes([inbox]).sources:
+        assert ingest_paper(source, lake, settings, inboxes=[inbox]).status == "published"
+
+    (share / "linked").rename(share / "unmounted")
+    if how == "loops":
+        (inbox / "linked").unlink()
+        (inbox / "linked").symlink_to(inbox / "linked")
+    scan = scan_volumes([inbox])
+    assert [s.paper_key for s in scan.sources] == [f"good/{FIRST}"] and scan.removals_held is None
+    assert scan.held["linked"].startswith(f"the volume folder {inbox / 'linked'} is a symbolic link that {how}")
+    plan = plan_ingest(scan.sources, lake, settings, held=scan.held)
+    assert plan.removed == [] and plan.to_parse == []
+    with pytest.raises(VolumeHeld, match=how):  # what the parse step asks: not "gone", so nothing is removed
+        locate_source(f"linked/{SECOND}", [inbox], None)
+    record_held_volumes(lake, scan)
+    assert lake.error(f"linked/{HELD_VOLUME_STEM}")["stage"] == "inbox"
+
+    # an inbox whose one volume is such a link is not bare: the volume is held, not every paper kept unsaid
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / "linked").symlink_to(share / "linked")
+    assert scan_volumes([lone]).bare == [] and "linked" in scan_volumes([lone]).held
+
+    # mounted again: the row goes, the paper is where it was
+    if how == "loops":
+        (inbox / "linked").unlink()
+        (inbox / "linked").symlink_to(share / "linked")
+    (share / "unmounted").rename(share / "linked")
+    healed = scan_volumes([inbox])
+    record_held_volumes(lake, healed)
+    assert not healed.held and lake.error(f"linked/{HELD_VOLUME_STEM}") is None
+    assert plan_ingest(healed.sources, lake, settings, held=healed.held).removed == []
+    assert locate_source(f"linked/{SECOND}", [inbox], None).pdf_path == inbox / "linked" / f"{SECOND}.pdf"
 
 
 def test_a_volume_given_as_the_inbox_or_a_bare_inbox_removes_nothing_and_a_loose_pdf_is_said(tmp_path):
