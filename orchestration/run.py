@@ -482,7 +482,7 @@ def _ingest(
 
     summary = IngestSummary(plan=plan, healed=healed)
     for volume, reason in scan.held.items():
-        stage = scan.held_stage(volume)
+        stage = "inbox" if volume in scan.folders_held else "manifest"  # as record_held_volumes writes it
         unreadable = "folder" if stage == "inbox" else "manifest"
         held_note = f"its papers stay as the lake has them until the {unreadable} reads again"
         summary.failures.append(StageFailure(stage, f"{reason}; {held_note}", volume))

@@ -58,6 +58,7 @@ class PaperSource:
     manifest: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     mineru_dir: Path | None = None
     problem: str | None = None  # why the file is not read (a link that cannot be followed...): its error row
+    mineru_hash: str = ""  # the MinerU outputs a parse reads, hashed (:func:`mineru_fingerprint`); "" without any
 
     @property
     def venue(self) -> str:
@@ -73,10 +74,19 @@ class PaperSource:
         return text_hash(json.dumps(self.manifest, sort_keys=True))[:16]
 
     @property
+    def inputs_hash(self) -> str:
+        """What the paper is made from besides its PDF: the manifest row and, when there are any, its MinerU outputs
+        (redone or repaired outputs re-ingest the paper as an edited title does). The lake keeps it as
+        ``manifest_hash``; without MinerU outputs it is the manifest row's hash alone."""
+        if not self.mineru_hash:
+            return self.manifest_hash
+        return text_hash(f"{self.manifest_hash}.{self.mineru_hash}")[:16]
+
+    @property
     def data_version(self) -> str:
-        """What the inbox asset's observation records: the file's sha256, and its manifest row's hash when the
-        volume lists it (either changing re-ingests the paper, so either changes the version)."""
-        return f"{self.sha256}.{self.manifest_hash}" if self.manifest else self.sha256
+        """What the inbox asset's observation records: the file's sha256, and :attr:`inputs_hash` when the volume
+        lists the file or it has MinerU outputs (any of them changing re-ingests the paper, so changes the version)."""
+        return f"{self.sha256}.{self.inputs_hash}" if self.manifest or self.mineru_hash else self.sha256
 
     @property
     def manifest_title(self) -> str | None:
@@ -170,6 +180,21 @@ def find_mineru_dir(mineru_root: Path | None, pdf_path: Path) -> Path | None:
     return None
 
 
+def mineru_fingerprint(mineru_dir: Path | None) -> str:
+    """The MinerU outputs of a paper that its parse reads (the JSON files of its folder), hashed by name and content;
+    "" without a folder, ``unreadable`` when one cannot be read (the parse then says why)."""
+    if mineru_dir is None:
+        return ""
+    digest = hashlib.sha256()
+    try:
+        for path in sorted(mineru_dir.iterdir()):
+            if path.name.endswith((".json", ".json.gz")) and path.is_file():
+                digest.update(f"{shown(path.name)}\0{sha256_file(path)}\0".encode())
+    except OSError:
+        return "unreadable"
+    return digest.hexdigest()[:16]
+
+
 def link_problem(pdf: Path, inboxes: list[Path]) -> str | None:
     """Why a PDF that is a symbolic link is not read, or None (also None for a plain file)."""
     if not pdf.is_symlink():
@@ -210,14 +235,16 @@ def source_for_pdf(
             digest = sha256_file(pdf)
         except OSError as error:
             problem = f"the file cannot be read: {error.strerror or error}"
+    mineru_dir = None if problem else find_mineru_dir(mineru_root, pdf)
     return PaperSource(
         paper_key=paper_key_for(pdf.parent.name, pdf),
         volume=pdf.parent.name,
         pdf_path=pdf,
         sha256=digest,
         manifest=rows.get(pdf.name, {}),
-        mineru_dir=None if problem else find_mineru_dir(mineru_root, pdf),
+        mineru_dir=mineru_dir,
         problem=problem,
+        mineru_hash=mineru_fingerprint(mineru_dir),
     )
 
 
@@ -247,11 +274,6 @@ class InboxScan:
 
     def held_key(self, paper_key: str) -> bool:
         return paper_key.partition("/")[0] in self.held
-
-    def held_stage(self, volume: str) -> str:
-        """The stage of a held volume's ``ingest_errors`` row: ``inbox`` for its folder, ``manifest`` for its
-        manifest."""
-        return "inbox" if volume in self.folders_held else "manifest"
 
     @property
     def removals_held(self) -> str | None:

@@ -277,7 +277,7 @@ def ingest_papers(
             if not report.passed:
                 raise IngestError(outcome.paper_key, "quality", report.summary())
             source = next(s for s in sources if s.paper_key == outcome.paper_key)
-            record = lake.publish(parsed, source.sha256, parser_version(outcome.backend), source.manifest_hash)
+            record = lake.publish(parsed, source.sha256, parser_version(outcome.backend), source.inputs_hash)
             outcome.status, outcome.counts = "published", record.row_counts
         except Exception as error:
             _failed(outcome, error)
@@ -292,7 +292,7 @@ def ingest_papers(
                 sha256=source.sha256,
                 paper_id=outcome.paper_id,
                 parser_version=parser_version(outcome.backend),
-                manifest_hash=source.manifest_hash,
+                manifest_hash=source.inputs_hash,
                 duplicate_of=outcome.duplicate_of,
             )
         outcome.seconds = seconds + (gate_seconds if parsed is not None else 0.0)
@@ -387,14 +387,14 @@ def needs_parse(source: PaperSource, lake: Lake, settings: Settings, backend: st
             source.sha256,
             chosen,
             version,
-            source.manifest_hash,
+            source.inputs_hash,
         )
     error = lake.error(source.paper_key)
     if error is not None:
         return (error.get("sha256"), error.get("parser_version"), error.get("manifest_hash")) != (
             source.sha256,
             version,
-            source.manifest_hash,
+            source.inputs_hash,
         )
     return True
 
@@ -451,7 +451,7 @@ def record_held_volumes(lake: Lake, scan: InboxScan) -> None:
         key = f"{volume}/{HELD_VOLUME_STEM}"
         previous = lake.error(key)
         if previous is None or previous.get("reason") != reason:
-            stage = scan.held_stage(volume)
+            stage = "inbox" if volume in scan.folders_held else "manifest"  # the folder, or its manifest
             lake.record_error(key, stage=stage, reason=reason, volume=volume, pdf_path=key, sha256=None)
 
 

@@ -30,7 +30,7 @@ from paperlake.runtime.healing import StoreUnreadable, heal_sqlite, is_set_aside
 from paperlake.vectors.embedding_cache import EmbeddingCache
 from paperlake.warehouse.build import heal_warehouse
 from paperlake.warehouse.read import connect_read_only
-from support.fixtures import corpus_pdf
+from support.fixtures import CORPUS_MINERU, corpus_pdf
 
 FIRST = "emnlp2024-126-embedding-inversion-attack"
 SECOND = "emnlp2024-012-numerologic"
@@ -176,6 +176,36 @@ def test_a_volume_folder_that_cannot_be_read_is_held_not_removed(tmp_path, how):
     assert not healed.held and lake.error(f"linked/{HELD_VOLUME_STEM}") is None
     assert plan_ingest(healed.sources, lake, settings, held=healed.held).removed == []
     assert locate_source(f"linked/{SECOND}", [inbox], None).pdf_path == inbox / "linked" / f"{SECOND}.pdf"
+
+
+def test_mineru_outputs_redone_or_repaired_parse_the_paper_again(tmp_path):
+    """A paper's MinerU outputs are among its inputs: damaged ones fail the paper (stage mineru), and once they are
+    repaired the next plan parses it again, where before only a new PDF or manifest row did, so it stayed failed."""
+    inbox, mineru = tmp_path / "inbox", tmp_path / "mineru"
+    (inbox / "emnlp2024").mkdir(parents=True)
+    (inbox / "emnlp2024" / f"{SECOND}.pdf").write_bytes(corpus_pdf(SECOND).read_bytes())
+    shutil.copytree(CORPUS_MINERU / SECOND, mineru / SECOND)
+    settings = Settings.from_env(home=tmp_path / "home", backend="auto", mineru_dir=mineru)
+    lake = Lake(settings.lake)
+    key = f"emnlp2024/{SECOND}"
+
+    def plan():
+        return plan_ingest(scan_volumes([inbox], mineru).sources, lake, settings).to_parse
+
+    [source] = plan()
+    assert source.mineru_hash and ingest_paper(source, lake, settings, inboxes=[inbox]).backend == "mineru"
+    assert lake.record(key) is not None and plan() == []
+    [content_list] = sorted((mineru / SECOND).glob("*_content_list.json"))
+    good = content_list.read_bytes()
+    content_list.write_bytes(good[: len(good) // 3])  # a copy cut short
+    [damaged] = plan()
+    outcome = ingest_paper(damaged, lake, settings, inboxes=[inbox])
+    assert (outcome.status, outcome.stage) == ("failed", "mineru") and "unreadable JSON" in outcome.reason
+    assert plan() == []  # a failure is not retried until an input changes
+    content_list.write_bytes(good)
+    [repaired] = plan()
+    assert ingest_paper(repaired, lake, settings, inboxes=[inbox]).status == "published"
+    assert lake.error(key) is None and plan() == []
 
 
 def test_a_volume_given_as_the_inbox_or_a_bare_inbox_removes_nothing_and_a_loose_pdf_is_said(tmp_path):

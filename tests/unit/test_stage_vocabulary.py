@@ -24,13 +24,17 @@ def _accepted_stages() -> set[str]:
 
 
 def _strings_bound(name: str, scopes: list[ast.AST]) -> set[str]:
-    """The string literals assigned to ``name`` in these scopes (a function's body, then its module's)."""
+    """The string literals assigned to ``name`` in these scopes (a function's body, then its module's), either
+    branch of ``a if c else b`` included."""
     found = set()
     for scope in scopes:
         for node in ast.walk(scope):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
-                if any(isinstance(target, ast.Name) and target.id == name for target in node.targets):
-                    found.add(node.value.value)
+            if not isinstance(node, ast.Assign):
+                continue
+            if not any(isinstance(target, ast.Name) and target.id == name for target in node.targets):
+                continue
+            branches = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
+            found |= {branch.value for branch in branches if isinstance(branch, ast.Constant)}
     return found
 
 
