@@ -26,13 +26,15 @@ WARNING_VIEWS = ("sections", "tables", "images")
     partitions_def=papers,
     group_name="inbox",
     description=(
-        "PDFs in the inbox, one partition per paper; the data version is the file's sha256 (with its manifest row's "
-        "hash when the volume lists it). `paperlake ingest` records the same observation for every paper it plans."
+        "PDFs in the inbox, one partition per paper; the data version is the file's sha256 (with the hash of its "
+        "manifest row and MinerU outputs when it has them). `paperlake ingest` records the same observation for every "
+        "paper it plans."
     ),
 )
 def inbox_pdf(context: dg.AssetExecutionContext, paperlake: PaperlakeResource) -> dg.DataVersionsByPartition:
     keys = set(context.instance.get_dynamic_partitions(papers.name))
-    versions = {s.paper_key: s.data_version for s in scan_inbox(paperlake.inbox_paths()) if s.paper_key in keys}
+    sources = scan_inbox(paperlake.inbox_paths(), paperlake.settings().mineru_dir)  # as the sensor and the CLI scan
+    versions = {s.paper_key: s.data_version for s in sources if s.paper_key in keys}
     return dg.DataVersionsByPartition(versions)
 
 

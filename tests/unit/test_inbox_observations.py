@@ -80,3 +80,29 @@ def test_only_changed_unseen_and_partitioned_papers_are_recorded_again(instance)
     for event in events:
         instance.report_runless_asset_event(event)
     assert inbox_events(instance, sources) == []
+
+
+def test_the_ui_observation_records_the_versions_the_sensor_and_the_cli_do(instance, tmp_path, corpus):
+    """The inbox asset's own observation (the UI's "Observe") scans with the MinerU outputs as the sensor and
+    `paperlake ingest` do: a paper with outputs has one data version, not two that flip with who observed last."""
+    import shutil
+
+    from assets.parse import inbox_pdf
+    from assets.resources import PaperlakeResource
+    from paperlake.lake.inbox import scan_volumes
+    from support.fixtures import CORPUS_MINERU, corpus_pdf
+
+    stem = "emnlp2024-012-numerologic"
+    (tmp_path / "inbox" / "emnlp2024").mkdir(parents=True)
+    shutil.copyfile(corpus_pdf(stem), tmp_path / "inbox" / "emnlp2024" / f"{stem}.pdf")
+    shutil.copytree(CORPUS_MINERU / stem, tmp_path / "mineru" / stem)
+    resource = PaperlakeResource(
+        home=str(tmp_path / "home"), inboxes=[str(tmp_path / "inbox")], mineru_dir=str(tmp_path / "mineru")
+    )
+    [source] = scan_volumes([tmp_path / "inbox"], tmp_path / "mineru").sources  # what the sensor and the CLI record
+    assert source.mineru_hash and source.data_version.startswith(f"{source.sha256}.")
+    instance.add_dynamic_partitions(papers.name, [source.paper_key])
+    job = dg.define_asset_job("observe_inbox", selection=[INBOX_KEY])
+    defs = dg.Definitions(assets=[inbox_pdf], jobs=[job], resources={"paperlake": resource})
+    assert defs.resolve_job_def("observe_inbox").execute_in_process(instance=instance).success
+    assert recorded_versions(instance, [source.paper_key]) == {source.paper_key: source.data_version}
