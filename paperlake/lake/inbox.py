@@ -33,6 +33,7 @@ finds it; each other one is *shadowed*: not read, and said (:meth:`InboxScan.mis
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import json
 import os
@@ -128,14 +129,7 @@ def folder_problem(entry: Path) -> str | None:
     hidden name, a ``*.pdf``): a link that points to nothing or loops, or a folder that cannot be listed."""
     if entry.name.startswith(".") or entry.suffix.lower() == ".pdf":
         return None
-    if entry.is_symlink() and not entry.exists():
-        try:
-            entry.resolve(strict=True)
-            how = "points to nothing"
-        except RuntimeError:  # Python 3.11 reports a loop this way
-            how = "loops"
-        except OSError as error:
-            how = "loops" if error.errno == 40 else "points to nothing"
+    if entry.is_symlink() and (how := _unfollowable(entry)):
         return f"the volume folder {shown(entry)} is a symbolic link that {how} ({shown(os.readlink(entry))})"
     if entry.is_dir():
         try:
@@ -195,17 +189,24 @@ def mineru_fingerprint(mineru_dir: Path | None) -> str:
     return digest.hexdigest()[:16]
 
 
+def _unfollowable(link: Path) -> str | None:
+    """How a symbolic link cannot be followed ("loops", "points to nothing"), or None when it can."""
+    try:
+        link.resolve(strict=True)
+    except RuntimeError:  # Python 3.11 reports a loop this way
+        return "loops"
+    except OSError as error:
+        return "loops" if error.errno == errno.ELOOP else "points to nothing"
+    return None
+
+
 def link_problem(pdf: Path, inboxes: list[Path]) -> str | None:
     """Why a PDF that is a symbolic link is not read, or None (also None for a plain file)."""
     if not pdf.is_symlink():
         return None
-    try:
-        target = pdf.resolve(strict=True)
-    except RuntimeError:  # Python 3.11 reports a loop this way
-        return f"the symbolic link loops ({shown(os.readlink(pdf))})"
-    except OSError as error:
-        reason = "loops" if error.errno == 40 else "points to nothing"
-        return f"the symbolic link {reason} ({shown(os.readlink(pdf))})"
+    if how := _unfollowable(pdf):
+        return f"the symbolic link {how} ({shown(os.readlink(pdf))})"
+    target = pdf.resolve(strict=True)
     if not target.is_file():
         return f"the symbolic link does not point to a file ({shown(target)})"
     inside = any(target.is_relative_to(Path(root).resolve()) for root in inboxes)
