@@ -129,7 +129,7 @@ def folder_problem(entry: Path) -> str | None:
     hidden name, a ``*.pdf``): a link that points to nothing or loops, or a folder that cannot be listed."""
     if entry.name.startswith(".") or entry.suffix.lower() == ".pdf":
         return None
-    if entry.is_symlink() and (how := _unfollowable(entry)):
+    if entry.is_symlink() and (how := _follow(entry)[1]):
         return f"the volume folder {shown(entry)} is a symbolic link that {how} ({shown(os.readlink(entry))})"
     if entry.is_dir():
         try:
@@ -189,24 +189,24 @@ def mineru_fingerprint(mineru_dir: Path | None) -> str:
     return digest.hexdigest()[:16]
 
 
-def _unfollowable(link: Path) -> str | None:
-    """How a symbolic link cannot be followed ("loops", "points to nothing"), or None when it can."""
+def _follow(link: Path) -> tuple[Path | None, str | None]:
+    """A symbolic link's target, or None and how it cannot be followed ("loops", "points to nothing"). One
+    resolution, so a link changed meanwhile cannot pass this check and then fail the caller's."""
     try:
-        link.resolve(strict=True)
+        return link.resolve(strict=True), None
     except RuntimeError:  # Python 3.11 reports a loop this way
-        return "loops"
+        return None, "loops"
     except OSError as error:
-        return "loops" if error.errno == errno.ELOOP else "points to nothing"
-    return None
+        return None, "loops" if error.errno == errno.ELOOP else "points to nothing"
 
 
 def link_problem(pdf: Path, inboxes: list[Path]) -> str | None:
     """Why a PDF that is a symbolic link is not read, or None (also None for a plain file)."""
     if not pdf.is_symlink():
         return None
-    if how := _unfollowable(pdf):
+    target, how = _follow(pdf)
+    if target is None:
         return f"the symbolic link {how} ({shown(os.readlink(pdf))})"
-    target = pdf.resolve(strict=True)
     if not target.is_file():
         return f"the symbolic link does not point to a file ({shown(target)})"
     inside = any(target.is_relative_to(Path(root).resolve()) for root in inboxes)
