@@ -387,7 +387,7 @@ def _built_incrementally(home) -> bool:
     (dbt's file log at debug, DBT_LOG_LEVEL_FILE, holds the SQL it ran)."""
     target = home / "dbt-target" / "warehouse"
     compiled = target / "compiled" / "paperlake" / "models" / "marts" / "chunks.yml"
-    scoped = any("_paperlake.build_delta" in path.read_text() for path in compiled.glob("unique_chunks_*.sql"))
+    scoped = any("_paperlake.build_delta" in path.read_text() for path in compiled.glob("relationships_chunks_*.sql"))
     statements = [json.loads(line)["data"].get("sql") or "" for line in (target / "dbt.log").read_text().splitlines()]
     narrowed = any('create or replace view _lake."chunks" as select * from read_parquet([' in sql for sql in statements)
     return scoped and narrowed

@@ -69,6 +69,50 @@ def test_each_collection_holds_one_entity_per_non_empty_encodable_cell(built):
         store.close()
 
 
+def test_every_mart_key_is_a_primary_key_the_warehouse_enforces(built, tmp_path):
+    """A mart's id is unique because DuckDB refuses a duplicate as dbt writes it (a contract constraint in the mart's
+    YAML), not because a test query looked afterwards: each mart's YAML names its id as the primary key, the built
+    warehouse holds it, and inserting a copy of a row fails."""
+    import shutil
+
+    import yaml
+
+    declared = {}
+    for path in sorted((REPO / "dbt_project" / "models").glob("*/*.yml")):
+        for model in (yaml.safe_load(path.read_text()) or {}).get("models", []):
+            for column in model.get("columns", []):
+                if any(c.get("type") == "primary_key" for c in column.get("constraints", [])):
+                    assert model["name"] not in declared, f"{model['name']}: two primary keys"
+                    declared[model["name"]] = column["name"]
+    copy = tmp_path / "warehouse.duckdb"
+    shutil.copyfile(built["settings"].warehouse, copy)
+    with duckdb.connect(str(copy)) as con:
+        marts = {
+            name
+            for (name,) in con.execute(
+                "select table_name from information_schema.tables where table_schema = 'main' and table_name not like "
+                "'\\_%' escape '\\' and table_type = 'BASE TABLE'"
+            ).fetchall()
+        }
+        # every mart with an id column has it as its key, as in NeuSym-RAG's DDL; these two have a composite grain
+        composite = {"formula_parameters", "enrichment_errors"}
+        assert marts and marts - composite == set(declared), (marts - composite) ^ set(declared)
+        enforced = dict(
+            con.execute(
+                "select table_name, constraint_column_names[1] from duckdb_constraints() "
+                "where schema_name = 'main' and constraint_type = 'PRIMARY KEY'"
+            ).fetchall()
+        )
+        assert {name: enforced.get(name) for name in declared} == declared
+        refused = 0
+        for table in sorted(declared):
+            if con.execute(f'select count(*) from "{table}"').fetchone()[0]:
+                with pytest.raises(duckdb.ConstraintException, match="(?i)duplicate key"):
+                    con.execute(f'insert into "{table}" select * from "{table}" limit 1')
+                refused += 1
+        assert refused >= 10, refused
+
+
 def test_search_returns_pages_of_the_sample_papers_and_filters_restrict(built):
     settings = built["settings"]
     ids = paper_ids(settings)
