@@ -833,14 +833,9 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         "Ingest before and after one orchestrator, the encoder left out",
         "before_after.py",
         "this checkout against 2f13fa0 with `--warm-cache` (each side's embedding cache filled by an untimed ingest "
-        "of the sample first), `--backend pymupdf`, alternated, three rounds, and where each cold ingest's time went "
-        "(round 1), at 204c277, on a slower machine state than the rounds before; the file keeps, under `at_4f97b6a`, "
-        "two rounds of the same product in an earlier session (sample 1.32, naacl2024 1.22), under `at_82420ef` two "
-        "rounds an hour before that, without the deferred modules' fix (sample 1.13, naacl2024 1.21), under "
-        "`at_d0fe0b0` the two rounds of that product in an earlier session (sample 1.20, naacl2024 1.20), under "
-        "`at_fd3a55f` two rounds on a state about 2 times slower than that (sample 1.33, naacl2024 1.36), under "
-        "`at_19c6725` two rounds before up to 16 papers a run (sample 1.32, naacl2024 1.33), and under `at_4511e52` "
-        "one round before the parse step used both cores (sample 1.45, naacl2024 1.40)",
+        "of the sample first), `--backend pymupdf`, alternated, two rounds, and where each cold ingest's time went "
+        "(round 1); the file keeps each earlier session's rounds under `at_<commit>` (sample 1.13 to 1.45, "
+        "naacl2024 1.20 to 1.40, the spread of one product across sessions as much as of the changes between)",
         ingest_stages,
     ),
     "before_after_one_build": (
