@@ -8,8 +8,8 @@ from paperlake.config import pymupdf_layout_wanted
 __version__ = "0.1.0"
 
 # PyMuPDF 2.0 imports its bundled layout package (``pymupdf.layout``) whenever it can, and that import loads an ONNX
-# layout model: CPU time and memory in every process that imports pymupdf (the ingest, its parse-ahead
-# worker, the agent). paperlake's parser never asks for it (tables are found by line detection inside caption
+# layout model: CPU time and memory in every process that imports pymupdf (the ingest, its parse
+# workers, the agent). paperlake's parser never asks for it (tables are found by line detection inside caption
 # regions, ``find_tables(use_layout=False)``; text extraction does not read it), so it is kept out unless
 # PAPERLAKE_PYMUPDF_LAYOUT=1. Code that wants the model calls :func:`allow_pymupdf_layout`, then imports it.
 _LAYOUT_MODULE = "pymupdf.layout"

@@ -51,9 +51,9 @@ _SPAN_MEMO = 2_048
 
 class _TextMemo:
     """Text → what the tokenizer of one model made of it, shared by that model's encoders in this process (the
-    encode-ahead thread's and the vector stage's cut the same texts), and bounded: past ``limit`` texts it starts
-    afresh. A reader keeps the dict it looked in, so a thread that starts afresh never takes from another thread
-    what that one found."""
+    collections of one model, e.g. MiniLM's and the hybrid one, cut the same texts), and bounded: past ``limit`` texts
+    it starts afresh. A reader keeps the dict it looked in, so a thread that starts afresh never takes from another
+    thread what that one found."""
 
     def __init__(self, limit: int):
         self.limit = limit
@@ -154,8 +154,7 @@ class TextEncoder:
         self.onnx_dir = None if onnx_dir is None else Path(onnx_dir)
         self._model = None
         self._lock = threading.Lock()
-        # text → its windows: the two dense collections of one sync (MiniLM's and the hybrid one) and the
-        # encode-ahead thread cut the same texts
+        # text → its windows: the two dense collections of one model (MiniLM's and the hybrid one) cut the same texts
         model = (self.path, backend, max_seq_length)
         self._windows = _text_memo("windows", model, _WINDOW_MEMO)
         # text → its tokens' character spans (every reference in a chunk asked the tokenizer for the whole chunk)

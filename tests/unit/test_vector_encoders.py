@@ -463,7 +463,7 @@ def test_torch_and_onnx_give_the_same_piece_vectors(real_texts, onnx_dir):
 
 def test_a_hosts_token_spans_are_read_once_and_the_memo_is_bounded(real_texts, onnx_dir, monkeypatch):
     """Every piece of a chunk asks for the chunk's token spans: the tokenizer reads each host text once, for every
-    encoder of the model in this process (the encode-ahead thread's and the vector stage's), the pieces (and heads)
+    encoder of the model in this process (each collection of the model has its own), the pieces (and heads)
     are the ones it gives without the memo, and the memo starts afresh past its bound."""
     from paperlake.vectors import encoders
 
