@@ -487,7 +487,7 @@ class ViewImage(Action):
             return error("unavailable", f"cannot read the sha256 of paper {canonical} from the warehouse: {problem}")
         except OSError:
             return error("not_found", f"the PDF of paper {canonical} is not available on this machine")
-        # a warehouse built by the pipeline always records it (dbt tests metadata.sha256 not_null)
+        # a warehouse built by the pipeline always records it (metadata.sha256 is NOT NULL in the mart's contract)
         if recorded and recorded[0][0] and str(recorded[0][0]).lower() != found:
             return error(
                 "file_changed",

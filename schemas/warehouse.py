@@ -25,6 +25,7 @@ class Column:
     data_type: str
     description: str = ""
     encodable: str | None = None  # "text" | "image" | None
+    key: bool = False  # the table's primary key: a contract constraint DuckDB enforces as dbt writes the mart
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,9 @@ class Table:
 
     @property
     def primary_key(self) -> str:
-        return self.columns[0].name
+        """The column the table's YAML declares its primary key; a table whose grain is several columns
+        (formula_parameters, enrichment_errors) declares none and is named by its first column."""
+        return next((c.name for c in self.columns if c.key), self.columns[0].name)
 
     def has(self, column: str) -> bool:
         return any(c.name == column for c in self.columns)
@@ -57,7 +60,13 @@ def catalogue(model_dirs: tuple[Path, ...] = MODEL_DIRS) -> tuple[Table, ...]:
     for path in sorted(p for d in model_dirs for p in d.glob("*.yml") if not p.name.startswith("_")):
         for model in yaml.load(path.read_text(), Loader=_YAML_LOADER).get("models", []):
             columns = tuple(
-                Column(c["name"], c["data_type"], c.get("description", ""), (c.get("meta") or {}).get("encodable"))
+                Column(
+                    c["name"],
+                    c["data_type"],
+                    c.get("description", ""),
+                    (c.get("meta") or {}).get("encodable"),
+                    any(constraint.get("type") == "primary_key" for constraint in c.get("constraints") or []),
+                )
                 for c in model.get("columns", [])
             )
             tables[model["name"]] = Table(model["name"], model.get("description", ""), columns)
