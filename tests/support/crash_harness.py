@@ -28,26 +28,15 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from schemas.warehouse import catalogue
 from support.fixtures import make_inbox, manifest_rows
 
 FIRST = "emnlp2024-126-embedding-inversion-attack"  # 5 pages
 SECOND = "naacl2024-116-quantum-lindblad-lm"  # 10 pages, display equations with a physical constant
 OTHER = "emnlp2024-012-numerologic"  # 7 pages: replaces SECOND's file in the replacement test
 PAPERLAKE = str(Path(sys.executable).with_name("paperlake"))
-PRIMARY_KEYS = {
-    "metadata": "paper_id",
-    "pages": "page_id",
-    "sections": "section_id",
-    "chunks": "chunk_id",
-    "tables": "table_id",
-    "images": "image_id",
-    "equations": "equation_id",
-    "reference": "reference_id",
-    "formulas": "formula_id",
-    "constants": "constant_id",
-    "formula_occurrences": "occurrence_id",
-    "formula_relations": "relation_id",
-}
+# every warehouse table with a declared key (the marts' YAML): the snapshot checks each one is unique
+PRIMARY_KEYS = {t.name: t.primary_key for t in catalogue() if any(c.key for c in t.columns)}
 
 
 def run_ingest(
