@@ -833,7 +833,7 @@ BENCHMARKS: dict[str, tuple[str, str, str, Section]] = {
         "Ingest before and after one orchestrator, the encoder left out",
         "before_after.py",
         "this checkout against 2f13fa0 with `--warm-cache` (each side's embedding cache filled by an untimed ingest "
-        "of the sample first), `--backend pymupdf`, alternated, two rounds, and where each cold ingest's time went "
+        "of the sample first), `--backend pymupdf`, alternated, three rounds, and where each cold ingest's time went "
         "(round 1); the file keeps each earlier session's rounds under `at_<commit>` (sample 1.13 to 1.45, "
         "naacl2024 1.20 to 1.40, the spread of one product across sessions as much as of the changes between)",
         ingest_stages,
