@@ -229,7 +229,7 @@ def ingest_papers(
             _parse_job,
             jobs,
             workers_for(settings.parse_workers, len(jobs)),
-            crashed=lambda job, why: (None, ("parse", why), 0.0),
+            crashed=lambda job, why: (None, ("parse", why), 0.0, 0),
             while_waiting=_prepare_the_gate,
         )
     )
@@ -238,14 +238,14 @@ def ingest_papers(
     for source, (outcome, seconds) in zip(sources, outcomes):
         parsed = None
         if outcome.reason is None:
-            parsed, error, parse_seconds = next(parses)
+            parsed, error, parse_seconds, pages = next(parses)
             started = time.perf_counter()
             try:
                 if error is not None:
                     raise IngestError(source.paper_key, *error)
                 _check_identity(source, parsed, lake, claimed)
                 outcome.paper_id = parsed.paper_id
-                outcome.pages = pdf_page_count(source.pdf_path)
+                outcome.pages = pages
                 claimed[parsed.paper_id] = source.paper_key
             except Exception as error:
                 parsed = None
@@ -316,15 +316,18 @@ def _check_before_parse(source: PaperSource, inboxes: list[Path] | None) -> None
 
 def _parse_job(
     source: PaperSource, chosen: str, settings: Settings
-) -> tuple[ParsedPaper | None, tuple[str, ...] | None, float]:
-    """One paper's parse, in whichever process: (the paper, None, seconds), or (None, (stage, reason), seconds)."""
+) -> tuple[ParsedPaper | None, tuple[str, ...] | None, float, int]:
+    """One paper's parse, in whichever process: (the paper, None, seconds, the PDF's page count), or (None, (stage,
+    reason), seconds, 0). The page count, which the gate holds the parse to, is read from the file itself, apart from
+    the parser, here where the parse already imported PyMuPDF: the step's own process then never imports it."""
     started = time.perf_counter()
     try:
-        return parse_source(source, chosen, settings), None, time.perf_counter() - started
+        parsed = parse_source(source, chosen, settings)
+        return parsed, None, time.perf_counter() - started, pdf_page_count(source.pdf_path)
     except IngestError as error:
-        return None, (error.stage, error.reason), time.perf_counter() - started
+        return None, (error.stage, error.reason), time.perf_counter() - started, 0
     except Exception as error:  # a parser bug must not take the other papers down; keep the evidence
-        return None, ("parse", _bug(error)), time.perf_counter() - started
+        return None, ("parse", _bug(error)), time.perf_counter() - started, 0
 
 
 def _prepare_the_gate() -> None:
