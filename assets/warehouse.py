@@ -67,8 +67,7 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: Pa
         context.log.info(f"warehouse build: {'full' if scope.full else 'incremental'} ({scope.reason})")
         if scope.full:
             args.append("--full-refresh")
-        else:  # the staging views are the ones this project built last (same digest); their tests read lake rows
-            # tested when their papers were first built
+        else:  # the staging models' own tests read the whole lake, tested when its papers were first built
             args += ["--exclude", "path:models/staging"]
     target = dbt_target_path(settings.home, "warehouse")
     # the profile names the side file relative to the warehouse's folder only when paperlake-dbt runs dbt there
@@ -88,7 +87,8 @@ def _build(context: dg.AssetExecutionContext, dbt: DbtCliResource, paperlake: Pa
 
 
 class PaperlakeDbtTranslator(DagsterDbtTranslator):
-    """Lake sources are the parse assets (``[parsed, <view>]``); models read ``[staging|warehouse, <name>]``. A
+    """Lake sources are the parse assets (``[parsed, <view>]``); models are ``[warehouse, <name>]`` (the staging
+    models are ephemeral: dagster-dbt makes no asset of them and draws the lineage through them). A
     model's code version is the digest of the dbt files its build depends on, the same digest the warehouse records
     (``paperlake.freshness``), so the UI and `paperlake ingest` agree on what a project change makes stale."""
 
@@ -101,8 +101,7 @@ class PaperlakeDbtTranslator(DagsterDbtTranslator):
             stage = "formulas" if props["source_name"] == "formula_lake" else "parsed"
             return spec.replace_attributes(key=dg.AssetKey([stage, props["name"]]))
         if props["resource_type"] == "model":
-            stage = "staging" if "staging" in props["fqn"] else "warehouse"
-            return spec.replace_attributes(key=dg.AssetKey([stage, props["name"]]), group_name=stage)
+            return spec.replace_attributes(key=dg.AssetKey(["warehouse", props["name"]]), group_name="warehouse")
         return spec
 
     def get_code_version(self, dbt_resource_props: Mapping[str, Any]) -> str | None:

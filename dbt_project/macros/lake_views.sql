@@ -1,7 +1,7 @@
 {#-
   The lake as dbt reads it. Each source of `lake` (models/staging/_sources.yml) is a view in schema _lake over the
   Parquet files of its lake view: read_parquet('<lake>/<view>/**/*.parquet', union_by_name = true), the zero-row
-  contract file included. The staging views select from these, so readers of the warehouse see the whole lake.
+  contract file included. The staging models (ephemeral: inlined into the marts) select from these.
 
   An incremental build (paper_delta.sql) loads only the changed papers' rows. Reading them through the glob would
   open every paper's file of the view (2,000 files at N = 2,000) to keep one paper's rows, so for the duration of an
@@ -13,7 +13,7 @@
   A renamed view keeps its SQL, so neither step reads a Parquet footer; a full build re-creates the views (the lake
   may have moved with its home).
 
-  Only per-paper marts may read a per-paper source's staging view (they filter on the build's paper delta anyway);
+  Only per-paper marts may read a per-paper source's staging model (they filter on the build's paper delta anyway);
   a mart over every paper (volumes) reads the per-paper marts.
 -#}
 
@@ -23,6 +23,11 @@
     {%- set root = env_var('PAPERLAKE_LAKE', env_var('PAPERLAKE_HOME', '../data') ~ '/lake') -%}
     {%- set existing = _lake_views() -%}
     {%- do run_query('create schema if not exists _lake') -%}
+    {%- if mode == 'full' -%}
+        {#- the staging models were views in schema staging before they were ephemeral: a warehouse built then loses
+            them with its first full build (a changed project builds in full) -#}
+        {%- do run_query('drop schema if exists staging cascade') -%}
+    {%- endif -%}
     {%- for source in graph.sources.values() if source.source_name == 'lake' -%}
         {%- set name = source.name -%}
         {%- set glob = _lake_literal(root ~ '/' ~ name ~ '/**/*.parquet') -%}

@@ -1,4 +1,4 @@
-with papers as (  -- the mart, not its staging view: an incremental build narrows the lake's per-paper sources
+with papers as (  -- the mart, not its staging model: an incremental build narrows the lake's per-paper sources
     select * from {{ ref('metadata') }}
 ),
 
