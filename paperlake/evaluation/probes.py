@@ -36,12 +36,14 @@ import re
 import uuid as uuid_lib
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import duckdb
 
 from paperlake.evaluation.needles import answer_needles, contains_needle
 from paperlake.parsing.citations import CITATION
+from schemas.warehouse import catalogue
 
 if TYPE_CHECKING:
     import polars as pl
@@ -763,14 +765,12 @@ GENERATORS: dict[str, Callable[[duckdb.DuckDBPyConnection, PaperText], list[Cand
     "sentence_name": _sentence_names,
     "author_affiliation": _author_affiliations,
 }
-_PRIMARY_KEYS = {
-    "metadata": "paper_id",
-    "table_cells": "cell_id",
-    "chunks": "chunk_id",
-    "images": "image_id",
-    "equations": "equation_id",
-    "reference": "reference_id",
-}
+
+
+@lru_cache(maxsize=1)
+def _primary_keys() -> dict[str, str]:
+    """Each warehouse table's declared primary key (its YAML's constraint), which names an evidence row."""
+    return {table.name: column.name for table in catalogue() for column in table.columns if column.key}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -780,7 +780,7 @@ _PRIMARY_KEYS = {
 def verify(con: duckdb.DuckDBPyConnection, evidence: dict[str, Any], answer: Any) -> bool:
     """Whether ``answer`` is printed in the evidence row's column (a number as papers print it)."""
     table, column = evidence["table"], evidence["column"]
-    key = _PRIMARY_KEYS.get(table)
+    key = _primary_keys().get(table)
     if key is None:
         return False
     rows = con.execute(f'select "{column}" from "{table}" where "{key}" = ?', [evidence["row_id"]]).fetchall()

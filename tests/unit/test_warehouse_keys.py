@@ -26,3 +26,19 @@ def test_a_declared_key_is_found_wherever_it_stands():
     columns = (Column("title", "varchar"), Column("paper_id", "uuid", key=True))
     assert Table("t", "", columns).primary_key == "paper_id"
     assert Table("t", "", (Column("a", "int"), Column("b", "int"))).primary_key == "a"
+
+
+def test_a_probe_reads_its_evidence_row_by_the_declared_key():
+    import duckdb
+
+    from paperlake.evaluation.probes import verify
+
+    con = duckdb.connect()
+    con.execute("create table chunks (chunk_id varchar, text varchar)")
+    con.execute("insert into chunks values ('c1', 'we train for 12 epochs'), ('c2', 'no number here')")
+    con.execute("create table formula_parameters (formula_id varchar, symbol varchar)")
+    con.execute("insert into formula_parameters values ('f1', 'alpha')")
+    assert verify(con, {"table": "chunks", "column": "text", "row_id": "c1"}, 12)
+    assert not verify(con, {"table": "chunks", "column": "text", "row_id": "c2"}, 12)
+    # a table of several key columns names no single row: its evidence is never taken as verified
+    assert not verify(con, {"table": "formula_parameters", "column": "symbol", "row_id": "f1"}, "alpha")
