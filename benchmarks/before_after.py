@@ -64,7 +64,9 @@ def prepare_before(rev: str, root: Path) -> tuple[Path, Path]:
     for name, (module, function) in _scripts_of(worktree).items():  # rev's own, also in a reused venv
         script = venv / "bin" / name
         script.write_text(
-            f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom {module} import {function} as _m\nsys.exit(_m())\n"
+            f"#!{venv / 'bin' / 'python'}\nimport sys\nfrom {module} import {function} as _m\n"
+            # a guard, as pip's scripts have: a process pool's spawned worker imports the main module again
+            'if __name__ == "__main__":\n    sys.exit(_m())\n'
         )
         script.chmod(0o755)
     return worktree, venv
