@@ -23,7 +23,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory, dbt_manifest: Path, corpus: Path) -> dict:
-    return ingest_sample(tmp_path_factory.mktemp("stores"), PAPERS)
+    root = tmp_path_factory.mktemp("stores")
+    # the home's warehouse starts as one built when the staging models were views: its first (full) build drops them
+    (root / "home").mkdir()
+    with duckdb.connect(str(root / "home" / "warehouse.duckdb")) as con:
+        con.execute("create schema staging")
+        con.execute("create view staging.stg_chunks as select 1 as chunk_id")
+    return ingest_sample(root, PAPERS)
 
 
 def cli(settings: Settings, *args: str):
@@ -67,6 +73,16 @@ def test_each_collection_holds_one_entity_per_non_empty_encodable_cell(built):
         )
     finally:
         store.close()
+
+
+def test_the_warehouse_holds_the_marts_and_no_staging_views(built):
+    """The staging models are ephemeral (inlined into the marts): a full build leaves no object of theirs, and drops
+    the `staging` schema a warehouse built when they were views still had (the fixture's home started with one)."""
+    with duckdb.connect(str(built["settings"].warehouse), read_only=True) as con:
+        schemas = {s for (s,) in con.execute("select distinct table_schema from information_schema.tables").fetchall()}
+        names = {n for (n,) in con.execute("select table_name from information_schema.tables").fetchall()}
+    assert "staging" not in schemas and not {n for n in names if n.startswith("stg_")}, (schemas, names)
+    assert {"metadata", "chunks", "volumes"} <= names
 
 
 def test_every_mart_key_is_a_primary_key_the_warehouse_enforces(built, tmp_path):

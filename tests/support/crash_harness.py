@@ -105,11 +105,11 @@ def snapshot(home: Path) -> dict:
     state: dict = {}
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         tables = con.execute(
-            "select table_schema, table_name from information_schema.tables where table_schema = 'main' order by 1, 2"
+            "select table_name from information_schema.tables where table_schema = 'main' order by 1"
         ).fetchall()
-        for schema, table in tables:
-            count = con.execute(f'select count(*) from "{schema}"."{table}"').fetchone()[0]
-            state[f"warehouse.{table}" if schema == "main" else f"warehouse.{schema}.{table}"] = count
+        for (table,) in tables:
+            count = con.execute(f'select count(*) from main."{table}"').fetchone()[0]
+            state[f"warehouse.{table}"] = count
             if table in PRIMARY_KEYS:
                 distinct = con.execute(f'select count(distinct "{PRIMARY_KEYS[table]}") from "{table}"').fetchone()[0]
                 assert distinct == count, f"{home}: {table} has duplicate {PRIMARY_KEYS[table]}"
