@@ -74,6 +74,12 @@ def catalogue(model_dirs: tuple[Path, ...] = MODEL_DIRS) -> tuple[Table, ...]:
     return tuple(tables[name] for name in order)
 
 
+@lru_cache(maxsize=1)
+def declared_keys() -> dict[str, str]:
+    """Table → the primary key its YAML declares, for the tables that declare one (not those of a composite grain)."""
+    return {table.name: column.name for table in catalogue() for column in table.columns if column.key}
+
+
 def table(name: str) -> Table:
     for candidate in catalogue():
         if candidate.name == name:

@@ -36,14 +36,13 @@ import re
 import uuid as uuid_lib
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import duckdb
 
 from paperlake.evaluation.needles import answer_needles, contains_needle
 from paperlake.parsing.citations import CITATION
-from schemas.warehouse import catalogue
+from schemas.warehouse import declared_keys
 
 if TYPE_CHECKING:
     import polars as pl
@@ -767,12 +766,6 @@ GENERATORS: dict[str, Callable[[duckdb.DuckDBPyConnection, PaperText], list[Cand
 }
 
 
-@lru_cache(maxsize=1)
-def _primary_keys() -> dict[str, str]:
-    """Each warehouse table's declared primary key (its YAML's constraint), which names an evidence row."""
-    return {table.name: column.name for table in catalogue() for column in table.columns if column.key}
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Verification and assembly
 
@@ -780,7 +773,7 @@ def _primary_keys() -> dict[str, str]:
 def verify(con: duckdb.DuckDBPyConnection, evidence: dict[str, Any], answer: Any) -> bool:
     """Whether ``answer`` is printed in the evidence row's column (a number as papers print it)."""
     table, column = evidence["table"], evidence["column"]
-    key = _primary_keys().get(table)
+    key = declared_keys().get(table)  # the key that names an evidence row
     if key is None:
         return False
     rows = con.execute(f'select "{column}" from "{table}" where "{key}" = ?', [evidence["row_id"]]).fetchall()

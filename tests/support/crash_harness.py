@@ -28,7 +28,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from schemas.warehouse import catalogue
+from schemas.warehouse import declared_keys
 from support.fixtures import make_inbox, manifest_rows
 
 FIRST = "emnlp2024-126-embedding-inversion-attack"  # 5 pages
@@ -36,7 +36,7 @@ SECOND = "naacl2024-116-quantum-lindblad-lm"  # 10 pages, display equations with
 OTHER = "emnlp2024-012-numerologic"  # 7 pages: replaces SECOND's file in the replacement test
 PAPERLAKE = str(Path(sys.executable).with_name("paperlake"))
 # every warehouse table with a declared key (the marts' YAML): the snapshot checks each one is unique
-PRIMARY_KEYS = {t.name: t.primary_key for t in catalogue() if any(c.key for c in t.columns)}
+PRIMARY_KEYS = declared_keys()
 
 
 def run_ingest(

@@ -3,7 +3,7 @@ key the agent reads rows by and the vector entities point back to."""
 
 from __future__ import annotations
 
-from schemas.warehouse import NEUSYM_TABLES, Column, Table, catalogue
+from schemas.warehouse import NEUSYM_TABLES, Column, Table, catalogue, declared_keys
 
 COMPOSITE = {"formula_parameters", "enrichment_errors"}  # grain of several columns: no single key declared
 
@@ -15,6 +15,7 @@ def test_each_table_names_the_key_its_yaml_declares():
     for name, table in tables.items():
         declared = [c.name for c in table.columns if c.key]
         assert declared == ([] if name in COMPOSITE else [table.primary_key]), (name, declared)
+    assert declared_keys() == {name: t.primary_key for name, t in tables.items() if name not in COMPOSITE}
     # the entities' own list (what search falls back on when the YAML cannot be read) says the same, for
     # NeuSym-RAG's tables and ours
     assert set(NEUSYM_TABLES) <= set(PRIMARY_KEYS)
