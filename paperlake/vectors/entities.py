@@ -12,7 +12,7 @@ import logging
 import uuid
 from collections import Counter
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -110,7 +110,7 @@ class Cell:
     # tokens' states from the chunk's encoding, a line found in none its own windows
     hosts: tuple[tuple[str, int, int] | None, ...] | None = None
 
-    @property
+    @cached_property  # read for every cell by each collection's sync and its record
     def entity_id(self) -> str:
         return entity_id(self.table_name, self.column_name, self.primary_key)
 
@@ -126,7 +126,7 @@ class Cell:
         box = ",".join(f"{v:g}" for v in self.bbox or ())
         return f"pdf:{self.pdf_sha256 or self.pdf_path}|page:{self.page_number}|bbox:{box}"
 
-    @property
+    @cached_property  # hashes the parts and hosts; read by each dense collection's sync and its record
     def pooled_key(self) -> str:
         """What a pooled dense vector is computed from: the text, and the parts when they stand in for it, or the
         length of the head it reads."""

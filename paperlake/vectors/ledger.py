@@ -317,11 +317,14 @@ def write_sync_record(
     cells: list[Cell],
     content: str,
     entities: int,
+    hashes: dict[str, str] | None = None,
 ) -> int:
     """Record that ``collection`` holds the paper's ``entities`` made from ``cells`` (whose rows have the content
-    version ``content``), and list them; call only once they are flushed. Returns how many entities the cells call
+    version ``content``), and list them; call only once they are flushed. ``hashes``: the cells'
+    :func:`expected_hashes` in ``collection``, when the caller has them. Returns how many entities the cells call
     for."""
-    hashes = expected_hashes(store, collection, cells)
+    if hashes is None:
+        hashes = expected_hashes(store, collection, cells)
     digest = _digest(f"{key}:{value}" for key, value in hashes.items())
     listed = json.dumps(hashes, sort_keys=True).encode()
     atomic_write_bytes(entities_path(home, collection, paper_key), lambda handle: handle.write(listed))
@@ -402,7 +405,8 @@ def _write_one(
 def _confirm_one(store: Any, settings: Any, collection: str, paper_key: str, written: _Written) -> dict[str, Any]:
     """The second half, once the collection is flushed: the entities checked and the sync recorded."""
     home, paper_id, cells = settings.home, written.paper_id, written.cells
-    expected_ids = sorted(expected_hashes(store, collection, cells))
+    hashes = expected_hashes(store, collection, cells)
+    expected_ids = sorted(hashes)
     if written.known is None:
         entities = store.count(collection, f"pdf_id == '{paper_id}'")
     else:  # what the records vouch for, and every entity the cells call for is there (looked up by id)
@@ -411,7 +415,9 @@ def _confirm_one(store: Any, settings: Any, collection: str, paper_key: str, wri
             raise RuntimeError(
                 f"{collection} holds {entities} of the {len(expected_ids)} entities just written for {paper_id}"
             )
-    expected = write_sync_record(home, store, collection, paper_key, paper_id, cells, written.content, entities)
+    expected = write_sync_record(
+        home, store, collection, paper_key, paper_id, cells, written.content, entities, hashes=hashes
+    )
     pending_path(home, collection, paper_key).unlink(missing_ok=True)
     return {
         "status": "synced",
