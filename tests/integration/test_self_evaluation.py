@@ -25,6 +25,7 @@ from paperlake.evaluation.dataset import load_examples
 from paperlake.evaluation.needles import answer_needles, contains_needle
 from paperlake.evaluation.probes import KINDS, paper_probes, verify
 from paperlake.evaluation.sets import probes_path, read_jsonl, read_quality, stale_volumes, volume_set_path
+from schemas.warehouse import declared_keys
 from support.fixtures import ingest_sample
 from support.openai_stub import start_stub
 
@@ -54,16 +55,9 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _row_text(settings, evidence) -> str:
-    keys = {
-        "table_cells": "cell_id",
-        "chunks": "chunk_id",
-        "images": "image_id",
-        "equations": "equation_id",
-        "reference": "reference_id",
-        "metadata": "paper_id",
-    }
+    key = declared_keys()[evidence["table"]]  # the evidence row, by its table's declared primary key
     with duckdb.connect(str(settings.warehouse), read_only=True) as con:
-        sql = f'select "{evidence["column"]}" from "{evidence["table"]}" where "{keys[evidence["table"]]}" = ?'
+        sql = f'select "{evidence["column"]}" from "{evidence["table"]}" where "{key}" = ?'
         return con.execute(sql, [evidence["row_id"]]).fetchall()[0][0]
 
 
